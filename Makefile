@@ -1,0 +1,27 @@
+# Two entry points (see README): `make serve` runs hookinbox on SQLite, `make test` checks everything.
+PYTHON ?= python3
+VENV ?= .venv
+BIN = $(VENV)/bin
+APP ?= hookinbox.examples.shop:inbox
+
+.PHONY: serve test lint check clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+serve: $(BIN)/.installed
+	$(BIN)/hookinbox serve $(APP)
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,79 @@
+"""Every error hookinbox raises on purpose.
+
+    HookinboxError
+    ├── ConfigurationError          the application is set up wrongly (bad URL, unknown source name)
+    ├── VerificationError           the delivery is not authentic              -> HTTP 401
+    │   ├── MissingHeader
+    │   ├── BadSignature
+    │   └── TimestampOutOfTolerance
+    ├── PayloadError                authentic, but not an event we can store   -> HTTP 400
+    ├── UnknownSource               no source of that name                     -> HTTP 404
+    ├── BodyTooLarge                over the configured limit                  -> HTTP 413
+    ├── StoreUnavailable            the database cannot take the write now     -> HTTP 503
+    └── NotReady                    raised by a handler: retry later, no failure counted
+
+Each class's docstring is its default message. Driver errors (sqlite3, psycopg) are translated
+into `StoreUnavailable` in one place, `hookinbox.storage._errors`, and kept as `__cause__`.
+"""
+
+from __future__ import annotations
+
+
+class HookinboxError(Exception):
+    """hookinbox failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class ConfigurationError(HookinboxError):
+    """hookinbox is configured wrongly."""
+
+
+class VerificationError(HookinboxError):
+    """The delivery could not be verified."""
+
+
+class MissingHeader(VerificationError):
+    """A header needed to verify the delivery is missing."""
+
+
+class BadSignature(VerificationError):
+    """No signature on the delivery matches the body and a configured secret."""
+
+
+class TimestampOutOfTolerance(VerificationError):
+    """The signed timestamp is too far from the current time."""
+
+
+class PayloadError(HookinboxError):
+    """The body is not an event that can be stored."""
+
+
+class UnknownSource(HookinboxError):
+    """No source is configured under that name."""
+
+
+class BodyTooLarge(HookinboxError):
+    """The body is larger than the configured limit."""
+
+
+class StoreUnavailable(HookinboxError):
+    """The database is unavailable."""
+
+
+class NotReady(HookinboxError):
+    """The event cannot be applied yet; retry it later without counting a failure.
+
+    Raise it from a handler when a predecessor event has not been applied yet (an update
+    that arrived before its create). The handler's writes roll back and the event is
+    retried with backoff until the source's not-ready deadline.
+    """
+
+    def __init__(self, reason: str | None = None, *, retry_in: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_in = retry_in

@@ -1,0 +1,111 @@
+"""Standard Webhooks (Svix and other senders).
+
+Headers `webhook-id`, `webhook-timestamp`, `webhook-signature` (Svix sends `svix-*` twins);
+the signature header is a space-separated list of `v1,<base64>` entries; HMAC-SHA256 over
+`{id}.{timestamp}.{body}`, keyed with the base64-decoded part of a `whsec_...` secret.
+`v1a` (ed25519) entries are not checked: a delivery signed only with them is rejected.
+The key is `webhook-id`; the type is the payload's `type`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+
+from hookinbox._errors import BadSignature, ConfigurationError
+from hookinbox.sources._base import (
+    Headers,
+    Identity,
+    Source,
+    check_tolerance,
+    event_key,
+    hmac_digest,
+    lookup,
+    matches_any,
+    optional_text,
+    parse_json_object,
+    parse_time,
+    parse_timestamp,
+    require_header,
+    secrets_tuple,
+)
+
+DEFAULT_TOLERANCE = 300.0
+SECRET_PREFIX = "whsec_"
+
+
+def decode_secret(secret: str) -> bytes:
+    """The HMAC key of a `whsec_<base64>` secret (the prefix is optional, as in the spec)."""
+    encoded = secret.removeprefix(SECRET_PREFIX)
+    try:
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ConfigurationError("a Standard Webhooks secret must be whsec_<base64>") from exc
+    if not key:
+        raise ConfigurationError("a Standard Webhooks secret must not be empty")
+    return key
+
+
+def decode_signatures(header: str) -> list[bytes]:
+    """The `v1` signatures of a `webhook-signature` header; malformed entries are skipped."""
+    signatures = []
+    for entry in header.split():
+        version, sep, encoded = entry.partition(",")
+        if version != "v1" or not sep:
+            continue
+        try:
+            signatures.append(base64.b64decode(encoded, validate=True))
+        except (binascii.Error, ValueError):
+            continue
+    return signatures
+
+
+class StandardWebhooks(Source):
+    default_name = "standard"
+    stored_headers = (
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "svix-id",
+        "svix-timestamp",
+        "svix-signature",
+    )
+
+    def __init__(
+        self,
+        *,
+        secret: str | Sequence[str],
+        name: str | None = None,
+        tolerance: float | None = DEFAULT_TOLERANCE,
+    ) -> None:
+        super().__init__(name=name)
+        self._keys = [decode_secret(s) for s in secrets_tuple(secret)]
+        self.tolerance = tolerance
+
+    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
+        message_id = require_header(headers, "webhook-id", "svix-id")
+        timestamp_text = require_header(headers, "webhook-timestamp", "svix-timestamp")
+        candidates = decode_signatures(
+            require_header(headers, "webhook-signature", "svix-signature")
+        )
+        if not candidates:
+            raise BadSignature("webhook-signature has no v1 signature")
+        timestamp = parse_timestamp(timestamp_text)
+        signed = f"{message_id}.{timestamp_text.strip()}.".encode() + body
+        if not any([matches_any(hmac_digest(key, signed), candidates) for key in self._keys]):
+            raise BadSignature()
+        check_tolerance(timestamp, now=now, tolerance=self.tolerance)
+
+    def identify(self, headers: Headers, body: bytes) -> Identity:
+        payload = parse_json_object(body)
+        message_id = headers.get("webhook-id") or headers.get("svix-id")
+        occurred = parse_time(payload.get("timestamp")) or parse_time(
+            lookup(payload, "data.created_at")
+        )
+        return Identity(
+            event_id=event_key(message_id, "webhook-id"),
+            event_type=optional_text(payload.get("type")),
+            occurred_at=occurred,
+            payload=payload,
+        )
