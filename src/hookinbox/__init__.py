@@ -1,1 +1,45 @@
-"""hookinbox."""
+"""hookinbox: webhook handling that is exactly-once in effect.
+
+Verify each delivery on its raw bytes, store each event once and durably before answering 2xx,
+then process it where the claim and the handler's own writes commit in one transaction.
+"""
+
+from hookinbox._errors import (
+    BadSignature,
+    BodyTooLarge,
+    ConfigurationError,
+    HookinboxError,
+    MissingHeader,
+    NotReady,
+    PayloadError,
+    StoreUnavailable,
+    TimestampOutOfTolerance,
+    UnknownSource,
+    VerificationError,
+)
+from hookinbox._inbox import Inbox
+from hookinbox._model import Event, Status
+from hookinbox._receiver import Outcome, Reply
+from hookinbox.storage import StoreOptions
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BadSignature",
+    "BodyTooLarge",
+    "ConfigurationError",
+    "Event",
+    "HookinboxError",
+    "Inbox",
+    "MissingHeader",
+    "NotReady",
+    "Outcome",
+    "PayloadError",
+    "Reply",
+    "Status",
+    "StoreOptions",
+    "StoreUnavailable",
+    "TimestampOutOfTolerance",
+    "UnknownSource",
+    "VerificationError",
+]

@@ -1,0 +1,3 @@
+from hookinbox.cli import main
+
+main(prog_name="hookinbox")

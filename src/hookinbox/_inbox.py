@@ -1,0 +1,149 @@
+"""`Inbox`: the one object users configure; it wires sources, storage, HTTP and handlers."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from starlette.types import ASGIApp
+
+from hookinbox._errors import ConfigurationError
+from hookinbox._handlers import ANY_TYPE, Handler, HandlerRegistry, is_async_function
+from hookinbox._receiver import DEFAULT_MAX_BODY_SIZE, DEFAULT_RETRY_AFTER, Receiver, Reply
+from hookinbox.http import create_app
+from hookinbox.sources import Source
+from hookinbox.storage import Store, StoreOptions, parse_url
+
+DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
+DEFAULT_DATABASE_URL = "sqlite:///hookinbox.db"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Inbox:
+    """Verified, deduplicated, durable webhook ingest, and exactly-once processing.
+
+    `database_url` defaults to `$HOOKINBOX_DATABASE_URL`, then to `sqlite:///hookinbox.db`.
+    Nothing connects until the inbox is first used, so an `Inbox` can be built at import time
+    in every server process.
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        store_options: StoreOptions | None = None,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        retry_after: int = DEFAULT_RETRY_AFTER,
+        auto_migrate: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.database_url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+        self.store_options = store_options or StoreOptions()
+        self.max_body_size = max_body_size
+        self.retry_after = retry_after
+        self.auto_migrate = auto_migrate
+        self.clock = clock
+        self.sources: dict[str, Source] = {}
+        self.handlers = HandlerRegistry()
+        self._store: Store | None = None
+        self._receiver: Receiver | None = None
+        self._lock = threading.Lock()
+
+    # -- configuration -------------------------------------------------------------------
+
+    def add_source(self, source: Source) -> Source:
+        """Receive deliveries for `source` at `POST /webhooks/{source.name}`."""
+        if source.name in self.sources:
+            raise ConfigurationError(f"a source named {source.name!r} is already added")
+        self._check_not_started()
+        self.sources[source.name] = source
+        return source
+
+    def handler(self, source: str, event_type: str = ANY_TYPE) -> Callable[[F], F]:
+        """Register a function (sync or async) for events of `source` and `event_type` ("*": any).
+
+        The function is called as `function(event, ctx)`.
+        """
+
+        def register(function: F) -> F:
+            self.handlers.add(
+                Handler(
+                    source=source,
+                    event_type=event_type,
+                    function=function,
+                    is_async=is_async_function(function),
+                )
+            )
+            return function
+
+        return register
+
+    def use_database(self, database_url: str) -> None:
+        """Point the inbox at another database (the CLI's --database-url) before first use."""
+        self._check_not_started()
+        self.database_url = database_url
+
+    def _check_not_started(self) -> None:
+        if self._store is not None:
+            raise ConfigurationError("configure the inbox before it is first used")
+
+    # -- running -------------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        """The storage, opened on first access (the schema is created on first query)."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    self._store = Store(
+                        self.database_url, self.store_options, auto_migrate=self.auto_migrate
+                    )
+        return self._store
+
+    @property
+    def receiver(self) -> Receiver:
+        if self._receiver is None:
+            with self._lock:
+                if self._receiver is None:
+                    self._receiver = Receiver(
+                        self.store,
+                        self.sources,
+                        max_body_size=self.max_body_size,
+                        retry_after=self.retry_after,
+                        clock=self.clock,
+                    )
+        return self._receiver
+
+    def migrate(self) -> tuple[int, int]:
+        """Create or upgrade hookinbox's tables; returns (version before, version after)."""
+        return self.store.migrate()
+
+    def receive(
+        self,
+        source: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        body: bytes,
+    ) -> Reply:
+        """Framework-neutral ingest (Flask, Django, ...): verify, store, and say what to answer.
+
+        Pass the raw body bytes exactly as received. Answer with `reply.status_code`,
+        `reply.body` as JSON and `reply.headers`.
+        """
+        return self.receiver.receive(source, headers, body)
+
+    def asgi(self, *, path: str = "/webhooks") -> ASGIApp:
+        """An ASGI app: `POST {path}/{source}`, `GET /healthz`, `GET /readyz`."""
+        return create_app(self.receiver, path=path)
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        if self._store is not None:
+            self._store.dispose()
+
+    def __repr__(self) -> str:
+        url = parse_url(self.database_url).render_as_string(hide_password=True)
+        return f"Inbox({url!r}, sources={sorted(self.sources)})"

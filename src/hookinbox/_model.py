@@ -1,0 +1,80 @@
+"""The data that flows from ingest to processing: plain values, no behaviour, no I/O."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from functools import cached_property
+from typing import Any
+
+
+class Status(StrEnum):
+    """Where an event is in its life.
+
+    pending -> processing -> processed            (handlers committed)
+                          -> pending / deferred   (error with retries left / NotReady)
+                          -> failed               (out of attempts, or past the NotReady deadline)
+    pending -> unhandled                          (no handler registered for its source and type)
+    """
+
+    PENDING = "pending"
+    PROCESSING = "processing"
+    DEFERRED = "deferred"
+    PROCESSED = "processed"
+    UNHANDLED = "unhandled"
+    FAILED = "failed"
+
+
+WAITING_STATUSES = (Status.PENDING, Status.DEFERRED)
+"""Statuses a worker picks up once `next_attempt_at` has come."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewDelivery:
+    """One verified delivery, ready to be stored."""
+
+    source: str
+    event_id: str
+    event_type: str | None
+    occurred_at: datetime | None
+    received_at: datetime
+    body: bytes
+    headers: dict[str, str]
+    body_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedDelivery:
+    """What storing a delivery did: a new event, or one more delivery of a known one."""
+
+    row_id: int
+    is_new: bool
+    delivery_count: int
+    key_conflict: bool
+    """Same key as a stored event but a different body: still a duplicate, logged and counted."""
+    status: Status
+
+
+@dataclass(frozen=True)
+class Event:
+    """A stored event as handlers see it."""
+
+    row_id: int
+    source: str
+    id: str
+    type: str | None
+    occurred_at: datetime | None
+    received_at: datetime
+    body: bytes
+    headers: dict[str, str]
+    status: Status
+    attempts: int
+    delivery_count: int
+    last_error: str | None = None
+
+    @cached_property
+    def payload(self) -> Any:
+        """The body parsed as JSON (it was proven to parse when the event was received)."""
+        return json.loads(self.body)

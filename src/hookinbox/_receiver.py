@@ -1,0 +1,218 @@
+"""Ingest, framework-neutral: verify a delivery, store it once, and say what to answer.
+
+The HTTP app and `Inbox.receive` (Flask, Django) both call `Receiver.receive`; neither decides
+a status code on its own. The order is fixed: find the source, bound the body, verify the raw
+bytes, parse, store durably, answer. Nothing is written before verification succeeds, and
+nothing is answered 2xx before the transaction holding the event has committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Connection
+
+from hookinbox._errors import (
+    NotReady,
+    PayloadError,
+    StoreUnavailable,
+    VerificationError,
+)
+from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
+from hookinbox.sources import Source, normalize_headers
+from hookinbox.storage import Store, record_delivery
+
+log = logging.getLogger("hookinbox.ingest")
+
+DEFAULT_MAX_BODY_SIZE = 1024 * 1024
+DEFAULT_RETRY_AFTER = 5
+
+InlineProcessor = Callable[[Connection, Event], None]
+"""Runs an event's handlers inside the connection's transaction and marks it processed."""
+
+
+class Outcome(StrEnum):
+    """What became of one delivery; also the label of the delivery metrics."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    INVALID_SIGNATURE = "invalid_signature"
+    BAD_REQUEST = "bad_request"
+    UNKNOWN_SOURCE = "unknown_source"
+    TOO_LARGE = "too_large"
+    UNAVAILABLE = "unavailable"
+    NOT_PROCESSED = "not_processed"  # inline mode: the handler raised, nothing was kept
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The answer to one delivery, independent of any web framework."""
+
+    status_code: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    outcome: Outcome = Outcome.ACCEPTED
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status_code < 300
+
+
+def _reject(status_code: int, outcome: Outcome, detail: str, **headers: str) -> Reply:
+    body = {"status": "rejected", "error": outcome.value, "detail": detail}
+    return Reply(status_code, body, dict(headers), outcome)
+
+
+class Receiver:
+    """Turns (source name, headers, raw body) into a stored event and a `Reply`."""
+
+    def __init__(
+        self,
+        store: Store,
+        sources: Mapping[str, Source],
+        *,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        retry_after: int = DEFAULT_RETRY_AFTER,
+        inline: Mapping[str, InlineProcessor] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.sources = sources
+        self.max_body_size = max_body_size
+        self.retry_after = retry_after
+        self.inline = inline or {}
+        self.clock = clock
+
+    def receive(
+        self,
+        source_name: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        body: bytes,
+    ) -> Reply:
+        started = time.perf_counter()
+        source = self.sources.get(source_name)
+        if source is None:
+            reply = _reject(404, Outcome.UNKNOWN_SOURCE, f"no source named {source_name!r}")
+        elif len(body) > self.max_body_size:
+            reply = self._too_large()
+        else:
+            reply = self._receive(source, normalize_headers(headers), body)
+        self._log(source_name, reply, time.perf_counter() - started)
+        return reply
+
+    def reject_too_large(self, source_name: str) -> Reply:
+        """For servers that stop reading a body once it passes the limit."""
+        reply = self._too_large()
+        self._log(source_name, reply, 0.0)
+        return reply
+
+    def _too_large(self) -> Reply:
+        return _reject(413, Outcome.TOO_LARGE, f"body over {self.max_body_size} bytes")
+
+    def unavailable(self, detail: str) -> Reply:
+        return _reject(503, Outcome.UNAVAILABLE, detail, **{"retry-after": str(self.retry_after)})
+
+    def _receive(self, source: Source, headers: Mapping[str, str], body: bytes) -> Reply:
+        now = self.clock()
+        try:
+            identity = source.authenticate(headers, body, now=now)
+        except VerificationError as error:
+            return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
+        except PayloadError as error:
+            return _reject(400, Outcome.BAD_REQUEST, error.message)
+        delivery = NewDelivery(
+            source=source.name,
+            event_id=identity.event_id,
+            event_type=identity.event_type,
+            occurred_at=identity.occurred_at,
+            received_at=datetime.fromtimestamp(now, UTC),
+            body=body,
+            headers=source.headers_to_store(headers),
+            body_sha256=hashlib.sha256(body).hexdigest(),
+        )
+        try:
+            recorded = self._store(delivery)
+        except StoreUnavailable as error:
+            return self.unavailable(error.message)
+        except NotReady as error:
+            return self._not_processed(f"not ready: {error.message}")
+        except Exception as error:
+            if source.name in self.inline:
+                log.exception("inline handler failed for %s %s", source.name, delivery.event_id)
+                return self._not_processed(f"handler raised {type(error).__name__}")
+            log.exception("unexpected error storing %s %s", source.name, delivery.event_id)
+            return Reply(500, {"status": "error", "error": "internal"}, {}, Outcome.ERROR)
+        if recorded.key_conflict:
+            log.warning(
+                "key conflict: %s %s delivered again with a different body",
+                source.name,
+                delivery.event_id,
+                extra={"source": source.name, "event_id": delivery.event_id},
+            )
+        outcome = Outcome.ACCEPTED if recorded.is_new else Outcome.DUPLICATE
+        body_out = {"status": outcome.value, "event_id": delivery.event_id}
+        return Reply(200, body_out, {}, outcome)
+
+    def _store(self, delivery: NewDelivery) -> RecordedDelivery:
+        process = self.inline.get(delivery.source)
+        if process is None:
+            return self.store.record_delivery(delivery)
+        # Inline: insert, handlers and processed mark share one transaction, so a handler that
+        # fails leaves no claim behind and the provider's retry is treated as new.
+        with self.store.transaction() as connection:
+            recorded = record_delivery(connection, delivery)
+            if recorded.is_new:
+                process(connection, _inline_event(delivery, recorded))
+            return recorded
+
+    def _not_processed(self, detail: str) -> Reply:
+        body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}
+        headers = {"retry-after": str(self.retry_after)}
+        return Reply(503, body, headers, Outcome.NOT_PROCESSED)
+
+    def _log(self, source_name: str, reply: Reply, elapsed: float) -> None:
+        event_id = reply.body.get("event_id")
+        fields = {
+            "source": source_name,
+            "event_id": event_id,
+            "outcome": reply.outcome.value,
+            "status_code": reply.status_code,
+            "latency_ms": round(elapsed * 1000, 2),
+        }
+        level = logging.INFO if reply.ok else logging.WARNING
+        detail = reply.body.get("detail", "")
+        log.log(
+            level,
+            "%s %s: %s %d %.1f ms %s",
+            source_name,
+            event_id or "-",
+            reply.outcome.value,
+            reply.status_code,
+            elapsed * 1000,
+            detail,
+            extra=fields,
+        )
+
+
+def _inline_event(delivery: NewDelivery, recorded: RecordedDelivery) -> Event:
+    return Event(
+        row_id=recorded.row_id,
+        source=delivery.source,
+        id=delivery.event_id,
+        type=delivery.event_type,
+        occurred_at=delivery.occurred_at,
+        received_at=delivery.received_at,
+        body=delivery.body,
+        headers=delivery.headers,
+        status=Status.PROCESSING,
+        attempts=1,
+        delivery_count=recorded.delivery_count,
+    )

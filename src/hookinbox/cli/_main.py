@@ -1,0 +1,147 @@
+"""The `hookinbox` command.
+
+Exit codes: 0 success; 1 the operation failed (database unavailable, a check breached);
+2 bad usage or configuration (unknown APP, malformed URL). Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+from typing import Any
+
+import click
+
+from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
+from hookinbox._inbox import DATABASE_URL_ENV
+from hookinbox.cli._loading import APP_ENV, load_inbox
+from hookinbox.storage import Store
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+database_url_option = click.option(
+    "--database-url",
+    envvar=DATABASE_URL_ENV,
+    show_envvar=True,
+    help="Database URL (sqlite:///file.db or postgresql://...); overrides the app's own.",
+)
+
+
+class HookinboxGroup(click.Group):
+    """Turns hookinbox errors into one line on stderr and a documented exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ConfigurationError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(EXIT_USAGE)
+        except StoreUnavailable as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(EXIT_FAILURE)
+        except HookinboxError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(EXIT_FAILURE)
+
+
+@click.group(cls=HookinboxGroup)
+@click.version_option(package_name="hookinbox")
+def main() -> None:
+    """hookinbox: verified, deduplicated, durable webhooks, processed exactly once."""
+
+
+def logging_config(level: str) -> dict[str, Any]:
+    """uvicorn's logging configuration, with hookinbox's loggers on the same handler."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["hookinbox"] = {"handlers": ["default"], "level": level, "propagate": False}
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        config["loggers"][name]["level"] = level
+    return config
+
+
+@main.command()
+@click.argument("app", envvar=APP_ENV)
+@database_url_option
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="HOOKINBOX_HOST",
+    show_envvar=True,
+    help="Interface to listen on.",
+)
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    envvar="HOOKINBOX_PORT",
+    show_envvar=True,
+    help="Port to listen on.",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    envvar="HOOKINBOX_WORKERS",
+    show_envvar=True,
+    help="HTTP server processes.",
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    envvar="HOOKINBOX_LOG_LEVEL",
+    show_envvar=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+def serve(
+    app: str, database_url: str | None, host: str, port: int, workers: int, log_level: str
+) -> None:
+    """Receive webhooks for APP (module:attribute naming an Inbox) over HTTP.
+
+    The schema is created or upgraded before the server starts listening.
+    """
+    import uvicorn
+
+    inbox = load_inbox(app, database_url=database_url)
+    inbox.migrate()
+    inbox.close()
+    # Each server process re-imports APP through the factory, with the same overrides.
+    os.environ[APP_ENV] = app
+    if database_url:
+        os.environ[DATABASE_URL_ENV] = database_url
+    uvicorn.run(
+        "hookinbox.cli._asgi:app_from_environment",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        access_log=False,  # hookinbox logs one line per delivery itself
+        log_config=logging_config(log_level.upper()),
+        timeout_graceful_shutdown=10,
+    )
+
+
+@main.command()
+@click.argument("app", required=False, envvar=APP_ENV)
+@database_url_option
+def migrate(app: str | None, database_url: str | None) -> None:
+    """Create or upgrade hookinbox's tables (for APP, or the database at --database-url)."""
+    if app:
+        store = load_inbox(app, database_url=database_url).store
+    elif database_url:
+        store = Store(database_url)
+    else:
+        raise ConfigurationError("give APP or --database-url")
+    before, after = store.migrate()
+    store.dispose()
+    if before == after:
+        click.echo(f"schema is up to date (version {after})")
+    else:
+        click.echo(f"schema upgraded from version {before} to {after}")

@@ -1,0 +1,62 @@
+"""Storing a delivery: one atomic upsert, never a look-up followed by an insert.
+
+`INSERT ... ON CONFLICT (source, event_id) DO UPDATE` either creates the event or counts one more
+delivery of it, in a single statement that concurrent duplicates cannot both win: the unique
+index decides. The returned `delivery_count` tells which happened (1 means this delivery created
+the row), and the stored body hash, compared with ours, reveals a key conflict.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import Connection, case
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.expression import Executable
+
+from hookinbox._model import NewDelivery, RecordedDelivery, Status
+from hookinbox.storage._schema import events
+
+
+def upsert_statement(dialect: str, delivery: NewDelivery) -> Executable:
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(events).values(
+        source=delivery.source,
+        event_id=delivery.event_id,
+        event_type=delivery.event_type,
+        occurred_at=delivery.occurred_at,
+        received_at=delivery.received_at,
+        body=delivery.body,
+        headers=json.dumps(delivery.headers, sort_keys=True),
+        body_sha256=delivery.body_sha256,
+        status=Status.PENDING.value,
+        attempts=0,
+        next_attempt_at=delivery.received_at,
+        delivery_count=1,
+        key_conflicts=0,
+        last_delivery_at=delivery.received_at,
+    )
+    conflicting_body = case((events.c.body_sha256 != statement.excluded.body_sha256, 1), else_=0)
+    statement = statement.on_conflict_do_update(
+        index_elements=[events.c.source, events.c.event_id],
+        set_={
+            "delivery_count": events.c.delivery_count + 1,
+            "key_conflicts": events.c.key_conflicts + conflicting_body,
+            "last_delivery_at": statement.excluded.last_delivery_at,
+        },
+    )
+    return statement.returning(
+        events.c.id, events.c.delivery_count, events.c.body_sha256, events.c.status
+    )
+
+
+def record_delivery(connection: Connection, delivery: NewDelivery) -> RecordedDelivery:
+    statement = upsert_statement(connection.dialect.name, delivery)
+    row = connection.execute(statement).mappings().one()
+    return RecordedDelivery(
+        row_id=row["id"],
+        is_new=row["delivery_count"] == 1,
+        delivery_count=row["delivery_count"],
+        key_conflict=row["body_sha256"] != delivery.body_sha256,
+        status=Status(row["status"]),
+    )

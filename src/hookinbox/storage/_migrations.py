@@ -1,0 +1,121 @@
+"""Versioned, in-place schema upgrades, safe when several processes start at once.
+
+Each step is frozen once released: it states the DDL of its own version (never the live
+tables of `_schema.py`, which move on), through Alembic's operations so that SQLite's
+limited ALTER TABLE is handled for us. We keep our own small runner instead of an Alembic
+environment because hookinbox migrates itself from `serve` and from library calls, with no
+configuration files in the user's project, and must serialise concurrent starts: PostgreSQL
+takes an advisory lock, SQLite's BEGIN IMMEDIATE already admits one writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from alembic.operations import Operations
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, Engine
+
+from hookinbox._errors import ConfigurationError
+from hookinbox.storage._errors import translate_errors
+from hookinbox.storage._schema import schema_versions
+from hookinbox.storage._types import UTCDateTime
+
+# An arbitrary constant naming hookinbox's migration lock among the application's own locks.
+ADVISORY_LOCK_KEY = 0x686F6F6B696E
+
+Step = Callable[[Operations], None]
+
+
+def _v1_events(op: Operations) -> None:
+    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    op.create_table(
+        "hookinbox_events",
+        sa.Column("id", row_id, primary_key=True, autoincrement=True),
+        sa.Column("source", sa.String(64), nullable=False),
+        sa.Column("event_id", sa.String(255), nullable=False),
+        sa.Column("event_type", sa.String(255)),
+        sa.Column("occurred_at", UTCDateTime),
+        sa.Column("received_at", UTCDateTime, nullable=False),
+        sa.Column("body", sa.LargeBinary, nullable=False),
+        sa.Column("headers", sa.Text, nullable=False),
+        sa.Column("body_sha256", sa.String(64), nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("outcome", sa.String(32)),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("next_attempt_at", UTCDateTime, nullable=False),
+        sa.Column("lease_token", sa.String(32)),
+        sa.Column("lease_expires_at", UTCDateTime),
+        sa.Column("deferred_since", UTCDateTime),
+        sa.Column("last_error", sa.Text),
+        sa.Column("delivery_count", sa.Integer, nullable=False),
+        sa.Column("key_conflicts", sa.Integer, nullable=False),
+        sa.Column("last_delivery_at", UTCDateTime, nullable=False),
+        sa.Column("processed_at", UTCDateTime),
+        sa.UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
+    )
+    waiting = sa.text("status IN ('pending', 'deferred')")
+    leased = sa.text("status = 'processing'")
+    op.create_index(
+        "ix_hookinbox_events_due",
+        "hookinbox_events",
+        ["next_attempt_at"],
+        postgresql_where=waiting,
+        sqlite_where=waiting,
+    )
+    op.create_index(
+        "ix_hookinbox_events_leased",
+        "hookinbox_events",
+        ["lease_expires_at"],
+        postgresql_where=leased,
+        sqlite_where=leased,
+    )
+    op.create_index("ix_hookinbox_events_received_at", "hookinbox_events", ["received_at"])
+
+
+MIGRATIONS: tuple[Step, ...] = (_v1_events,)
+"""Step N (1-based) brings a database from version N-1 to version N."""
+
+LATEST_VERSION = len(MIGRATIONS)
+
+
+def current_version(connection: Connection) -> int:
+    if not sa.inspect(connection).has_table(schema_versions.name):
+        return 0
+    version = connection.execute(sa.select(sa.func.max(schema_versions.c.version))).scalar()
+    return int(version or 0)
+
+
+def migrate(engine: Engine) -> tuple[int, int]:
+    """Bring the schema to the latest version; returns (version before, version after)."""
+    with translate_errors(), engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_KEY)))
+        schema_versions.create(connection, checkfirst=True)
+        before = current_version(connection)
+        if before > LATEST_VERSION:
+            raise ConfigurationError(
+                f"the database schema is version {before}, newer than this hookinbox "
+                f"understands ({LATEST_VERSION}); upgrade hookinbox"
+            )
+        operations = Operations(MigrationContext.configure(connection))
+        for version in range(before + 1, LATEST_VERSION + 1):
+            MIGRATIONS[version - 1](operations)
+            connection.execute(
+                schema_versions.insert().values(version=version, applied_at=datetime.now(UTC))
+            )
+        return before, LATEST_VERSION
+
+
+def check_version(engine: Engine) -> int:
+    """The schema version, or ConfigurationError when it is not the one this code expects."""
+    with translate_errors(), engine.connect() as connection:
+        version = current_version(connection)
+    if version != LATEST_VERSION:
+        raise ConfigurationError(
+            f"the database schema is version {version}, this hookinbox needs {LATEST_VERSION}: "
+            "run `hookinbox migrate`"
+        )
+    return version

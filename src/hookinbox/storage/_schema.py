@@ -1,0 +1,80 @@
+"""The live schema: the tables every query in this package is written against.
+
+`_migrations.py` builds the same schema step by step for existing databases; a test checks
+that a database migrated from nothing matches these tables exactly.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from hookinbox._model import WAITING_STATUSES, Status
+from hookinbox.storage._types import UTCDateTime
+
+metadata = MetaData()
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY (its rowid); PostgreSQL gets a bigint.
+RowId = BigInteger().with_variant(Integer(), "sqlite")
+
+schema_versions = Table(
+    "hookinbox_schema_versions",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("applied_at", UTCDateTime, nullable=False),
+)
+
+events = Table(
+    "hookinbox_events",
+    metadata,
+    Column("id", RowId, primary_key=True, autoincrement=True),
+    Column("source", String(64), nullable=False),
+    Column("event_id", String(255), nullable=False),
+    Column("event_type", String(255)),
+    Column("occurred_at", UTCDateTime),
+    Column("received_at", UTCDateTime, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Column("headers", Text, nullable=False),  # JSON object of the headers kept for audit
+    Column("body_sha256", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("outcome", String(32)),  # why it ended as it did: handled, business_duplicate, ...
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("lease_token", String(32)),  # set while a worker holds the event (status processing)
+    Column("lease_expires_at", UTCDateTime),
+    Column("deferred_since", UTCDateTime),  # first NotReady; the deadline counts from here
+    Column("last_error", Text),
+    Column("delivery_count", Integer, nullable=False),
+    Column("key_conflicts", Integer, nullable=False),
+    Column("last_delivery_at", UTCDateTime, nullable=False),
+    Column("processed_at", UTCDateTime),
+    UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
+)
+
+# Partial indexes stay small however many processed rows pile up: a worker's look-up for due
+# events reads only the waiting ones, even at tens of millions of rows.
+_waiting = events.c.status.in_([s.value for s in WAITING_STATUSES])
+_leased = events.c.status == Status.PROCESSING.value
+Index(
+    "ix_hookinbox_events_due",
+    events.c.next_attempt_at,
+    postgresql_where=_waiting,
+    sqlite_where=_waiting,
+)
+Index(
+    "ix_hookinbox_events_leased",
+    events.c.lease_expires_at,
+    postgresql_where=_leased,
+    sqlite_where=_leased,
+)
+Index("ix_hookinbox_events_received_at", events.c.received_at)

@@ -1,0 +1,112 @@
+"""`Store`: the narrow door to the database that every other layer goes through."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine
+from sqlalchemy.engine import URL
+
+from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
+from hookinbox.storage import _migrations
+from hookinbox.storage._deliveries import record_delivery
+from hookinbox.storage._engine import StoreOptions, build_engine
+from hookinbox.storage._errors import translate_errors
+from hookinbox.storage._schema import events
+
+
+class Store:
+    """A database holding hookinbox's tables, reached through a pooled engine.
+
+    Every method translates "database unavailable" into `StoreUnavailable`. The schema is
+    created or upgraded on first use unless `auto_migrate=False`.
+    """
+
+    def __init__(
+        self,
+        url: str | URL,
+        options: StoreOptions | None = None,
+        *,
+        auto_migrate: bool = True,
+    ) -> None:
+        self.options = options or StoreOptions()
+        self.engine: Engine = build_engine(url, self.options)
+        self.auto_migrate = auto_migrate
+        self._schema_ready = False
+        self._schema_lock = threading.Lock()
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @property
+    def url(self) -> URL:
+        return self.engine.url
+
+    def migrate(self) -> tuple[int, int]:
+        """Create or upgrade the schema; returns (version before, version after)."""
+        result = _migrations.migrate(self.engine)
+        self._schema_ready = True
+        return result
+
+    def ensure_schema(self) -> None:
+        """Once per process: migrate (or, with auto_migrate off, check the version)."""
+        if self._schema_ready:
+            return
+        with self._schema_lock:
+            if self._schema_ready:
+                return
+            if self.auto_migrate:
+                self.migrate()
+            else:
+                _migrations.check_version(self.engine)
+                self._schema_ready = True
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """One transaction: committed on success, rolled back on any exception."""
+        self.ensure_schema()
+        with translate_errors(), self.engine.begin() as connection:
+            yield connection
+
+    def ping(self) -> None:
+        """Raise `StoreUnavailable` unless the database answers."""
+        with translate_errors(), self.engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+
+    def record_delivery(self, delivery: NewDelivery) -> RecordedDelivery:
+        """Store a delivery durably in its own transaction (committed on return)."""
+        with self.transaction() as connection:
+            return record_delivery(connection, delivery)
+
+    def get_event(self, source: str, event_id: str) -> Event | None:
+        self.ensure_schema()
+        query = sa.select(events).where(events.c.source == source, events.c.event_id == event_id)
+        with translate_errors(), self.engine.connect() as connection:
+            row = connection.execute(query).mappings().first()
+        return event_from_row(row) if row else None
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def event_from_row(row: sa.RowMapping | dict[str, Any]) -> Event:
+    return Event(
+        row_id=row["id"],
+        source=row["source"],
+        id=row["event_id"],
+        type=row["event_type"],
+        occurred_at=row["occurred_at"],
+        received_at=row["received_at"],
+        body=bytes(row["body"]),
+        headers=json.loads(row["headers"]),
+        status=Status(row["status"]),
+        attempts=row["attempts"],
+        delivery_count=row["delivery_count"],
+        last_error=row["last_error"],
+    )
