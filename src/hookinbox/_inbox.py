@@ -51,7 +51,7 @@ class Inbox:
         self.handlers = HandlerRegistry()
         self._store: Store | None = None
         self._receiver: Receiver | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     # -- configuration -------------------------------------------------------------------
 
@@ -84,6 +84,8 @@ class Inbox:
 
     def use_database(self, database_url: str) -> None:
         """Point the inbox at another database (the CLI's --database-url) before first use."""
+        if database_url == self.database_url:
+            return
         self._check_not_started()
         self.database_url = database_url
 

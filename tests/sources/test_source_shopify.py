@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -28,7 +29,11 @@ def hmac_b64(body: bytes = BODY, secret: str = SECRET) -> str:
 
 
 def delivery(
-    body: bytes = BODY, *, secret: str = SECRET, prefix: str = "X-", **extra: str
+    body: bytes = BODY,
+    *,
+    secret: str = SECRET,
+    prefix: str = "X-",
+    extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
     headers = {
         f"{prefix}Shopify-Hmac-Sha256": hmac_b64(body, secret),
@@ -36,14 +41,14 @@ def delivery(
         f"{prefix}Shopify-Event-Id": EVENT_ID,
         f"{prefix}Shopify-Webhook-Id": WEBHOOK_ID,
         f"{prefix}Shopify-Triggered-At": "2023-11-14T22:13:20.123456789Z",
-        **extra,
+        **(extra or {}),
     }
     return {name.lower(): value for name, value in headers.items() if value}
 
 
 def test_known_vector() -> None:
     # Computed independently with `openssl dgst -sha256 -hmac hush -binary | base64`.
-    headers = {"x-shopify-hmac-sha256": "+GJmUfzmlIL64+BhnmNrJeyJ6E7t6iZd62y4mlhRiF4="}
+    headers = {"x-shopify-hmac-sha256": "VnKUjZsLuN5iZWjn5EntcBVCF9kMN43LglzCE1/GSeY="}
     Shopify(secret="hush").verify(headers, b'{"id":1}', now=NOW)
 
 
@@ -74,6 +79,15 @@ def test_hex_encoded_hmac_is_bad_signature() -> None:
 def test_malformed_hmac_is_bad_signature(value: str) -> None:
     headers = delivery()
     headers["x-shopify-hmac-sha256"] = value
+    with pytest.raises(BadSignature):
+        Shopify(secret=SECRET).verify(headers, BODY, now=NOW)
+
+
+@pytest.mark.parametrize("spoil", [lambda raw: raw + b"\x00", lambda raw: raw[:-1]])
+def test_extended_or_truncated_hmac_is_bad_signature(spoil: Callable[[bytes], bytes]) -> None:
+    raw = hmac.new(SECRET.encode(), BODY, hashlib.sha256).digest()
+    headers = delivery()
+    headers["x-shopify-hmac-sha256"] = base64.b64encode(spoil(raw)).decode()
     with pytest.raises(BadSignature):
         Shopify(secret=SECRET).verify(headers, BODY, now=NOW)
 
@@ -122,7 +136,7 @@ def test_key_is_topic_and_event_id() -> None:
 
 
 def test_falls_back_to_webhook_id() -> None:
-    headers = delivery(**{"X-Shopify-Event-Id": ""})
+    headers = delivery(extra={"X-Shopify-Event-Id": ""})
     assert "x-shopify-event-id" not in headers
     assert identify(headers).event_id == f"orders/create:{WEBHOOK_ID}"
 
@@ -131,31 +145,31 @@ def test_unprefixed_headers_are_read() -> None:
     identity = identify(delivery(prefix=""))
     assert identity.event_id == f"orders/create:{EVENT_ID}"
     assert identity.event_type == "orders/create"
-    fallback = identify(delivery(prefix="", **{"Shopify-Event-Id": ""}))
+    fallback = identify(delivery(prefix="", extra={"Shopify-Event-Id": ""}))
     assert fallback.event_id == f"orders/create:{WEBHOOK_ID}"
 
 
 def test_without_topic_the_key_is_the_bare_id() -> None:
-    identity = identify(delivery(**{"X-Shopify-Topic": ""}))
+    identity = identify(delivery(extra={"X-Shopify-Topic": ""}))
     assert identity.event_id == EVENT_ID
     assert identity.event_type is None
 
 
 def test_one_shop_event_two_topics_are_two_events_and_a_retry_is_one() -> None:
     create = identify(delivery())
-    paid = identify(delivery(**{"X-Shopify-Topic": "orders/paid"}))
-    retry = identify(delivery(**{"X-Shopify-Triggered-At": "2023-11-14T23:00:00Z"}))
+    paid = identify(delivery(extra={"X-Shopify-Topic": "orders/paid"}))
+    retry = identify(delivery(extra={"X-Shopify-Triggered-At": "2023-11-14T23:00:00Z"}))
     assert create.event_id != paid.event_id
     assert create.event_id == retry.event_id
 
 
 @pytest.mark.parametrize("value", ["", "yesterday"])
 def test_unreadable_triggered_at_is_none(value: str) -> None:
-    assert identify(delivery(**{"X-Shopify-Triggered-At": value})).occurred_at is None
+    assert identify(delivery(extra={"X-Shopify-Triggered-At": value})).occurred_at is None
 
 
 def test_missing_id_headers_is_payload_error() -> None:
-    headers = delivery(**{"X-Shopify-Event-Id": "", "X-Shopify-Webhook-Id": ""})
+    headers = delivery(extra={"X-Shopify-Event-Id": "", "X-Shopify-Webhook-Id": ""})
     with pytest.raises(PayloadError):
         identify(headers)
     with pytest.raises(PayloadError):
@@ -165,12 +179,12 @@ def test_missing_id_headers_is_payload_error() -> None:
 @pytest.mark.parametrize("event_id", ["x" * 256, "id\x00", "line\nbreak"])
 def test_unusable_id_is_payload_error(event_id: str) -> None:
     with pytest.raises(PayloadError):
-        identify(delivery(**{"X-Shopify-Event-Id": event_id}))
+        identify(delivery(extra={"X-Shopify-Event-Id": event_id}))
 
 
 def test_key_too_long_with_topic_is_payload_error() -> None:
     with pytest.raises(PayloadError):
-        identify(delivery(**{"X-Shopify-Event-Id": "e" * 250}))
+        identify(delivery(extra={"X-Shopify-Event-Id": "e" * 250}))
 
 
 @pytest.mark.parametrize("body", [b"not json", b"", b"\xff"])

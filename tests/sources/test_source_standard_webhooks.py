@@ -69,7 +69,9 @@ def signature(
     return signer(secret, msg_id, at(timestamp), body.decode())
 
 
-def headers(sig: str, *, msg_id: str = MSG_ID, timestamp: int | str = T, prefix: str = "webhook"):
+def headers(
+    sig: str, *, msg_id: str = MSG_ID, timestamp: int | str = T, prefix: str = "webhook"
+) -> dict[str, str]:
     return {
         f"{prefix}-id": msg_id,
         f"{prefix}-timestamp": str(timestamp),
@@ -94,7 +96,7 @@ def verify(
 @SIGNERS
 @pytest.mark.parametrize(
     "body",
-    [BODY, b"{}", b"", "{\"x\": \"\u2603 \U0001f600\"}".encode(), b"not even json"],
+    [BODY, b"{}", b"", '{"x": "\u2603 \U0001f600"}'.encode(), b"not even json"],
     ids=["event", "empty-object", "empty", "non-ascii", "not-json"],
 )
 def test_official_signatures_verify(signer: Signer, body: bytes) -> None:
@@ -159,6 +161,27 @@ def test_only_wrong_signatures_is_bad_signature() -> None:
     decoys = ["v1," + base64.b64encode(b"\x00" * 32).decode(), signature(secret=OLD_SECRET)]
     with pytest.raises(BadSignature):
         verify(headers(" ".join(decoys)))
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [lambda raw: raw + b"\x00", lambda raw: raw[:-1], lambda raw: raw[:16]],
+    ids=["extended", "truncated", "half"],
+)
+def test_extended_or_truncated_signature_is_bad_signature(spoil: Callable[[bytes], bytes]) -> None:
+    raw = base64.b64decode(signature().split(",", 1)[1])
+    with pytest.raises(BadSignature):
+        verify(headers("v1," + base64.b64encode(spoil(raw)).decode()))
+
+
+@pytest.mark.parametrize("msg_id", ["\ud800", "msg_\udfff", "\udc80\udc81"])
+def test_undecodable_message_id_is_bad_signature(msg_id: str) -> None:
+    # A str header can carry lone surrogates (e.g. bytes decoded with surrogateescape);
+    # it must be a verification failure, not a UnicodeEncodeError.
+    with pytest.raises(BadSignature):
+        verify(headers(signature(), msg_id=msg_id))
+    with pytest.raises(BadSignature):
+        verify(headers(signature(), msg_id=msg_id, prefix="svix"))
 
 
 def test_v1a_only_is_bad_signature() -> None:
@@ -275,7 +298,7 @@ def library_clock(now: float) -> Iterator[None]:
 
     class Frozen(datetime):
         @classmethod
-        def now(cls, tz=None):  # type: ignore[no-untyped-def, override]
+        def now(cls, tz=None):  # type: ignore[no-untyped-def]
             return datetime.fromtimestamp(now, tz)
 
     with mock.patch.object(standardwebhooks.webhooks, "datetime", Frozen):
@@ -406,6 +429,4 @@ def test_non_object_body_is_payload_error(body: bytes) -> None:
 def test_signed_non_json_body_authenticates_to_payload_error() -> None:
     body = b"plain text"
     with pytest.raises(PayloadError):
-        StandardWebhooks(secret=SECRET).authenticate(
-            headers(signature(body)), body, now=NOW
-        )
+        StandardWebhooks(secret=SECRET).authenticate(headers(signature(body)), body, now=NOW)

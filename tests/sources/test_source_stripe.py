@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -26,7 +28,7 @@ NOW = float(T)
 SECRET = "whsec_current_0123456789abcdef"
 OLD_SECRET = "whsec_previous_fedcba9876543210"
 CREATED = 1_699_999_940
-EVENT = {
+EVENT: dict[str, Any] = {
     "id": "evt_1NG8Du2eZvKYlo2CUI79vXWy",
     "object": "event",
     "type": "invoice.paid",
@@ -38,9 +40,10 @@ BODY = json.dumps(EVENT, ensure_ascii=False).encode()
 
 def sign(body: bytes = BODY, secret: str = SECRET, timestamp: int = T) -> str:
     """A `Stripe-Signature` header exactly as Stripe's own SDK builds it."""
-    return stripe.WebhookSignature.generate_signature_header(
+    header: str = stripe.WebhookSignature.generate_signature_header(
         body.decode(), secret, timestamp=timestamp
     )
+    return header
 
 
 def v1_of(header: str) -> str:
@@ -68,7 +71,7 @@ def verify(
         BODY,
         b"{}",
         b"",
-        "{\"note\": \"caf\u00e9 \u2603 \U0001f600\"}".encode(),
+        '{"note": "caf\u00e9 \u2603 \U0001f600"}'.encode(),
         b'{"id": "evt_1",\n  "type": "x"}\r\n',
     ],
     ids=["event", "empty-object", "empty-body", "non-ascii", "whitespace"],
@@ -78,9 +81,7 @@ def test_official_signature_verifies(body: bytes) -> None:
 
 
 def test_official_signature_authenticates_to_the_event() -> None:
-    identity = Stripe(secret=SECRET).authenticate(
-        {"stripe-signature": sign()}, BODY, now=NOW
-    )
+    identity = Stripe(secret=SECRET).authenticate({"stripe-signature": sign()}, BODY, now=NOW)
     assert identity == Identity(
         event_id=EVENT["id"],
         event_type="invoice.paid",
@@ -117,6 +118,12 @@ def test_only_non_matching_v1_entries_is_bad_signature() -> None:
     decoys = ["0" * 64, v1_of(sign(secret="whsec_someone_else"))]
     with pytest.raises(BadSignature):
         verify(f"t={T}," + ",".join(f"v1={e}" for e in decoys))
+
+
+@pytest.mark.parametrize("spoil", [lambda v: v + "00", lambda v: v[:-2], lambda v: "00" + v])
+def test_extended_or_truncated_signature_is_bad_signature(spoil: Callable[[str], str]) -> None:
+    with pytest.raises(BadSignature):
+        verify(f"t={T},v1={spoil(v1_of(sign()))}")
 
 
 def test_v0_signature_alone_is_not_accepted() -> None:
@@ -284,7 +291,9 @@ entries = st.lists(
     st.one_of(
         st.just(("v1", "valid")),
         st.just(("v1", "other-secret")),
-        st.tuples(st.sampled_from(["v1", "v0"]), st.binary(min_size=32, max_size=32).map(bytes.hex)),
+        st.tuples(
+            st.sampled_from(["v1", "v0"]), st.binary(min_size=32, max_size=32).map(bytes.hex)
+        ),
         st.tuples(st.just("v0"), st.just("valid")),
     ),
     min_size=1,
@@ -375,10 +384,30 @@ def test_missing_or_unusable_id_is_payload_error(payload: object) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b"not json", b"", b"\xff\xfe\x00", b'{"id": "evt_1"', b"[]", b'[{"id": "evt_1"}]', b'"evt_1"',
-     b"42", b"null", b"[" * 100_000],
-    ids=["text", "empty", "binary", "truncated", "empty-array", "array", "string", "number",
-         "null", "deep"],
+    [
+        b"not json",
+        b"",
+        b"\xff\xfe\x00",
+        b'{"id": "evt_1"',
+        b"[]",
+        b'[{"id": "evt_1"}]',
+        b'"evt_1"',
+        b"42",
+        b"null",
+        b"[" * 100_000,
+    ],
+    ids=[
+        "text",
+        "empty",
+        "binary",
+        "truncated",
+        "empty-array",
+        "array",
+        "string",
+        "number",
+        "null",
+        "deep",
+    ],
 )
 def test_non_object_body_is_payload_error(body: bytes) -> None:
     with pytest.raises(PayloadError):

@@ -92,7 +92,10 @@ class StandardWebhooks(Source):
         if not candidates:
             raise BadSignature("webhook-signature has no v1 signature")
         timestamp = parse_timestamp(timestamp_text)
-        signed = f"{message_id}.{timestamp_text.strip()}.".encode() + body
+        try:
+            signed = f"{message_id}.{timestamp_text.strip()}.".encode() + body
+        except UnicodeEncodeError as exc:  # a lone surrogate: no sender could have signed it
+            raise BadSignature("webhook-id is not valid text") from exc
         if not any([matches_any(hmac_digest(key, signed), candidates) for key in self._keys]):
             raise BadSignature()
         check_tolerance(timestamp, now=now, tolerance=self.tolerance)

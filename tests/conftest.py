@@ -1,0 +1,130 @@
+"""Shared fixtures: every storage-facing test runs on SQLite and on a real PostgreSQL.
+
+PostgreSQL is found through HOOKINBOX_TEST_POSTGRES_URL (a server where we may create
+databases). Without it, PostgreSQL cases are skipped with that reason; with
+HOOKINBOX_REQUIRE_POSTGRES=1 (set by .ci/run) an unreachable server fails the run, and so
+does any skipped test. Each PostgreSQL test gets a fresh database cloned from a migrated
+template, so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from hookinbox.storage import Store
+
+POSTGRES_URL = os.environ.get("HOOKINBOX_TEST_POSTGRES_URL", "")
+REQUIRE_POSTGRES = os.environ.get("HOOKINBOX_REQUIRE_POSTGRES") == "1"
+TEMPLATE = "hookinbox_test_template"
+BACKENDS = ["sqlite", "postgres"]
+
+
+def _admin_engine() -> sa.Engine:
+    url = make_url(POSTGRES_URL).set(drivername="postgresql+psycopg")
+    return sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+
+
+def _database_url(name: str) -> str:
+    url = make_url(POSTGRES_URL).set(drivername="postgresql", database=name)
+    return url.render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A migrated template database; skipped (or failed, in CI) without a server."""
+    if not POSTGRES_URL:
+        if REQUIRE_POSTGRES:
+            pytest.fail("HOOKINBOX_REQUIRE_POSTGRES=1 but HOOKINBOX_TEST_POSTGRES_URL is unset")
+        pytest.skip("PostgreSQL tests need HOOKINBOX_TEST_POSTGRES_URL")
+    admin = _admin_engine()
+    try:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)'))
+            connection.execute(sa.text(f'CREATE DATABASE "{TEMPLATE}"'))
+    except sa.exc.OperationalError as error:
+        message = f"PostgreSQL at HOOKINBOX_TEST_POSTGRES_URL is unreachable: {error.orig}"
+        if REQUIRE_POSTGRES:
+            pytest.fail(message)
+        pytest.skip(message)
+    store = Store(_database_url(TEMPLATE))
+    store.migrate()
+    store.dispose()
+    yield TEMPLATE
+    with admin.connect() as connection:
+        connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def _postgres_database(template: str | None) -> Iterator[str]:
+    name = f"hookinbox_test_{uuid.uuid4().hex[:12]}"
+    admin = _admin_engine()
+    clause = f' TEMPLATE "{template}"' if template else ""
+    with admin.connect() as connection:
+        connection.execute(sa.text(f'CREATE DATABASE "{name}"{clause}'))
+    try:
+        yield _database_url(name)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, migrated database on each backend."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'inbox.db'}"
+        store = Store(url)
+        store.migrate()
+        store.dispose()
+        yield url
+    else:
+        template = request.getfixturevalue("postgres_template")
+        yield from _postgres_database(template)
+
+
+@pytest.fixture
+def empty_db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database with no tables at all, on each backend."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+    else:
+        request.getfixturevalue("postgres_template")  # skips or fails like the others
+        yield from _postgres_database(None)
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    store = Store(db_url)
+    yield store
+    store.dispose()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend") == "postgres":
+            item.add_marker(pytest.mark.postgres)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """In CI a skipped test is a failed run: nothing may pass by not running."""
+    if not REQUIRE_POSTGRES:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
+    if skipped:
+        print(f"\n{skipped} test(s) were skipped; HOOKINBOX_REQUIRE_POSTGRES=1 forbids skips")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,98 @@
+"""Run `hookinbox serve` as a real server on loopback for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def hookinbox_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hookinbox", *args]
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        hookinbox_command(*args),
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@contextmanager
+def running_server(app: str, database_url: str, *extra: str, workers: int = 1) -> Iterator[str]:
+    """Start a server, wait until /readyz answers 200, yield its base URL, stop it."""
+    port = free_port()
+    # A file, not a pipe: a chatty server must never block on a pipe nobody drains.
+    log = tempfile.TemporaryFile("w+")
+    process = subprocess.Popen(
+        hookinbox_command(
+            "serve",
+            app,
+            "--database-url",
+            database_url,
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+            *extra,
+        ),
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(process, base_url, log)
+        yield base_url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def _wait_ready(
+    process: subprocess.Popen[str], base_url: str, log: IO[str], timeout: float = 30
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"server exited with {process.returncode}:\n{log.read()}")
+        try:
+            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("server did not become ready in time")
