@@ -20,6 +20,7 @@ from hookinbox._errors import (
 from hookinbox._inbox import Inbox
 from hookinbox._model import Event, Status
 from hookinbox._receiver import Outcome, Reply
+from hookinbox.processing import HandlerContext, RetryPolicy, WorkerOptions
 from hookinbox.storage import StoreOptions
 
 __version__ = "0.1.0"
@@ -29,6 +30,7 @@ __all__ = [
     "BodyTooLarge",
     "ConfigurationError",
     "Event",
+    "HandlerContext",
     "HookinboxError",
     "Inbox",
     "MissingHeader",
@@ -36,10 +38,12 @@ __all__ = [
     "Outcome",
     "PayloadError",
     "Reply",
+    "RetryPolicy",
     "Status",
     "StoreOptions",
     "StoreUnavailable",
     "TimestampOutOfTolerance",
     "UnknownSource",
     "VerificationError",
+    "WorkerOptions",
 ]

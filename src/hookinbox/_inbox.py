@@ -11,9 +11,19 @@ from typing import Any, TypeVar
 from starlette.types import ASGIApp
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._handlers import ANY_TYPE, Handler, HandlerRegistry, is_async_function
 from hookinbox._receiver import DEFAULT_MAX_BODY_SIZE, DEFAULT_RETRY_AFTER, Receiver, Reply
 from hookinbox.http import create_app
+from hookinbox.processing import (
+    ANY_TYPE,
+    BusinessKey,
+    Handler,
+    HandlerRegistry,
+    Processor,
+    RetryPolicy,
+    Worker,
+    WorkerOptions,
+    is_async_function,
+)
 from hookinbox.sources import Source
 from hookinbox.storage import Store, StoreOptions, parse_url
 
@@ -38,6 +48,7 @@ class Inbox:
         store_options: StoreOptions | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         retry_after: int = DEFAULT_RETRY_AFTER,
+        retry: RetryPolicy | None = None,
         auto_migrate: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -47,27 +58,58 @@ class Inbox:
         self.retry_after = retry_after
         self.auto_migrate = auto_migrate
         self.clock = clock
+        self.retry = retry or RetryPolicy()
         self.sources: dict[str, Source] = {}
+        self.source_retry: dict[str, RetryPolicy] = {}
+        self.inline_sources: set[str] = set()
         self.handlers = HandlerRegistry()
         self._store: Store | None = None
         self._receiver: Receiver | None = None
+        self._processor: Processor | None = None
+        self._wake = threading.Event()  # set on each new event: an in-process worker starts at once
         self._lock = threading.RLock()
 
     # -- configuration -------------------------------------------------------------------
 
-    def add_source(self, source: Source) -> Source:
-        """Receive deliveries for `source` at `POST /webhooks/{source.name}`."""
+    def add_source(
+        self, source: Source, *, inline: bool = False, retry: RetryPolicy | None = None
+    ) -> Source:
+        """Receive deliveries for `source` at `POST /webhooks/{source.name}`.
+
+        `inline=True` runs the handlers inside the request, in the insert's transaction: the
+        provider gets 200 only once they committed, and 503 (nothing kept) if they raised.
+        `retry` overrides the inbox's retry policy for this source's events.
+        """
         if source.name in self.sources:
             raise ConfigurationError(f"a source named {source.name!r} is already added")
         self._check_not_started()
         self.sources[source.name] = source
+        if inline:
+            self.inline_sources.add(source.name)
+        if retry is not None:
+            self.source_retry[source.name] = retry
         return source
 
-    def handler(self, source: str, event_type: str = ANY_TYPE) -> Callable[[F], F]:
-        """Register a function (sync or async) for events of `source` and `event_type` ("*": any).
+    def handler(
+        self,
+        source: str,
+        event_type: str = ANY_TYPE,
+        *,
+        max_attempts: int | None = None,
+        retry: RetryPolicy | None = None,
+        business_key: str | tuple[str, ...] = (),
+    ) -> Callable[[F], F]:
+        """Register `function(event, ctx)`, sync or async, for `source` events of `event_type`.
 
-        The function is called as `function(event, ctx)`.
+        `event_type="*"` matches any type. Handlers of one event run in registration order in
+        one transaction. `max_attempts` and `retry` override the source's policy.
+        `business_key` names unique constraints (`"orders.payment_id"`) whose violation means
+        the effect already exists: the event is then processed as `business_duplicate`.
         """
+        keys = (business_key,) if isinstance(business_key, str) else business_key
+        policy = retry or RetryPolicy()
+        if max_attempts is not None:
+            policy = RetryPolicy(max_attempts=max_attempts).over(policy)
 
         def register(function: F) -> F:
             self.handlers.add(
@@ -76,6 +118,8 @@ class Inbox:
                     event_type=event_type,
                     function=function,
                     is_async=is_async_function(function),
+                    retry=policy if policy != RetryPolicy() else None,
+                    business_keys=tuple(BusinessKey.parse(k) for k in keys),
                 )
             )
             return function
@@ -111,14 +155,42 @@ class Inbox:
         if self._receiver is None:
             with self._lock:
                 if self._receiver is None:
+                    inline = {name: self.processor.inline for name in self.inline_sources}
                     self._receiver = Receiver(
                         self.store,
                         self.sources,
                         max_body_size=self.max_body_size,
                         retry_after=self.retry_after,
+                        inline=inline,
+                        on_new_event=self._wake.set,
                         clock=self.clock,
                     )
         return self._receiver
+
+    @property
+    def processor(self) -> Processor:
+        if self._processor is None:
+            with self._lock:
+                if self._processor is None:
+                    self._processor = Processor(
+                        self.store,
+                        self.handlers,
+                        policy=self.retry,
+                        source_policies=self.source_retry,
+                        clock=self.clock,
+                    )
+        return self._processor
+
+    def worker(self, options: WorkerOptions | None = None) -> Worker:
+        """A worker for this inbox; call `run()` to process until SIGTERM or `stop()`."""
+        return Worker(self.processor, options, wake=self._wake)
+
+    def process_due(self, *, timeout: float = 60.0) -> int:
+        """Process every due event now, in this thread; returns the number of attempts run.
+
+        Retries scheduled for later are left for later. Handy in tests, scripts and cron jobs.
+        """
+        return self.worker(WorkerOptions(handle_signals=False)).run_until_idle(timeout=timeout)
 
     def migrate(self) -> tuple[int, int]:
         """Create or upgrade hookinbox's tables; returns (version before, version after)."""

@@ -73,6 +73,13 @@ class Event:
     attempts: int
     delivery_count: int
     last_error: str | None = None
+    outcome: str | None = None
+    deferrals: int = 0
+    deferred_since: datetime | None = None
+    next_attempt_at: datetime | None = None
+    processed_at: datetime | None = None
+    key_conflicts: int = 0
+    last_delivery_at: datetime | None = None
 
     @cached_property
     def payload(self) -> Any:

@@ -82,6 +82,7 @@ class Receiver:
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         retry_after: int = DEFAULT_RETRY_AFTER,
         inline: Mapping[str, InlineProcessor] | None = None,
+        on_new_event: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -89,6 +90,7 @@ class Receiver:
         self.max_body_size = max_body_size
         self.retry_after = retry_after
         self.inline = inline or {}
+        self.on_new_event = on_new_event
         self.clock = clock
 
     def receive(
@@ -157,6 +159,8 @@ class Receiver:
                 delivery.event_id,
                 extra={"source": source.name, "event_id": delivery.event_id},
             )
+        if recorded.is_new and recorded.status is Status.PENDING and self.on_new_event:
+            self.on_new_event()  # wakes a worker running in this process
         outcome = Outcome.ACCEPTED if recorded.is_new else Outcome.DUPLICATE
         body_out = {"status": outcome.value, "event_id": delivery.event_id}
         return Reply(200, body_out, {}, outcome)

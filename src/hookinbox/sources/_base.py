@@ -111,7 +111,7 @@ def event_key(value: object, what: str = "event id") -> str:
 
 def optional_text(value: object, limit: int = MAX_KEY_LENGTH) -> str | None:
     """A type or similar label: a bounded string, or None when absent or unusable."""
-    if isinstance(value, str) and value and len(value) <= limit:
+    if isinstance(value, str) and value and len(value) <= limit and value.isprintable():
         return value
     return None
 
@@ -152,7 +152,7 @@ class Source(ABC):
     """Header names (lower case) kept with the event to re-verify and audit it. Never secrets."""
 
     def __init__(self, *, name: str | None = None) -> None:
-        self.name = name or self.default_name
+        self.name = self.default_name if name is None else name
         if not self.name or "/" in self.name or len(self.name) > 64:
             raise ConfigurationError(f"invalid source name {self.name!r}")
 

@@ -31,6 +31,7 @@ def upsert_statement(dialect: str, delivery: NewDelivery) -> Executable:
         body_sha256=delivery.body_sha256,
         status=Status.PENDING.value,
         attempts=0,
+        deferrals=0,
         next_attempt_at=delivery.received_at,
         delivery_count=1,
         key_conflicts=0,

@@ -11,6 +11,9 @@ from sqlalchemy.exc import ArgumentError
 
 from hookinbox._errors import ConfigurationError
 
+READ_ONLY = "hookinbox_read_only"
+"""Execution option: this connection only reads, so SQLite may begin without the write lock."""
+
 
 @dataclass(frozen=True, slots=True)
 class StoreOptions:
@@ -80,7 +83,8 @@ def _sqlite_engine(url: URL, options: StoreOptions) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
 

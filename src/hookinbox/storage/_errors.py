@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from sqlalchemy import exc
 
@@ -36,3 +38,39 @@ def _describe(error: BaseException) -> str:
     original = getattr(error, "orig", None) or error
     first_line = str(original).strip().splitlines()[0] if str(original).strip() else ""
     return f"database unavailable: {type(original).__name__}: {first_line}"[:300]
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueViolation:
+    """Which unique constraint a write broke, as far as the driver tells."""
+
+    table: str | None
+    columns: frozenset[str]
+    constraint: str | None
+
+
+_PG_KEY_DETAIL = re.compile(r"Key \((?P<columns>.+?)\)=")
+_SQLITE_MESSAGE = re.compile(r"UNIQUE constraint failed: (?P<targets>.+)$")
+
+
+def unique_violation(error: BaseException) -> UniqueViolation | None:
+    """Read a unique-constraint violation out of psycopg's or sqlite3's error, else None."""
+    if not isinstance(error, exc.IntegrityError):
+        return None
+    original = error.orig
+    diag = getattr(original, "diag", None)
+    if diag is not None:  # psycopg
+        if getattr(original, "sqlstate", None) != "23505":
+            return None
+        match = _PG_KEY_DETAIL.search(diag.message_detail or "")
+        columns = (
+            frozenset(c.strip() for c in match["columns"].split(",")) if match else frozenset()
+        )
+        return UniqueViolation(diag.table_name, columns, diag.constraint_name)
+    match = _SQLITE_MESSAGE.search(str(original))
+    if not match:
+        return None
+    targets = [t.strip() for t in match["targets"].split(",")]
+    tables = {t.rpartition(".")[0] for t in targets}
+    columns = frozenset(t.rpartition(".")[2] for t in targets)
+    return UniqueViolation(tables.pop() if len(tables) == 1 else None, columns, None)

@@ -49,6 +49,7 @@ def _v1_events(op: Operations) -> None:
         sa.Column("lease_token", sa.String(32)),
         sa.Column("lease_expires_at", UTCDateTime),
         sa.Column("deferred_since", UTCDateTime),
+        sa.Column("deferrals", sa.Integer, nullable=False),
         sa.Column("last_error", sa.Text),
         sa.Column("delivery_count", sa.Integer, nullable=False),
         sa.Column("key_conflicts", sa.Integer, nullable=False),
@@ -73,6 +74,25 @@ def _v1_events(op: Operations) -> None:
         sqlite_where=leased,
     )
     op.create_index("ix_hookinbox_events_received_at", "hookinbox_events", ["received_at"])
+    op.create_table(
+        "hookinbox_ordering",
+        sa.Column("object_key", sa.String(255), primary_key=True),
+        sa.Column("position", sa.BigInteger, nullable=False),
+        sa.Column("source", sa.String(64), nullable=False),
+        sa.Column("event_id", sa.String(255), nullable=False),
+        sa.Column("updated_at", UTCDateTime, nullable=False),
+    )
+    if op.get_context().dialect.name == "postgresql":
+        # Wake idle workers (LISTEN hookinbox_events) the moment a new event commits, with no
+        # extra round trip on the ingest path: the server raises the notification itself.
+        op.execute(
+            "CREATE FUNCTION hookinbox_notify_new_event() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_notify('hookinbox_events', ''); RETURN NULL; END $$"
+        )
+        op.execute(
+            "CREATE TRIGGER hookinbox_events_notify AFTER INSERT ON hookinbox_events "
+            "FOR EACH ROW EXECUTE FUNCTION hookinbox_notify_new_event()"
+        )
 
 
 MIGRATIONS: tuple[Step, ...] = (_v1_events,)

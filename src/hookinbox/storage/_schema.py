@@ -53,6 +53,7 @@ events = Table(
     Column("lease_token", String(32)),  # set while a worker holds the event (status processing)
     Column("lease_expires_at", UTCDateTime),
     Column("deferred_since", UTCDateTime),  # first NotReady; the deadline counts from here
+    Column("deferrals", Integer, nullable=False),  # NotReady count: spaces the deferred retries
     Column("last_error", Text),
     Column("delivery_count", Integer, nullable=False),
     Column("key_conflicts", Integer, nullable=False),
@@ -78,3 +79,14 @@ Index(
     sqlite_where=_leased,
 )
 Index("ix_hookinbox_events_received_at", events.c.received_at)
+
+# The ordering guard's high-water marks: the newest position applied per object key.
+ordering = Table(
+    "hookinbox_ordering",
+    metadata,
+    Column("object_key", String(255), primary_key=True),
+    Column("position", BigInteger, nullable=False),
+    Column("source", String(64), nullable=False),
+    Column("event_id", String(255), nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)

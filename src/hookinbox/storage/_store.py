@@ -15,7 +15,7 @@ from sqlalchemy.engine import URL
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox.storage import _migrations
 from hookinbox.storage._deliveries import record_delivery
-from hookinbox.storage._engine import StoreOptions, build_engine
+from hookinbox.storage._engine import READ_ONLY, StoreOptions, build_engine
 from hookinbox.storage._errors import translate_errors
 from hookinbox.storage._schema import events
 
@@ -74,6 +74,15 @@ class Store:
         with translate_errors(), self.engine.begin() as connection:
             yield connection
 
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A read-only transaction: on SQLite a deferred BEGIN that does not take the write lock."""
+        self.ensure_schema()
+        with translate_errors(), self.engine.connect() as connection:
+            connection.execution_options(**{READ_ONLY: True})
+            with connection.begin():
+                yield connection
+
     def ping(self) -> None:
         """Raise `StoreUnavailable` unless the database answers."""
         with translate_errors(), self.engine.connect() as connection:
@@ -85,9 +94,8 @@ class Store:
             return record_delivery(connection, delivery)
 
     def get_event(self, source: str, event_id: str) -> Event | None:
-        self.ensure_schema()
         query = sa.select(events).where(events.c.source == source, events.c.event_id == event_id)
-        with translate_errors(), self.engine.connect() as connection:
+        with self.reading() as connection:
             row = connection.execute(query).mappings().first()
         return event_from_row(row) if row else None
 
@@ -109,4 +117,11 @@ def event_from_row(row: sa.RowMapping | dict[str, Any]) -> Event:
         attempts=row["attempts"],
         delivery_count=row["delivery_count"],
         last_error=row["last_error"],
+        outcome=row["outcome"],
+        deferrals=row["deferrals"],
+        deferred_since=row["deferred_since"],
+        next_attempt_at=row["next_attempt_at"],
+        processed_at=row["processed_at"],
+        key_conflicts=row["key_conflicts"],
+        last_delivery_at=row["last_delivery_at"],
     )

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from hookinbox._errors import ConfigurationError
+from hookinbox.processing._business import BusinessKey
+from hookinbox.processing._policy import RetryPolicy
 
 ANY_TYPE = "*"
-
-HandlerFunction = Callable[..., None] | Callable[..., Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,10 +20,12 @@ class Handler:
     event_type: str
     function: Callable[..., Any]
     is_async: bool
+    retry: RetryPolicy | None = None
+    business_keys: tuple[BusinessKey, ...] = ()
 
     @property
     def name(self) -> str:
-        return getattr(self.function, "__qualname__", repr(self.function))
+        return str(getattr(self.function, "__qualname__", repr(self.function)))
 
     def matches(self, source: str, event_type: str | None) -> bool:
         return self.source == source and self.event_type in (ANY_TYPE, event_type)
@@ -43,14 +45,12 @@ class HandlerRegistry:
     def for_event(self, source: str, event_type: str | None) -> list[Handler]:
         return [h for h in self._handlers if h.matches(source, event_type)]
 
-    def for_source(self, source: str) -> list[Handler]:
-        return [h for h in self._handlers if h.source == source]
-
     def __len__(self) -> int:
         return len(self._handlers)
 
 
 def is_async_function(function: Callable[..., Any]) -> bool:
+    """True for `async def` functions and objects with an `async def __call__`."""
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-        getattr(function, "__call__", None)  # noqa: B004  # a callable object's async __call__
+        getattr(function, "__call__", None)  # noqa: B004
     )

@@ -1,0 +1,81 @@
+"""Running an event's handlers inside a transaction that the caller owns and commits."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import IntegrityError
+
+from hookinbox._model import Event
+from hookinbox.processing._context import handler_context
+from hookinbox.processing._handlers import Handler
+from hookinbox.storage import unique_violation
+
+log = logging.getLogger("hookinbox.worker")
+
+HANDLED = "handled"
+BUSINESS_DUPLICATE = "business_duplicate"
+NO_HANDLER = "no_handler"
+
+_thread_state = threading.local()
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """One event loop per worker thread, kept between events so async clients can be reused."""
+    loop: asyncio.AbstractEventLoop | None = getattr(_thread_state, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _thread_state.loop = loop
+    return loop
+
+
+def call_handler(handler: Handler, event: Event, context: object) -> None:
+    if handler.is_async:
+        _event_loop().run_until_complete(handler.function(event, context))
+    else:
+        handler.function(event, context)
+
+
+def run_handlers(
+    connection: Connection,
+    event: Event,
+    handlers: Sequence[Handler],
+    clock: Callable[[], float],
+) -> str:
+    """Run every handler in order on `connection`; return the outcome to record.
+
+    Exceptions propagate (the caller rolls back), except a violation of a handler's declared
+    business key: that handler's writes roll back to its savepoint and the event counts as
+    done, with outcome `business_duplicate`.
+    """
+    if not handlers:
+        return NO_HANDLER
+    context = handler_context(connection, event, clock)
+    outcome = HANDLED
+    for handler in handlers:
+        if not handler.business_keys:
+            call_handler(handler, event, context)
+            continue
+        savepoint = connection.begin_nested()
+        try:
+            call_handler(handler, event, context)
+        except IntegrityError as error:
+            violation = unique_violation(error)
+            savepoint.rollback()
+            if violation is None or not any(k.matches(violation) for k in handler.business_keys):
+                raise
+            outcome = BUSINESS_DUPLICATE
+            log.warning(
+                "%s %s: business key %s already exists; %s skipped",
+                event.source,
+                event.id,
+                f"{violation.table}({', '.join(sorted(violation.columns))})",
+                handler.name,
+            )
+        else:
+            savepoint.commit()
+    return outcome

@@ -1,0 +1,179 @@
+"""One attempt at one event: claim, run handlers, commit; or put it back, or fail it."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Connection
+
+from hookinbox._errors import NotReady, StoreUnavailable
+from hookinbox._model import Event, Status
+from hookinbox.processing._execute import run_handlers
+from hookinbox.processing._handlers import Handler, HandlerRegistry
+from hookinbox.processing._policy import RetryPolicy, Schedule
+from hookinbox.storage import Leased, Release, Store, claim, mark_inline, release, set_outcome
+
+log = logging.getLogger("hookinbox.worker")
+
+MAX_ERROR_LENGTH = 4000
+TRACEBACK_FRAMES = 5
+
+# Outcomes recorded in the `outcome` column besides the handlers' own (handled,
+# business_duplicate, no_handler).
+MAX_ATTEMPTS = "max_attempts"
+NOT_READY_DEADLINE = "not_ready_deadline"
+WORKER_LOST = "worker_lost"
+
+SUCCESSES = frozenset({"handled", "business_duplicate", "unhandled"})
+
+
+def describe_error(error: BaseException) -> str:
+    """Type, message and the last few frames: enough to debug, no locals, bounded."""
+    frames = traceback.format_tb(error.__traceback__, limit=-TRACEBACK_FRAMES)
+    text = f"{type(error).__name__}: {error}\n{''.join(frames)}"
+    return text[:MAX_ERROR_LENGTH]
+
+
+class Processor:
+    """Knows the handlers and retry policies; turns a leased event into a finished attempt."""
+
+    def __init__(
+        self,
+        store: Store,
+        handlers: HandlerRegistry,
+        *,
+        policy: RetryPolicy,
+        source_policies: Mapping[str, RetryPolicy],
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.handlers = handlers
+        self.policy = policy
+        self.source_policies = source_policies
+        self.clock = clock
+        self.rng = rng or random.Random()
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    def schedule(self, source: str, handlers: Sequence[Handler]) -> Schedule:
+        handler_policies = [h.retry for h in handlers if h.retry is not None]
+        return Schedule.resolve(self.policy, self.source_policies.get(source), handler_policies)
+
+    def process(self, leased: Leased) -> str:
+        """Run one attempt; returns what happened, for the log line."""
+        event = leased.event
+        handlers = self.handlers.for_event(event.source, event.type)
+        schedule = self.schedule(event.source, handlers)
+        started = time.perf_counter()
+        if event.attempts > schedule.max_attempts:
+            # max_attempts was lowered below what this event has already used.
+            result = self._release(leased, self._failure(event, schedule, "attempts exhausted"))
+        else:
+            result = self._attempt(leased, handlers, schedule)
+        self._log(event, result, time.perf_counter() - started)
+        return result
+
+    def _attempt(self, leased: Leased, handlers: Sequence[Handler], schedule: Schedule) -> str:
+        event = leased.event
+        status = Status.PROCESSED if handlers else Status.UNHANDLED
+        try:
+            with self.store.transaction() as connection:
+                if not claim(connection, leased, status, self.now()):
+                    return "lost_lease"
+                outcome = run_handlers(connection, event, handlers, self.clock)
+                set_outcome(connection, event.row_id, outcome)
+        except NotReady as error:
+            return self._release(leased, self._deferral(event, schedule, error))
+        except Exception as error:
+            return self._release(leased, self._failure(event, schedule, describe_error(error)))
+        return outcome if status is Status.PROCESSED else status.value
+
+    def _failure(self, event: Event, schedule: Schedule, error: str) -> Release:
+        now = self.now()
+        if event.attempts >= schedule.max_attempts:
+            return Release(Status.FAILED, now, error, outcome=MAX_ATTEMPTS)
+        delay = schedule.delay(event.attempts, self.rng)
+        return Release(Status.PENDING, now + timedelta(seconds=delay), error)
+
+    def _deferral(self, event: Event, schedule: Schedule, error: NotReady) -> Release:
+        now = self.now()
+        since = event.deferred_since or now
+        deadline = since + timedelta(seconds=schedule.not_ready_deadline)
+        reason = f"NotReady: {error.message}"
+        if now >= deadline:
+            return Release(
+                Status.FAILED, now, reason, outcome=NOT_READY_DEADLINE, refund_attempt=True
+            )
+        delay = error.retry_in if error.retry_in is not None else None
+        if delay is None:
+            delay = schedule.delay(event.deferrals + 1, self.rng)
+        return Release(
+            Status.DEFERRED,
+            min(now + timedelta(seconds=max(0.0, delay)), deadline),
+            reason,
+            refund_attempt=True,
+            deferred_since=since,
+            count_deferral=True,
+        )
+
+    def expired(self, event: Event) -> Release:
+        """For the sweeper: the worker holding `event` died (its lease ran out)."""
+        handlers = self.handlers.for_event(event.source, event.type)
+        error = "worker lost while processing: killed or crashed before its lease expired"
+        schedule = self.schedule(event.source, handlers)
+        release = self._failure(event, schedule, error)
+        if release.status is Status.FAILED:
+            return Release(Status.FAILED, release.next_attempt_at, error, outcome=WORKER_LOST)
+        return release
+
+    def _release(self, leased: Leased, decision: Release) -> str:
+        try:
+            if not release(self.store, leased, decision):
+                return "lost_lease"
+        except StoreUnavailable as error:
+            # The lease will expire and the sweeper will give the event back.
+            log.warning("could not record the attempt of %s: %s", leased.event.id, error)
+            return "unrecorded"
+        if decision.status is Status.DEFERRED:
+            return "deferred"
+        if decision.status is Status.FAILED:
+            return f"failed ({decision.outcome})"
+        return "retry"
+
+    def inline(self, connection: Connection, event: Event) -> None:
+        """Inline mode: run the handlers in the ingest transaction; exceptions propagate."""
+        handlers = self.handlers.for_event(event.source, event.type)
+        outcome = run_handlers(connection, event, handlers, self.clock)
+        status = Status.PROCESSED if handlers else Status.UNHANDLED
+        mark_inline(connection, event.row_id, status, outcome, self.now())
+
+    def _log(self, event: Event, result: str, elapsed: float) -> None:
+        level = (
+            logging.INFO
+            if result in ("handled", "business_duplicate", "unhandled")
+            else logging.WARNING
+        )
+        log.log(
+            level,
+            "%s %s (%s) attempt %d: %s in %.1f ms",
+            event.source,
+            event.id,
+            event.type or "-",
+            event.attempts,
+            result,
+            elapsed * 1000,
+            extra={
+                "source": event.source,
+                "event_id": event.id,
+                "event_type": event.type,
+                "attempt": event.attempts,
+                "outcome": result,
+            },
+        )
