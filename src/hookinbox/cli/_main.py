@@ -7,6 +7,8 @@ Exit codes: 0 success; 1 the operation failed (database unavailable, a check bre
 from __future__ import annotations
 
 import copy
+import logging
+import logging.config
 import os
 import sys
 from typing import Any
@@ -52,15 +54,66 @@ def main() -> None:
     """hookinbox: verified, deduplicated, durable webhooks, processed exactly once."""
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
 def logging_config(level: str) -> dict[str, Any]:
     """uvicorn's logging configuration, with hookinbox's loggers on the same handler."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
-    config["loggers"]["hookinbox"] = {"handlers": ["default"], "level": level, "propagate": False}
+    config["formatters"]["hookinbox"] = {"format": LOG_FORMAT}
+    config["handlers"]["hookinbox"] = {
+        "formatter": "hookinbox",
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stderr",
+    }
+    config["loggers"]["hookinbox"] = {"handlers": ["hookinbox"], "level": level, "propagate": False}
+    config["loggers"]["alembic"] = {"level": "WARNING"}
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         config["loggers"][name]["level"] = level
     return config
+
+
+def configure_logging(level: str) -> None:
+    logging.config.dictConfig(logging_config(level.upper()))
+
+
+log_level_option = click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    envvar="HOOKINBOX_LOG_LEVEL",
+    show_envvar=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+concurrency_option = click.option(
+    "--concurrency",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    envvar="HOOKINBOX_CONCURRENCY",
+    show_envvar=True,
+    help="Events processed at once by the worker (threads).",
+)
+lease_option = click.option(
+    "--lease-seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0.5, 86400),
+    envvar="HOOKINBOX_LEASE_SECONDS",
+    show_envvar=True,
+    help="How soon an event held by a killed worker is retried.",
+)
+grace_option = click.option(
+    "--grace-period",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0, 3600),
+    envvar="HOOKINBOX_GRACE_PERIOD",
+    show_envvar=True,
+    help="On SIGTERM, seconds to let attempts in flight finish.",
+)
 
 
 @main.command()

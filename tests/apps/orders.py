@@ -1,0 +1,93 @@
+"""A shop-like app for processing tests: Stripe events become rows in the user's own tables.
+
+Configured from the environment so that subprocess workers behave like the test asks:
+ORDERS_MAX_ATTEMPTS (default 10), ORDERS_HANDLER_SLEEP (seconds per checkout, default 0),
+ORDERS_FIRST_DELAY (seconds before the first retry, default 5).
+
+Tables (created by `create_tables`):
+- `applied_checkouts`: one row per application of a checkout event, deliberately WITHOUT a
+  unique constraint, so a doubled application would show as two rows;
+- `orders`: UNIQUE payment_id, the business key (seed 003's second net);
+- `subscriptions`: updated by customer.subscription.updated, which needs its order first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import sqlalchemy as sa
+
+from hookinbox import Event, HandlerContext, Inbox, NotReady, RetryPolicy
+from hookinbox.sources import Stripe
+
+STRIPE_SECRET = "whsec_test_orders_app"
+
+tables = sa.MetaData()
+applied_checkouts = sa.Table(
+    "applied_checkouts",
+    tables,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("event_id", sa.String(255), nullable=False),
+    sa.Column("worker_pid", sa.Integer, nullable=False),
+)
+orders = sa.Table(
+    "orders",
+    tables,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("payment_id", sa.String(255), nullable=False, unique=True),
+    sa.Column("event_id", sa.String(255), nullable=False),
+)
+subscriptions = sa.Table(
+    "subscriptions",
+    tables,
+    sa.Column("payment_id", sa.String(255), primary_key=True),
+    sa.Column("status", sa.String(32), nullable=False),
+)
+
+
+def create_tables(database_url: str) -> None:
+    engine = sa.create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    tables.create_all(engine)
+    engine.dispose()
+
+
+def build(database_url: str | None = None) -> Inbox:
+    retry = RetryPolicy(
+        max_attempts=int(os.environ.get("ORDERS_MAX_ATTEMPTS", "10")),
+        first_delay=float(os.environ.get("ORDERS_FIRST_DELAY", "5")),
+    )
+    sleep = float(os.environ.get("ORDERS_HANDLER_SLEEP", "0"))
+    inbox = Inbox(database_url, retry=retry)
+    inbox.add_source(Stripe(secret=STRIPE_SECRET))
+
+    @inbox.handler("stripe", "checkout.session.completed", business_key="orders.payment_id")
+    def on_checkout(event: Event, ctx: HandlerContext) -> None:
+        session = event.payload["data"]["object"]
+        ctx.db.execute(applied_checkouts.insert().values(event_id=event.id, worker_pid=os.getpid()))
+        if sleep:
+            time.sleep(sleep)
+        ctx.db.execute(
+            orders.insert().values(payment_id=session["payment_intent"], event_id=event.id)
+        )
+
+    @inbox.handler("stripe", "customer.subscription.updated")
+    def on_subscription(event: Event, ctx: HandlerContext) -> None:
+        subscription = event.payload["data"]["object"]
+        payment_id = subscription["payment_intent"]
+        found = ctx.db.execute(sa.select(orders.c.id).where(orders.c.payment_id == payment_id))
+        if found.first() is None:
+            raise NotReady(f"no order for {payment_id} yet")
+        ctx.db.execute(sa.delete(subscriptions).where(subscriptions.c.payment_id == payment_id))
+        ctx.db.execute(
+            subscriptions.insert().values(payment_id=payment_id, status=subscription["status"])
+        )
+
+    @inbox.handler("stripe", "test.poison")
+    def on_poison(event: Event, ctx: HandlerContext) -> None:
+        os._exit(17)  # kills the worker process every time, like a segfaulting C extension
+
+    return inbox
+
+
+inbox = build()
