@@ -22,7 +22,7 @@ from hookinbox.storage import Store
 
 POSTGRES_URL = os.environ.get("HOOKINBOX_TEST_POSTGRES_URL", "")
 REQUIRE_POSTGRES = os.environ.get("HOOKINBOX_REQUIRE_POSTGRES") == "1"
-TEMPLATE = "hookinbox_test_template"
+TEMPLATE = f"hookinbox_test_template_{os.getpid()}"  # one per run: runs may overlap
 BACKENDS = ["sqlite", "postgres"]
 
 

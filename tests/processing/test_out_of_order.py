@@ -1,0 +1,167 @@
+"""Out-of-order events (seed 000): NotReady, its deadline, and the ordering guard."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+from datetime import UTC, datetime
+
+import pytest
+import sqlalchemy as sa
+
+from hookinbox import Event, HandlerContext, Inbox, NotReady, Status
+from hookinbox.storage import Store
+from hookinbox.storage._schema import ordering
+from tests.apps.orders import subscriptions
+from tests.processing.conftest import Deliver, checkout, count, stored, subscription_update
+from tests.support.clock import ManualClock
+
+DAY = 86_400
+
+
+def test_an_update_before_its_create_waits_for_it(
+    inbox: Inbox, deliver: Deliver, clock: ManualClock
+) -> None:
+    deliver(subscription_update(2, payment="pi_1"))  # the update arrives 800 ms early
+    inbox.process_due()
+    update = stored(inbox, "evt_2")
+    assert update.status is Status.DEFERRED
+    assert update.attempts == 0  # NotReady spends no attempt
+    assert update.deferrals == 1
+    assert update.last_error == "NotReady: no order for pi_1 yet"
+    assert count(inbox, subscriptions) == 0
+
+    clock.advance(0.8)
+    deliver(checkout(1, payment="pi_1"))  # the create
+    inbox.process_due()
+    assert stored(inbox, "evt_1").status is Status.PROCESSED
+    assert stored(inbox, "evt_2").status is Status.DEFERRED  # its retry is not due yet
+
+    clock.advance(10)
+    inbox.process_due()
+    update = stored(inbox, "evt_2")
+    assert (update.status, update.attempts, update.outcome) == (Status.PROCESSED, 1, "handled")
+    assert count(inbox, subscriptions, subscriptions.c.payment_id == "pi_1") == 1
+
+
+def test_deferral_past_the_deadline_fails_for_an_operator(
+    inbox: Inbox, deliver: Deliver, clock: ManualClock
+) -> None:
+    deliver(subscription_update(2, payment="pi_never"))
+    inbox.process_due()
+    retries = 0
+    while stored(inbox, "evt_2").status is Status.DEFERRED and retries < 500:
+        clock.advance(3600)
+        inbox.process_due()
+        retries += 1
+    event = stored(inbox, "evt_2")
+    assert (event.status, event.outcome) == (Status.FAILED, "not_ready_deadline")
+    assert event.attempts == 0
+    assert event.deferred_since is not None
+    waited = clock() - event.deferred_since.timestamp()
+    assert 3 * DAY - 0.001 <= waited <= 3 * DAY + 3600  # failed at the 3-day deadline
+    assert 30 < event.deferrals < 100  # retried with backoff capped near an hour, not in a loop
+
+
+def test_retry_in_sets_the_next_try(inbox: Inbox, deliver: Deliver, clock: ManualClock) -> None:
+    @inbox.handler("stripe", "payout.paid")
+    def later(event: Event, ctx: HandlerContext) -> None:
+        raise NotReady("bank not settled", retry_in=42)
+
+    deliver({"id": "evt_7", "type": "payout.paid", "created": 1, "data": {"object": {}}})
+    before = clock()
+    inbox.process_due()
+    event = stored(inbox, "evt_7")
+    assert event.next_attempt_at is not None
+    assert event.next_attempt_at.timestamp() - before == pytest.approx(42, abs=0.01)
+
+
+def test_the_ordering_guard_skips_stale_updates(
+    inbox: Inbox, deliver: Deliver, clock: ManualClock
+) -> None:
+    applied: list[str] = []
+
+    @inbox.handler("stripe", "customer.updated")
+    def on_customer(event: Event, ctx: HandlerContext) -> None:
+        customer = event.payload["data"]["object"]
+        if ctx.ordering.advance(f"customer:{customer['id']}", event.payload["created"]):
+            applied.append(event.id)
+
+    def update(number: int, created: int) -> dict[str, object]:
+        return {
+            "id": f"evt_{number}",
+            "type": "customer.updated",
+            "created": created,
+            "data": {"object": {"id": "cus_1"}},
+        }
+
+    deliver(update(1, created=100))
+    deliver(update(3, created=300))
+    inbox.process_due()
+    deliver(update(2, created=200))  # older than what was applied: stale
+    deliver(update(4, created=300))  # same second as the newest: applied
+    inbox.process_due()
+    assert applied == ["evt_1", "evt_3", "evt_4"]
+    assert stored(inbox, "evt_2").status is Status.PROCESSED  # skipped, not failed
+    with inbox.store.engine.connect() as connection:
+        row = connection.execute(sa.select(ordering)).one()
+    assert (row.object_key, row.position, row.event_id) == ("customer:cus_1", 300, "evt_4")
+
+
+def test_a_rolled_back_handler_leaves_no_ordering_mark(inbox: Inbox, deliver: Deliver) -> None:
+    @inbox.handler("stripe", "customer.updated")
+    def advance_then_fail(event: Event, ctx: HandlerContext) -> None:
+        ctx.ordering.advance("customer:cus_1", datetime(2026, 1, 1, tzinfo=UTC))
+        raise RuntimeError("after the guard")
+
+    deliver({"id": "evt_1", "type": "customer.updated", "created": 1, "data": {"object": {}}})
+    inbox.process_due()
+    with inbox.store.engine.connect() as connection:
+        assert connection.execute(sa.select(sa.func.count()).select_from(ordering)).scalar() == 0
+
+
+def _advance_many(url: str, seed: int, results: multiprocessing.Queue[tuple[int, bool]]) -> None:
+    from hookinbox._model import Event
+    from hookinbox.processing._context import Ordering
+
+    store = Store(url)
+    rng = random.Random(seed)
+    event = Event(
+        0,
+        "stripe",
+        f"evt_{seed}",
+        None,
+        None,
+        datetime.now(UTC),
+        b"{}",
+        {},
+        Status.PROCESSING,
+        1,
+        1,
+    )
+    for _ in range(40):
+        position = rng.randrange(1_000_000)
+        with store.transaction() as connection:
+            applied = Ordering(connection, event, lambda: 0.0).advance("obj", position)
+        results.put((position, applied))
+    store.dispose()
+
+
+def test_the_ordering_guard_is_race_safe(db_url: str) -> None:
+    """Four processes advance one key concurrently: the mark ends at the maximum, and every
+    position reported as applied was the newest at its moment (never below an applied one)."""
+    context = multiprocessing.get_context("spawn")
+    results: multiprocessing.Queue[tuple[int, bool]] = context.Queue()
+    workers = [context.Process(target=_advance_many, args=(db_url, s, results)) for s in range(4)]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=60) for _ in range(160)]
+    for worker in workers:
+        worker.join(timeout=30)
+        assert worker.exitcode == 0
+    store = Store(db_url)
+    with store.engine.connect() as connection:
+        final = connection.execute(sa.select(ordering.c.position)).scalar_one()
+    store.dispose()
+    assert final == max(position for position, _ in outcomes)
+    assert any(applied for _, applied in outcomes) and not all(applied for _, applied in outcomes)

@@ -1,0 +1,117 @@
+"""The second safety net (business keys) and leases: nothing applied twice, nothing lost."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from hookinbox import ConfigurationError, Event, HandlerContext, Inbox, Status
+from hookinbox.processing import BusinessKey
+from hookinbox.storage import lease_due, sweep_expired
+from tests.apps.orders import applied_checkouts, orders
+from tests.processing.conftest import Deliver, checkout, count, stored
+from tests.support.clock import ManualClock
+
+
+def test_a_business_duplicate_is_processed_not_retried(inbox: Inbox, deliver: Deliver) -> None:
+    """Two events with different ids carry the same payment: one order, the second event is
+    done with outcome business_duplicate, and its other writes roll back with the savepoint."""
+    deliver(checkout(1, payment="pi_same"))
+    deliver(checkout(2, payment="pi_same"))
+    inbox.process_due()
+    first, second = stored(inbox, "evt_1"), stored(inbox, "evt_2")
+    assert (first.status, first.outcome) == (Status.PROCESSED, "handled")
+    assert (second.status, second.outcome) == (Status.PROCESSED, "business_duplicate")
+    assert second.attempts == 1
+    assert count(inbox, orders) == 1
+    assert count(inbox, applied_checkouts) == 1  # evt_2's first insert rolled back too
+
+
+def test_an_undeclared_unique_violation_is_a_failure(inbox: Inbox, deliver: Deliver) -> None:
+    @inbox.handler("stripe", "charge.succeeded")
+    def insert_twice(event: Event, ctx: HandlerContext) -> None:
+        ctx.db.execute(orders.insert().values(payment_id="pi_c", event_id=event.id))
+        ctx.db.execute(orders.insert().values(payment_id="pi_c", event_id=event.id))
+
+    deliver({**checkout(1), "type": "charge.succeeded"})
+    inbox.process_due()
+    event = stored(inbox, "evt_1")
+    assert event.status is Status.PENDING
+    assert event.last_error is not None and "IntegrityError" in event.last_error
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("orders.payment_id", BusinessKey("orders", frozenset({"payment_id"}), None)),
+        ("orders(shop_id, number)", BusinessKey("orders", frozenset({"shop_id", "number"}), None)),
+        ("orders_payment_id_key", BusinessKey(None, frozenset(), "orders_payment_id_key")),
+    ],
+)
+def test_business_key_spellings(text: str, expected: BusinessKey) -> None:
+    assert BusinessKey.parse(text) == expected
+
+
+def test_a_malformed_business_key_is_refused(inbox: Inbox) -> None:
+    with pytest.raises(ConfigurationError, match="business_key"):
+        inbox.handler("stripe", "x", business_key="orders.a.b.c")(lambda event, ctx: None)
+
+
+def test_a_worker_whose_lease_was_taken_over_runs_nothing(
+    inbox: Inbox, deliver: Deliver, clock: ManualClock
+) -> None:
+    """Worker A leases, stalls past its lease; the sweeper gives the event back; worker B
+    processes it; A wakes up: its claim matches no row and its handler never runs."""
+    deliver(checkout(1))
+    store = inbox.store
+    now = inbox.processor.now()
+    [stalled] = lease_due(store, limit=1, now=now, lease_until=now + timedelta(seconds=30))
+    clock.advance(31)
+    swept = sweep_expired(store, now=inbox.processor.now(), decide=inbox.processor.expired)
+    assert [e.id for e in swept] == ["evt_1"]
+    event = stored(inbox, "evt_1")
+    assert event.status is Status.PENDING and event.attempts == 1
+    assert event.last_error is not None and "worker lost" in event.last_error
+    clock.advance(10)  # past the retry delay
+    assert inbox.process_due() == 1  # worker B
+    assert inbox.processor.process(stalled) == "lost_lease"  # worker A, too late
+    event = stored(inbox, "evt_1")
+    assert (event.status, event.attempts) == (Status.PROCESSED, 2)
+    assert count(inbox, applied_checkouts) == 1
+
+
+def test_an_event_that_keeps_losing_its_worker_fails(
+    inbox: Inbox, deliver: Deliver, clock: ManualClock
+) -> None:
+    deliver(checkout(1))
+    store = inbox.store
+    for _ in range(10):  # max_attempts of the orders app
+        clock.advance(5000)  # past the longest backoff (an hour, plus 20 % jitter)
+        now = inbox.processor.now()
+        assert lease_due(store, limit=1, now=now, lease_until=now + timedelta(seconds=30))
+        clock.advance(31)
+        sweep_expired(store, now=inbox.processor.now(), decide=inbox.processor.expired)
+    event = stored(inbox, "evt_1")
+    assert (event.status, event.outcome, event.attempts) == (Status.FAILED, "worker_lost", 10)
+    assert count(inbox, applied_checkouts) == 0
+
+
+def test_a_live_lease_is_not_swept(inbox: Inbox, deliver: Deliver, clock: ManualClock) -> None:
+    deliver(checkout(1))
+    now = inbox.processor.now()
+    lease_due(inbox.store, limit=1, now=now, lease_until=now + timedelta(seconds=30))
+    clock.advance(29)
+    assert (
+        sweep_expired(inbox.store, now=inbox.processor.now(), decide=inbox.processor.expired) == []
+    )
+    assert stored(inbox, "evt_1").status is Status.PROCESSING
+
+
+def test_leasing_skips_events_not_yet_due(inbox: Inbox, deliver: Deliver) -> None:
+    deliver(checkout(1))
+    now = inbox.processor.now()
+    earlier = now - timedelta(seconds=1)
+    assert lease_due(inbox.store, limit=5, now=earlier, lease_until=now) == []
+    assert len(lease_due(inbox.store, limit=5, now=now, lease_until=now)) == 1
+    assert lease_due(inbox.store, limit=5, now=now, lease_until=now) == []  # already leased
