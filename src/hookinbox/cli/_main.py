@@ -10,6 +10,8 @@ import copy
 import logging
 import logging.config
 import os
+import signal
+import subprocess
 import sys
 from typing import Any
 
@@ -18,6 +20,7 @@ import click
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
 from hookinbox._inbox import DATABASE_URL_ENV
 from hookinbox.cli._loading import APP_ENV, load_inbox
+from hookinbox.processing import WorkerOptions
 from hookinbox.storage import Store
 
 EXIT_FAILURE = 1
@@ -153,12 +156,32 @@ grace_option = click.option(
     show_envvar=True,
     type=click.Choice(["debug", "info", "warning", "error"]),
 )
+@click.option(
+    "--no-worker",
+    is_flag=True,
+    envvar="HOOKINBOX_NO_WORKER",
+    show_envvar=True,
+    help="Only receive; process events with separate `hookinbox worker` processes.",
+)
+@concurrency_option
+@lease_option
+@grace_option
 def serve(
-    app: str, database_url: str | None, host: str, port: int, workers: int, log_level: str
+    app: str,
+    database_url: str | None,
+    host: str,
+    port: int,
+    workers: int,
+    log_level: str,
+    no_worker: bool,
+    concurrency: int,
+    lease_seconds: float,
+    grace_period: float,
 ) -> None:
     """Receive webhooks for APP (module:attribute naming an Inbox) over HTTP.
 
-    The schema is created or upgraded before the server starts listening.
+    The schema is created or upgraded before the server starts listening. Unless --no-worker,
+    a `hookinbox worker` process runs alongside and stops with the server.
     """
     import uvicorn
 
@@ -169,16 +192,107 @@ def serve(
     os.environ[APP_ENV] = app
     if database_url:
         os.environ[DATABASE_URL_ENV] = database_url
-    uvicorn.run(
-        "hookinbox.cli._asgi:app_from_environment",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        access_log=False,  # hookinbox logs one line per delivery itself
-        log_config=logging_config(log_level.upper()),
-        timeout_graceful_shutdown=10,
+    worker = None
+    if not no_worker:
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hookinbox",
+                "worker",
+                app,
+                "--concurrency",
+                str(concurrency),
+                "--lease-seconds",
+                str(lease_seconds),
+                "--grace-period",
+                str(grace_period),
+                "--log-level",
+                log_level,
+                "--parent-pid",
+                str(os.getpid()),  # the worker stops by itself if this process is killed
+            ]
+        )
+    try:
+        uvicorn.run(
+            "hookinbox.cli._asgi:app_from_environment",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            access_log=False,  # hookinbox logs one line per delivery itself
+            log_config=logging_config(log_level.upper()),
+            timeout_graceful_shutdown=10,
+        )
+    finally:
+        if worker is not None:
+            _stop_worker(worker, grace_period)
+
+
+def _stop_worker(worker: subprocess.Popen[bytes], grace_period: float) -> None:
+    """SIGTERM the worker; let it finish its attempts in flight (it exits after its grace)."""
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGTERM)
+    try:
+        worker.wait(timeout=grace_period + 10)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
+
+
+@main.command()
+@click.argument("app", envvar=APP_ENV)
+@database_url_option
+@concurrency_option
+@lease_option
+@grace_option
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(0.01, 3600),
+    default=None,
+    envvar="HOOKINBOX_POLL_INTERVAL",
+    show_envvar=True,
+    help="Seconds between checks when nothing wakes the worker [default: 0.05 SQLite, 1 PG].",
+)
+@click.option("--parent-pid", type=int, default=None, hidden=True)
+@log_level_option
+def worker(
+    app: str,
+    database_url: str | None,
+    concurrency: int,
+    lease_seconds: float,
+    grace_period: float,
+    poll_interval: float | None,
+    parent_pid: int | None,
+    log_level: str,
+) -> None:
+    """Process APP's stored events until SIGTERM or SIGINT.
+
+    On SIGTERM the worker stops leasing and lets the attempts in flight finish within
+    --grace-period, then exits 0; if some are still running it exits 1 at once, and those
+    attempts roll back with the process (their events are retried after their lease expires).
+    Run as many workers as you like, on any number of machines.
+    """
+    configure_logging(log_level)
+    inbox = load_inbox(app, database_url=database_url)
+    options = WorkerOptions(
+        concurrency=concurrency,
+        lease_seconds=lease_seconds,
+        grace_period=grace_period,
+        poll_interval=poll_interval,
+        parent_pid=parent_pid,
     )
+    try:
+        drained = inbox.worker(options).run()
+    finally:
+        inbox.close()
+    if not drained:
+        # Handler threads are still running; a normal exit would wait for them (and let the
+        # cut-off attempts commit after the grace period). End the process now instead.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
 
 
 @main.command()

@@ -105,6 +105,8 @@ class Worker:
         finally:
             executor.shutdown(wait=False)
             drained = self._drain()
+            if listener is not None:
+                listener.join(timeout=2.0)  # it checks the stop flag every second
             restore()
             log.info("worker stopped%s", "" if drained else " (grace period exceeded)")
         return drained
