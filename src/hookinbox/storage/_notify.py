@@ -28,17 +28,17 @@ class Listener(threading.Thread):
         self._conninfo = url.render_as_string(hide_password=False)
         self._connect_timeout = max(1, round(store.options.connect_timeout))
         self._wake = wake
-        self._stop = stop
+        self._stopping = stop  # not `_stop`: that would shadow Thread._stop, which join() calls
 
     def run(self) -> None:
         backoff = 0.5
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             try:
                 self._listen()
                 backoff = 0.5
             except psycopg.Error as error:
                 log.warning("LISTEN connection lost (%s); polling until it is back", error)
-                self._stop.wait(backoff)
+                self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
 
     def _listen(self) -> None:
@@ -47,7 +47,7 @@ class Listener(threading.Thread):
         ) as connection:
             connection.execute(f"LISTEN {CHANNEL}")
             self._wake.set()
-            while not self._stop.is_set():
+            while not self._stopping.is_set():
                 for _notification in connection.notifies(timeout=1.0, stop_after=1):
                     self._wake.set()
 
