@@ -23,7 +23,8 @@ class HookinboxError(Exception):
     """hookinbox failed."""
 
     def __init__(self, message: str | None = None) -> None:
-        super().__init__(message or (self.__doc__ or "").strip())
+        default = (self.__doc__ or type(self).__name__).strip().splitlines()[0]
+        super().__init__(message or default)
 
     @property
     def message(self) -> str:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from sqlalchemy import Connection
 from starlette.types import ASGIApp
 
 from hookinbox._errors import ConfigurationError
@@ -31,6 +32,7 @@ DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///hookinbox.db"
 
 F = TypeVar("F", bound=Callable[..., Any])
+G = TypeVar("G", bound=Callable[[Connection], None])
 
 
 class Inbox:
@@ -66,6 +68,7 @@ class Inbox:
         self._store: Store | None = None
         self._receiver: Receiver | None = None
         self._processor: Processor | None = None
+        self._after_migrate: list[Callable[[Connection], None]] = []
         self._wake = threading.Event()  # set on each new event: an in-process worker starts at once
         self._lock = threading.RLock()
 
@@ -126,6 +129,16 @@ class Inbox:
 
         return register
 
+    def after_migrate(self, function: G) -> G:
+        """Run `function(connection)` after hookinbox's migrations, in their transaction.
+
+        For applications that keep their own tables beside the inbox and create them with
+        `metadata.create_all(connection)`; applications with their own migrations do not need it.
+        """
+        self._check_not_started()
+        self._after_migrate.append(function)
+        return function
+
     def use_database(self, database_url: str) -> None:
         """Point the inbox at another database (the CLI's --database-url) before first use."""
         if database_url == self.database_url:
@@ -146,7 +159,10 @@ class Inbox:
             with self._lock:
                 if self._store is None:
                     self._store = Store(
-                        self.database_url, self.store_options, auto_migrate=self.auto_migrate
+                        self.database_url,
+                        self.store_options,
+                        auto_migrate=self.auto_migrate,
+                        after_migrate=self._after_migrate,
                     )
         return self._store
 

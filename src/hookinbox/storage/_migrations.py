@@ -10,7 +10,7 @@ takes an advisory lock, SQLite's BEGIN IMMEDIATE already admits one writer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
@@ -27,6 +27,7 @@ from hookinbox.storage._types import UTCDateTime
 ADVISORY_LOCK_KEY = 0x686F6F6B696E
 
 Step = Callable[[Operations], None]
+AfterMigrate = Callable[[Connection], None]
 
 
 def _v1_events(op: Operations) -> None:
@@ -108,8 +109,12 @@ def current_version(connection: Connection) -> int:
     return int(version or 0)
 
 
-def migrate(engine: Engine) -> tuple[int, int]:
-    """Bring the schema to the latest version; returns (version before, version after)."""
+def migrate(engine: Engine, after: Sequence[AfterMigrate] = ()) -> tuple[int, int]:
+    """Bring the schema to the latest version; returns (version before, version after).
+
+    `after` callbacks run in the same transaction once hookinbox's steps are applied: an
+    application may create its own tables there (the bundled examples do).
+    """
     with translate_errors(), engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             connection.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_KEY)))
@@ -126,6 +131,8 @@ def migrate(engine: Engine) -> tuple[int, int]:
             connection.execute(
                 schema_versions.insert().values(version=version, applied_at=datetime.now(UTC))
             )
+        for callback in after:
+            callback(connection)
         return before, LATEST_VERSION
 
 

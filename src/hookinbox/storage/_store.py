@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,8 +33,10 @@ class Store:
         options: StoreOptions | None = None,
         *,
         auto_migrate: bool = True,
+        after_migrate: Sequence[_migrations.AfterMigrate] = (),
     ) -> None:
         self.options = options or StoreOptions()
+        self.after_migrate = tuple(after_migrate)
         self.engine: Engine = build_engine(url, self.options)
         self.auto_migrate = auto_migrate
         self._schema_ready = False
@@ -50,7 +52,7 @@ class Store:
 
     def migrate(self) -> tuple[int, int]:
         """Create or upgrade the schema; returns (version before, version after)."""
-        result = _migrations.migrate(self.engine)
+        result = _migrations.migrate(self.engine, self.after_migrate)
         self._schema_ready = True
         return result
 
