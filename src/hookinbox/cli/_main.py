@@ -11,7 +11,6 @@ import logging
 import logging.config
 import os
 import signal
-import subprocess
 import sys
 from typing import Any
 
@@ -20,6 +19,7 @@ import click
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
 from hookinbox._inbox import DATABASE_URL_ENV
 from hookinbox.cli._loading import APP_ENV, load_inbox
+from hookinbox.cli._supervise import WorkerSupervisor
 from hookinbox.processing import WorkerOptions
 from hookinbox.storage import Store
 
@@ -192,27 +192,23 @@ def serve(
     os.environ[APP_ENV] = app
     if database_url:
         os.environ[DATABASE_URL_ENV] = database_url
-    worker = None
+    supervisor = None
     if not no_worker:
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hookinbox",
-                "worker",
-                app,
-                "--concurrency",
-                str(concurrency),
-                "--lease-seconds",
-                str(lease_seconds),
-                "--grace-period",
-                str(grace_period),
-                "--log-level",
-                log_level,
-                "--parent-pid",
-                str(os.getpid()),  # the worker stops by itself if this process is killed
-            ]
-        )
+        command = [
+            sys.executable, "-m", "hookinbox", "worker", app,
+            "--concurrency", str(concurrency),
+            "--lease-seconds", str(lease_seconds),
+            "--grace-period", str(grace_period),
+            "--log-level", log_level,
+            "--parent-pid", str(os.getpid()),  # it stops by itself if this process is killed
+        ]  # fmt: skip
+        supervisor = WorkerSupervisor(command, grace_period)
+        supervisor.start()
+    # uvicorn re-raises the signal that stopped it once it is done, to whatever handler was
+    # installed before it ran; with the default one the process would die right there, before
+    # the worker is drained. A handler that does nothing lets us shut down in order, exit 0.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, lambda _signum, _frame: None)
     try:
         uvicorn.run(
             "hookinbox.cli._asgi:app_from_environment",
@@ -225,19 +221,8 @@ def serve(
             timeout_graceful_shutdown=10,
         )
     finally:
-        if worker is not None:
-            _stop_worker(worker, grace_period)
-
-
-def _stop_worker(worker: subprocess.Popen[bytes], grace_period: float) -> None:
-    """SIGTERM the worker; let it finish its attempts in flight (it exits after its grace)."""
-    if worker.poll() is None:
-        worker.send_signal(signal.SIGTERM)
-    try:
-        worker.wait(timeout=grace_period + 10)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.wait()
+        if supervisor is not None:
+            supervisor.stop()
 
 
 @main.command()
