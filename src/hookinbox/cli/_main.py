@@ -148,14 +148,7 @@ grace_option = click.option(
     show_envvar=True,
     help="HTTP server processes.",
 )
-@click.option(
-    "--log-level",
-    default="info",
-    show_default=True,
-    envvar="HOOKINBOX_LOG_LEVEL",
-    show_envvar=True,
-    type=click.Choice(["debug", "info", "warning", "error"]),
-)
+@log_level_option
 @click.option(
     "--no-worker",
     is_flag=True,
