@@ -16,8 +16,8 @@ serve: $(BIN)/.installed
 	$(BIN)/hookinbox serve $(APP)
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 
 test: lint
