@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection
@@ -14,6 +15,14 @@ from starlette.types import ASGIApp
 from hookinbox._errors import ConfigurationError
 from hookinbox._receiver import DEFAULT_MAX_BODY_SIZE, DEFAULT_RETRY_AFTER, Receiver, Reply
 from hookinbox.http import create_app
+from hookinbox.operations import (
+    DEFAULT_RETENTION,
+    DailyJob,
+    PruneResult,
+    check_retention,
+    parse_daily_time,
+)
+from hookinbox.operations import prune as prune_events
 from hookinbox.processing import (
     ANY_TYPE,
     BusinessKey,
@@ -51,6 +60,9 @@ class Inbox:
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         retry_after: int = DEFAULT_RETRY_AFTER,
         retry: RetryPolicy | None = None,
+        retention: timedelta = DEFAULT_RETENTION,
+        allow_short_retention: bool = False,
+        prune_at: str | None = "04:00",
         auto_migrate: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -61,6 +73,9 @@ class Inbox:
         self.auto_migrate = auto_migrate
         self.clock = clock
         self.retry = retry or RetryPolicy()
+        self.retention = retention
+        self.allow_short_retention = allow_short_retention
+        self.prune_at = parse_daily_time(prune_at) if prune_at else None
         self.sources: dict[str, Source] = {}
         self.source_retry: dict[str, RetryPolicy] = {}
         self.inline_sources: set[str] = set()
@@ -86,6 +101,7 @@ class Inbox:
         if source.name in self.sources:
             raise ConfigurationError(f"a source named {source.name!r} is already added")
         self._check_not_started()
+        check_retention(self.retention, [source], force=self.allow_short_retention)
         self.sources[source.name] = source
         if inline:
             self.inline_sources.add(source.name)
@@ -179,6 +195,7 @@ class Inbox:
                         retry_after=self.retry_after,
                         inline=inline,
                         on_new_event=self._wake.set,
+                        retention=self.retention,
                         clock=self.clock,
                     )
         return self._receiver
@@ -197,16 +214,40 @@ class Inbox:
                     )
         return self._processor
 
-    def worker(self, options: WorkerOptions | None = None) -> Worker:
-        """A worker for this inbox; call `run()` to process until SIGTERM or `stop()`."""
-        return Worker(self.processor, options, wake=self._wake)
+    def worker(self, options: WorkerOptions | None = None, *, prune: bool = True) -> Worker:
+        """A worker for this inbox; call `run()` to process until SIGTERM or `stop()`.
+
+        Unless `prune=False` or the inbox's `prune_at` is None, it also runs the daily
+        pruner (once per day across all workers on the database).
+        """
+        jobs = []
+        if prune and self.prune_at is not None:
+            jobs.append(
+                DailyJob(
+                    self.store,
+                    lambda: self.prune().summary(),
+                    at=self.prune_at,
+                    clock=lambda: datetime.fromtimestamp(self.clock(), UTC),
+                )
+            )
+        return Worker(self.processor, options, wake=self._wake, jobs=jobs)
+
+    def prune(self, *, dry_run: bool = False) -> PruneResult:
+        """Delete done events older than the retention, in small batches."""
+        return prune_events(
+            self.store,
+            now=datetime.fromtimestamp(self.clock(), UTC),
+            retention=self.retention,
+            dry_run=dry_run,
+        )
 
     def process_due(self, *, timeout: float = 60.0) -> int:
         """Process every due event now, in this thread; returns the number of attempts run.
 
         Retries scheduled for later are left for later. Handy in tests, scripts and cron jobs.
         """
-        return self.worker(WorkerOptions(handle_signals=False)).run_until_idle(timeout=timeout)
+        worker = self.worker(WorkerOptions(handle_signals=False), prune=False)
+        return worker.run_until_idle(timeout=timeout)
 
     def migrate(self) -> tuple[int, int]:
         """Create or upgrade hookinbox's tables; returns (version before, version after)."""

@@ -17,6 +17,8 @@ class Status(StrEnum):
                           -> pending / deferred   (error with retries left / NotReady)
                           -> failed               (out of attempts, or past the NotReady deadline)
     pending -> unhandled                          (no handler registered for its source and type)
+    stale                                         (older than the retention when it arrived:
+                                                   held for an operator, see docs/operations.md)
     """
 
     PENDING = "pending"
@@ -25,10 +27,14 @@ class Status(StrEnum):
     PROCESSED = "processed"
     UNHANDLED = "unhandled"
     FAILED = "failed"
+    STALE = "stale"
 
 
 WAITING_STATUSES = (Status.PENDING, Status.DEFERRED)
 """Statuses a worker picks up once `next_attempt_at` has come."""
+
+DONE_STATUSES = (Status.PROCESSED, Status.UNHANDLED)
+"""Statuses the pruner may delete once past the retention; every other status waits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,8 @@ class NewDelivery:
     body: bytes
     headers: dict[str, str]
     body_sha256: str
+    stale: bool = False
+    """Older than the retention: stored as `stale`, not processed (a pruned twin may exist)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -25,6 +25,7 @@ from hookinbox._errors import (
     StoreUnavailable,
     VerificationError,
 )
+from hookinbox._metrics import count_delivery
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox.sources import Source, normalize_headers
 from hookinbox.storage import Store, record_delivery
@@ -60,6 +61,8 @@ class Reply:
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
     outcome: Outcome = Outcome.ACCEPTED
+    event_type: str | None = None
+    key_conflict: bool = False
 
     @property
     def ok(self) -> bool:
@@ -83,6 +86,7 @@ class Receiver:
         retry_after: int = DEFAULT_RETRY_AFTER,
         inline: Mapping[str, InlineProcessor] | None = None,
         on_new_event: Callable[[], None] | None = None,
+        retention: timedelta | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -91,6 +95,7 @@ class Receiver:
         self.retry_after = retry_after
         self.inline = inline or {}
         self.on_new_event = on_new_event
+        self.retention = retention
         self.clock = clock
 
     def receive(
@@ -107,13 +112,20 @@ class Receiver:
             reply = self._too_large()
         else:
             reply = self._receive(source, normalize_headers(headers), body)
-        self._log(source_name, reply, time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        self._log(source_name, reply, elapsed)
+        # An unknown source's name comes from the URL: never a metric label (cardinality).
+        label = source_name if source is not None else "unknown"
+        count_delivery(
+            label, reply.event_type, reply.outcome.value, elapsed, key_conflict=reply.key_conflict
+        )
         return reply
 
     def reject_too_large(self, source_name: str) -> Reply:
         """For servers that stop reading a body once it passes the limit."""
         reply = self._too_large()
         self._log(source_name, reply, 0.0)
+        count_delivery(source_name, None, reply.outcome.value, 0.0, key_conflict=False)
         return reply
 
     def _too_large(self) -> Reply:
@@ -130,15 +142,22 @@ class Receiver:
             return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
         except PayloadError as error:
             return _reject(400, Outcome.BAD_REQUEST, error.message)
+        received_at = datetime.fromtimestamp(now, UTC)
+        stale = (
+            self.retention is not None
+            and identity.occurred_at is not None
+            and identity.occurred_at < received_at - self.retention
+        )
         delivery = NewDelivery(
             source=source.name,
             event_id=identity.event_id,
             event_type=identity.event_type,
             occurred_at=identity.occurred_at,
-            received_at=datetime.fromtimestamp(now, UTC),
+            received_at=received_at,
             body=body,
             headers=source.headers_to_store(headers),
             body_sha256=hashlib.sha256(body).hexdigest(),
+            stale=stale,
         )
         try:
             recorded = self._store(delivery)
@@ -161,9 +180,16 @@ class Receiver:
             )
         if recorded.is_new and recorded.status is Status.PENDING and self.on_new_event:
             self.on_new_event()  # wakes a worker running in this process
+        if recorded.is_new and recorded.status is Status.STALE:
+            log.warning(
+                "%s %s occurred %s, before the retention: held as stale for an operator",
+                source.name,
+                delivery.event_id,
+                delivery.occurred_at,
+            )
         outcome = Outcome.ACCEPTED if recorded.is_new else Outcome.DUPLICATE
         body_out = {"status": outcome.value, "event_id": delivery.event_id}
-        return Reply(200, body_out, {}, outcome)
+        return Reply(200, body_out, {}, outcome, delivery.event_type, recorded.key_conflict)
 
     def _store(self, delivery: NewDelivery) -> RecordedDelivery:
         process = self.inline.get(delivery.source)
@@ -173,7 +199,7 @@ class Receiver:
         # fails leaves no claim behind and the provider's retry is treated as new.
         with self.store.transaction() as connection:
             recorded = record_delivery(connection, delivery)
-            if recorded.is_new:
+            if recorded.is_new and not delivery.stale:
                 process(connection, _inline_event(delivery, recorded))
             return recorded
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,7 +35,7 @@ def checkout(number: int | str, payment: str | None = None) -> dict[str, Any]:
     return {
         "id": f"evt_{number}",
         "type": "checkout.session.completed",
-        "created": 1_764_000_000,
+        "created": int(time.time()),
         "data": {"object": {"id": f"cs_{number}", "payment_intent": payment or f"pi_{number}"}},
     }
 
@@ -43,7 +44,7 @@ def subscription_update(number: int | str, payment: str, status: str = "active")
     return {
         "id": f"evt_{number}",
         "type": "customer.subscription.updated",
-        "created": 1_764_000_100,
+        "created": int(time.time()) + 1,
         "data": {"object": {"id": f"sub_{number}", "payment_intent": payment, "status": status}},
     }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -68,7 +69,9 @@ def test_retry_in_sets_the_next_try(inbox: Inbox, deliver: Deliver, clock: Manua
     def later(event: Event, ctx: HandlerContext) -> None:
         raise NotReady("bank not settled", retry_in=42)
 
-    deliver({"id": "evt_7", "type": "payout.paid", "created": 1, "data": {"object": {}}})
+    deliver(
+        {"id": "evt_7", "type": "payout.paid", "created": int(time.time()), "data": {"object": {}}}
+    )
     before = clock()
     inbox.process_due()
     event = stored(inbox, "evt_7")
@@ -95,17 +98,18 @@ def test_the_ordering_guard_skips_stale_updates(
             "data": {"object": {"id": "cus_1"}},
         }
 
-    deliver(update(1, created=100))
-    deliver(update(3, created=300))
+    base = int(time.time())
+    deliver(update(1, created=base + 100))
+    deliver(update(3, created=base + 300))
     inbox.process_due()
-    deliver(update(2, created=200))  # older than what was applied: stale
-    deliver(update(4, created=300))  # same second as the newest: applied
+    deliver(update(2, created=base + 200))  # older than what was applied: stale
+    deliver(update(4, created=base + 300))  # same second as the newest: applied
     inbox.process_due()
     assert applied == ["evt_1", "evt_3", "evt_4"]
     assert stored(inbox, "evt_2").status is Status.PROCESSED  # skipped, not failed
     with inbox.store.engine.connect() as connection:
         row = connection.execute(sa.select(ordering)).one()
-    assert (row.object_key, row.position, row.event_id) == ("customer:cus_1", 300, "evt_4")
+    assert (row.object_key, row.position, row.event_id) == ("customer:cus_1", base + 300, "evt_4")
 
 
 def test_a_rolled_back_handler_leaves_no_ordering_mark(inbox: Inbox, deliver: Deliver) -> None:
@@ -114,7 +118,14 @@ def test_a_rolled_back_handler_leaves_no_ordering_mark(inbox: Inbox, deliver: De
         ctx.ordering.advance("customer:cus_1", datetime(2026, 1, 1, tzinfo=UTC))
         raise RuntimeError("after the guard")
 
-    deliver({"id": "evt_1", "type": "customer.updated", "created": 1, "data": {"object": {}}})
+    deliver(
+        {
+            "id": "evt_1",
+            "type": "customer.updated",
+            "created": int(time.time()),
+            "data": {"object": {}},
+        }
+    )
     inbox.process_due()
     with inbox.store.engine.connect() as connection:
         assert connection.execute(sa.select(sa.func.count()).select_from(ordering)).scalar() == 0

@@ -23,7 +23,7 @@ def stripe_event(
         "id": event_id,
         "object": "event",
         "type": event_type,
-        "created": 1_764_000_000,
+        "created": int(time.time()),
         "livemode": False,
         "data": {"object": {"id": f"cs_{event_id}", **data}},
     }

@@ -40,7 +40,7 @@ def checkout_event(number: int) -> dict[str, Any]:
     return {
         "id": f"evt_{number}",
         "type": "checkout.session.completed",
-        "created": 1_764_000_000,
+        "created": int(time.time()),
         "data": {"object": {"id": f"cs_{number}", "payment_intent": f"pi_{number}"}},
     }
 
@@ -50,7 +50,7 @@ def poison_event(event_id: str) -> dict[str, Any]:
     return {
         "id": event_id,
         "type": "test.poison",
-        "created": 1_764_000_000,
+        "created": int(time.time()),
         "data": {"object": {"id": f"obj_{event_id}"}},
     }
 

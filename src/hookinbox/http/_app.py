@@ -1,4 +1,4 @@
-"""The ASGI app: `POST /webhooks/{source}`, `GET /healthz`, `GET /readyz`.
+"""The ASGI app: `POST /webhooks/{source}`, `GET /healthz`, `/readyz` and `/metrics`.
 
 A thin shell around `Receiver`: it reads the body with a cap, hands it to the receiver in a
 worker thread (storage is synchronous SQLAlchemy, shared with `Inbox.receive` and the worker),
@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from hookinbox._errors import BodyTooLarge, StoreUnavailable
+from hookinbox._metrics import exposition
 from hookinbox._receiver import Receiver, Reply
 
 
@@ -64,9 +65,14 @@ def create_app(receiver: Receiver, *, path: str = "/webhooks") -> Starlette:
             return _respond(receiver.unavailable(error.message))
         return JSONResponse({"status": "ready"})
 
+    async def metrics(_request: Request) -> Response:
+        body, content_type = await anyio.to_thread.run_sync(exposition, receiver.store)
+        return Response(body, media_type=content_type)
+
     routes = [
         Route(f"{path.rstrip('/')}/{{source}}", webhook, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
     ]
     return Starlette(routes=routes)

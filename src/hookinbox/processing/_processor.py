@@ -7,13 +7,15 @@ import random
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection
 
 from hookinbox._errors import NotReady, StoreUnavailable
+from hookinbox._metrics import count_attempt
 from hookinbox._model import Event, Status
-from hookinbox.processing._execute import run_handlers
+from hookinbox.processing._execute import BUSINESS_DUPLICATE, run_handlers
 from hookinbox.processing._handlers import Handler, HandlerRegistry
 from hookinbox.processing._policy import RetryPolicy, Schedule
 from hookinbox.storage import Leased, Release, Store, claim, mark_inline, release, set_outcome
@@ -29,7 +31,20 @@ MAX_ATTEMPTS = "max_attempts"
 NOT_READY_DEADLINE = "not_ready_deadline"
 WORKER_LOST = "worker_lost"
 
-SUCCESSES = frozenset({"handled", "business_duplicate", "unhandled"})
+# Attempt outcome labels (metrics and logs).
+PROCESSED = "processed"
+RETRIED = "retried"
+DEFERRED = "deferred"
+FAILED = "failed"
+LOST_LEASE = "lost_lease"
+UNRECORDED = "unrecorded"
+SUCCESSES = frozenset({PROCESSED, BUSINESS_DUPLICATE, Status.UNHANDLED.value})
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    label: str
+    detail: str = ""
 
 
 def describe_error(error: BaseException) -> str:
@@ -67,7 +82,7 @@ class Processor:
         return Schedule.resolve(self.policy, self.source_policies.get(source), handler_policies)
 
     def process(self, leased: Leased) -> str:
-        """Run one attempt; returns what happened, for the log line."""
+        """Run one attempt; returns its outcome label (the metric's and the log line's)."""
         event = leased.event
         handlers = self.handlers.for_event(event.source, event.type)
         schedule = self.schedule(event.source, handlers)
@@ -77,23 +92,29 @@ class Processor:
             result = self._release(leased, self._failure(event, schedule, "attempts exhausted"))
         else:
             result = self._attempt(leased, handlers, schedule)
-        self._log(event, result, time.perf_counter() - started)
-        return result
+        elapsed = time.perf_counter() - started
+        count_attempt(event.source, event.type, result.label, elapsed)
+        self._log(event, result, elapsed)
+        return result.label
 
-    def _attempt(self, leased: Leased, handlers: Sequence[Handler], schedule: Schedule) -> str:
+    def _attempt(
+        self, leased: Leased, handlers: Sequence[Handler], schedule: Schedule
+    ) -> AttemptResult:
         event = leased.event
         status = Status.PROCESSED if handlers else Status.UNHANDLED
         try:
             with self.store.transaction() as connection:
                 if not claim(connection, leased, status, self.now()):
-                    return "lost_lease"
+                    return AttemptResult(LOST_LEASE, "another worker took it over")
                 outcome = run_handlers(connection, event, handlers, self.clock)
                 set_outcome(connection, event.row_id, outcome)
         except NotReady as error:
             return self._release(leased, self._deferral(event, schedule, error))
         except Exception as error:
             return self._release(leased, self._failure(event, schedule, describe_error(error)))
-        return outcome if status is Status.PROCESSED else status.value
+        if status is Status.UNHANDLED:
+            return AttemptResult(Status.UNHANDLED.value)
+        return AttemptResult(BUSINESS_DUPLICATE if outcome == BUSINESS_DUPLICATE else PROCESSED)
 
     def _failure(self, event: Event, schedule: Schedule, error: str) -> Release:
         now = self.now()
@@ -133,19 +154,20 @@ class Processor:
             return Release(Status.FAILED, release.next_attempt_at, error, outcome=WORKER_LOST)
         return release
 
-    def _release(self, leased: Leased, decision: Release) -> str:
+    def _release(self, leased: Leased, decision: Release) -> AttemptResult:
         try:
             if not release(self.store, leased, decision):
-                return "lost_lease"
+                return AttemptResult(LOST_LEASE, "another worker took it over")
         except StoreUnavailable as error:
             # The lease will expire and the sweeper will give the event back.
             log.warning("could not record the attempt of %s: %s", leased.event.id, error)
-            return "unrecorded"
+            return AttemptResult(UNRECORDED, str(error))
+        first_line = (decision.last_error or "").splitlines()[0] if decision.last_error else ""
         if decision.status is Status.DEFERRED:
-            return "deferred"
+            return AttemptResult(DEFERRED, first_line)
         if decision.status is Status.FAILED:
-            return f"failed ({decision.outcome})"
-        return "retry"
+            return AttemptResult(FAILED, f"{decision.outcome}: {first_line}")
+        return AttemptResult(RETRIED, first_line)
 
     def inline(self, connection: Connection, event: Event) -> None:
         """Inline mode: run the handlers in the ingest transaction; exceptions propagate."""
@@ -154,26 +176,24 @@ class Processor:
         status = Status.PROCESSED if handlers else Status.UNHANDLED
         mark_inline(connection, event.row_id, status, outcome, self.now())
 
-    def _log(self, event: Event, result: str, elapsed: float) -> None:
-        level = (
-            logging.INFO
-            if result in ("handled", "business_duplicate", "unhandled")
-            else logging.WARNING
-        )
+    def _log(self, event: Event, result: AttemptResult, elapsed: float) -> None:
+        level = logging.INFO if result.label in SUCCESSES else logging.WARNING
         log.log(
             level,
-            "%s %s (%s) attempt %d: %s in %.1f ms",
+            "%s %s (%s) attempt %d: %s in %.1f ms%s",
             event.source,
             event.id,
             event.type or "-",
             event.attempts,
-            result,
+            result.label,
             elapsed * 1000,
+            f" ({result.detail})" if result.detail else "",
             extra={
                 "source": event.source,
                 "event_id": event.id,
                 "event_type": event.type,
                 "attempt": event.attempts,
-                "outcome": result,
+                "outcome": result.label,
+                "latency_ms": round(elapsed * 1000, 2),
             },
         )

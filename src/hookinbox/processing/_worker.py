@@ -17,10 +17,11 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol
 
 from hookinbox._errors import StoreUnavailable
 from hookinbox.processing._processor import Processor
@@ -35,6 +36,14 @@ from hookinbox.storage import (
 )
 
 log = logging.getLogger("hookinbox.worker")
+
+
+class BackgroundJob(Protocol):
+    """A thread the worker starts with itself and stops with itself (the daily pruner)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,7 @@ class Worker:
         options: WorkerOptions | None = None,
         *,
         wake: threading.Event | None = None,
+        jobs: Sequence[BackgroundJob] = (),
     ) -> None:
         self.processor = processor
         self.store = processor.store
@@ -72,6 +82,7 @@ class Worker:
         if self.options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self._wake = wake or threading.Event()
+        self._jobs = list(jobs)
         self._stopping = threading.Event()
         self._in_flight = 0
         self._lock = threading.Lock()
@@ -98,6 +109,8 @@ class Worker:
         if supports_listen(self.store):
             listener = Listener(self.store, self._wake, self._stopping)
             listener.start()
+        for job in self._jobs:
+            job.start()
         executor = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="hookinbox")
         log.info("worker started (concurrency %d)", self.options.concurrency)
         try:
@@ -107,6 +120,8 @@ class Worker:
             drained = self._drain()
             if listener is not None:
                 listener.join(timeout=2.0)  # it checks the stop flag every second
+            for job in self._jobs:
+                job.stop()
             restore()
             log.info("worker stopped%s", "" if drained else " (grace period exceeded)")
         return drained

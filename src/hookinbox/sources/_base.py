@@ -18,7 +18,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from hookinbox._errors import (
@@ -148,6 +148,9 @@ class Source(ABC):
     """A webhook provider's verification and identification rules, configured with secrets."""
 
     default_name: ClassVar[str]
+    redelivery_window: timedelta = timedelta(days=3)
+    """How long the provider may send an event again (automatic retries or a manual resend).
+    The retention must be longer, or a pruned key could no longer deduplicate a redelivery."""
     stored_headers: tuple[str, ...] = ()
     """Header names (lower case) kept with the event to re-verify and audit it. Never secrets."""
 
@@ -192,7 +195,8 @@ def check_tolerance(timestamp: int, *, now: float, tolerance: float | None) -> N
     (Standard Webhooks rejects both; Stripe's SDK only the old, we are stricter and say so).
     """
     if tolerance is not None and abs(now - timestamp) > tolerance:
+        skew = now - timestamp
+        when = f"{skew:.0f} s old" if skew > 0 else f"{-skew:.0f} s in the future"
         raise TimestampOutOfTolerance(
-            f"signature timestamp is {now - timestamp:+.0f} s from now"
-            f" (tolerance {tolerance:.0f} s)"
+            f"signature timestamp is {when} (tolerance {tolerance:.0f} s)"
         )

@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Literal
 
 from hookinbox._errors import BadSignature, ConfigurationError
@@ -53,8 +54,10 @@ class HMACSource(Source):
         type_header: str | None = None,
         type_field: str | None = "type",
         time_field: str | None = None,
+        redelivery_window: timedelta = timedelta(days=3),
     ) -> None:
         super().__init__(name=name)
+        self.redelivery_window = redelivery_window
         if algorithm not in hashlib.algorithms_guaranteed or algorithm.startswith("shake"):
             raise ConfigurationError(f"unknown HMAC algorithm {algorithm!r}")
         if encoding not in ("hex", "base64"):

@@ -3,13 +3,15 @@
 The key is `X-GitHub-Delivery`, which GitHub keeps when a delivery is redelivered. Every hook
 that fires for one event shares that id; with `scope_by_hook=True` the key becomes
 `<X-GitHub-Hook-ID>:<delivery>`, so several hooks pointing at one endpoint are several events.
-The type is `X-GitHub-Event` (the payload's `action` refines it). GitHub signs no timestamp.
+The type is `X-GitHub-Event`; handlers read the payload's `action` for the sub-kind.
+GitHub signs no timestamp.
 Configure the hook with content type `application/json`; form-encoded bodies are refused (400).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 from hookinbox._errors import BadSignature
 from hookinbox.sources._base import (
@@ -30,6 +32,7 @@ PREFIX = "sha256="
 
 class GitHub(Source):
     default_name = "github"
+    redelivery_window = timedelta(days=3)  # manual redelivery within 3 days
     stored_headers = (
         "x-hub-signature-256",
         "x-github-delivery",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
+from datetime import timedelta
 
 from hookinbox._errors import BadSignature, ConfigurationError
 from hookinbox.sources._base import (
@@ -63,6 +64,8 @@ def decode_signatures(header: str) -> list[bytes]:
 
 class StandardWebhooks(Source):
     default_name = "standard"
+    # Svix retries for about 28 h; the spec's example schedule spans about 75 h.
+    redelivery_window = timedelta(days=4)
     stored_headers = (
         "webhook-id",
         "webhook-timestamp",

@@ -8,6 +8,7 @@ body's `id` (`evt_...`), stable across retries; `t` and the signature change on 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 from hookinbox._errors import BadSignature
 from hookinbox.sources._base import (
@@ -31,6 +32,8 @@ DEFAULT_TOLERANCE = 300.0
 
 class Stripe(Source):
     default_name = "stripe"
+    # Automatic retries for 3 days, manual resend from the dashboard within 30 (seed 000).
+    redelivery_window = timedelta(days=30)
     stored_headers = ("stripe-signature",)
 
     def __init__(

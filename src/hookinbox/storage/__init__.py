@@ -1,5 +1,20 @@
 """Storage: hookinbox's tables and every query against them (SQLite and PostgreSQL)."""
 
+from hookinbox.storage._admin import (
+    EventFilter,
+    ReplayResult,
+    claim_job,
+    count_events,
+    count_prunable,
+    delivery_history,
+    last_job_run,
+    list_events,
+    notify_workers,
+    prune_batch,
+    record_job_result,
+    replay_matching,
+    replay_one,
+)
 from hookinbox.storage._deliveries import record_delivery
 from hookinbox.storage._engine import StoreOptions, parse_url
 from hookinbox.storage._errors import UniqueViolation, translate_errors, unique_violation
@@ -18,29 +33,57 @@ from hookinbox.storage._queue import (
     set_outcome,
     sweep_expired,
 )
-from hookinbox.storage._schema import events, metadata
+from hookinbox.storage._schema import deliveries, events, metadata
+from hookinbox.storage._stats import (
+    DuplicateRatio,
+    OpenFigures,
+    Report,
+    duplicate_ratio,
+    open_figures,
+    report,
+)
 from hookinbox.storage._store import Store, event_from_row
 
 __all__ = [
     "LATEST_VERSION",
+    "DuplicateRatio",
+    "EventFilter",
     "Leased",
     "Listener",
+    "OpenFigures",
     "Release",
+    "ReplayResult",
+    "Report",
     "Store",
     "StoreOptions",
     "UniqueViolation",
     "advance_ordering",
     "claim",
+    "claim_job",
+    "count_events",
+    "count_prunable",
+    "deliveries",
+    "delivery_history",
+    "duplicate_ratio",
     "event_from_row",
     "events",
     "has_due",
+    "last_job_run",
     "lease_due",
+    "list_events",
     "mark_inline",
     "metadata",
     "next_due_at",
+    "notify_workers",
+    "open_figures",
     "parse_url",
+    "prune_batch",
     "record_delivery",
+    "record_job_result",
     "release",
+    "replay_matching",
+    "replay_one",
+    "report",
     "set_outcome",
     "supports_listen",
     "sweep_expired",

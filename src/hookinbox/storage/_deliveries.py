@@ -3,7 +3,8 @@
 `INSERT ... ON CONFLICT (source, event_id) DO UPDATE` either creates the event or counts one more
 delivery of it, in a single statement that concurrent duplicates cannot both win: the unique
 index decides. The returned `delivery_count` tells which happened (1 means this delivery created
-the row), and the stored body hash, compared with ours, reveals a key conflict.
+the row), and the stored body hash, compared with ours, reveals a key conflict. A second,
+append-only insert logs the delivery itself (for the duplicate ratio and the audit trail).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.expression import Executable
 
 from hookinbox._model import NewDelivery, RecordedDelivery, Status
-from hookinbox.storage._schema import events
+from hookinbox.storage._schema import deliveries, events
 
 
 def upsert_statement(dialect: str, delivery: NewDelivery) -> Executable:
@@ -29,7 +30,7 @@ def upsert_statement(dialect: str, delivery: NewDelivery) -> Executable:
         body=delivery.body,
         headers=json.dumps(delivery.headers, sort_keys=True),
         body_sha256=delivery.body_sha256,
-        status=Status.PENDING.value,
+        status=(Status.STALE if delivery.stale else Status.PENDING).value,
         attempts=0,
         deferrals=0,
         next_attempt_at=delivery.received_at,
@@ -54,10 +55,20 @@ def upsert_statement(dialect: str, delivery: NewDelivery) -> Executable:
 def record_delivery(connection: Connection, delivery: NewDelivery) -> RecordedDelivery:
     statement = upsert_statement(connection.dialect.name, delivery)
     row = connection.execute(statement).mappings().one()
-    return RecordedDelivery(
+    recorded = RecordedDelivery(
         row_id=row["id"],
         is_new=row["delivery_count"] == 1,
         delivery_count=row["delivery_count"],
         key_conflict=row["body_sha256"] != delivery.body_sha256,
         status=Status(row["status"]),
     )
+    connection.execute(
+        deliveries.insert().values(
+            source=delivery.source,
+            event_id=delivery.event_id,
+            received_at=delivery.received_at,
+            duplicate=not recorded.is_new,
+            key_conflict=recorded.key_conflict,
+        )
+    )
+    return recorded

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -75,7 +77,7 @@ def _sqlite_engine(url: URL, options: StoreOptions) -> Engine:
         # BEGIN IMMEDIATE ourselves (below) so every transaction queues for the write lock.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the single writer
+        _enable_wal(cursor, options.busy_timeout)  # readers never block the single writer
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
         cursor.execute("PRAGMA foreign_keys=ON")
@@ -87,6 +89,22 @@ def _sqlite_engine(url: URL, options: StoreOptions) -> Engine:
         connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def _enable_wal(cursor: Any, timeout: float) -> None:
+    """Switch a database to WAL (a persistent setting: once per file, not per connection).
+
+    Changing the journal mode needs an exclusive lock and SQLite does not wait for it with the
+    busy handler, so processes opening a new file at once retry here until one has switched.
+    """
+    deadline = time.monotonic() + timeout
+    while cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _postgres_engine(url: URL, options: StoreOptions) -> Engine:

@@ -75,6 +75,31 @@ def _v1_events(op: Operations) -> None:
         sqlite_where=leased,
     )
     op.create_index("ix_hookinbox_events_received_at", "hookinbox_events", ["received_at"])
+    open_events = sa.text("status NOT IN ('processed', 'unhandled')")
+    op.create_index(
+        "ix_hookinbox_events_open",
+        "hookinbox_events",
+        ["status", "received_at"],
+        postgresql_where=open_events,
+        sqlite_where=open_events,
+    )
+    op.create_table(
+        "hookinbox_deliveries",
+        sa.Column("id", row_id, primary_key=True, autoincrement=True),
+        sa.Column("source", sa.String(64), nullable=False),
+        sa.Column("event_id", sa.String(255), nullable=False),
+        sa.Column("received_at", UTCDateTime, nullable=False),
+        sa.Column("duplicate", sa.Boolean, nullable=False),
+        sa.Column("key_conflict", sa.Boolean, nullable=False),
+    )
+    op.create_index("ix_hookinbox_deliveries_received_at", "hookinbox_deliveries", ["received_at"])
+    op.create_index("ix_hookinbox_deliveries_event", "hookinbox_deliveries", ["source", "event_id"])
+    op.create_table(
+        "hookinbox_jobs",
+        sa.Column("name", sa.String(64), primary_key=True),
+        sa.Column("last_run_at", UTCDateTime, nullable=False),
+        sa.Column("last_result", sa.Text),
+    )
     op.create_table(
         "hookinbox_ordering",
         sa.Column("object_key", sa.String(255), primary_key=True),

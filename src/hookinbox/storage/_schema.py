@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Index,
     Integer,
@@ -19,7 +20,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from hookinbox._model import WAITING_STATUSES, Status
+from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
 from hookinbox.storage._types import UTCDateTime
 
 metadata = MetaData()
@@ -79,6 +80,41 @@ Index(
     sqlite_where=_leased,
 )
 Index("ix_hookinbox_events_received_at", events.c.received_at)
+# Every status that is not done (pending, deferred, processing, failed, stale): what operators
+# count, list and alert on stays a small index even when the done rows number millions.
+_open = events.c.status.not_in([s.value for s in DONE_STATUSES])
+Index(
+    "ix_hookinbox_events_open",
+    events.c.status,
+    events.c.received_at,
+    postgresql_where=_open,
+    sqlite_where=_open,
+)
+
+# One row per delivery, new or duplicate: the duplicate ratio over any window (the early
+# warning of a slow endpoint, seed 003) and each event's delivery history. Pruned with events.
+deliveries = Table(
+    "hookinbox_deliveries",
+    metadata,
+    Column("id", RowId, primary_key=True, autoincrement=True),
+    Column("source", String(64), nullable=False),
+    Column("event_id", String(255), nullable=False),
+    Column("received_at", UTCDateTime, nullable=False),
+    Column("duplicate", Boolean, nullable=False),
+    Column("key_conflict", Boolean, nullable=False),
+)
+Index("ix_hookinbox_deliveries_received_at", deliveries.c.received_at)
+Index("ix_hookinbox_deliveries_event", deliveries.c.source, deliveries.c.event_id)
+
+# Scheduled jobs (the daily pruner): the last run, claimed with a compare-and-set so that one
+# process of many runs each scheduled slot.
+jobs = Table(
+    "hookinbox_jobs",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("last_run_at", UTCDateTime, nullable=False),
+    Column("last_result", Text),
+)
 
 # The ordering guard's high-water marks: the newest position applied per object key.
 ordering = Table(

@@ -1,0 +1,164 @@
+"""Prometheus metrics: counters and histograms per process, gauges read from the database.
+
+Counters and histograms (deliveries, key conflicts, processing attempts, latencies) live in
+the process that counts them. `hookinbox serve` runs several processes (HTTP servers, the
+worker), so it sets PROMETHEUS_MULTIPROC_DIR before any of them starts and `/metrics` sums the
+files every process writes: prometheus_client's multiprocess mode. That mode is chosen when
+prometheus_client is first imported, which is why this module imports it lazily.
+
+Gauges (pending, oldest pending age, failed, deferred, duplicate ratio) are not counted but
+read from the database on each scrape, so they are right whichever process answers and
+whichever process changed them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from hookinbox._errors import StoreUnavailable
+from hookinbox._model import Status
+
+if TYPE_CHECKING:
+    from hookinbox.storage import Store
+
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+_lock = threading.Lock()
+_instruments: dict[str, Any] = {}
+
+
+def _instrument(name: str) -> Any:
+    if not _instruments:
+        with _lock:
+            if not _instruments:
+                _instruments.update(_create())
+    return _instruments[name]
+
+
+def _create() -> dict[str, Any]:
+    from prometheus_client import Counter, Histogram
+
+    return {
+        "deliveries": Counter(
+            "hookinbox_deliveries",
+            "Webhook deliveries received, by outcome (accepted, duplicate, invalid_signature, ...)",
+            ["source", "type", "outcome"],
+        ),
+        "key_conflicts": Counter(
+            "hookinbox_key_conflicts",
+            "Deliveries whose event id was known but whose body differed",
+            ["source"],
+        ),
+        "ack_latency": Histogram(
+            "hookinbox_ack_latency_seconds",
+            "Time from a delivery's body read to its answer",
+            ["source"],
+            buckets=LATENCY_BUCKETS,
+        ),
+        "attempts": Counter(
+            "hookinbox_processing_attempts",
+            "Processing attempts, by outcome (processed, retried, deferred, failed, ...)",
+            ["source", "type", "outcome"],
+        ),
+        "processing_latency": Histogram(
+            "hookinbox_processing_latency_seconds",
+            "Duration of one processing attempt",
+            ["source"],
+            buckets=LATENCY_BUCKETS,
+        ),
+    }
+
+
+def count_delivery(
+    source: str, event_type: str | None, outcome: str, seconds: float, *, key_conflict: bool
+) -> None:
+    _instrument("deliveries").labels(source, event_type or "", outcome).inc()
+    _instrument("ack_latency").labels(source).observe(seconds)
+    if key_conflict:
+        _instrument("key_conflicts").labels(source).inc()
+
+
+def count_attempt(source: str, event_type: str | None, outcome: str, seconds: float) -> None:
+    _instrument("attempts").labels(source, event_type or "", outcome).inc()
+    _instrument("processing_latency").labels(source).observe(seconds)
+
+
+class StoreCollector:
+    """Gauges computed from the database at scrape time."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        from hookinbox.storage import duplicate_ratio, open_figures
+
+        up = GaugeMetricFamily("hookinbox_store_up", "1 if the database answered this scrape")
+        try:
+            now = datetime.now(UTC)
+            with self.store.reading() as connection:
+                figures = open_figures(connection)
+                ratios = {
+                    window: duplicate_ratio(connection, now - delta)
+                    for window, delta in (("1h", timedelta(hours=1)), ("1d", timedelta(days=1)))
+                }
+        except StoreUnavailable:
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        by_status = GaugeMetricFamily(
+            "hookinbox_events", "Events not done yet, by status", labels=["status"]
+        )
+        for status in (Status.PENDING, Status.PROCESSING, Status.DEFERRED, Status.FAILED,
+                       Status.STALE):  # fmt: skip
+            by_status.add_metric([status.value], figures.count(status))
+        yield by_status
+        yield _age("hookinbox_oldest_pending_age_seconds", "Age of the oldest pending event",
+                   figures.oldest_pending, now)  # fmt: skip
+        yield _age("hookinbox_oldest_deferred_age_seconds", "Time the oldest deferred event has "
+                   "waited for its predecessor", figures.oldest_deferred, now)  # fmt: skip
+        yield GaugeMetricFamily(
+            "hookinbox_not_ready_deadline_events",
+            "Events failed because their predecessor never came (alarm on > 0)",
+            value=figures.not_ready_deadline,
+        )
+        ratio = GaugeMetricFamily(
+            "hookinbox_duplicate_ratio",
+            "Duplicate deliveries / all deliveries: rising means the endpoint answers too slowly",
+            labels=["window"],
+        )
+        for window, value in ratios.items():
+            ratio.add_metric([window], value.ratio)
+        yield ratio
+
+
+def _age(name: str, documentation: str, since: datetime | None, now: datetime) -> Any:
+    from prometheus_client.core import GaugeMetricFamily
+
+    seconds = (now - since).total_seconds() if since is not None else 0.0
+    return GaugeMetricFamily(name, documentation, value=max(0.0, seconds))
+
+
+def exposition(store: Store) -> tuple[bytes, str]:
+    """The `/metrics` body: this process's (or every process's) counters, and the gauges."""
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+    _instrument("deliveries")  # registers the counters even before the first delivery
+    if os.environ.get(MULTIPROCESS_ENV):
+        from prometheus_client import multiprocess
+
+        counted = CollectorRegistry()
+        multiprocess.MultiProcessCollector(counted)  # type: ignore[no-untyped-call]
+    else:
+        counted = REGISTRY
+    gauges = CollectorRegistry()
+    gauges.register(StoreCollector(store))
+    return generate_latest(counted) + generate_latest(gauges), CONTENT_TYPE_LATEST

@@ -1,0 +1,103 @@
+"""Retention: delete done events (and the delivery log) older than the retention, in batches.
+
+Pruning ends deduplication for what it deletes: a provider's later redelivery of a pruned
+event would look new. So the retention may not be shorter than the longest redelivery window
+of any configured source (Stripe: 30 days of manual resend) unless forced, and events that
+arrive already older than the retention are held as `stale` instead of processed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from hookinbox._errors import ConfigurationError
+from hookinbox.sources import Source
+from hookinbox.storage import Store, count_prunable, prune_batch
+
+log = logging.getLogger("hookinbox.prune")
+
+DEFAULT_RETENTION = timedelta(days=90)
+DEFAULT_BATCH_SIZE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    events: int
+    deliveries: int
+    dry_run: bool
+
+    def summary(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        return f"{verb} {self.events} events and {self.deliveries} delivery log rows"
+
+
+def check_retention(retention: timedelta, sources: Iterable[Source], *, force: bool) -> None:
+    """Refuse a retention shorter than a source's redelivery window, unless forced."""
+    if retention <= timedelta(0):
+        raise ConfigurationError("the retention must be positive")
+    too_short = [s for s in sources if s.redelivery_window > retention]
+    if too_short and not force:
+        longest = max(too_short, key=lambda s: s.redelivery_window)
+        raise ConfigurationError(
+            f"retention {format_duration(retention)} is shorter than {longest.name}'s "
+            f"redelivery window ({format_duration(longest.redelivery_window)}): a redelivery "
+            "after pruning would be processed again; use a longer retention or --force"
+        )
+
+
+def prune(
+    store: Store,
+    *,
+    now: datetime,
+    retention: timedelta,
+    dry_run: bool = False,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    pause: float = 0.01,
+    progress: Callable[[int], None] | None = None,
+) -> PruneResult:
+    """Delete done events received before `now - retention`, `batch_size` rows per transaction.
+
+    Each batch is a short transaction and `pause` seconds separate them, so ingest (on SQLite,
+    the one writer) never waits long behind the pruner. `progress` gets the events per batch.
+    """
+    cutoff = now - retention
+    if dry_run:
+        events, deliveries = count_prunable(store, cutoff)
+        return PruneResult(events, deliveries, dry_run=True)
+    total_events = total_deliveries = 0
+    while True:
+        events, deliveries = prune_batch(store, cutoff, batch_size)
+        total_events += events
+        total_deliveries += deliveries
+        if progress is not None and events:
+            progress(events)
+        if events == 0 and deliveries == 0:
+            break
+        time.sleep(pause)
+    result = PruneResult(total_events, total_deliveries, dry_run=False)
+    log.info("prune older than %s: %s", cutoff.isoformat(), result.summary())
+    return result
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90d`, `36h`, `15m`, `30s`, or a plain number of days."""
+    text = text.strip().lower()
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    try:
+        if text and text[-1] in units:
+            return timedelta(seconds=float(text[:-1]) * units[text[-1]])
+        return timedelta(days=float(text))
+    except ValueError as exc:
+        raise ConfigurationError(f"not a duration: {text!r} (use 90d, 36h, 15m or 30s)") from exc
+
+
+def format_duration(duration: timedelta) -> str:
+    seconds = duration.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
