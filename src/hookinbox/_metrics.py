@@ -162,3 +162,12 @@ def exposition(store: Store) -> tuple[bytes, str]:
     gauges = CollectorRegistry()
     gauges.register(StoreCollector(store))
     return generate_latest(counted) + generate_latest(gauges), CONTENT_TYPE_LATEST
+
+
+def serve_metrics(store: Store, port: int, host: str = "127.0.0.1") -> None:
+    """Serve this process's metrics and the gauges on `port` (a worker run on its own)."""
+    from prometheus_client import REGISTRY, start_http_server
+
+    _instrument("deliveries")
+    REGISTRY.register(StoreCollector(store))
+    start_http_server(port, addr=host)

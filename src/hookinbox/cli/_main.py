@@ -10,15 +10,19 @@ import copy
 import logging
 import logging.config
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from typing import Any
 
 import click
 
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
 from hookinbox._inbox import DATABASE_URL_ENV
+from hookinbox._metrics import MULTIPROCESS_ENV, serve_metrics
 from hookinbox.cli._loading import APP_ENV, load_inbox
+from hookinbox.cli._ops import register as register_operations
 from hookinbox.cli._supervise import WorkerSupervisor
 from hookinbox.processing import WorkerOptions
 from hookinbox.storage import Store
@@ -49,6 +53,11 @@ class HookinboxGroup(click.Group):
         except HookinboxError as error:
             click.echo(f"error: {error}", err=True)
             sys.exit(EXIT_FAILURE)
+        except click.UsageError:
+            raise
+        except click.ClickException as error:  # e.g. an unknown event: the operation failed
+            click.echo(f"error: {error.format_message()}", err=True)
+            sys.exit(EXIT_FAILURE)
 
 
 @click.group(cls=HookinboxGroup)
@@ -60,12 +69,17 @@ def main() -> None:
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 
-def logging_config(level: str) -> dict[str, Any]:
+def logging_config(level: str, log_format: str = "text") -> dict[str, Any]:
     """uvicorn's logging configuration, with hookinbox's loggers on the same handler."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
-    config["formatters"]["hookinbox"] = {"format": LOG_FORMAT}
+    if log_format == "json":
+        config["formatters"]["hookinbox"] = {"()": "hookinbox._logging.JSONFormatter"}
+        for handler in config["handlers"].values():
+            handler["formatter"] = "hookinbox"
+    else:
+        config["formatters"]["hookinbox"] = {"format": LOG_FORMAT}
     config["handlers"]["hookinbox"] = {
         "formatter": "hookinbox",
         "class": "logging.StreamHandler",
@@ -78,8 +92,8 @@ def logging_config(level: str) -> dict[str, Any]:
     return config
 
 
-def configure_logging(level: str) -> None:
-    logging.config.dictConfig(logging_config(level.upper()))
+def configure_logging(level: str, log_format: str = "text") -> None:
+    logging.config.dictConfig(logging_config(level.upper(), log_format))
 
 
 log_level_option = click.option(
@@ -89,6 +103,15 @@ log_level_option = click.option(
     envvar="HOOKINBOX_LOG_LEVEL",
     show_envvar=True,
     type=click.Choice(["debug", "info", "warning", "error"]),
+)
+log_format_option = click.option(
+    "--log-format",
+    default="text",
+    show_default=True,
+    envvar="HOOKINBOX_LOG_FORMAT",
+    show_envvar=True,
+    type=click.Choice(["text", "json"]),
+    help="json: one JSON object per line with source, event_id, outcome, latency_ms, ...",
 )
 concurrency_option = click.option(
     "--concurrency",
@@ -149,6 +172,7 @@ grace_option = click.option(
     help="HTTP server processes.",
 )
 @log_level_option
+@log_format_option
 @click.option(
     "--no-worker",
     is_flag=True,
@@ -166,6 +190,7 @@ def serve(
     port: int,
     workers: int,
     log_level: str,
+    log_format: str,
     no_worker: bool,
     concurrency: int,
     lease_seconds: float,
@@ -178,6 +203,12 @@ def serve(
     """
     import uvicorn
 
+    # Before anything imports prometheus_client: every process of this tree (HTTP servers,
+    # worker) counts into files in one directory, and /metrics adds them up.
+    own_metrics_dir = None
+    if not os.environ.get(MULTIPROCESS_ENV):
+        own_metrics_dir = tempfile.mkdtemp(prefix="hookinbox-metrics-")
+        os.environ[MULTIPROCESS_ENV] = own_metrics_dir
     inbox = load_inbox(app, database_url=database_url)
     inbox.migrate()
     inbox.close()
@@ -193,6 +224,7 @@ def serve(
             "--lease-seconds", str(lease_seconds),
             "--grace-period", str(grace_period),
             "--log-level", log_level,
+            "--log-format", log_format,
             "--parent-pid", str(os.getpid()),  # it stops by itself if this process is killed
         ]  # fmt: skip
         supervisor = WorkerSupervisor(command, grace_period)
@@ -210,12 +242,14 @@ def serve(
             port=port,
             workers=workers,
             access_log=False,  # hookinbox logs one line per delivery itself
-            log_config=logging_config(log_level.upper()),
+            log_config=logging_config(log_level.upper(), log_format),
             timeout_graceful_shutdown=10,
         )
     finally:
         if supervisor is not None:
             supervisor.stop()
+        if own_metrics_dir is not None:
+            shutil.rmtree(own_metrics_dir, ignore_errors=True)
 
 
 @main.command()
@@ -233,7 +267,15 @@ def serve(
     help="Seconds between checks when nothing wakes the worker [default: 0.05 SQLite, 1 PG].",
 )
 @click.option("--parent-pid", type=int, default=None, hidden=True)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    envvar="HOOKINBOX_METRICS_PORT",
+    show_envvar=True,
+    help="Serve Prometheus metrics on this port (a worker run on its own).",
+)
 @log_level_option
+@log_format_option
 def worker(
     app: str,
     database_url: str | None,
@@ -242,7 +284,9 @@ def worker(
     grace_period: float,
     poll_interval: float | None,
     parent_pid: int | None,
+    metrics_port: int | None,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Process APP's stored events until SIGTERM or SIGINT.
 
@@ -251,7 +295,7 @@ def worker(
     attempts roll back with the process (their events are retried after their lease expires).
     Run as many workers as you like, on any number of machines.
     """
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     inbox = load_inbox(app, database_url=database_url)
     options = WorkerOptions(
         concurrency=concurrency,
@@ -260,6 +304,8 @@ def worker(
         poll_interval=poll_interval,
         parent_pid=parent_pid,
     )
+    if metrics_port is not None:
+        serve_metrics(inbox.store, metrics_port)
     try:
         drained = inbox.worker(options).run()
     finally:
@@ -290,3 +336,6 @@ def migrate(app: str | None, database_url: str | None) -> None:
         click.echo(f"schema is up to date (version {after})")
     else:
         click.echo(f"schema upgraded from version {before} to {after}")
+
+
+register_operations(main)

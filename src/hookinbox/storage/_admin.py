@@ -65,7 +65,9 @@ class ReplayResult(StrEnum):
     REPLAYED = "replayed"
     NOT_FOUND = "not_found"
     NEEDS_FORCE = "needs_force"
-    """The event was processed: running it again repeats its effects."""
+    """The event was processed: running it again repeats its effects. (An unhandled event ran
+    no handler, so it replays freely: that is how events get processed by a handler added
+    after they arrived.)"""
     IN_PROGRESS = "in_progress"
     """A worker holds it right now."""
 
@@ -100,7 +102,7 @@ def replay_one(
         previous = Status(row.status)
         if previous is Status.PROCESSING:
             return ReplayResult.IN_PROGRESS, previous
-        if previous in DONE_STATUSES and not force:
+        if previous is Status.PROCESSED and not force:
             return ReplayResult.NEEDS_FORCE, previous
         connection.execute(events.update().where(*key).values(**_replay_values(now)))
         notify_workers(connection)
