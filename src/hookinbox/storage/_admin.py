@@ -203,10 +203,11 @@ def claim_job(store: Store, name: str, slot: datetime, now: datetime) -> bool:
     A compare-and-set on the job's row: of all processes asking for the same slot, exactly one
     sees its update succeed. Works the same on SQLite and PostgreSQL.
     """
+    claimed_at = max(now, slot)  # at or past the slot, so the slot reads as taken
     with store.transaction() as connection:
         exists = connection.execute(sa.select(jobs.c.name).where(jobs.c.name == name)).first()
         if exists is None:
-            insert = sa.insert(jobs).values(name=name, last_run_at=now)
+            insert = sa.insert(jobs).values(name=name, last_run_at=claimed_at)
             try:
                 with connection.begin_nested():
                     connection.execute(insert)
@@ -216,7 +217,7 @@ def claim_job(store: Store, name: str, slot: datetime, now: datetime) -> bool:
         claimed = connection.execute(
             jobs.update()
             .where(jobs.c.name == name, jobs.c.last_run_at < slot)
-            .values(last_run_at=now)
+            .values(last_run_at=claimed_at)
         )
         return claimed.rowcount == 1
 

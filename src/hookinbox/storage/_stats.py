@@ -62,7 +62,7 @@ def open_figures(connection: Connection) -> OpenFigures:
             sa.select(events.c.status, sa.func.count())
             .where(events.c.status.not_in(done))
             .group_by(events.c.status)
-        ).tuples()
+        )
     }
     oldest = sa.select(sa.func.min(events.c.received_at))
     oldest_pending = connection.execute(
@@ -88,7 +88,8 @@ def duplicate_ratio(connection: Connection, since: datetime | None) -> Duplicate
     )
     if since is not None:
         query = query.where(deliveries.c.received_at >= since)
-    total, duplicates = connection.execute(query).one().tuple()
+    row = connection.execute(query).one()
+    total, duplicates = row[0], row[1]
     return DuplicateRatio(int(total), int(duplicates))
 
 
@@ -97,7 +98,7 @@ def counts_by_source(connection: Connection) -> dict[tuple[str, str], int]:
         sa.select(events.c.source, events.c.status, sa.func.count()).group_by(
             events.c.source, events.c.status
         )
-    ).tuples()
+    )
     return {(source, status): int(count) for source, status, count in rows}
 
 

@@ -1,0 +1,233 @@
+"""Retention: batches that never stall ingest, nothing unfinished deleted, one run per day."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import multiprocessing
+import threading
+from datetime import UTC, datetime, time, timedelta
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from hookinbox import ConfigurationError, Inbox, Status
+from hookinbox.operations import DailyJob, check_retention, current_slot, prune
+from hookinbox.sources import GitHub, Shopify, Stripe
+from hookinbox.storage import Store, claim_job, deliveries, events
+from tests.apps import orders as orders_app
+from tests.processing.conftest import checkout
+from tests.support.server import running_server
+from tests.support.signing import stripe_delivery
+
+OLD = datetime.now(UTC) - timedelta(days=120)
+
+
+def old_rows(count: int, status: Status, prefix: str) -> list[dict[str, object]]:
+    body = b'{"id": "old"}'
+    return [
+        {
+            "source": "stripe",
+            "event_id": f"{prefix}_{n}",
+            "event_type": "charge.succeeded",
+            "occurred_at": OLD,
+            "received_at": OLD,
+            "body": body,
+            "headers": "{}",
+            "body_sha256": hashlib.sha256(body).hexdigest(),
+            "status": status.value,
+            "attempts": 1,
+            "deferrals": 0,
+            "next_attempt_at": OLD,
+            "delivery_count": 1,
+            "key_conflicts": 0,
+            "last_delivery_at": OLD,
+        }
+        for n in range(count)
+    ]
+
+
+def insert_old(store: Store, count: int, status: Status, prefix: str) -> None:
+    rows = old_rows(count, status, prefix)
+    log = [
+        {"source": "stripe", "event_id": r["event_id"], "received_at": OLD,
+         "duplicate": False, "key_conflict": False}
+        for r in rows
+    ]  # fmt: skip
+    with store.transaction() as connection:
+        for start in range(0, count, 10_000):
+            connection.execute(events.insert(), rows[start : start + 10_000])
+            connection.execute(deliveries.insert(), log[start : start + 10_000])
+
+
+def count_by_status(store: Store) -> dict[str, int]:
+    with store.engine.connect() as connection:
+        rows = connection.execute(
+            sa.select(events.c.status, sa.func.count()).group_by(events.c.status)
+        )
+        return {status: int(n) for status, n in rows}
+
+
+async def _steady_load(base_url: str, stop: threading.Event) -> list[int]:
+    statuses: list[int] = []
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        number = 0
+        while not stop.is_set() or number < 200:
+            headers, body = stripe_delivery(checkout(f"live_{number}"), orders_app.STRIPE_SECRET)
+            response = await client.post("/webhooks/stripe", headers=headers, content=body)
+            statuses.append(response.status_code)
+            number += 1
+    return statuses
+
+
+def test_100000_old_rows_are_pruned_while_ingest_keeps_answering(db_url: str) -> None:
+    store = Store(db_url)
+    insert_old(store, 100_000, Status.PROCESSED, "done")
+    insert_old(store, 50, Status.PENDING, "waiting")
+    insert_old(store, 50, Status.FAILED, "broken")
+    insert_old(store, 50, Status.STALE, "held")
+    insert_old(store, 50, Status.DEFERRED, "later")
+    stop = threading.Event()
+    with running_server("tests.apps.orders:inbox", db_url, "--no-worker") as base_url:
+        results: list[list[int]] = []
+        load = threading.Thread(
+            target=lambda: results.append(asyncio.run(_steady_load(base_url, stop)))
+        )
+        load.start()
+        batches: list[int] = []
+        result = prune(
+            store, now=datetime.now(UTC), retention=timedelta(days=90), progress=batches.append
+        )
+        stop.set()
+        load.join(timeout=120)
+    assert result.events == 100_000
+    assert result.deliveries == 100_200  # the log rows of every old event, kept ones included
+    assert len(batches) == 200 and max(batches) == 500  # small transactions, not one big one
+    [statuses] = results
+    assert len(statuses) >= 200
+    assert set(statuses) == {200}  # ingest never got a 503 while the pruner ran
+    remaining = count_by_status(store)
+    assert remaining.get("processed", 0) == 0
+    assert remaining["failed"] == remaining["stale"] == remaining["deferred"] == 50
+    assert remaining["pending"] == 50 + len(statuses)  # the old waiting ones and the new ones
+    store.dispose()
+
+
+def test_a_dry_run_deletes_nothing(store: Store) -> None:
+    insert_old(store, 30, Status.UNHANDLED, "unhandled")
+    result = prune(store, now=datetime.now(UTC), retention=timedelta(days=90), dry_run=True)
+    assert (result.events, result.deliveries, result.dry_run) == (30, 30, True)
+    assert count_by_status(store) == {"unhandled": 30}
+
+
+def test_recent_done_events_are_kept(store: Store) -> None:
+    insert_old(store, 10, Status.PROCESSED, "old")
+    result = prune(store, now=datetime.now(UTC), retention=timedelta(days=200))
+    assert result.events == 0
+    assert count_by_status(store) == {"processed": 10}
+
+
+def test_a_retention_shorter_than_a_redelivery_window_is_refused() -> None:
+    sources = [Stripe(secret="whsec_x"), Shopify(secret="x"), GitHub(secret="x")]
+    with pytest.raises(ConfigurationError, match="stripe's redelivery window"):
+        check_retention(timedelta(days=7), sources, force=False)
+    check_retention(timedelta(days=7), sources, force=True)
+    check_retention(timedelta(days=30), sources, force=False)
+    check_retention(timedelta(days=2), [Shopify(secret="x")], force=False)  # 48 h window
+    with pytest.raises(ConfigurationError):
+        Inbox("sqlite:///x.db", retention=timedelta(days=7)).add_source(Stripe(secret="whsec_x"))
+    Inbox("sqlite:///x.db", retention=timedelta(days=7), allow_short_retention=True).add_source(
+        Stripe(secret="whsec_x")
+    )
+
+
+def test_an_event_older_than_the_retention_is_held_as_stale(db_url: str) -> None:
+    orders_app.create_tables(db_url)
+    inbox = orders_app.build(db_url)
+    event = checkout(1)
+    event["created"] = int((datetime.now(UTC) - timedelta(days=91)).timestamp())
+    headers, body = stripe_delivery(event, orders_app.STRIPE_SECRET)
+    reply = inbox.receive("stripe", headers, body)
+    assert reply.body == {"status": "accepted", "event_id": "evt_1"}  # the provider may stop
+    assert inbox.process_due() == 0  # never processed blindly
+    stored = inbox.store.get_event("stripe", "evt_1")
+    assert stored is not None and stored.status is Status.STALE
+    inbox.close()
+
+
+def test_daily_slots() -> None:
+    at = time(4, 0, tzinfo=UTC)
+    assert current_slot(datetime(2026, 5, 2, 4, 0, tzinfo=UTC), at) == datetime(
+        2026, 5, 2, 4, 0, tzinfo=UTC
+    )
+    assert current_slot(datetime(2026, 5, 2, 3, 59, tzinfo=UTC), at) == datetime(
+        2026, 5, 1, 4, 0, tzinfo=UTC
+    )
+
+
+def _claim(url: str, slot: datetime, barrier: multiprocessing.synchronize.Barrier,
+           results: multiprocessing.Queue[bool]) -> None:  # fmt: skip
+    store = Store(url)
+    barrier.wait()
+    results.put(claim_job(store, "prune", slot, datetime.now(UTC)))
+    store.dispose()
+
+
+def test_one_process_of_many_wins_each_daily_slot(db_url: str) -> None:
+    context = multiprocessing.get_context("spawn")
+    for day in (1, 2):  # the first claim creates the job's row; the second updates it
+        slot = datetime.now(UTC) + timedelta(days=day)
+        barrier = context.Barrier(4)
+        results: multiprocessing.Queue[bool] = context.Queue()
+        processes = [
+            context.Process(target=_claim, args=(db_url, slot, barrier, results)) for _ in range(4)
+        ]
+        for process in processes:
+            process.start()
+        outcomes = [results.get(timeout=60) for _ in processes]
+        for process in processes:
+            process.join(timeout=30)
+        assert sorted(outcomes) == [False, False, False, True]
+
+
+def test_the_scheduled_job_runs_once_per_slot(store: Store) -> None:
+    runs: list[str] = []
+    now = datetime(2026, 5, 2, 4, 30, tzinfo=UTC)
+
+    def job() -> str:
+        runs.append("ran")
+        return "done"
+
+    first = DailyJob(store, job, at=time(4, 0, tzinfo=UTC), clock=lambda: now)
+    second = DailyJob(store, job, at=time(4, 0, tzinfo=UTC), clock=lambda: now)
+    assert first.run_due() is True
+    assert second.run_due() is False  # same slot, already claimed
+    now += timedelta(days=1)
+    assert second.run_due() is True
+    assert runs == ["ran", "ran"]
+
+
+def test_workers_run_the_daily_prune(db_url: str) -> None:
+    from hookinbox import WorkerOptions
+
+    orders_app.create_tables(db_url)
+    inbox = orders_app.build(db_url)
+    store = Store(db_url)
+    insert_old(store, 20, Status.PROCESSED, "done")
+    worker = inbox.worker(WorkerOptions(handle_signals=False, poll_interval=0.05))
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        deadline = datetime.now(UTC) + timedelta(seconds=15)
+        while count_by_status(store) and datetime.now(UTC) < deadline:
+            threading.Event().wait(0.1)
+        assert count_by_status(store) == {}
+    finally:
+        worker.stop()
+        thread.join(timeout=10)
+    with store.engine.connect() as connection:
+        row = connection.execute(sa.text("SELECT last_result FROM hookinbox_jobs")).one()
+    assert row.last_result == "deleted 20 events and 20 delivery log rows"
+    store.dispose()
+    inbox.close()
