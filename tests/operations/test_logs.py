@@ -25,7 +25,7 @@ def test_the_worker_logs_each_attempt_as_json(db_url: str) -> None:
     worker = subprocess.Popen(
         hookinbox_command(
             "worker", "tests.apps.orders:inbox", "--database-url", db_url, "--log-format", "json"
-        ),  # fmt: skip
+        ),
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
