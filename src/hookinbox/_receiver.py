@@ -213,6 +213,7 @@ class Receiver:
         fields = {
             "source": source_name,
             "event_id": event_id,
+            "event_type": reply.event_type,
             "outcome": reply.outcome.value,
             "status_code": reply.status_code,
             "latency_ms": round(elapsed * 1000, 2),
@@ -221,9 +222,10 @@ class Receiver:
         detail = reply.body.get("detail", "")
         log.log(
             level,
-            "%s %s: %s %d %.1f ms %s",
+            "%s %s (%s): %s %d %.1f ms %s",
             source_name,
             event_id or "-",
+            reply.event_type or "-",
             reply.outcome.value,
             reply.status_code,
             elapsed * 1000,
