@@ -23,6 +23,7 @@ from hookinbox.operations import (
     parse_daily_time,
 )
 from hookinbox.operations import prune as prune_events
+from hookinbox.outbox import CallableDestination, Destination, MessageQueue, Relay
 from hookinbox.processing import (
     ANY_TYPE,
     BusinessKey,
@@ -32,16 +33,21 @@ from hookinbox.processing import (
     RetryPolicy,
     Worker,
     WorkerOptions,
+    WorkQueue,
     is_async_function,
 )
+from hookinbox.processing._queues import EventQueue
 from hookinbox.sources import Source
 from hookinbox.storage import Store, StoreOptions, parse_url
+from hookinbox.storage._notify import CHANNEL as EVENTS_CHANNEL
+from hookinbox.storage._notify import OUTBOX_CHANNEL
 
 DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///hookinbox.db"
 
 F = TypeVar("F", bound=Callable[..., Any])
 G = TypeVar("G", bound=Callable[[Connection], None])
+D = TypeVar("D", bound=Callable[..., Any])
 
 
 class Inbox:
@@ -60,6 +66,7 @@ class Inbox:
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         retry_after: int = DEFAULT_RETRY_AFTER,
         retry: RetryPolicy | None = None,
+        outbox_retry: RetryPolicy | None = None,
         retention: timedelta = DEFAULT_RETENTION,
         allow_short_retention: bool = False,
         prune_at: str | None = "04:00",
@@ -73,6 +80,7 @@ class Inbox:
         self.auto_migrate = auto_migrate
         self.clock = clock
         self.retry = retry or RetryPolicy()
+        self.outbox_retry = outbox_retry or RetryPolicy()
         self.retention = retention
         self.allow_short_retention = allow_short_retention
         self.prune_at = parse_daily_time(prune_at) if prune_at else None
@@ -83,6 +91,9 @@ class Inbox:
         self._store: Store | None = None
         self._receiver: Receiver | None = None
         self._processor: Processor | None = None
+        self._relay: Relay | None = None
+        self._relay_wake = threading.Event()
+        self.destinations: dict[str, Destination] = {}
         self._after_migrate: list[Callable[[Connection], None]] = []
         self._wake = threading.Event()  # set on each new event: an in-process worker starts at once
         self._lock = threading.RLock()
@@ -141,6 +152,31 @@ class Inbox:
                     business_keys=tuple(BusinessKey.parse(k) for k in keys),
                 )
             )
+            return function
+
+        return register
+
+    def add_destination(self, destination: Destination) -> Destination:
+        """Deliver outbox messages sent to `destination.name` (e.g. an `HTTPDestination`)."""
+        if destination.name in self.destinations:
+            raise ConfigurationError(f"a destination named {destination.name!r} is already added")
+        self._check_not_started()
+        self.destinations[destination.name] = destination
+        return destination
+
+    def destination(
+        self, name: str, *, max_attempts: int | None = None, retry: RetryPolicy | None = None
+    ) -> Callable[[D], D]:
+        """Register `function(message)`, sync or async, to deliver the messages sent to `name`.
+
+        Raise `DeliveryError` (or anything) to retry later, `Undeliverable` to give up.
+        """
+        policy = retry or RetryPolicy()
+        if max_attempts is not None:
+            policy = RetryPolicy(max_attempts=max_attempts).over(policy)
+
+        def register(function: D) -> D:
+            self.add_destination(CallableDestination(name, function, policy))
             return function
 
         return register
@@ -211,15 +247,39 @@ class Inbox:
                         policy=self.retry,
                         source_policies=self.source_retry,
                         clock=self.clock,
+                        destinations=self.destinations.keys(),
+                        on_messages=self._relay_wake.set,
                     )
         return self._processor
 
-    def worker(self, options: WorkerOptions | None = None, *, prune: bool = True) -> Worker:
+    @property
+    def relay(self) -> Relay:
+        if self._relay is None:
+            with self._lock:
+                if self._relay is None:
+                    self._relay = Relay(
+                        self.store, self.destinations, policy=self.outbox_retry, clock=self.clock
+                    )
+        return self._relay
+
+    def worker(
+        self, options: WorkerOptions | None = None, *, prune: bool = True, relay: bool = True
+    ) -> Worker:
         """A worker for this inbox; call `run()` to process until SIGTERM or `stop()`.
 
-        Unless `prune=False` or the inbox's `prune_at` is None, it also runs the daily
-        pruner (once per day across all workers on the database).
+        It processes events and, unless `relay=False`, delivers outbox messages. Unless
+        `prune=False` or the inbox's `prune_at` is None, it also runs the daily pruner (once
+        per day across all workers on the database).
         """
+        options = options or WorkerOptions()
+        queues: list[tuple[WorkQueue[Any], int, threading.Event]] = [
+            (EventQueue(self.processor, options.lease_seconds), options.concurrency, self._wake)
+        ]
+        channels = {EVENTS_CHANNEL: self._wake}
+        if relay:
+            queue = MessageQueue(self.relay, options.lease_seconds)
+            queues.append((queue, options.relay_concurrency, self._relay_wake))
+            channels[OUTBOX_CHANNEL] = self._relay_wake
         jobs = []
         if prune and self.prune_at is not None:
             jobs.append(
@@ -230,7 +290,18 @@ class Inbox:
                     clock=lambda: datetime.fromtimestamp(self.clock(), UTC),
                 )
             )
-        return Worker(self.processor, options, wake=self._wake, jobs=jobs)
+        return Worker(self.store, queues, options, jobs=jobs, channels=channels)
+
+    def relay_only(self, options: WorkerOptions | None = None) -> Worker:
+        """A worker that only delivers outbox messages (`hookinbox relay`)."""
+        options = options or WorkerOptions()
+        queue = MessageQueue(self.relay, options.lease_seconds)
+        return Worker(
+            self.store,
+            [(queue, options.relay_concurrency, self._relay_wake)],
+            options,
+            channels={OUTBOX_CHANNEL: self._relay_wake},
+        )
 
     def prune(self, *, dry_run: bool = False) -> PruneResult:
         """Delete done events older than the retention, in small batches."""

@@ -65,6 +65,17 @@ def _create() -> dict[str, Any]:
             "Processing attempts, by outcome (processed, retried, deferred, failed, ...)",
             ["source", "type", "outcome"],
         ),
+        "messages": Counter(
+            "hookinbox_outbox_deliveries",
+            "Outbox delivery attempts, by outcome (delivered, retried, failed, ...)",
+            ["destination", "outcome"],
+        ),
+        "delivery_latency": Histogram(
+            "hookinbox_outbox_delivery_latency_seconds",
+            "Duration of one outbox delivery attempt",
+            ["destination"],
+            buckets=LATENCY_BUCKETS,
+        ),
         "processing_latency": Histogram(
             "hookinbox_processing_latency_seconds",
             "Duration of one processing attempt",
@@ -88,6 +99,11 @@ def count_attempt(source: str, event_type: str | None, outcome: str, seconds: fl
     _instrument("processing_latency").labels(source).observe(seconds)
 
 
+def count_message(destination: str, outcome: str, seconds: float) -> None:
+    _instrument("messages").labels(destination, outcome).inc()
+    _instrument("delivery_latency").labels(destination).observe(seconds)
+
+
 class StoreCollector:
     """Gauges computed from the database at scrape time."""
 
@@ -97,13 +113,14 @@ class StoreCollector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        from hookinbox.storage import duplicate_ratio, open_figures
+        from hookinbox.storage import duplicate_ratio, open_figures, outbox_backlog
 
         up = GaugeMetricFamily("hookinbox_store_up", "1 if the database answered this scrape")
         try:
             now = datetime.now(UTC)
             with self.store.reading() as connection:
                 figures = open_figures(connection)
+                messages = outbox_backlog(connection)
                 ratios = {
                     window: duplicate_ratio(connection, now - delta)
                     for window, delta in (("1h", timedelta(hours=1)), ("1d", timedelta(days=1)))
@@ -130,6 +147,13 @@ class StoreCollector:
             "Events failed because their predecessor never came (alarm on > 0)",
             value=figures.not_ready_deadline,
         )
+        backlog = GaugeMetricFamily(
+            "hookinbox_outbox_messages", "Outbox messages not delivered, by status",
+            labels=["status"],
+        )  # fmt: skip
+        for message_status in ("pending", "delivering", "failed"):
+            backlog.add_metric([message_status], messages.get(message_status, 0))
+        yield backlog
         ratio = GaugeMetricFamily(
             "hookinbox_duplicate_ratio",
             "Duplicate deliveries / all deliveries: rising means the endpoint answers too slowly",

@@ -93,3 +93,28 @@ class Event:
     def payload(self) -> Any:
         """The body parsed as JSON (it was proven to parse when the event was received)."""
         return json.loads(self.body)
+
+
+class MessageStatus(StrEnum):
+    """An outbox message: pending -> delivering -> delivered, or back to pending, or failed."""
+
+    PENDING = "pending"
+    DELIVERING = "delivering"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Message:
+    """An outbox message as a destination sees it."""
+
+    row_id: int
+    destination: str
+    key: str
+    """Unique per destination and stable across retries: send it as the Idempotency-Key."""
+    payload: Any
+    ordering_key: str | None
+    source: str | None
+    event_id: str | None
+    attempts: int
+    created_at: datetime

@@ -23,6 +23,7 @@ from hookinbox._inbox import DATABASE_URL_ENV
 from hookinbox._metrics import MULTIPROCESS_ENV, serve_metrics
 from hookinbox.cli._loading import APP_ENV, load_inbox
 from hookinbox.cli._ops import register as register_operations
+from hookinbox.cli._simulate import register as register_simulate
 from hookinbox.cli._supervise import WorkerSupervisor
 from hookinbox.processing import WorkerOptions
 from hookinbox.storage import Store
@@ -339,3 +340,4 @@ def migrate(app: str | None, database_url: str | None) -> None:
 
 
 register_operations(main)
+register_simulate(main)

@@ -85,6 +85,14 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def ago(duration: timedelta, text: str) -> datetime:
+    """`duration` before now; one reaching outside the calendar is a usage error."""
+    try:
+        return now() - duration
+    except OverflowError:
+        raise ConfigurationError(f"{text!r} reaches outside the calendar") from None
+
+
 def parse_since(text: str | None) -> datetime | None:
     """`1h`, `2d` (that long ago) or an ISO 8601 time (UTC unless it says otherwise)."""
     if text is None:
@@ -92,7 +100,7 @@ def parse_since(text: str | None) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        return now() - parse_duration(text)
+        return ago(parse_duration(text), text)
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
@@ -390,6 +398,8 @@ def replay(
     """
     if (source is None) == (state is None) or (source is not None and event_id is None):
         raise ConfigurationError("give SOURCE EVENT_ID, or --status (with optional filters)")
+    if state == Status.PROCESSING.value:
+        raise ConfigurationError("processing events are held by a worker; they cannot be replayed")
     with opened(app, database_url) as target:
         if source is not None and event_id is not None:
             _replay_one(target.store, source, event_id, force)
@@ -448,6 +458,7 @@ def prune_command(
     with opened(app, database_url) as target:
         default = target.inbox.retention if target.inbox else DEFAULT_RETENTION
         retention = parse_duration(older_than) if older_than else default
+        ago(retention, older_than or format_duration(retention))  # a cutoff in the calendar
         sources = list(target.inbox.sources.values()) if target.inbox else []
         check_retention(retention, sources, force=force)
         if not target.inbox and not force and retention < timedelta(days=30):

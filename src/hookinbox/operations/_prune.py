@@ -1,4 +1,5 @@
-"""Retention: delete done events (and the delivery log) older than the retention, in batches.
+"""Retention: delete done events, the delivery log and delivered outbox messages older than the
+retention, in batches.
 
 Pruning ends deduplication for what it deletes: a provider's later redelivery of a pruned
 event would look new. So the retention may not be shorter than the longest redelivery window
@@ -28,11 +29,15 @@ DEFAULT_BATCH_SIZE = 500
 class PruneResult:
     events: int
     deliveries: int
+    messages: int
     dry_run: bool
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
-        return f"{verb} {self.events} events and {self.deliveries} delivery log rows"
+        return (
+            f"{verb} {self.events} events, {self.deliveries} delivery log rows and "
+            f"{self.messages} delivered outbox messages"
+        )
 
 
 def check_retention(retention: timedelta, sources: Iterable[Source], *, force: bool) -> None:
@@ -66,19 +71,17 @@ def prune(
     """
     cutoff = now - retention
     if dry_run:
-        events, deliveries = count_prunable(store, cutoff)
-        return PruneResult(events, deliveries, dry_run=True)
-    total_events = total_deliveries = 0
+        return PruneResult(*count_prunable(store, cutoff), dry_run=True)
+    totals = [0, 0, 0]
     while True:
-        events, deliveries = prune_batch(store, cutoff, batch_size)
-        total_events += events
-        total_deliveries += deliveries
-        if progress is not None and events:
-            progress(events)
-        if events == 0 and deliveries == 0:
+        deleted = prune_batch(store, cutoff, batch_size)
+        totals = [total + n for total, n in zip(totals, deleted, strict=True)]
+        if progress is not None and deleted[0]:
+            progress(deleted[0])
+        if not any(deleted):
             break
         time.sleep(pause)
-    result = PruneResult(total_events, total_deliveries, dry_run=False)
+    result = PruneResult(totals[0], totals[1], totals[2], dry_run=False)
     log.info("prune older than %s: %s", cutoff.isoformat(), result.summary())
     return result
 
@@ -91,7 +94,7 @@ def parse_duration(text: str) -> timedelta:
         if text and text[-1] in units:
             return timedelta(seconds=float(text[:-1]) * units[text[-1]])
         return timedelta(days=float(text))
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: inf, 1e300, ...
         raise ConfigurationError(f"not a duration: {text!r} (use 90d, 36h, 15m or 30s)") from exc
 
 

@@ -3,6 +3,7 @@
 from hookinbox.processing._business import BusinessKey
 from hookinbox.processing._context import HandlerContext, Ordering
 from hookinbox.processing._handlers import ANY_TYPE, Handler, HandlerRegistry, is_async_function
+from hookinbox.processing._loop import LeaseLoop, WorkQueue
 from hookinbox.processing._policy import DEFAULT_POLICY, RetryPolicy, Schedule
 from hookinbox.processing._processor import Processor
 from hookinbox.processing._worker import Worker, WorkerOptions
@@ -14,10 +15,12 @@ __all__ = [
     "Handler",
     "HandlerContext",
     "HandlerRegistry",
+    "LeaseLoop",
     "Ordering",
     "Processor",
     "RetryPolicy",
     "Schedule",
+    "WorkQueue",
     "Worker",
     "WorkerOptions",
     "is_async_function",

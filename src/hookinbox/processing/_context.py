@@ -1,16 +1,23 @@
-"""What a handler receives besides the event: `ctx.db`, `ctx.ordering`, `ctx.attempt`, `ctx.log`."""
+"""What a handler gets besides the event: `ctx.db`, `.ordering`, `.outbox`, `.attempt`, `.log`."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
 
 from sqlalchemy import Connection
 
+from hookinbox._errors import ConfigurationError
 from hookinbox._model import Event
-from hookinbox.storage import advance_ordering
+from hookinbox.sources._base import MAX_KEY_LENGTH
+from hookinbox.storage import advance_ordering, enqueue
 
 log = logging.getLogger("hookinbox.handler")
 
@@ -48,6 +55,76 @@ class Ordering:
         )
 
 
+class Outbox:
+    """`ctx.outbox.send(...)`: side effects that leave the database, written in its transaction.
+
+    The message is a row in `hookinbox_outbox`, inserted on `ctx.db`: if the handler rolls back,
+    the message never existed; if it commits, it exists once, and the relay delivers it at least
+    once. The key is unique per destination and defaults to one derived from the event's source
+    and id, the handler and a counter, so a retried handler writes the same keys and a receiver
+    deduplicating by `Idempotency-Key` applies each message once.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        event: Event,
+        handler_name: str,
+        destinations: Collection[str],
+        clock: Callable[[], float],
+    ) -> None:
+        self._connection = connection
+        self._event = event
+        self._handler_name = handler_name
+        self._destinations = destinations
+        self._clock = clock
+        self._counter = 0
+        self.sent = 0
+
+    def send(
+        self,
+        destination: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        ordering_key: str | None = None,
+    ) -> str:
+        """Queue `payload` (JSON-serialisable) for `destination`; returns the message key.
+
+        Messages with the same `ordering_key` are delivered one at a time, in the order sent.
+        """
+        if destination not in self._destinations:
+            raise ConfigurationError(f"no outbox destination named {destination!r}")
+        self._counter += 1
+        if key is None:
+            key = f"{self._event.source}:{self._event.id}:{self._handler_name}:{self._counter}"
+            if len(key) > MAX_KEY_LENGTH:
+                key = hashlib.sha256(key.encode()).hexdigest()
+        elif not key or len(key) > MAX_KEY_LENGTH:
+            raise ValueError(f"an outbox key is 1 to {MAX_KEY_LENGTH} characters")
+        enqueue(
+            self._connection,
+            destination=destination,
+            key=key,
+            payload=json.loads(json.dumps(payload, default=_json_default)),
+            ordering_key=ordering_key,
+            source=self._event.source,
+            event_id=self._event.id,
+            now=datetime.fromtimestamp(self._clock(), UTC),
+        )
+        self.sent += 1
+        return key
+
+
+def _json_default(value: object) -> object:
+    """Datetimes, dates, decimals and UUIDs as strings; anything else is a handler bug."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal | UUID):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable for the outbox")
+
+
 @dataclass(frozen=True)
 class HandlerContext:
     """Passed to every handler as its second argument."""
@@ -60,10 +137,16 @@ class HandlerContext:
     """1 on the first attempt."""
     log: logging.LoggerAdapter[logging.Logger]
     """A logger whose lines carry the event's source, id and type."""
+    outbox: Outbox
+    """Messages for destinations outside the database, sent in this transaction."""
 
 
 def handler_context(
-    connection: Connection, event: Event, clock: Callable[[], float]
+    connection: Connection,
+    event: Event,
+    handler_name: str,
+    destinations: Collection[str],
+    clock: Callable[[], float],
 ) -> HandlerContext:
     fields = {"source": event.source, "event_id": event.id, "event_type": event.type}
     return HandlerContext(
@@ -72,4 +155,5 @@ def handler_context(
         ordering=Ordering(connection, event, clock),
         attempt=event.attempts,
         log=logging.LoggerAdapter(log, fields),
+        outbox=Outbox(connection, event, handler_name, destinations, clock),
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
@@ -40,12 +41,20 @@ def call_handler(handler: Handler, event: Event, context: object) -> None:
         handler.function(event, context)
 
 
+@dataclass(frozen=True, slots=True)
+class HandlersResult:
+    outcome: str
+    messages: int
+    """Outbox messages the handlers sent (the relay is woken after the commit)."""
+
+
 def run_handlers(
     connection: Connection,
     event: Event,
     handlers: Sequence[Handler],
     clock: Callable[[], float],
-) -> str:
+    destinations: Collection[str] = (),
+) -> HandlersResult:
     """Run every handler in order on `connection`; return the outcome to record.
 
     Exceptions propagate (the caller rolls back), except a violation of a handler's declared
@@ -53,12 +62,14 @@ def run_handlers(
     done, with outcome `business_duplicate`.
     """
     if not handlers:
-        return NO_HANDLER
-    context = handler_context(connection, event, clock)
+        return HandlersResult(NO_HANDLER, 0)
     outcome = HANDLED
+    messages = 0
     for handler in handlers:
+        context = handler_context(connection, event, handler.name, destinations, clock)
         if not handler.business_keys:
             call_handler(handler, event, context)
+            messages += context.outbox.sent
             continue
         savepoint = connection.begin_nested()
         try:
@@ -78,4 +89,7 @@ def run_handlers(
             )
         else:
             savepoint.commit()
-    return outcome
+            messages += context.outbox.sent
+            continue
+        # Rolled back to the savepoint: the messages this handler sent are gone with it.
+    return HandlersResult(outcome, messages)

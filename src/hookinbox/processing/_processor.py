@@ -6,7 +6,7 @@ import logging
 import random
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -66,6 +66,8 @@ class Processor:
         source_policies: Mapping[str, RetryPolicy],
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        destinations: Collection[str] = (),
+        on_messages: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.handlers = handlers
@@ -73,6 +75,8 @@ class Processor:
         self.source_policies = source_policies
         self.clock = clock
         self.rng = rng or random.Random()
+        self.destinations = destinations
+        self.on_messages = on_messages
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -106,8 +110,11 @@ class Processor:
             with self.store.transaction() as connection:
                 if not claim(connection, leased, status, self.now()):
                     return AttemptResult(LOST_LEASE, "another worker took it over")
-                outcome = run_handlers(connection, event, handlers, self.clock)
+                result = run_handlers(connection, event, handlers, self.clock, self.destinations)
+                outcome = result.outcome
                 set_outcome(connection, event.row_id, outcome)
+            if result.messages:
+                self.on_messages()  # committed: the relay may send them now
         except NotReady as error:
             return self._release(leased, self._deferral(event, schedule, error))
         except Exception as error:
@@ -172,9 +179,9 @@ class Processor:
     def inline(self, connection: Connection, event: Event) -> None:
         """Inline mode: run the handlers in the ingest transaction; exceptions propagate."""
         handlers = self.handlers.for_event(event.source, event.type)
-        outcome = run_handlers(connection, event, handlers, self.clock)
+        result = run_handlers(connection, event, handlers, self.clock, self.destinations)
         status = Status.PROCESSED if handlers else Status.UNHANDLED
-        mark_inline(connection, event.row_id, status, outcome, self.now())
+        mark_inline(connection, event.row_id, status, result.outcome, self.now())
 
     def _log(self, event: Event, result: AttemptResult, elapsed: float) -> None:
         level = logging.INFO if result.label in SUCCESSES else logging.WARNING

@@ -1,4 +1,4 @@
-"""The worker loop: lease due events, process them on a thread pool, sweep, sleep, repeat.
+"""The worker: an event loop, a relay loop for the outbox, the daily jobs, and clean shutdowns.
 
 Wake-ups: an in-process signal when ingest runs in the same process, PostgreSQL
 LISTEN/NOTIFY across processes, and polling as the fallback (50 ms on SQLite, where a due check
@@ -17,23 +17,12 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
-from hookinbox._errors import StoreUnavailable
-from hookinbox.processing._processor import Processor
-from hookinbox.storage import (
-    Leased,
-    Listener,
-    has_due,
-    lease_due,
-    next_due_at,
-    supports_listen,
-    sweep_expired,
-)
+from hookinbox.processing._loop import LeaseLoop, WorkQueue
+from hookinbox.storage import Listener, Store, supports_listen
 
 log = logging.getLogger("hookinbox.worker")
 
@@ -50,6 +39,8 @@ class BackgroundJob(Protocol):
 class WorkerOptions:
     concurrency: int = 4
     """Events processed at once (threads). On SQLite, handlers take turns on the write lock."""
+    relay_concurrency: int = 4
+    """Outbox messages delivered at once (threads); deliveries run outside any transaction."""
     lease_seconds: float = 60.0
     """How long a worker may hold an event before the sweeper assumes it died. Correctness does
     not depend on it (the processing transaction holds the row lock); it only bounds how soon an
@@ -66,36 +57,47 @@ class WorkerOptions:
 
 
 class Worker:
-    """Processes due events until `stop()` is called."""
+    """Processes due events (and relays outbox messages) until `stop()` is called."""
 
     def __init__(
         self,
-        processor: Processor,
+        store: Store,
+        queues: Sequence[tuple[WorkQueue[Any], int, threading.Event]],
         options: WorkerOptions | None = None,
         *,
-        wake: threading.Event | None = None,
         jobs: Sequence[BackgroundJob] = (),
+        channels: Mapping[str, threading.Event] | None = None,
     ) -> None:
-        self.processor = processor
-        self.store = processor.store
+        """`queues`: (queue, concurrency, wake-up event) for each loop to run.
+
+        `channels`: PostgreSQL NOTIFY channel -> the wake-up event it sets.
+        """
+        self.store = store
         self.options = options or WorkerOptions()
-        if self.options.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        self._wake = wake or threading.Event()
-        self._jobs = list(jobs)
         self._stopping = threading.Event()
-        self._in_flight = 0
-        self._lock = threading.Lock()
-        self._sqlite = self.store.dialect == "sqlite"
-        default_poll = 0.05 if self._sqlite else 1.0
-        self._poll = self.options.poll_interval or default_poll
+        default_poll = 0.05 if store.dialect == "sqlite" else 1.0
+        poll = self.options.poll_interval or default_poll
+        self.loops = [
+            LeaseLoop(
+                queue,
+                concurrency=concurrency,
+                poll=poll,
+                sweep_interval=self.options.sweep_interval,
+                wake=wake,
+                stopping=self._stopping,
+            )
+            for queue, concurrency, wake in queues
+        ]
+        self._jobs = list(jobs)
+        self._channels = dict(channels or {})
 
     # -- control ---------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Stop leasing; `run()` returns once the attempts in flight are done."""
         self._stopping.set()
-        self._wake.set()
+        for loop in self.loops:
+            loop.wake.set()
 
     @property
     def stopping(self) -> bool:
@@ -106,18 +108,32 @@ class Worker:
         self.store.ensure_schema()
         restore = self._install_signal_handlers()
         listener = None
-        if supports_listen(self.store):
-            listener = Listener(self.store, self._wake, self._stopping)
+        if supports_listen(self.store) and self._channels:
+            listener = Listener(self.store, self._channels, self._stopping)
             listener.start()
         for job in self._jobs:
             job.start()
-        executor = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="hookinbox")
-        log.info("worker started (concurrency %d)", self.options.concurrency)
+        threads = [
+            threading.Thread(target=loop.run, name=f"hookinbox-{loop.queue.name}-loop")
+            for loop in self.loops
+        ]
+        for thread in threads:
+            thread.start()
+        log.info(
+            "worker started (%s)",
+            ", ".join(f"{loop.queue.name}: concurrency {loop.concurrency}" for loop in self.loops),
+        )
         try:
-            self._loop(executor)
+            while not self._stopping.wait(1.0):
+                if self._parent_gone():
+                    log.warning("parent process is gone; stopping")
+                    self.stop()
         finally:
-            executor.shutdown(wait=False)
-            drained = self._drain()
+            self.stop()
+            for thread in threads:
+                thread.join()
+            deadline = time.monotonic() + self.options.grace_period
+            drained = all([loop.drain(deadline) for loop in self.loops])
             if listener is not None:
                 listener.join(timeout=2.0)  # it checks the stop flag every second
             for job in self._jobs:
@@ -127,101 +143,20 @@ class Worker:
         return drained
 
     def run_until_idle(self, *, timeout: float = 60.0) -> int:
-        """Process due events in this thread until none is due; returns how many attempts ran.
+        """Process due items in this thread until none is due; returns how many attempts ran.
 
         For tests, scripts and the README: no threads, no signals, no sleeping on retries.
+        Events first, then the messages their handlers sent, until both queues are empty.
         """
         self.store.ensure_schema()
         deadline = time.monotonic() + timeout
-        attempts = 0
-        self._sweep()
+        total = 0
         while time.monotonic() < deadline:
-            leased = self._lease(1)
-            if not leased:
-                return attempts
-            for item in leased:
-                self.processor.process(item)
-                attempts += 1
-        return attempts
-
-    # -- the loop --------------------------------------------------------------------------
-
-    def _loop(self, executor: ThreadPoolExecutor) -> None:
-        next_sweep = 0.0
-        while not self._stopping.is_set():
-            if self._parent_gone():
-                log.warning("parent process is gone; stopping")
+            done = sum(loop.run_until_idle(deadline) for loop in self.loops)
+            total += done
+            if done == 0:
                 break
-            self._wake.clear()
-            if time.monotonic() >= next_sweep:
-                self._sweep()
-                next_sweep = time.monotonic() + self.options.sweep_interval
-            free = self.options.concurrency - self._in_flight
-            leased: list[Leased] = []
-            if free > 0:
-                try:
-                    leased = self._lease(free)
-                except StoreUnavailable as error:
-                    log.warning("cannot lease events: %s", error)
-                    self._stopping.wait(min(5.0, self._poll * 20))
-                    continue
-            for item in leased:
-                with self._lock:
-                    self._in_flight += 1
-                executor.submit(self._process, item)
-            if leased and len(leased) == free:
-                self._wake.wait(self._poll)  # all slots busy: a finishing attempt wakes us
-            elif not leased:
-                self._wake.wait(self._idle_wait())
-
-    def _process(self, leased: Leased) -> None:
-        try:
-            self.processor.process(leased)
-        except Exception:  # a bug in hookinbox itself; the lease will expire and be swept
-            log.exception("unexpected error processing %s", leased.event.id)
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-            self._wake.set()
-
-    def _lease(self, limit: int) -> list[Leased]:
-        now = self.processor.now()
-        if self._sqlite and not has_due(self.store, now):
-            return []  # a read: polling SQLite must not take the write lock every 50 ms
-        lease_until = now + timedelta(seconds=self.options.lease_seconds)
-        return lease_due(self.store, limit=limit, now=now, lease_until=lease_until)
-
-    def _sweep(self) -> None:
-        try:
-            swept = sweep_expired(
-                self.store, now=self.processor.now(), decide=self.processor.expired
-            )
-        except StoreUnavailable as error:
-            log.warning("cannot sweep expired leases: %s", error)
-            return
-        for event in swept:
-            log.warning("%s %s: lease expired (worker lost); given back", event.source, event.id)
-
-    def _idle_wait(self) -> float:
-        if self._sqlite:
-            return self._poll
-        try:
-            due = next_due_at(self.store)
-        except StoreUnavailable:
-            return self._poll
-        if due is None:
-            return self._poll
-        return max(0.0, min(self._poll, (due - self.processor.now()).total_seconds()))
-
-    def _drain(self) -> bool:
-        deadline = time.monotonic() + self.options.grace_period
-        while time.monotonic() < deadline:
-            with self._lock:
-                if self._in_flight == 0:
-                    return True
-            self._wake.wait(0.05)
-            self._wake.clear()
-        return False
+        return total
 
     def _parent_gone(self) -> bool:
         return self.options.parent_pid is not None and os.getppid() != self.options.parent_pid

@@ -21,6 +21,17 @@ from hookinbox.storage._errors import UniqueViolation, translate_errors, unique_
 from hookinbox.storage._migrations import LATEST_VERSION
 from hookinbox.storage._notify import Listener, supports_listen
 from hookinbox.storage._ordering import advance as advance_ordering
+from hookinbox.storage._outbox import (
+    LeasedMessage,
+    Settlement,
+    enqueue,
+    has_message_due,
+    lease_messages,
+    next_message_due_at,
+    outbox_backlog,
+    settle,
+    sweep_messages,
+)
 from hookinbox.storage._queue import (
     Leased,
     Release,
@@ -33,7 +44,7 @@ from hookinbox.storage._queue import (
     set_outcome,
     sweep_expired,
 )
-from hookinbox.storage._schema import deliveries, events, metadata
+from hookinbox.storage._schema import deliveries, events, metadata, outbox
 from hookinbox.storage._stats import (
     DuplicateRatio,
     OpenFigures,
@@ -49,11 +60,13 @@ __all__ = [
     "DuplicateRatio",
     "EventFilter",
     "Leased",
+    "LeasedMessage",
     "Listener",
     "OpenFigures",
     "Release",
     "ReplayResult",
     "Report",
+    "Settlement",
     "Store",
     "StoreOptions",
     "UniqueViolation",
@@ -65,17 +78,23 @@ __all__ = [
     "deliveries",
     "delivery_history",
     "duplicate_ratio",
+    "enqueue",
     "event_from_row",
     "events",
     "has_due",
+    "has_message_due",
     "last_job_run",
     "lease_due",
+    "lease_messages",
     "list_events",
     "mark_inline",
     "metadata",
     "next_due_at",
+    "next_message_due_at",
     "notify_workers",
     "open_figures",
+    "outbox",
+    "outbox_backlog",
     "parse_url",
     "prune_batch",
     "record_delivery",
@@ -85,8 +104,10 @@ __all__ = [
     "replay_one",
     "report",
     "set_outcome",
+    "settle",
     "supports_listen",
     "sweep_expired",
+    "sweep_messages",
     "translate_errors",
     "unique_violation",
 ]

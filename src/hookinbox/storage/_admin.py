@@ -11,9 +11,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from hookinbox._model import DONE_STATUSES, Status
+from hookinbox._model import DONE_STATUSES, MessageStatus, Status
 from hookinbox.storage._notify import CHANNEL
-from hookinbox.storage._schema import deliveries, events, jobs
+from hookinbox.storage._schema import deliveries, events, jobs, outbox
 from hookinbox.storage._store import Store
 
 LIST_COLUMNS = [c for c in events.c if c.name not in ("body", "headers", "lease_token")]
@@ -155,8 +155,13 @@ def prunable(cutoff: datetime) -> list[sa.ColumnElement[bool]]:
     return [events.c.status.in_([s.value for s in DONE_STATUSES]), events.c.received_at < cutoff]
 
 
-def count_prunable(store: Store, cutoff: datetime) -> tuple[int, int]:
-    """(events, delivery log rows) a prune with this cutoff would delete."""
+def prunable_messages(cutoff: datetime) -> list[sa.ColumnElement[bool]]:
+    """Delivered outbox messages created before `cutoff`; unsent and failed ones stay."""
+    return [outbox.c.status == MessageStatus.DELIVERED.value, outbox.c.created_at < cutoff]
+
+
+def count_prunable(store: Store, cutoff: datetime) -> tuple[int, int, int]:
+    """(events, delivery log rows, outbox messages) a prune with this cutoff would delete."""
     with store.reading() as connection:
         event_count = connection.execute(
             sa.select(sa.func.count()).select_from(events).where(*prunable(cutoff))
@@ -166,12 +171,15 @@ def count_prunable(store: Store, cutoff: datetime) -> tuple[int, int]:
             .select_from(deliveries)
             .where(deliveries.c.received_at < cutoff)
         ).scalar_one()
-    return int(event_count), int(delivery_count)
+        message_count = connection.execute(
+            sa.select(sa.func.count()).select_from(outbox).where(*prunable_messages(cutoff))
+        ).scalar_one()
+    return int(event_count), int(delivery_count), int(message_count)
 
 
-def prune_batch(store: Store, cutoff: datetime, batch_size: int) -> tuple[int, int]:
-    """Delete up to `batch_size` prunable events and as many old log rows, in one short
-    transaction; returns (events, deliveries) deleted. Call until both are zero."""
+def prune_batch(store: Store, cutoff: datetime, batch_size: int) -> tuple[int, int, int]:
+    """Delete up to `batch_size` prunable events, log rows and delivered messages each, in one
+    short transaction; returns how many of each. Call until all three are zero."""
     with store.transaction() as connection:
         event_ids = list(
             connection.execute(
@@ -194,7 +202,18 @@ def prune_batch(store: Store, cutoff: datetime, batch_size: int) -> tuple[int, i
         )
         if delivery_ids:
             connection.execute(deliveries.delete().where(deliveries.c.id.in_(delivery_ids)))
-    return len(event_ids), len(delivery_ids)
+        message_ids = list(
+            connection.execute(
+                sa.select(outbox.c.id)
+                .where(*prunable_messages(cutoff))
+                .order_by(outbox.c.created_at)
+                .limit(batch_size)
+                .with_for_update(skip_locked=True)
+            ).scalars()
+        )
+        if message_ids:
+            connection.execute(outbox.delete().where(outbox.c.id.in_(message_ids)))
+    return len(event_ids), len(delivery_ids), len(message_ids)
 
 
 def claim_job(store: Store, name: str, slot: datetime, now: datetime) -> bool:

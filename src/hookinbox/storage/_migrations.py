@@ -121,7 +121,74 @@ def _v1_events(op: Operations) -> None:
         )
 
 
-MIGRATIONS: tuple[Step, ...] = (_v1_events,)
+def _v2_outbox(op: Operations) -> None:
+    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    op.create_table(
+        "hookinbox_outbox",
+        sa.Column("id", row_id, primary_key=True, autoincrement=True),
+        sa.Column("destination", sa.String(64), nullable=False),
+        sa.Column("message_key", sa.String(255), nullable=False),
+        sa.Column("ordering_key", sa.String(255)),
+        sa.Column("payload", sa.Text, nullable=False),
+        sa.Column("source", sa.String(64)),
+        sa.Column("event_id", sa.String(255)),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("next_attempt_at", UTCDateTime, nullable=False),
+        sa.Column("lease_token", sa.String(32)),
+        sa.Column("lease_expires_at", UTCDateTime),
+        sa.Column("last_error", sa.Text),
+        sa.Column("created_at", UTCDateTime, nullable=False),
+        sa.Column("delivered_at", UTCDateTime),
+        sa.UniqueConstraint(
+            "destination", "message_key", name="uq_hookinbox_outbox_destination_key"
+        ),
+    )
+    due = sa.text("status = 'pending'")
+    leased = sa.text("status = 'delivering'")
+    unsent = sa.text("status IN ('pending', 'delivering')")
+    op.create_index(
+        "ix_hookinbox_outbox_due",
+        "hookinbox_outbox",
+        ["next_attempt_at"],
+        postgresql_where=due,
+        sqlite_where=due,
+    )
+    op.create_index(
+        "ix_hookinbox_outbox_leased",
+        "hookinbox_outbox",
+        ["lease_expires_at"],
+        postgresql_where=leased,
+        sqlite_where=leased,
+    )
+    op.create_index(
+        "ix_hookinbox_outbox_ordering",
+        "hookinbox_outbox",
+        ["ordering_key", "id"],
+        postgresql_where=unsent,
+        sqlite_where=unsent,
+    )
+    op.create_index("ix_hookinbox_outbox_created_at", "hookinbox_outbox", ["created_at"])
+    not_delivered = sa.text("status <> 'delivered'")
+    op.create_index(
+        "ix_hookinbox_outbox_open",
+        "hookinbox_outbox",
+        ["status"],
+        postgresql_where=not_delivered,
+        sqlite_where=not_delivered,
+    )
+    if op.get_context().dialect.name == "postgresql":
+        op.execute(
+            "CREATE FUNCTION hookinbox_notify_new_message() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_notify('hookinbox_outbox', ''); RETURN NULL; END $$"
+        )
+        op.execute(
+            "CREATE TRIGGER hookinbox_outbox_notify AFTER INSERT ON hookinbox_outbox "
+            "FOR EACH ROW EXECUTE FUNCTION hookinbox_notify_new_message()"
+        )
+
+
+MIGRATIONS: tuple[Step, ...] = (_v1_events, _v2_outbox)
 """Step N (1-based) brings a database from version N-1 to version N."""
 
 LATEST_VERSION = len(MIGRATIONS)

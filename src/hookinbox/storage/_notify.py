@@ -1,6 +1,7 @@
-"""PostgreSQL LISTEN: wake idle workers the moment a new event commits.
+"""PostgreSQL LISTEN: wake idle workers the moment a new event (or outbox message) commits.
 
-A trigger on `hookinbox_events` (migration 1) raises `NOTIFY hookinbox_events` on every insert.
+Triggers raise `NOTIFY hookinbox_events` on every new event (migration 1) and
+`NOTIFY hookinbox_outbox` on every new outbox message (migration 2).
 The listener holds one dedicated connection outside the pool, reconnects with backoff when the
 server goes away, and wakes the worker after each (re)connect in case it missed something.
 """
@@ -9,25 +10,29 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 
 import psycopg
 
 from hookinbox.storage._store import Store
 
 CHANNEL = "hookinbox_events"
+OUTBOX_CHANNEL = "hookinbox_outbox"
 
 log = logging.getLogger("hookinbox.worker")
 
 
 class Listener(threading.Thread):
-    """Sets `wake` whenever PostgreSQL announces a new event; stops when `stop` is set."""
+    """Sets a channel's wake-up event whenever PostgreSQL notifies it; stops when `stop` is set."""
 
-    def __init__(self, store: Store, wake: threading.Event, stop: threading.Event) -> None:
+    def __init__(
+        self, store: Store, channels: Mapping[str, threading.Event], stop: threading.Event
+    ) -> None:
         super().__init__(name="hookinbox-listener", daemon=True)
         url = store.url.set(drivername="postgresql")
         self._conninfo = url.render_as_string(hide_password=False)
         self._connect_timeout = max(1, round(store.options.connect_timeout))
-        self._wake = wake
+        self._channels = dict(channels)
         self._stopping = stop  # not `_stop`: that would shadow Thread._stop, which join() calls
 
     def run(self) -> None:
@@ -45,11 +50,15 @@ class Listener(threading.Thread):
         with psycopg.connect(
             self._conninfo, autocommit=True, connect_timeout=self._connect_timeout
         ) as connection:
-            connection.execute(f"LISTEN {CHANNEL}")
-            self._wake.set()
+            for channel in self._channels:
+                connection.execute(f"LISTEN {channel}")
+            for wake in self._channels.values():
+                wake.set()  # anything that arrived while we were not listening
             while not self._stopping.is_set():
-                for _notification in connection.notifies(timeout=1.0, stop_after=1):
-                    self._wake.set()
+                for notification in connection.notifies(timeout=1.0, stop_after=1):
+                    notified = self._channels.get(notification.channel)
+                    if notified is not None:
+                        notified.set()
 
 
 def supports_listen(store: Store) -> bool:

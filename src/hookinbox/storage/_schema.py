@@ -20,7 +20,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
+from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, MessageStatus, Status
 from hookinbox.storage._types import UTCDateTime
 
 metadata = MetaData()
@@ -125,4 +125,58 @@ ordering = Table(
     Column("source", String(64), nullable=False),
     Column("event_id", String(255), nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# The transactional outbox: side effects written in the handler's transaction, delivered later
+# by the relay, at least once, with the key as the receiver's idempotency key.
+outbox = Table(
+    "hookinbox_outbox",
+    metadata,
+    Column("id", RowId, primary_key=True, autoincrement=True),
+    Column("destination", String(64), nullable=False),
+    Column("message_key", String(255), nullable=False),
+    Column("ordering_key", String(255)),
+    Column("payload", Text, nullable=False),  # JSON
+    Column("source", String(64)),
+    Column("event_id", String(255)),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("lease_token", String(32)),
+    Column("lease_expires_at", UTCDateTime),
+    Column("last_error", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("delivered_at", UTCDateTime),
+    UniqueConstraint("destination", "message_key", name="uq_hookinbox_outbox_destination_key"),
+)
+_message_due = outbox.c.status == MessageStatus.PENDING.value
+_message_leased = outbox.c.status == MessageStatus.DELIVERING.value
+_message_open = outbox.c.status.in_([MessageStatus.PENDING.value, MessageStatus.DELIVERING.value])
+Index(
+    "ix_hookinbox_outbox_due",
+    outbox.c.next_attempt_at,
+    postgresql_where=_message_due,
+    sqlite_where=_message_due,
+)
+Index(
+    "ix_hookinbox_outbox_leased",
+    outbox.c.lease_expires_at,
+    postgresql_where=_message_leased,
+    sqlite_where=_message_leased,
+)
+# "Is an earlier message with my ordering key still unsent?" stays an index probe.
+Index(
+    "ix_hookinbox_outbox_ordering",
+    outbox.c.ordering_key,
+    outbox.c.id,
+    postgresql_where=_message_open,
+    sqlite_where=_message_open,
+)
+Index("ix_hookinbox_outbox_created_at", outbox.c.created_at)
+_message_not_delivered = outbox.c.status != MessageStatus.DELIVERED.value
+Index(
+    "ix_hookinbox_outbox_open",
+    outbox.c.status,
+    postgresql_where=_message_not_delivered,
+    sqlite_where=_message_not_delivered,
 )

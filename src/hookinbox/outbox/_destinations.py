@@ -1,0 +1,125 @@
+"""Destinations: where outbox messages go. A Python callable, or HTTP with an Idempotency-Key.
+
+A destination delivers one message or raises:
+- `DeliveryError` (or any exception): try again later, with backoff; `retry_after` if known;
+- `Undeliverable`: the receiver refused it for good (a 4xx other than 408/409/425/429); the
+  message is `failed` at once and waits for an operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import inspect
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from hookinbox._errors import HookinboxError
+from hookinbox._model import Message
+from hookinbox.processing import RetryPolicy
+
+RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})
+"""4xx answers that mean "not now" rather than "never" (plus every 5xx)."""
+
+
+class DeliveryError(HookinboxError):
+    """The message could not be delivered this time; it will be retried."""
+
+    def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Undeliverable(HookinboxError):
+    """The receiver refused the message for good; it will not be retried."""
+
+
+class Destination(Protocol):
+    name: str
+    retry: RetryPolicy | None
+
+    def deliver(self, message: Message) -> None: ...
+
+
+_loops = threading.local()
+
+
+def _run(awaitable: Awaitable[Any]) -> Any:
+    loop = getattr(_loops, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _loops.loop = asyncio.new_event_loop()
+    return loop.run_until_complete(awaitable)
+
+
+@dataclass
+class CallableDestination:
+    """`@inbox.destination("email")`: a function taking the `Message`, sync or async."""
+
+    name: str
+    function: Callable[[Message], Any]
+    retry: RetryPolicy | None = None
+
+    def deliver(self, message: Message) -> None:
+        result = self.function(message)
+        if inspect.isawaitable(result):
+            _run(result)
+
+
+@dataclass
+class HTTPDestination:
+    """POST the payload as JSON, with the message key as `Idempotency-Key`.
+
+    2xx: delivered. 408, 409, 425, 429, 5xx, timeouts and connection errors: retried, after
+    `Retry-After` when the receiver sends one. Any other status: `Undeliverable`.
+    """
+
+    name: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 10.0
+    retry: RetryPolicy | None = None
+    _client: httpx.Client | None = field(default=None, init=False, repr=False)
+
+    @property
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.timeout)
+        return self._client
+
+    def deliver(self, message: Message) -> None:
+        headers = {**self.headers, "Idempotency-Key": message.key}
+        try:
+            response = self.client.post(self.url, json=message.payload, headers=headers)
+        except httpx.TransportError as error:  # connection refused or reset, timeouts
+            raise DeliveryError(f"{type(error).__name__}: {error}") from error
+        status = response.status_code
+        if 200 <= status < 300:
+            return
+        detail = f"{self.url} answered {status}"
+        if status in RETRYABLE_STATUSES or status >= 500:
+            raise DeliveryError(detail, retry_after=parse_retry_after(response.headers))
+        raise Undeliverable(detail)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds from a `Retry-After` header: delta-seconds or an HTTP date; None if absent/bad."""
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))

@@ -1,0 +1,155 @@
+"""The relay: deliver leased outbox messages through their destinations, at least once."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+
+from hookinbox._errors import StoreUnavailable
+from hookinbox._metrics import count_message
+from hookinbox._model import Message, MessageStatus
+from hookinbox.outbox._destinations import DeliveryError, Destination, Undeliverable
+from hookinbox.processing import RetryPolicy, Schedule
+from hookinbox.processing._processor import describe_error
+from hookinbox.storage import (
+    LeasedMessage,
+    Settlement,
+    Store,
+    has_message_due,
+    lease_messages,
+    next_message_due_at,
+    settle,
+    sweep_messages,
+)
+
+log = logging.getLogger("hookinbox.relay")
+
+
+class Relay:
+    """Knows the destinations and their retry policies; settles one delivery attempt."""
+
+    def __init__(
+        self,
+        store: Store,
+        destinations: Mapping[str, Destination],
+        *,
+        policy: RetryPolicy,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.destinations = destinations
+        self.policy = policy
+        self.clock = clock
+        self.rng = rng or random.Random()
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    def schedule(self, destination: str) -> Schedule:
+        own = self.destinations[destination].retry if destination in self.destinations else None
+        return Schedule.resolve(self.policy, own, [])
+
+    def deliver(self, leased: LeasedMessage) -> str:
+        """One attempt; returns its outcome label: delivered, retried, failed, lost_lease."""
+        message = leased.message
+        started = time.perf_counter()
+        destination = self.destinations.get(message.destination)
+        try:
+            if destination is None:
+                raise DeliveryError(f"no destination named {message.destination!r} is configured")
+            destination.deliver(message)
+        except Undeliverable as error:
+            settlement = Settlement(MessageStatus.FAILED, self.now(), error.message)
+        except DeliveryError as error:
+            settlement = self._retry(message, error.message, error.retry_after)
+        except Exception as error:
+            settlement = self._retry(message, describe_error(error), None)
+        else:
+            settlement = Settlement(MessageStatus.DELIVERED, self.now())
+        label = self._settle(leased, settlement)
+        elapsed = time.perf_counter() - started
+        count_message(message.destination, label, elapsed)
+        level = logging.INFO if label == "delivered" else logging.WARNING
+        first_line = (settlement.last_error or "").split("\n", 1)[0]
+        log.log(
+            level,
+            "%s %s attempt %d: %s in %.1f ms%s",
+            message.destination,
+            message.key,
+            message.attempts,
+            label,
+            elapsed * 1000,
+            f" ({first_line})" if first_line else "",
+            extra={
+                "outcome": label,
+                "attempt": message.attempts,
+                "source": message.source,
+                "event_id": message.event_id,
+            },
+        )
+        return label
+
+    def _retry(self, message: Message, error: str, retry_after: float | None) -> Settlement:
+        schedule = self.schedule(message.destination)
+        now = self.now()
+        if message.attempts >= schedule.max_attempts:
+            return Settlement(MessageStatus.FAILED, now, error)
+        delay = schedule.delay(message.attempts, self.rng)
+        if retry_after is not None:
+            delay = max(delay, retry_after)  # the receiver said when; never sooner
+        return Settlement(MessageStatus.PENDING, now + timedelta(seconds=delay), error)
+
+    def _settle(self, leased: LeasedMessage, settlement: Settlement) -> str:
+        try:
+            if not settle(self.store, leased, settlement, self.now()):
+                return "lost_lease"
+        except StoreUnavailable as error:
+            log.warning("could not record delivery of %s: %s", leased.message.key, error)
+            return "unrecorded"
+        return {
+            MessageStatus.DELIVERED: "delivered",
+            MessageStatus.FAILED: "failed",
+        }.get(settlement.status, "retried")
+
+    def expired(self, message: Message) -> Settlement:
+        """For the sweeper: the relay delivering `message` died; it was maybe sent, maybe not."""
+        error = "relay lost while delivering: killed or crashed before its lease expired"
+        return self._retry(message, error, None)
+
+
+class MessageQueue:
+    name = "outbox"
+
+    def __init__(self, relay: Relay, lease_seconds: float) -> None:
+        self.relay = relay
+        self.store = relay.store
+        self.lease_seconds = lease_seconds
+        self._sqlite = self.store.dialect == "sqlite"
+
+    def lease(self, limit: int) -> list[LeasedMessage]:
+        now = self.relay.now()
+        if self._sqlite and not has_message_due(self.store, now):
+            return []
+        until = now + timedelta(seconds=self.lease_seconds)
+        return lease_messages(self.store, limit=limit, now=now, lease_until=until)
+
+    def process(self, item: LeasedMessage) -> str:
+        return self.relay.deliver(item)
+
+    def sweep(self) -> None:
+        swept = sweep_messages(self.store, now=self.relay.now(), decide=self.relay.expired)
+        for message in swept:
+            log.warning("%s %s: lease expired (relay lost); given back", message.destination,
+                        message.key)  # fmt: skip
+
+    def idle_wait(self, poll: float) -> float:
+        if self._sqlite:
+            return poll
+        due = next_message_due_at(self.store)
+        if due is None:
+            return poll
+        return max(0.0, min(poll, (due - self.relay.now()).total_seconds()))

@@ -1,0 +1,41 @@
+"""`hookinbox simulate`: deliveries as the providers make them, against any webhook endpoint.
+
+    config = SimulationConfig(provider="stripe", secret="whsec_...", target="http://.../stripe")
+    report = simulate(config)                       # or: await run_simulation(config)
+    wait_until_drained(database_url, timeout=60)    # hookinbox receivers: processing done
+    result = verify(report, database_url)           # lost 0, doubled 0, invalid_accepted 0?
+
+The modules, in the order a run uses them: `_events` (realistic bodies per provider),
+`_signing` (each provider's signature), `_plan` (what is sent when, from one seed),
+`_sender` (HTTP, retries on the provider's schedule, lost responses), `_report` (statistics
+and the ledger a correct receiver must match), `_verify` (that match, read from a database).
+"""
+
+from hookinbox.simulate._config import DUPLICATE_RATE, SimulationConfig
+from hookinbox.simulate._plan import Plan, PlannedDelivery, build_plan
+from hookinbox.simulate._providers import PROFILES, Provider
+from hookinbox.simulate._report import Latency, SimulationReport, render_report
+from hookinbox.simulate._run import TargetUnreachable, run_simulation, simulate
+from hookinbox.simulate._signing import Signer
+from hookinbox.simulate._verify import SHOP_EFFECTS_SQL, Verification, verify, wait_until_drained
+
+__all__ = [
+    "DUPLICATE_RATE",
+    "PROFILES",
+    "SHOP_EFFECTS_SQL",
+    "Latency",
+    "Plan",
+    "PlannedDelivery",
+    "Provider",
+    "Signer",
+    "SimulationConfig",
+    "SimulationReport",
+    "TargetUnreachable",
+    "Verification",
+    "build_plan",
+    "render_report",
+    "run_simulation",
+    "simulate",
+    "verify",
+    "wait_until_drained",
+]
