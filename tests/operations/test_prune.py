@@ -228,6 +228,8 @@ def test_workers_run_the_daily_prune(db_url: str) -> None:
         thread.join(timeout=10)
     with store.engine.connect() as connection:
         row = connection.execute(sa.text("SELECT last_result FROM hookinbox_jobs")).one()
-    assert row.last_result == "deleted 20 events and 20 delivery log rows"
+    assert row.last_result == (
+        "deleted 20 events, 20 delivery log rows and 0 delivered outbox messages"
+    )
     store.dispose()
     inbox.close()

@@ -19,13 +19,13 @@ from typing import Any
 import click
 
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
-from hookinbox._inbox import DATABASE_URL_ENV
+from hookinbox._inbox import DATABASE_URL_ENV, Inbox
 from hookinbox._metrics import MULTIPROCESS_ENV, serve_metrics
 from hookinbox.cli._loading import APP_ENV, load_inbox
 from hookinbox.cli._ops import register as register_operations
 from hookinbox.cli._simulate import register as register_simulate
 from hookinbox.cli._supervise import WorkerSupervisor
-from hookinbox.processing import WorkerOptions
+from hookinbox.processing import Worker, WorkerOptions
 from hookinbox.storage import Store
 
 EXIT_FAILURE = 1
@@ -122,6 +122,15 @@ concurrency_option = click.option(
     envvar="HOOKINBOX_CONCURRENCY",
     show_envvar=True,
     help="Events processed at once by the worker (threads).",
+)
+relay_concurrency_option = click.option(
+    "--relay-concurrency",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    envvar="HOOKINBOX_RELAY_CONCURRENCY",
+    show_envvar=True,
+    help="Outbox messages delivered at once (threads).",
 )
 lease_option = click.option(
     "--lease-seconds",
@@ -275,6 +284,14 @@ def serve(
     show_envvar=True,
     help="Serve Prometheus metrics on this port (a worker run on its own).",
 )
+@click.option(
+    "--no-relay",
+    is_flag=True,
+    envvar="HOOKINBOX_NO_RELAY",
+    show_envvar=True,
+    help="Do not deliver outbox messages (run `hookinbox relay` elsewhere).",
+)
+@relay_concurrency_option
 @log_level_option
 @log_format_option
 def worker(
@@ -286,10 +303,12 @@ def worker(
     poll_interval: float | None,
     parent_pid: int | None,
     metrics_port: int | None,
+    no_relay: bool,
+    relay_concurrency: int,
     log_level: str,
     log_format: str,
 ) -> None:
-    """Process APP's stored events until SIGTERM or SIGINT.
+    """Process APP's stored events, and deliver its outbox messages, until SIGTERM or SIGINT.
 
     On SIGTERM the worker stops leasing and lets the attempts in flight finish within
     --grace-period, then exits 0; if some are still running it exits 1 at once, and those
@@ -300,15 +319,55 @@ def worker(
     inbox = load_inbox(app, database_url=database_url)
     options = WorkerOptions(
         concurrency=concurrency,
+        relay_concurrency=relay_concurrency,
         lease_seconds=lease_seconds,
         grace_period=grace_period,
         poll_interval=poll_interval,
         parent_pid=parent_pid,
     )
+    run_until_stopped(inbox, inbox.worker(options, relay=not no_relay), metrics_port)
+
+
+@main.command()
+@click.argument("app", envvar=APP_ENV)
+@database_url_option
+@relay_concurrency_option
+@lease_option
+@grace_option
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    envvar="HOOKINBOX_METRICS_PORT",
+    show_envvar=True,
+    help="Serve Prometheus metrics on this port.",
+)
+@log_level_option
+@log_format_option
+def relay(
+    app: str,
+    database_url: str | None,
+    relay_concurrency: int,
+    lease_seconds: float,
+    grace_period: float,
+    metrics_port: int | None,
+    log_level: str,
+    log_format: str,
+) -> None:
+    """Deliver APP's outbox messages until SIGTERM (`worker` does this too, unless --no-relay)."""
+    configure_logging(log_level, log_format)
+    inbox = load_inbox(app, database_url=database_url)
+    options = WorkerOptions(
+        relay_concurrency=relay_concurrency, lease_seconds=lease_seconds, grace_period=grace_period
+    )
+    run_until_stopped(inbox, inbox.relay_only(options), metrics_port)
+
+
+def run_until_stopped(inbox: Inbox, worker: Worker, metrics_port: int | None) -> None:
+    """Run a worker until SIGTERM; exit 1 at once if attempts outlive the grace period."""
     if metrics_port is not None:
         serve_metrics(inbox.store, metrics_port)
     try:
-        drained = inbox.worker(options).run()
+        drained = worker.run()
     finally:
         inbox.close()
     if not drained:

@@ -1,0 +1,133 @@
+"""`hookinbox replay SOURCE EVENT_ID [--force]` and `hookinbox replay --status S [filters]`."""
+
+from __future__ import annotations
+
+import time
+
+import sqlalchemy as sa
+
+from hookinbox import Status
+from hookinbox.storage import events
+from tests.apps.orders import orders
+from tests.cli.conftest import DAY, Shop, error_line
+from tests.processing.conftest import checkout, subscription_update
+
+
+def order_count(shop: Shop) -> int:
+    with shop.inbox.store.reading() as connection:
+        return int(connection.execute(sa.select(sa.func.count()).select_from(orders)).scalar_one())
+
+
+def test_replay_a_failed_event_then_a_worker_processes_it(shop: Shop) -> None:
+    shop.fail(1)
+    assert shop.event("evt_1").attempts == 2
+
+    result = shop.cli("replay", "stripe", "evt_1")
+
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == "stripe evt_1: failed -> pending\n"
+    replayed = shop.event("evt_1")
+    assert (replayed.status, replayed.attempts, replayed.outcome) == (Status.PENDING, 0, None)
+
+    shop.outage.on = False  # the payments API is back
+    shop.catch_up()  # the replay made it due at the CLI's "now"
+    assert shop.process() == 1
+    processed = shop.event("evt_1")
+    assert (processed.status, processed.attempts) == (Status.PROCESSED, 1)
+
+
+def test_replaying_a_processed_event_needs_force(shop: Shop) -> None:
+    shop.deliver(checkout(1))
+    shop.process()
+    assert order_count(shop) == 1
+
+    refused = shop.cli("replay", "stripe", "evt_1")
+
+    line = error_line(refused, 1)
+    assert "stripe evt_1 is processed: replaying runs its handlers again" in line
+    assert "--force" in line
+    assert shop.event("evt_1").status is Status.PROCESSED
+
+    forced = shop.cli("replay", "stripe", "evt_1", "--force")
+
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout == "stripe evt_1: processed -> pending\n"
+    replayed = shop.event("evt_1")
+    assert (replayed.status, replayed.attempts, replayed.processed_at) == (Status.PENDING, 0, None)
+    shop.catch_up()
+    shop.process()  # the handler runs again; the order's unique payment id absorbs it
+    again = shop.event("evt_1")
+    assert (again.status, again.outcome) == (Status.PROCESSED, "business_duplicate")
+    assert order_count(shop) == 1
+
+
+def test_replay_of_an_unknown_or_held_event_fails(shop: Shop) -> None:
+    shop.deliver(checkout(1))
+    # Held by a worker: an UPDATE, as a worker stays inside an attempt only for milliseconds.
+    with shop.inbox.store.transaction() as connection:
+        connection.execute(
+            events.update()
+            .where(events.c.event_id == "evt_1")
+            .values(status=Status.PROCESSING.value)
+        )
+
+    unknown, held = shop.cli_all(["replay", "stripe", "evt_nope"], ["replay", "stripe", "evt_1"])
+
+    assert error_line(unknown, 1) == "error: no event stripe evt_nope"
+    assert "stripe evt_1 is being processed right now" in error_line(held, 1)
+    assert shop.event("evt_1").status is Status.PROCESSING
+
+
+def test_bulk_replay_touches_exactly_the_matching_events(shop: Shop) -> None:
+    shop.clock.now = time.time() - 3 * DAY
+    shop.fail(8, source="connect")  # failed three days ago
+    shop.catch_up()
+    shop.fail(1)
+    shop.fail(2)
+    shop.fail(3, source="connect")
+    shop.deliver(checkout(4))
+    shop.deliver(subscription_update(5, payment="pi_later"))
+    shop.process()  # 4 processed, 5 deferred
+    before = shop.statuses()
+
+    stripe_failed, refused = shop.cli_all(
+        ["replay", "--status", "failed", "--source", "stripe"],
+        ["replay", "--status", "processed"],
+    )
+
+    assert (stripe_failed.returncode, stripe_failed.stderr) == (0, "")
+    assert stripe_failed.stdout == "replayed 2 failed events\n"
+    after = shop.statuses()
+    assert changed(before, after) == {
+        ("stripe", "evt_1"): "pending",
+        ("stripe", "evt_2"): "pending",
+    }
+    assert shop.event("evt_1").attempts == shop.event("evt_2").attempts == 0
+    assert shop.event("evt_3", "connect").attempts == 2
+    line = error_line(refused, 2)
+    assert "replaying processed events runs them again" in line and "--force" in line
+
+    recent = shop.cli("replay", "--status", "failed", "--since", "1d")
+
+    assert recent.stdout == "replayed 1 failed events\n"
+    assert changed(after, shop.statuses()) == {("connect", "evt_3"): "pending"}  # not evt_8
+
+    forced = shop.cli("replay", "--status", "processed", "--force")
+
+    assert forced.stdout == "replayed 1 processed events\n"
+    assert shop.event("evt_4").status is Status.PENDING
+    assert shop.event("evt_5").status is Status.DEFERRED  # no filter ever matched it
+    assert shop.event("evt_8", "connect").status is Status.FAILED
+
+    shop.outage.on = False
+    shop.catch_up()
+    shop.process()
+    assert shop.event("evt_1").status is Status.PROCESSED
+    assert shop.event("evt_3", "connect").status is Status.PROCESSED
+
+
+def changed(
+    before: dict[tuple[str, str], str], after: dict[tuple[str, str], str]
+) -> dict[tuple[str, str], str]:
+    """The events whose status differs, with their new status."""
+    return {key: status for key, status in after.items() if before.get(key) != status}

@@ -1,0 +1,307 @@
+"""The outbox in one process: written with the handler's transaction, delivered at least once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from hookinbox import Event, HandlerContext, Inbox, RetryPolicy, WorkerOptions
+from hookinbox.outbox import HTTPDestination, Undeliverable, parse_retry_after
+from hookinbox.sources import Stripe
+from hookinbox.storage import outbox
+from tests.processing.conftest import checkout
+from tests.support.clock import ManualClock
+from tests.support.receiver import Receiver, running_receiver
+from tests.support.signing import stripe_delivery
+
+SECRET = "whsec_outbox_tests"
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with running_receiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def inbox(db_url: str, receiver: Receiver, clock: ManualClock) -> Iterator[Inbox]:
+    inbox = Inbox(db_url, clock=clock, outbox_retry=RetryPolicy(max_attempts=5))
+    inbox.add_source(Stripe(secret=SECRET))
+    inbox.add_destination(HTTPDestination("shipping", url=receiver.url, timeout=1))
+    yield inbox
+    inbox.close()
+
+
+def deliver(inbox: Inbox, clock: ManualClock, event: dict[str, object]) -> None:
+    headers, body = stripe_delivery(event, SECRET, timestamp=int(clock()))
+    assert inbox.receive("stripe", headers, body).status_code == 200
+
+
+def messages(inbox: Inbox) -> list[sa.RowMapping]:
+    with inbox.store.engine.connect() as connection:
+        return list(connection.execute(sa.select(outbox).order_by(outbox.c.id)).mappings())
+
+
+def process_events_only(inbox: Inbox) -> None:
+    inbox.worker(WorkerOptions(handle_signals=False), prune=False, relay=False).run_until_idle()
+
+
+def test_a_handler_that_raises_after_sending_leaves_no_message(
+    inbox: Inbox, clock: ManualClock
+) -> None:
+    @inbox.handler("stripe", "checkout.session.completed")
+    def send_then_fail(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {"order": 1})
+        raise RuntimeError("after the send")
+
+    deliver(inbox, clock, checkout(1))
+    process_events_only(inbox)
+    assert messages(inbox) == []
+
+
+def test_a_committed_handler_sends_exactly_one_message_delivered_once(
+    inbox: Inbox, clock: ManualClock, receiver: Receiver
+) -> None:
+    @inbox.handler("stripe", "checkout.session.completed")
+    def book(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {"order": event.payload["data"]["object"]["payment_intent"]})
+
+    for _ in range(3):  # three deliveries of one event: one processing, one message
+        deliver(inbox, clock, checkout(1))
+    process_events_only(inbox)
+    [message] = messages(inbox)
+    assert message["status"] == "pending"
+    assert (
+        message["message_key"] == "stripe:evt_1:test_a_committed_handler_sends_exactly_one"
+        "_message_delivered_once.<locals>.book:1"
+    )
+    assert inbox.process_due() == 1  # the relay's attempt
+    [message] = messages(inbox)
+    assert message["status"] == "delivered" and message["attempts"] == 1
+    assert receiver.tries == [(message["message_key"], {"order": "pi_1"}, "ok")]
+
+
+def test_a_retried_handler_writes_the_same_key(inbox: Inbox, clock: ManualClock) -> None:
+    keys: list[str] = []
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def flaky(event: Event, ctx: HandlerContext) -> None:
+        keys.append(ctx.outbox.send("shipping", {"n": 1}))
+        if len(keys) == 1:
+            raise RuntimeError("first attempt fails after sending")
+
+    deliver(inbox, clock, checkout(1))
+    process_events_only(inbox)
+    clock.advance(10)
+    process_events_only(inbox)
+    assert len(keys) == 2 and keys[0] == keys[1]
+    assert [m["message_key"] for m in messages(inbox)] == keys[:1]
+
+
+def test_an_explicit_key_is_unique_per_destination(inbox: Inbox, clock: ManualClock) -> None:
+    @inbox.handler("stripe", "checkout.session.completed")
+    def book(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {"order": "same"}, key="order-same")
+
+    deliver(inbox, clock, checkout(1))
+    deliver(inbox, clock, checkout(2))  # another event, the same business fact
+    process_events_only(inbox)
+    assert [m["message_key"] for m in messages(inbox)] == ["order-same"]
+
+
+@pytest.mark.parametrize("failure", ["503", "timeout", "reset", "429:0"])
+def test_transient_failures_are_retried_with_the_same_key(
+    inbox: Inbox, clock: ManualClock, receiver: Receiver, failure: str
+) -> None:
+    receiver.plan = lambda _key, attempt: failure if attempt <= 2 else "ok"
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def book(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {"order": 1})
+
+    deliver(inbox, clock, checkout(1))
+    inbox.process_due()
+    for _ in range(3):
+        clock.advance(600)  # past any backoff
+        inbox.process_due()
+    [message] = messages(inbox)
+    assert message["status"] == "delivered"
+    assert message["attempts"] == 3
+    assert [action for _, _, action in receiver.tries] == [failure, failure, "ok"]
+    assert {key for key, _, _ in receiver.tries} == {message["message_key"]}
+    assert list(receiver.applied) == [message["message_key"]]
+
+
+def test_a_definitive_refusal_fails_the_message(
+    inbox: Inbox, clock: ManualClock, receiver: Receiver
+) -> None:
+    receiver.plan = lambda _key, _attempt: "400"
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def book(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {"order": 1})
+
+    deliver(inbox, clock, checkout(1))
+    inbox.process_due()
+    clock.advance(600)
+    inbox.process_due()
+    [message] = messages(inbox)
+    assert (message["status"], message["attempts"]) == ("failed", 1)
+    assert "answered 400" in message["last_error"]
+
+
+def test_retry_after_is_honoured(inbox: Inbox, clock: ManualClock, receiver: Receiver) -> None:
+    receiver.plan = lambda _key, attempt: "429:120" if attempt == 1 else "ok"
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def book(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {"order": 1})
+
+    deliver(inbox, clock, checkout(1))
+    before = clock()
+    inbox.process_due()
+    [message] = messages(inbox)
+    assert message["next_attempt_at"].timestamp() - before >= 119.999  # not the 5 s backoff
+    clock.advance(60)
+    inbox.process_due()
+    assert receiver.attempts(message["message_key"]) == 1
+    clock.advance(70)
+    inbox.process_due()
+    assert messages(inbox)[0]["status"] == "delivered"
+
+
+def test_past_max_attempts_a_message_fails(
+    inbox: Inbox, clock: ManualClock, receiver: Receiver
+) -> None:
+    receiver.plan = lambda _key, _attempt: "503"
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def book(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {"order": 1})
+
+    deliver(inbox, clock, checkout(1))
+    for _ in range(8):
+        inbox.process_due()
+        clock.advance(5000)
+    [message] = messages(inbox)
+    assert (message["status"], message["attempts"]) == ("failed", 5)
+
+
+def test_callable_destinations_sync_and_async(db_url: str, clock: ManualClock) -> None:
+    inbox = Inbox(db_url, clock=clock)
+    inbox.add_source(Stripe(secret=SECRET))
+    sent: list[tuple[str, object]] = []
+
+    @inbox.destination("email")
+    def send_email(message: object) -> None:
+        sent.append(("email", message.payload))  # type: ignore[attr-defined]
+
+    @inbox.destination("sms")
+    async def send_sms(message: object) -> None:
+        sent.append(("sms", message.payload))  # type: ignore[attr-defined]
+
+    @inbox.destination("fax")
+    def refuse(message: object) -> None:
+        raise Undeliverable("nobody has a fax")
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def notify(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("email", {"to": "a@example.com"})
+        ctx.outbox.send("sms", {"to": "+100"})
+        ctx.outbox.send("fax", {"to": "+200"})
+
+    deliver(inbox, clock, checkout(1))
+    inbox.process_due()
+    assert sorted(sent) == [("email", {"to": "a@example.com"}), ("sms", {"to": "+100"})]
+    statuses = {m["destination"]: m["status"] for m in messages(inbox)}
+    assert statuses == {"email": "delivered", "sms": "delivered", "fax": "failed"}
+    inbox.close()
+
+
+def test_messages_with_one_ordering_key_go_one_at_a_time_in_order(
+    inbox: Inbox, clock: ManualClock, receiver: Receiver
+) -> None:
+    receiver.plan = lambda key, attempt: "503" if key.endswith(":1") and attempt == 1 else "ok"
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def ship(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {"step": "create"}, ordering_key="order-1")
+        ctx.outbox.send("shipping", {"step": "label"}, ordering_key="order-1")
+        ctx.outbox.send("shipping", {"step": "other"}, ordering_key="order-2")
+
+    deliver(inbox, clock, checkout(1))
+    inbox.process_due()
+    # "create" failed once, so "label" waits behind it; "other" has its own key and went.
+    assert [payload["step"] for _, payload, _ in receiver.tries] == ["create", "other"]
+    clock.advance(600)
+    inbox.process_due()
+    steps = [payload["step"] for _, payload, _ in receiver.tries]
+    assert steps == ["create", "other", "create", "label"]
+
+
+def test_an_unknown_destination_is_a_handler_error(inbox: Inbox, clock: ManualClock) -> None:
+    @inbox.handler("stripe", "checkout.session.completed")
+    def typo(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shiping", {})
+
+    deliver(inbox, clock, checkout(1))
+    process_events_only(inbox)
+    event = inbox.store.get_event("stripe", "evt_1")
+    assert event is not None and event.last_error is not None
+    assert "no outbox destination named 'shiping'" in event.last_error
+
+
+def test_a_business_duplicate_takes_its_messages_back(db_url: str, clock: ManualClock) -> None:
+    inbox = Inbox(db_url, clock=clock)
+    inbox.add_source(Stripe(secret=SECRET))
+    inbox.add_destination(HTTPDestination("shipping", url="http://127.0.0.1:9/none"))
+    orders = sa.Table("orders", sa.MetaData(), sa.Column("payment_id", sa.String(50), unique=True))
+    orders.create(inbox.store.engine)
+
+    @inbox.handler("stripe", "checkout.session.completed", business_key="orders.payment_id")
+    def book(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {"event": event.id})
+        ctx.db.execute(orders.insert().values(payment_id="pi_same"))
+
+    deliver(inbox, clock, checkout(1))
+    deliver(inbox, clock, checkout(2))
+    process_events_only(inbox)
+    assert [m["event_id"] for m in messages(inbox)] == ["evt_1"]
+    inbox.close()
+
+
+def test_retry_after_parsing() -> None:
+    assert parse_retry_after({"retry-after": "30"}) == 30
+    assert parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=1445412420) == 60
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+def test_a_crashed_relay_delivery_is_sent_again(
+    inbox: Inbox, clock: ManualClock, receiver: Receiver
+) -> None:
+    """Leased, then the relay died: after the lease the message is pending and sent again."""
+    from hookinbox.storage import lease_messages
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def book(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {"order": 1})
+
+    deliver(inbox, clock, checkout(1))
+    process_events_only(inbox)
+    now = inbox.relay.now()
+    assert lease_messages(inbox.store, limit=5, now=now, lease_until=now + timedelta(seconds=30))
+    clock.advance(31)
+    inbox.process_due()  # the sweeper gives it back; it is due after a short backoff
+    clock.advance(10)
+    inbox.process_due()
+    [message] = messages(inbox)
+    assert (message["status"], message["attempts"]) == ("delivered", 2)
