@@ -162,10 +162,17 @@ def wait_for(
 class WorkerProcess:
     """One `hookinbox worker` subprocess; its output (stdout and stderr) goes to a temp file."""
 
-    def __init__(self, database_url: str, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        command: str = "worker",
+        app: str = APP,
+    ) -> None:
         self.log = tempfile.TemporaryFile("w+b")
         self.process = subprocess.Popen(
-            hookinbox_command("worker", APP, "--database-url", database_url, *args),
+            hookinbox_command(command, app, "--database-url", database_url, *args),
             cwd=ROOT,
             env={**os.environ, "HOOKINBOX_LOG_LEVEL": "warning", **(env or {})},
             stdout=self.log,
@@ -245,15 +252,29 @@ class WorkerProcess:
 class Workers:
     """Several worker processes started with the same arguments; every one is reaped on exit."""
 
-    def __init__(self, database_url: str, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        command: str = "worker",
+        app: str = APP,
+    ) -> None:
         self.database_url = database_url
         self.args = args
         self.env = env
+        self.command = command
+        self.app = app
         self.live: list[WorkerProcess] = []
         self.retired: list[WorkerProcess] = []
 
     def start(self, count: int = 1) -> list[WorkerProcess]:
-        started = [WorkerProcess(self.database_url, *self.args, env=self.env) for _ in range(count)]
+        started = [
+            WorkerProcess(
+                self.database_url, *self.args, env=self.env, command=self.command, app=self.app
+            )
+            for _ in range(count)
+        ]
         self.live.extend(started)
         return started
 
