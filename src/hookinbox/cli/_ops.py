@@ -164,6 +164,14 @@ def age(since: datetime | None) -> str:
     envvar="HOOKINBOX_MAX_STALE",
     show_envvar=True,
 )
+@click.option(
+    "--max-outbox-failed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    envvar="HOOKINBOX_MAX_OUTBOX_FAILED",
+    show_envvar=True,
+)
 @json_option
 def status(
     app: str | None,
@@ -173,6 +181,7 @@ def status(
     max_pending_age: str,
     max_not_ready_deadline: int,
     max_stale: int,
+    max_outbox_failed: int,
     as_json: bool,
 ) -> None:
     """Counts, duplicate ratio, backlog; with --check, a health check for cron and probes.
@@ -185,6 +194,7 @@ def status(
         max_oldest_pending=parse_duration(max_pending_age),
         max_not_ready_deadline=max_not_ready_deadline,
         max_stale=max_stale,
+        max_outbox_failed=max_outbox_failed,
     )
     with opened(app, database_url) as target, target.store.reading() as connection:
         figures = report(connection, now(), full=not check)
@@ -215,6 +225,7 @@ def status(
         "deferred": figures.open.count(Status.DEFERRED),
         "stale": figures.open.count(Status.STALE),
         "not_ready_deadline": figures.open.not_ready_deadline,
+        "outbox": {s: figures.open.outbox.get(s, 0) for s in ("pending", "delivering", "failed")},
         "breaches": found,
     }
     if as_json:
@@ -245,6 +256,12 @@ def _print_status(counts: dict[tuple[str, str], int], document: dict[str, Any]) 
     summary.add_row("failed", str(document["failed"]))
     summary.add_row("past NotReady deadline", str(document["not_ready_deadline"]))
     summary.add_row("stale", str(document["stale"]))
+    backlog = document["outbox"]
+    summary.add_row(
+        "outbox",
+        f"{backlog['pending']} pending, {backlog['delivering']} delivering, "
+        f"{backlog['failed']} failed",
+    )
     stdout.print(summary)
     for line in document["breaches"]:
         stderr.print(f"[red]breach:[/red] {line}")

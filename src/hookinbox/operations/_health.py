@@ -17,6 +17,7 @@ class Thresholds:
     max_oldest_pending: timedelta = timedelta(minutes=15)
     max_not_ready_deadline: int = 0
     max_stale: int = 0
+    max_outbox_failed: int = 0
 
 
 def breaches(figures: OpenFigures, now: datetime, thresholds: Thresholds) -> list[str]:
@@ -41,6 +42,10 @@ def breaches(figures: OpenFigures, now: datetime, thresholds: Thresholds) -> lis
         found.append(
             f"stale events held for an operator: {stale} (threshold {thresholds.max_stale})"
         )
+    outbox_failed = figures.outbox.get("failed", 0)
+    if outbox_failed > thresholds.max_outbox_failed:
+        limit = thresholds.max_outbox_failed
+        found.append(f"failed outbox messages: {outbox_failed} (threshold {limit})")
     return found
 
 

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
+from hookinbox.storage._outbox import outbox_backlog
 from hookinbox.storage._schema import deliveries, events
 
 NOT_READY_DEADLINE = "not_ready_deadline"
@@ -38,6 +39,8 @@ class OpenFigures:
     oldest_pending: datetime | None
     oldest_deferred: datetime | None
     not_ready_deadline: int
+    outbox: dict[str, int] = field(default_factory=dict)
+    """Outbox messages not delivered, by status (pending, delivering, failed)."""
 
     def count(self, status: Status) -> int:
         return self.by_status.get(status.value, 0)
@@ -78,7 +81,13 @@ def open_figures(connection: Connection) -> OpenFigures:
             events.c.status == Status.FAILED.value, events.c.outcome == NOT_READY_DEADLINE
         )
     ).scalar_one()
-    return OpenFigures(by_status, oldest_pending, oldest_deferred, int(deadline_failures))
+    return OpenFigures(
+        by_status,
+        oldest_pending,
+        oldest_deferred,
+        int(deadline_failures),
+        outbox_backlog(connection),
+    )
 
 
 def duplicate_ratio(connection: Connection, since: datetime | None) -> DuplicateRatio:
