@@ -18,7 +18,7 @@ from hookinbox._errors import (
     VerificationError,
 )
 from hookinbox._inbox import Inbox
-from hookinbox._model import Event, Status
+from hookinbox._model import Event, Message, Status
 from hookinbox._receiver import Outcome, Reply
 from hookinbox.processing import HandlerContext, RetryPolicy, WorkerOptions
 from hookinbox.storage import StoreOptions
@@ -33,6 +33,7 @@ __all__ = [
     "HandlerContext",
     "HookinboxError",
     "Inbox",
+    "Message",
     "MissingHeader",
     "NotReady",
     "Outcome",

@@ -54,8 +54,10 @@ class HookinboxGroup(click.Group):
         except HookinboxError as error:
             click.echo(f"error: {error}", err=True)
             sys.exit(EXIT_FAILURE)
-        except click.UsageError:
-            raise
+        except click.UsageError as error:
+            hint = f"; see `{error.ctx.command_path} --help`" if error.ctx else ""
+            click.echo(f"error: {error.format_message()}{hint}", err=True)
+            sys.exit(EXIT_USAGE)
         except click.ClickException as error:  # e.g. an unknown event: the operation failed
             click.echo(f"error: {error.format_message()}", err=True)
             sys.exit(EXIT_FAILURE)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import click
@@ -40,6 +41,7 @@ from hookinbox.storage import (
     count_events,
     delivery_history,
     list_events,
+    parse_url,
     replay_matching,
     replay_one,
     report,
@@ -68,17 +70,28 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 
 @contextmanager
 def opened(app: str | None, database_url: str | None) -> Iterator[Target]:
+    """The inbox's database, as it is: operator commands never create or upgrade a schema, so
+    a mistyped URL is an error, not a fresh empty inbox that reports itself healthy."""
     if app:
         inbox = load_inbox(app, database_url=database_url)
+        inbox.auto_migrate = False
+        _require_existing(inbox.database_url)
         target = Target(inbox.store, inbox)
     elif database_url:
-        target = Target(Store(database_url), None)
+        _require_existing(database_url)
+        target = Target(Store(database_url, auto_migrate=False), None)
     else:
         raise ConfigurationError("give --app or --database-url")
     try:
         yield target
     finally:
         target.store.dispose()
+
+
+def _require_existing(database_url: str) -> None:
+    url = parse_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
+        raise ConfigurationError(f"no database at {url.database} (run `hookinbox migrate` first)")
 
 
 def now() -> datetime:
@@ -417,17 +430,16 @@ def replay(
         raise ConfigurationError("give SOURCE EVENT_ID, or --status (with optional filters)")
     if state == Status.PROCESSING.value:
         raise ConfigurationError("processing events are held by a worker; they cannot be replayed")
+    if state == Status.PROCESSED.value and not force:
+        raise ConfigurationError("replaying processed events runs them again; add --force")
+    since_time = parse_since(since)  # bad input is refused before the database is opened
     with opened(app, database_url) as target:
         if source is not None and event_id is not None:
             _replay_one(target.store, source, event_id, force)
             return
         assert state is not None
         chosen = Status(state)
-        if chosen is Status.PROCESSED and not force:
-            raise ConfigurationError(
-                f"replaying {chosen.value} events runs them again; add --force"
-            )
-        filters = EventFilter(chosen, source_filter, event_type, parse_since(since))
+        filters = EventFilter(chosen, source_filter, event_type, since_time)
         total = count_events(target.store, filters)
         replayed = 0
         with Progress(console=stderr, disable=not stderr.is_terminal, transient=True) as progress:
@@ -472,10 +484,13 @@ def prune_command(
 
     Pending, deferred, processing, failed and stale events are never deleted.
     """  # fmt: skip
+    requested = parse_duration(older_than) if older_than else None  # bad input before I/O
+    if requested is not None:
+        check_retention(requested, [], force=force)  # positive
+        ago(requested, older_than or "")  # a cutoff inside the calendar
     with opened(app, database_url) as target:
         default = target.inbox.retention if target.inbox else DEFAULT_RETENTION
-        retention = parse_duration(older_than) if older_than else default
-        ago(retention, older_than or format_duration(retention))  # a cutoff in the calendar
+        retention = requested or default
         sources = list(target.inbox.sources.values()) if target.inbox else []
         check_retention(retention, sources, force=force)
         if not target.inbox and not force and retention < timedelta(days=30):

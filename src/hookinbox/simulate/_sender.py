@@ -125,8 +125,11 @@ class Sender:
                     running.add(task)
 
                     def finished(task: asyncio.Task[None]) -> None:
+                        # Wake the loop only now: woken from inside the task, it could still
+                        # see the task running, wait for another wake-up, and never get one.
                         running.discard(task)
                         slots.release()
+                        self._wake.set()
 
                     task.add_done_callback(finished)
                     continue
@@ -150,16 +153,13 @@ class Sender:
     async def _deliver(
         self, client: httpx.AsyncClient, delivery: PlannedDelivery, attempt: int
     ) -> None:
-        try:
-            copies = [self._send(client, delivery) for _ in range(delivery.copies)]
-            results = await asyncio.gather(*copies)
-            for result in results:
-                self.results.append(result)
-                self.on_result(result)
-            if self.plan.is_valid(delivery.event):
-                self._after(delivery, attempt, any(r.accepted for r in results))
-        finally:
-            self._wake.set()
+        copies = [self._send(client, delivery) for _ in range(delivery.copies)]
+        results = await asyncio.gather(*copies)
+        for result in results:
+            self.results.append(result)
+            self.on_result(result)
+        if self.plan.is_valid(delivery.event):
+            self._after(delivery, attempt, any(r.accepted for r in results))
 
     def _after(self, delivery: PlannedDelivery, attempt: int, accepted: bool) -> None:
         if accepted:

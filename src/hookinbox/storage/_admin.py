@@ -155,6 +155,21 @@ def prunable(cutoff: datetime) -> list[sa.ColumnElement[bool]]:
     return [events.c.status.in_([s.value for s in DONE_STATUSES]), events.c.received_at < cutoff]
 
 
+def prunable_log(cutoff: datetime) -> list[sa.ColumnElement[bool]]:
+    """Delivery log rows before `cutoff`, except those of events that are kept (a failed or
+    stale event keeps its delivery history for the operator who will look at it)."""
+    kept_event = (
+        sa.select(events.c.id)
+        .where(
+            events.c.source == deliveries.c.source,
+            events.c.event_id == deliveries.c.event_id,
+            events.c.status.not_in([s.value for s in DONE_STATUSES]),
+        )
+        .exists()
+    )
+    return [deliveries.c.received_at < cutoff, ~kept_event]
+
+
 def prunable_messages(cutoff: datetime) -> list[sa.ColumnElement[bool]]:
     """Delivered outbox messages created before `cutoff`; unsent and failed ones stay."""
     return [outbox.c.status == MessageStatus.DELIVERED.value, outbox.c.created_at < cutoff]
@@ -167,9 +182,7 @@ def count_prunable(store: Store, cutoff: datetime) -> tuple[int, int, int]:
             sa.select(sa.func.count()).select_from(events).where(*prunable(cutoff))
         ).scalar_one()
         delivery_count = connection.execute(
-            sa.select(sa.func.count())
-            .select_from(deliveries)
-            .where(deliveries.c.received_at < cutoff)
+            sa.select(sa.func.count()).select_from(deliveries).where(*prunable_log(cutoff))
         ).scalar_one()
         message_count = connection.execute(
             sa.select(sa.func.count()).select_from(outbox).where(*prunable_messages(cutoff))
@@ -195,7 +208,7 @@ def prune_batch(store: Store, cutoff: datetime, batch_size: int) -> tuple[int, i
         delivery_ids = list(
             connection.execute(
                 sa.select(deliveries.c.id)
-                .where(deliveries.c.received_at < cutoff)
+                .where(*prunable_log(cutoff))
                 .order_by(deliveries.c.received_at)
                 .limit(batch_size)
             ).scalars()
