@@ -173,7 +173,11 @@ def simulate_command(
         verification = verify(report, verify_url, effects_sql=effects_sql)
     failures = [line for line in (_incomplete(report),) if line]
     if drained is False:
-        failures.append(f"processing had not drained after {drain_timeout:g} s")
+        failures.append(
+            f"processing had not drained after {drain_timeout:g} s: a backlog drains at the "
+            "worker's pace and deferred events retry after 5 s, 20 s, 80 s...; raise "
+            "--drain-timeout"
+        )
     if verification is not None:
         failures += [f"check failed: {problem}" for problem in verification.problems]
     if as_json:
@@ -188,6 +192,8 @@ def simulate_command(
         render_report(report, stdout)
         if verification is not None:
             stdout.print(_verification_table(verification))
+    for line in verification.notes if verification is not None else ():
+        click.echo(f"note: {line}", err=True)
     for line in failures:
         click.echo(line, err=True)
     if failures:

@@ -110,6 +110,7 @@ def stripe_chain(rng: random.Random, chain: int, now: float) -> list[GeneratedEv
     amount = rng.choice((900, 1200, 2500, 4900, 9900, 19900))
     currency = rng.choice(CURRENCIES)
     name = rng.choice(FIRST_NAMES)
+    email = f"{name.lower()}.{customer[4:10].lower()}@example.com"
     session = {
         "id": f"cs_test_a1{_token(rng, 56)}",
         "object": "checkout.session",
@@ -118,7 +119,8 @@ def stripe_chain(rng: random.Random, chain: int, now: float) -> list[GeneratedEv
         "created": created - rng.randint(30, 600),
         "currency": currency,
         "customer": customer,
-        "customer_details": {"email": f"{name.lower()}.{customer[4:10]}@example.com", "name": name},
+        "customer_details": {"email": email, "name": name},
+        "customer_email": email,
         "livemode": False,
         "metadata": {},
         "mode": "subscription" if subscribes else "payment",

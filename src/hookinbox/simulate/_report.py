@@ -19,7 +19,9 @@ from rich.console import Console
 from rich.table import Table
 
 from hookinbox.simulate._plan import INVALID_KINDS, KINDS, Plan
-from hookinbox.simulate._sender import DeliveryResult, SendOutcome
+from hookinbox.simulate._sender import CONNECTION, DeliveryResult, SendOutcome
+
+LATENCY_NAMES = ("p50", "p95", "p99", "max")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,9 @@ class SimulationReport:
     """Stored key -> effect key of each invalid event: none may be found stored or applied."""
     invalid_answered_2xx: frozenset[str] = field(default_factory=frozenset)
     """Stored keys of the invalid events answered 2xx."""
+    reached: int = 0
+    """Deliveries of valid events that may have reached the receiver (all but refused
+    connections): more stored deliveries than this means the events were there before."""
 
     @property
     def complete(self) -> bool:
@@ -111,10 +116,7 @@ class SimulationReport:
             "throughput_per_s": round(self.throughput, 1),
             "latency_ms": None
             if latency is None
-            else {
-                name: round(getattr(latency, name) * 1000, 2)
-                for name in ("p50", "p95", "p99", "max")
-            },
+            else {name: round(getattr(latency, name) * 1000, 2) for name in LATENCY_NAMES},
             "planned": self.planned,
             "by_status": self.by_status,
             "by_kind": self.by_kind,
@@ -205,6 +207,7 @@ def build_report(
         invalid_answered_2xx=frozenset(
             events[i].stored_key for i in accepted if not plan.is_valid(i)
         ),
+        reached=sum(1 for r in results if plan.is_valid(r.event) and r.failure != CONNECTION),
     )
 
 
@@ -236,13 +239,8 @@ def render_report(report: SimulationReport, console: Console) -> None:
         f"{report.throughput:,.0f} deliveries/s ({report.deliveries:,} in {report.elapsed:.2f} s)",
     )
     if latency is not None:
-        figures.add_row(
-            "latency",
-            " · ".join(
-                f"{name} {getattr(latency, name) * 1000:.1f} ms"
-                for name in ("p50", "p95", "p99", "max")
-            ),
-        )
+        values = (f"{name} {getattr(latency, name) * 1000:.1f}" for name in LATENCY_NAMES)
+        figures.add_row("latency (ms)", " · ".join(values))
     figures.add_row(
         "events",
         f"{report.events:,} planned, {len(report.acknowledged):,} acknowledged, "

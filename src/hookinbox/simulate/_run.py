@@ -78,10 +78,11 @@ async def run_simulation(
     plan = build_plan(config, seed=seed, now=time.time())
     await check_reachable(config.target)
     started_at = datetime.now(UTC)
+    console = console or Console(stderr=True)
     live = LiveProgress(
         sum(d.copies for d in plan.deliveries),
-        enabled=progress,
-        console=console or Console(stderr=True),
+        enabled=progress and console.is_terminal,  # a log file gets the report, not frames
+        console=console,
     )
     sender = Sender(
         config,

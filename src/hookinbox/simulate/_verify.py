@@ -7,9 +7,10 @@ Two places are read, whichever exist:
   effect, the effect key first (for Stripe, the payment intent) and optionally the object's
   final state second (the subscription status), for any receiver at all.
 
-Reading never writes: the store is opened with `auto_migrate=False`, and nothing is created in
-a database that has no hookinbox tables. Run it after processing has finished
-(`wait_until_drained`): an event still deferred behind its predecessor is not lost, only late.
+Reading never writes: nothing is created in a database that has no hookinbox tables, SQLite is
+opened read-only, and every query (the user's too) runs in a read-only transaction. Run it
+after processing has finished (`wait_until_drained`): an event still deferred behind its
+predecessor is not lost, only late.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
@@ -30,10 +32,13 @@ from hookinbox._errors import ConfigurationError
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
 from hookinbox.simulate._report import SimulationReport
 from hookinbox.storage import Store, events, parse_url, translate_errors
-from hookinbox.storage._engine import READ_ONLY
 
-SHOP_EFFECTS_SQL = "SELECT payment_id, subscription_status FROM shop_orders"
-"""The bundled example shop's orders: the default for Stripe when that table exists."""
+SHOP_EFFECTS_SQL = (
+    "SELECT o.payment_id, s.status FROM shop_orders o "
+    "LEFT JOIN shop_subscriptions s ON s.customer_id = o.customer_id"
+)
+"""The bundled example shop: one row per order, with its customer's subscription status.
+The default for Stripe when the shop's tables exist."""
 OPEN_STATUSES = tuple(s.value for s in (*WAITING_STATUSES, Status.PROCESSING))
 PROCESSED = frozenset(s.value for s in DONE_STATUSES)
 CHUNK = 500
@@ -65,6 +70,8 @@ class Verification:
     """What could be read: `hookinbox_events`, `effects`."""
     problems: tuple[str, ...]
     """One line per failed check; empty when everything holds."""
+    notes: tuple[str, ...] = ()
+    """What weakens the check without failing it (events stored by an earlier run)."""
 
     @property
     def ok(self) -> bool:
@@ -84,23 +91,36 @@ class Verification:
             "states_wrong": self.states_wrong,
             "checked": list(self.checked),
             "problems": list(self.problems),
+            "notes": list(self.notes),
             "ok": self.ok,
         }
 
 
-def _open_store(database_url: str) -> Store:
+def _engine(database_url: str) -> sa.Engine:
+    """An engine that can only read the receiver's database.
+
+    PostgreSQL goes through hookinbox's `Store` (its driver, pool and timeouts; the schema is
+    never migrated). SQLite is opened read-only instead: `Store` switches every file it opens
+    to WAL journaling, a persistent change not to be made to a user's database by a check.
+    """
     url = parse_url(database_url)
-    if url.get_backend_name() == "sqlite" and not Path(str(url.database)).exists():
+    if url.get_backend_name() != "sqlite":
+        return Store(url, auto_migrate=False).engine
+    path = Path(str(url.database)).resolve()
+    if not path.exists():
         # sqlite3 would create an empty file and we would "verify" nothing in it.
         raise ConfigurationError(f"no SQLite database at {url.database}")
-    return Store(url, auto_migrate=False)
+    read_only = sa.URL.create(
+        "sqlite", database=f"file:{quote(str(path))}", query={"mode": "ro", "uri": "true"}
+    )
+    return sa.create_engine(read_only, poolclass=sa.NullPool)
 
 
 @contextmanager
-def _reading(store: Store) -> Iterator[Connection]:
-    """A read-only transaction that needs no hookinbox schema (the user's own database)."""
-    with translate_errors(), store.engine.connect() as connection:
-        connection.execution_options(**{READ_ONLY: True})  # SQLite: no write lock taken
+def _reading(engine: sa.Engine) -> Iterator[Connection]:
+    """A read-only transaction: the user's --effects-sql cannot change anything either."""
+    with translate_errors(), engine.connect() as connection:
+        connection.execution_options(postgresql_readonly=True)
         with connection.begin():
             yield connection
 
@@ -123,14 +143,14 @@ def wait_until_drained(
     ignores older events, such as a previous run's leftovers. False on timeout; True at once
     when the database has no hookinbox tables (nothing there to wait for).
     """
-    store = _open_store(database_url)
+    engine = _engine(database_url)
     query = sa.select(sa.func.count()).select_from(events).where(events.c.status.in_(OPEN_STATUSES))
     if since is not None:
         query = query.where(events.c.received_at >= since - CLOCK_MARGIN)
     deadline = time.monotonic() + timeout
     try:
         while True:
-            with _reading(store) as connection:
+            with _reading(engine) as connection:
                 if not _has_inbox(connection):
                     return True
                 if not connection.execute(query).scalar_one():
@@ -139,7 +159,7 @@ def wait_until_drained(
                 return False
             time.sleep(interval)
     finally:
-        store.dispose()
+        engine.dispose()
 
 
 def _chunks(keys: Iterable[str]) -> Iterator[list[str]]:
@@ -191,13 +211,13 @@ def verify(
     wanted = report.planned_effects | frozenset(
         e for e in report.invalid_events.values() if e is not None
     )
-    store = _open_store(database_url)
+    engine = _engine(database_url)
     try:
-        with _reading(store) as connection:
+        with _reading(engine) as connection:
             inspector = sa.inspect(connection)
             has_inbox = inspector.has_table(events.name)
             if effects_sql is None and report.provider == "stripe":
-                if inspector.has_table("shop_orders"):
+                if all(inspector.has_table(t) for t in ("shop_orders", "shop_subscriptions")):
                     effects_sql = SHOP_EFFECTS_SQL
             inbox = (
                 _inbox_rows(connection, report.acknowledged | report.invalid_events.keys())
@@ -206,7 +226,7 @@ def verify(
             )
             effects = _effect_rows(connection, effects_sql, wanted) if effects_sql else None
     finally:
-        store.dispose()
+        engine.dispose()
     return judge(report, inbox, effects)
 
 
@@ -217,6 +237,7 @@ def judge(
 ) -> Verification:
     """The verdict from what was read (pure: no database)."""
     problems: list[str] = []
+    notes: list[str] = []
     checked: list[str] = []
     lost_events: set[str] = set()
     doubled = 0
@@ -239,6 +260,11 @@ def judge(
                 f"{sum(unprocessed.values())} acknowledged events not processed ({detail})"
             )
         traces |= {key for key in report.invalid_events if key in inbox}
+        if absorbed + len(stored) > report.reached:
+            notes.append(
+                "the database held these events before this run (the same --seed again?): "
+                "they were duplicates, so the check proves little; use a new seed"
+            )
 
     if effects is not None:
         checked.append("effects")
@@ -283,4 +309,5 @@ def judge(
         states_wrong=states_wrong,
         checked=tuple(checked),
         problems=tuple(problems),
+        notes=tuple(notes),
     )
