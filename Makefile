@@ -1,16 +1,19 @@
-# Two entry points (see README): `make serve` runs hookinbox on SQLite, `make test` checks everything.
+# Two entry points (see README): `make demo` shows hookinbox working on SQLite, `make test` checks it.
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 APP ?= hookinbox.examples.shop:inbox
 
-.PHONY: serve test lint check clean
+.PHONY: demo serve test lint check clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/hookinbox demo
 
 serve: $(BIN)/.installed
 	$(BIN)/hookinbox serve $(APP)

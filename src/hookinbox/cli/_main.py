@@ -21,6 +21,7 @@ import click
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
 from hookinbox._inbox import DATABASE_URL_ENV, Inbox
 from hookinbox._metrics import MULTIPROCESS_ENV, serve_metrics
+from hookinbox.cli._demo import register as register_demo
 from hookinbox.cli._loading import APP_ENV, load_inbox
 from hookinbox.cli._ops import register as register_operations
 from hookinbox.cli._simulate import register as register_simulate
@@ -402,3 +403,4 @@ def migrate(app: str | None, database_url: str | None) -> None:
 
 register_operations(main)
 register_simulate(main)
+register_demo(main)

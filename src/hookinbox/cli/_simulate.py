@@ -57,7 +57,7 @@ def _share(name: str, help: str) -> Decorator:
     return _option(name, help, type=click.FloatRange(0, 1))
 
 
-def _verification_table(verification: Verification) -> Table:
+def verification_table(verification: Verification) -> Table:
     table = Table(title="Exactly-once check", title_justify="left", show_header=False)
     table.add_column(style="dim")
     table.add_column(justify="right")
@@ -81,7 +81,7 @@ def _verification_table(verification: Verification) -> Table:
     return table
 
 
-def _incomplete(report: SimulationReport) -> str | None:
+def incomplete(report: SimulationReport) -> str | None:
     parts = []
     if report.unacknowledged:
         parts.append(f"{report.unacknowledged} events never acknowledged 2xx")
@@ -171,7 +171,7 @@ def simulate_command(
     if verify_url is not None:
         drained = wait_until_drained(verify_url, drain_timeout, since=report.started_at)
         verification = verify(report, verify_url, effects_sql=effects_sql)
-    failures = [line for line in (_incomplete(report),) if line]
+    failures = [line for line in (incomplete(report),) if line]
     if drained is False:
         failures.append(
             f"processing had not drained after {drain_timeout:g} s: a backlog drains at the "
@@ -191,7 +191,7 @@ def simulate_command(
     else:
         render_report(report, stdout)
         if verification is not None:
-            stdout.print(_verification_table(verification))
+            stdout.print(verification_table(verification))
     for line in verification.notes if verification is not None else ():
         click.echo(f"note: {line}", err=True)
     for line in failures:
