@@ -114,7 +114,11 @@ class Worker:
         for job in self._jobs:
             job.start()
         threads = [
-            threading.Thread(target=loop.run, name=f"hookinbox-{loop.queue.name}-loop")
+            # Daemons: a loop blocked on the database (SQLite's lock, held by a slow handler)
+            # must not keep the process alive past the grace period.
+            threading.Thread(
+                target=loop.run, name=f"hookinbox-{loop.queue.name}-loop", daemon=True
+            )
             for loop in self.loops
         ]
         for thread in threads:
@@ -130,10 +134,11 @@ class Worker:
                     self.stop()
         finally:
             self.stop()
-            for thread in threads:
-                thread.join()
             deadline = time.monotonic() + self.options.grace_period
+            for thread in threads:
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
             drained = all([loop.drain(deadline) for loop in self.loops])
+            drained = drained and not any(thread.is_alive() for thread in threads)
             if listener is not None:
                 listener.join(timeout=2.0)  # it checks the stop flag every second
             for job in self._jobs:
