@@ -116,9 +116,7 @@ class Worker:
         threads = [
             # Daemons: a loop blocked on the database (SQLite's lock, held by a slow handler)
             # must not keep the process alive past the grace period.
-            threading.Thread(
-                target=loop.run, name=f"hookinbox-{loop.queue.name}-loop", daemon=True
-            )
+            threading.Thread(target=loop.run, name=f"hookinbox-{loop.queue.name}-loop", daemon=True)
             for loop in self.loops
         ]
         for thread in threads:
