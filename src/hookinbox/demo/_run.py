@@ -153,8 +153,9 @@ def run_demo(
                 drained = wait_until_drained(database_url, drain_timeout, since=started)
             verification = verify(simulation, database_url)
             receipts_expected = len(verification_keys(simulation))
-            with console.status("waiting for the relay to send every receipt"):
-                wait_for_receipts(mailbox, verification_keys(simulation), drain_timeout)
+            if verification.ok:  # else the run has failed already: no point waiting
+                with console.status("waiting for the relay to send every receipt"):
+                    wait_for_receipts(mailbox, verification_keys(simulation), drain_timeout)
             requests, sent = mailbox.snapshot()
             store = Store(database_url, auto_migrate=False)
             with store.reading() as connection:

@@ -15,13 +15,14 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hookinbox._errors import HookinboxError
 from hookinbox._model import Message
 from hookinbox.processing import RetryPolicy
+
+if TYPE_CHECKING:
+    import httpx
 
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})
 """4xx answers that mean "not now" rather than "never" (plus every 5xx)."""
@@ -88,10 +89,14 @@ class HTTPDestination:
     @property
     def client(self) -> httpx.Client:
         if self._client is None:
+            import httpx  # imported by the relay when it first delivers, not by every command
+
             self._client = httpx.Client(timeout=self.timeout)
         return self._client
 
     def deliver(self, message: Message) -> None:
+        import httpx
+
         headers = {**self.headers, "Idempotency-Key": message.key}
         try:
             response = self.client.post(self.url, json=message.payload, headers=headers)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic.operations import Operations
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine
 
 from hookinbox._errors import ConfigurationError
@@ -23,10 +22,13 @@ from hookinbox.storage._errors import translate_errors
 from hookinbox.storage._schema import schema_versions
 from hookinbox.storage._types import UTCDateTime
 
+if TYPE_CHECKING:  # alembic costs 0.1 s to import: only a migration pays it
+    from alembic.operations import Operations
+
 # An arbitrary constant naming hookinbox's migration lock among the application's own locks.
 ADVISORY_LOCK_KEY = 0x686F6F6B696E
 
-Step = Callable[[Operations], None]
+Step = Callable[["Operations"], None]
 AfterMigrate = Callable[[Connection], None]
 
 
@@ -217,6 +219,9 @@ def migrate(engine: Engine, after: Sequence[AfterMigrate] = ()) -> tuple[int, in
                 f"the database schema is version {before}, newer than this hookinbox "
                 f"understands ({LATEST_VERSION}); upgrade hookinbox"
             )
+        from alembic.operations import Operations
+        from alembic.runtime.migration import MigrationContext
+
         operations = Operations(MigrationContext.configure(connection))
         for version in range(before + 1, LATEST_VERSION + 1):
             MIGRATIONS[version - 1](operations)

@@ -12,8 +12,6 @@ import logging
 import threading
 from collections.abc import Mapping
 
-import psycopg
-
 from hookinbox.storage._store import Store
 
 CHANNEL = "hookinbox_events"
@@ -36,6 +34,8 @@ class Listener(threading.Thread):
         self._stopping = stop  # not `_stop`: that would shadow Thread._stop, which join() calls
 
     def run(self) -> None:
+        import psycopg  # here: only a PostgreSQL worker needs it, and it costs an import
+
         backoff = 0.5
         while not self._stopping.is_set():
             try:
@@ -47,6 +47,8 @@ class Listener(threading.Thread):
                 backoff = min(backoff * 2, 30.0)
 
     def _listen(self) -> None:
+        import psycopg
+
         with psycopg.connect(
             self._conninfo, autocommit=True, connect_timeout=self._connect_timeout
         ) as connection:
