@@ -248,8 +248,8 @@ def _ms(text: str) -> float:
 def parse_wrk(output: str) -> Load:
     requests = int(re.search(r"(\d+) requests in ([\d.]+)(\w+)", output)[1])  # type: ignore[index]
     seconds = _ms(re.search(r"requests in ([\d.]+\w+)", output)[1]) / 1000  # type: ignore[index]
-    p50 = _ms(re.search(r"50%\s+(\S+)", output)[1])  # type: ignore[index]
-    p99 = _ms(re.search(r"99%\s+(\S+)", output)[1])  # type: ignore[index]
+    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", output, re.MULTILINE)[1])  # type: ignore[index]
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", output, re.MULTILINE)[1])  # type: ignore[index]
     latency_line = re.search(r"Latency\s+(\S+)\s+(\S+)\s+(\S+)", output)
     maximum = _ms(latency_line[3]) if latency_line else float("nan")
     errors = 0

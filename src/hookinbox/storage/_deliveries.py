@@ -9,6 +9,7 @@ append-only insert logs the delivery itself (for the duplicate ratio and the aud
 
 from __future__ import annotations
 
+import functools
 import json
 
 from sqlalchemy import Connection, case
@@ -19,25 +20,12 @@ from hookinbox._model import NewDelivery, RecordedDelivery, Status
 from hookinbox.storage._schema import deliveries, events
 
 
-def upsert_statement(dialect: str, delivery: NewDelivery) -> Executable:
+@functools.cache
+def upsert_statement(dialect: str) -> Executable:
+    """Built once per dialect and executed with parameters: constructing the statement (its
+    `excluded` alias above all) per request cost a quarter of ingest's CPU in a profile."""
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(events).values(
-        source=delivery.source,
-        event_id=delivery.event_id,
-        event_type=delivery.event_type,
-        occurred_at=delivery.occurred_at,
-        received_at=delivery.received_at,
-        body=delivery.body,
-        headers=json.dumps(delivery.headers, sort_keys=True),
-        body_sha256=delivery.body_sha256,
-        status=(Status.STALE if delivery.stale else Status.PENDING).value,
-        attempts=0,
-        deferrals=0,
-        next_attempt_at=delivery.received_at,
-        delivery_count=1,
-        key_conflicts=0,
-        last_delivery_at=delivery.received_at,
-    )
+    statement = insert(events)
     conflicting_body = case((events.c.body_sha256 != statement.excluded.body_sha256, 1), else_=0)
     statement = statement.on_conflict_do_update(
         index_elements=[events.c.source, events.c.event_id],
@@ -52,9 +40,32 @@ def upsert_statement(dialect: str, delivery: NewDelivery) -> Executable:
     )
 
 
+def _row(delivery: NewDelivery) -> dict[str, object]:
+    return {
+        "source": delivery.source,
+        "event_id": delivery.event_id,
+        "event_type": delivery.event_type,
+        "occurred_at": delivery.occurred_at,
+        "received_at": delivery.received_at,
+        "body": delivery.body,
+        "headers": json.dumps(delivery.headers, sort_keys=True),
+        "body_sha256": delivery.body_sha256,
+        "status": (Status.STALE if delivery.stale else Status.PENDING).value,
+        "attempts": 0,
+        "deferrals": 0,
+        "next_attempt_at": delivery.received_at,
+        "delivery_count": 1,
+        "key_conflicts": 0,
+        "last_delivery_at": delivery.received_at,
+    }
+
+
+_LOG_INSERT = deliveries.insert()
+
+
 def record_delivery(connection: Connection, delivery: NewDelivery) -> RecordedDelivery:
-    statement = upsert_statement(connection.dialect.name, delivery)
-    row = connection.execute(statement).mappings().one()
+    statement = upsert_statement(connection.dialect.name)
+    row = connection.execute(statement, _row(delivery)).mappings().one()
     recorded = RecordedDelivery(
         row_id=row["id"],
         is_new=row["delivery_count"] == 1,
@@ -63,12 +74,13 @@ def record_delivery(connection: Connection, delivery: NewDelivery) -> RecordedDe
         status=Status(row["status"]),
     )
     connection.execute(
-        deliveries.insert().values(
-            source=delivery.source,
-            event_id=delivery.event_id,
-            received_at=delivery.received_at,
-            duplicate=not recorded.is_new,
-            key_conflict=recorded.key_conflict,
-        )
+        _LOG_INSERT,
+        {
+            "source": delivery.source,
+            "event_id": delivery.event_id,
+            "received_at": delivery.received_at,
+            "duplicate": not recorded.is_new,
+            "key_conflict": recorded.key_conflict,
+        },
     )
     return recorded
