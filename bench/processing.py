@@ -37,7 +37,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +81,12 @@ def prepare(url: str) -> None:
 def pending_rows(count: int) -> list[dict[str, Any]]:
     """What the ingest upsert writes for `count` new, distinct Stripe deliveries."""
     run = os.urandom(4).hex()
-    now = datetime.now(UTC)
+    start = datetime.now(UTC) - timedelta(milliseconds=count)
     rows = []
     for n in range(count):
+        # Received 1 ms apart, as from live traffic: the due index then orders them by itself
+        # (identical timestamps would make PostgreSQL sort every due row for each lease).
+        now = start + timedelta(milliseconds=n)
         body = stripe_body(f"evt_{run}{n:09d}", f"pi_{run}{n:09d}")
         headers = {"content-type": "application/json", "stripe-signature": sign(body),
                    "user-agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)"}  # fmt: skip
