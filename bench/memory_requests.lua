@@ -2,7 +2,8 @@
 -- Each line of the file is "signature<TAB>body". Arguments (after --): the file and the number
 -- of wrk threads; each thread takes its own stripe of the lines. Once its stripe is sent, a
 -- thread asks for GET /healthz (stores nothing) until every delivery has been answered, then
--- stops; -d bounds the run in time all the same.
+-- stops sending. wrk itself runs until -d or SIGINT: memory.py interrupts it once the database
+-- holds every delivery.
 local started = 0
 
 function setup(thread)
@@ -13,7 +14,9 @@ end
 function init(args)
   local total = tonumber(args[2])
   requests = {}
-  sent = 0
+  -- wrk calls request() once on thread 0 before sending anything, to check what it returns:
+  -- that call gets the idle request, so that no delivery is lost to it.
+  sent = index == 0 and -1 or 0
   answered = 0
   local n = 0
   for line in io.lines(args[1]) do
@@ -32,7 +35,7 @@ end
 
 function request()
   sent = sent + 1
-  if sent > #requests then
+  if sent < 1 or sent > #requests then
     return idle
   end
   return requests[sent]

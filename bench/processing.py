@@ -34,6 +34,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,7 +63,7 @@ from hookinbox.storage import Store
 from hookinbox.storage._schema import events
 
 APP = "bench.peers.hookinbox_app:inbox"
-DEFAULT_EVENTS = {"sqlite": 6_000, "postgres": 8_000}
+DEFAULT_EVENTS = {"sqlite": 1_200, "postgres": 2_000}
 """About 10 s of work for one worker process on the reference machine (2 cores)."""
 OPEN = ("pending", "deferred", "processing")
 
@@ -88,8 +89,11 @@ def pending_rows(count: int) -> list[dict[str, Any]]:
         # (identical timestamps would make PostgreSQL sort every due row for each lease).
         now = start + timedelta(milliseconds=n)
         body = stripe_body(f"evt_{run}{n:09d}", f"pi_{run}{n:09d}")
-        headers = {"content-type": "application/json", "stripe-signature": sign(body),
-                   "user-agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)"}  # fmt: skip
+        headers = {
+            "content-type": "application/json",
+            "stripe-signature": sign(body),
+            "user-agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+        }
         rows.append(
             {
                 "source": "stripe",
@@ -172,6 +176,21 @@ def processed_times(url: str, prefix: str = "") -> list[tuple[datetime, datetime
         engine.dispose()
 
 
+def fsync_ms(samples: int = 100) -> float:
+    """The disk's write + fdatasync latency right now: every commit pays one (variable on VMs)."""
+    path = Path(tempfile.gettempdir()) / f"bench-fsync-{os.getpid()}"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        started = time.perf_counter()
+        for _ in range(samples):
+            os.write(descriptor, b"x" * 4096)
+            os.fdatasync(descriptor)
+        return (time.perf_counter() - started) * 1000 / samples
+    finally:
+        os.close(descriptor)
+        path.unlink()
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -187,9 +206,18 @@ def threads(pid: int) -> int:
 @contextmanager
 def workers(url: str, count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
     """`count` `hookinbox worker` processes, running their loops when this yields."""
-    command = [sys.executable, "-m", "hookinbox", "worker", APP, "--database-url", url,
-               "--log-level", "warning"]  # fmt: skip
-    log = Path(f"/tmp/bench-processing-worker-{os.getpid()}.log")
+    command = [
+        sys.executable,
+        "-m",
+        "hookinbox",
+        "worker",
+        APP,
+        "--database-url",
+        url,
+        "--log-level",
+        "warning",
+    ]
+    log = Path(tempfile.gettempdir()) / f"bench-processing-workers-{os.getpid()}.log"
     with log.open("ab") as out:
         started = [
             subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
@@ -234,6 +262,7 @@ def drain(backend: str, processes: int, events_count: int, timeout: float) -> di
     first = min(p for _, p in done).timestamp()
     seconds = last - committed
     return {
+        "fsync_ms": fsync_ms(),
         "processes": processes,
         "events": events_count,
         "seconds": seconds,
@@ -287,6 +316,7 @@ def bare_loop(backend: str, events_count: int) -> dict[str, Any]:
         engine.dispose()
         found = counts(url)
     return {
+        "fsync_ms": fsync_ms(),
         "events": events_count,
         "seconds": seconds,
         "rate": events_count / seconds,
@@ -379,8 +409,10 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
                 f" | {m['p99_ms']['median']:.1f} ({m['p99_ms']['min']:.1f}-"
                 f"{m['p99_ms']['max']:.1f}) | {m['max_ms']['max']:.1f} |"
             )
-    lines.append(f"\nmedian of {args.runs} run(s), (min-max); drain: {args.events or 'default'} "
-                 "events per run; bare: one process, SQLAlchemy Core, one transaction per event")  # fmt: skip
+    lines.append(
+        f"\nmedian of {args.runs} run(s), (min-max); drain: {args.events or 'default'} "
+        "events per run; bare: one process, SQLAlchemy Core, one transaction per event"
+    )
     return "\n".join(lines)
 
 
@@ -424,11 +456,20 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
             "correct": all(r["correct"] for r in bares),
             **folded(bares, "rate", "cpu_ms_per_event"),
         },
-        "moderate": {"runs": moderate, "rate": args.rate, "seconds": args.seconds,
-                     "events": moderate[0]["events"],
-                     **folded(moderate, "p50_ms", "p99_ms", "max_ms")},  # fmt: skip
-        "idle": {"runs": idle, "rate": args.idle_rate, "seconds": args.idle_seconds,
-                 "events": idle[0]["events"], **folded(idle, "p50_ms", "p99_ms", "max_ms")},  # fmt: skip
+        "moderate": {
+            "runs": moderate,
+            "rate": args.rate,
+            "seconds": args.seconds,
+            "events": moderate[0]["events"],
+            **folded(moderate, "p50_ms", "p99_ms", "max_ms"),
+        },
+        "idle": {
+            "runs": idle,
+            "rate": args.idle_rate,
+            "seconds": args.idle_seconds,
+            "events": idle[0]["events"],
+            **folded(idle, "p50_ms", "p99_ms", "max_ms"),
+        },
     }
 
 
@@ -458,8 +499,10 @@ def main() -> None:
     started = time.monotonic()
     results = [measure(backend, args) for backend in args.backends.split(",")]
     table = render(results, args)
-    path = save("processing", {"settings": vars(args), "results": results,
-                               "wall_seconds": time.monotonic() - started})  # fmt: skip
+    path = save(
+        "processing",
+        {"settings": vars(args), "results": results, "wall_seconds": time.monotonic() - started},
+    )
     print(table)
     print(f"\nraw results: {path} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
 
