@@ -43,6 +43,10 @@ class Identity:
     event_type: str | None
     occurred_at: datetime | None
     payload: Any
+    body: bytes | None = None
+    """What to store instead of the delivery's body; None stores the body as received.
+    A fetch-to-verify source (Mollie classic) stores the resource it fetched: the call
+    itself carries only an id, and the fetched resource is what handlers need."""
 
 
 def normalize_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
