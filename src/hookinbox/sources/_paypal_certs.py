@@ -19,6 +19,7 @@ import os
 import re
 import ssl
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ import certifi
 import httpx
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
+from cryptography.utils import CryptographyDeprecationWarning
 from cryptography.x509 import verification
 from cryptography.x509.oid import NameOID
 
@@ -41,6 +43,9 @@ PAYPAL_CERTIFICATE_HOSTS = frozenset(
 )
 """Hosts that serve PayPal's webhook certificates, live and sandbox, classic and `api-m`."""
 
+PEM_BLOCK = re.compile(
+    rb"-----BEGIN CERTIFICATE-----\r?\n.+?\r?\n-----END CERTIFICATE-----", re.DOTALL
+)
 CERTIFICATE_PATH = re.compile(r"/v1/notifications/certs/[A-Za-z0-9._-]{1,128}")
 MAX_URL_LENGTH = 512
 MAX_CERTIFICATE_BYTES = 64 * 1024  # a leaf and its intermediates are a few kilobytes
@@ -161,9 +166,21 @@ class CertificateFetcher:
     def _load_roots(path: str) -> verification.Store:
         try:
             with open(path, "rb") as file:
-                roots = x509.load_pem_x509_certificates(file.read())
-        except (OSError, ValueError) as exc:
+                bundle = file.read()
+        except OSError as exc:
             raise ConfigurationError(f"cannot read the CA bundle {path!r}: {exc}") from exc
+        roots = []
+        for block in PEM_BLOCK.findall(bundle):
+            # One by one: a root that cryptography refuses (system bundles hold a few old
+            # ones with a non-positive serial number) must not take the others with it.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+                try:
+                    roots.append(x509.load_pem_x509_certificate(block))
+                except ValueError:
+                    continue
+        if not roots:
+            raise ConfigurationError(f"the CA bundle {path!r} holds no certificate")
         return verification.Store(roots)
 
     def check_url(self, url: str) -> None:
