@@ -19,7 +19,10 @@ API_KEY = "test_dHar4XY7LxsDOtmnkVtjNVWXLSlXsM"
 
 
 def payment(
-    payment_id: str = "tr_7UhSN1zuXS", status: str = "paid", **extra: Any
+    payment_id: str = "tr_7UhSN1zuXS",
+    status: str = "paid",
+    paid_at: str = "2023-11-14T22:13:20+00:00",
+    **extra: Any,
 ) -> dict[str, Any]:
     """A payment resource shaped like Mollie's v2 API (ids and amounts made up)."""
     resource: dict[str, Any] = {
@@ -50,7 +53,7 @@ def payment(
         },
     }
     if status == "paid":
-        resource["paidAt"] = "2023-11-14T22:13:20+00:00"
+        resource["paidAt"] = paid_at
         resource["amountRefunded"] = {"value": "0.00", "currency": "EUR"}
         resource["amountRemaining"] = {"value": "42.50", "currency": "EUR"}
     resource.update(extra)

@@ -29,13 +29,16 @@ CERT_URL = "https://api.paypal.com" + CERT_PATH
 TRANSMISSION_TIME = "2023-11-14T22:13:20Z"  # 1_700_000_000
 
 
-def capture_completed(event_id: str = "WH-2WR32451HC0233532-67976317FL4543714") -> dict[str, Any]:
+def capture_completed(
+    event_id: str = "WH-2WR32451HC0233532-67976317FL4543714",
+    create_time: str = "2023-11-14T22:13:18.412Z",
+) -> dict[str, Any]:
     """A `PAYMENT.CAPTURE.COMPLETED` event shaped like PayPal's (ids and amounts made up)."""
     capture_id = "42311647XV020574X"
     api = "https://api.paypal.com"
     return {
         "id": event_id,
-        "create_time": "2023-11-14T22:13:18.412Z",
+        "create_time": create_time,
         "resource_type": "capture",
         "event_type": "PAYMENT.CAPTURE.COMPLETED",
         "summary": "Payment completed for EUR 42.5 EUR",
