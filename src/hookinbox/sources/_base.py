@@ -88,6 +88,24 @@ def matches_any(expected: bytes, candidates: Iterable[bytes]) -> bool:
     return found
 
 
+def check_prefixed_hex_hmac(
+    header: str, body: bytes, keys: Sequence[bytes], *, prefix: str, name: str
+) -> None:
+    """`header` is `prefix` + the hex HMAC-SHA256 of `body` under one of `keys` (GitHub, Mollie).
+
+    Raises `BadSignature` naming the header `name` when the shape is wrong or nothing matches.
+    """
+    header = header.strip()
+    if not header.startswith(prefix):
+        raise BadSignature(f"{name} does not start with {prefix}")
+    try:
+        candidate = bytes.fromhex(header[len(prefix) :])
+    except ValueError as exc:
+        raise BadSignature(f"{name} is not hex") from exc
+    if not any([matches_any(hmac_digest(key, body), [candidate]) for key in keys]):
+        raise BadSignature()
+
+
 def parse_json(body: bytes) -> Any:
     """Parse the body, turning every way JSON can fail into `PayloadError`."""
     try:

@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from hookinbox._errors import (
-    BadSignature,
     DeliveryIgnored,
     PayloadError,
     VerificationError,
@@ -35,10 +34,9 @@ from hookinbox.sources._base import (
     Headers,
     Identity,
     Source,
+    check_prefixed_hex_hmac,
     event_key,
-    hmac_digest,
     lookup,
-    matches_any,
     optional_text,
     parse_json_object,
     parse_time,
@@ -86,15 +84,8 @@ class Mollie(Source):
             self.redelivery_window = redelivery_window
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        header = require_header(headers, "x-mollie-signature").strip()
-        if not header.startswith(PREFIX):
-            raise BadSignature("X-Mollie-Signature does not start with sha256=")
-        try:
-            candidate = bytes.fromhex(header[len(PREFIX) :])
-        except ValueError as exc:
-            raise BadSignature("X-Mollie-Signature is not hex") from exc
-        if not any([matches_any(hmac_digest(key, body), [candidate]) for key in self._keys]):
-            raise BadSignature()
+        header = require_header(headers, "x-mollie-signature")
+        check_prefixed_hex_hmac(header, body, self._keys, prefix=PREFIX, name="X-Mollie-Signature")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
