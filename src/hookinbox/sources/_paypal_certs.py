@@ -159,8 +159,6 @@ class CertificateFetcher:
         self._cache: OrderedDict[str, _Checked] = OrderedDict()
         self._flights: dict[str, _Flight] = {}
         self._lock = threading.Lock()
-        self.fetches = 0
-        """How many times a certificate was fetched over the network (for tests and metrics)."""
 
     @staticmethod
     def _load_roots(path: str) -> verification.Store:
@@ -252,7 +250,6 @@ class CertificateFetcher:
         return checked
 
     def _fetch(self, url: str) -> bytes:
-        self.fetches += 1
         context = ssl.create_default_context(cafile=self._ca_bundle)
         try:
             with (
