@@ -13,13 +13,15 @@ nothing else escapes, which the property tests hold.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from hookinbox._errors import (
     BadSignature,
@@ -63,6 +65,14 @@ def secrets_tuple(secret: str | Sequence[str]) -> tuple[str, ...]:
     return secrets
 
 
+def utf8_keys(secret: str | Sequence[str]) -> list[bytes]:
+    """HMAC keys for providers that use the secret as it stands (UTF-8), not decoded."""
+    try:
+        return [s.encode() for s in secrets_tuple(secret)]
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError("a secret must be encodable as UTF-8") from exc
+
+
 def require_header(headers: Headers, *names: str) -> str:
     """The first of `names` present and non-empty, or `MissingHeader`."""
     for name in names:
@@ -82,6 +92,89 @@ def matches_any(expected: bytes, candidates: Iterable[bytes]) -> bool:
     for candidate in candidates:
         found |= hmac.compare_digest(expected, candidate)
     return found
+
+
+def require_match(
+    keys: Sequence[bytes],
+    candidates: Sequence[bytes],
+    *signed: bytes,
+    algorithm: str = "sha256",
+) -> None:
+    """`BadSignature` unless some key's HMAC of some signed message equals some candidate.
+
+    Every combination is computed and compared, so the time taken says nothing about which
+    secret (or which form of the message) matched.
+    """
+    digests = [hmac_digest(key, message, algorithm) for key in keys for message in signed]
+    if not any([matches_any(digest, candidates) for digest in digests]):
+        raise BadSignature()
+
+
+def decode_digest(
+    text: str, *, what: str, encoding: Literal["hex", "base64"] = "hex", prefix: str = ""
+) -> bytes:
+    """The digest in a signature header: `prefix` (exactly), then hex or strict base64."""
+    text = text.strip()
+    if not text.startswith(prefix):
+        raise BadSignature(f"{what} does not start with {prefix}")
+    encoded = text[len(prefix) :]
+    try:
+        if encoding == "hex":
+            return bytes.fromhex(encoded)
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BadSignature(f"{what} is not {encoding}") from exc
+
+
+def timestamped_signatures(
+    header: str, *, what: str, separator: str, timestamp_name: str, signature_name: str
+) -> tuple[str, list[bytes]]:
+    """The timestamp text and hex signatures of a `t=...,v1=...` style header.
+
+    The first timestamp counts; every signature entry is a candidate, and a malformed one is
+    skipped (another may match). Entries of other schemes are ignored.
+    """
+    timestamp_text: str | None = None
+    candidates: list[bytes] = []
+    for item in header.split(separator):
+        name, sep, value = item.strip().partition("=")
+        if not sep:
+            continue
+        if name == timestamp_name and timestamp_text is None:
+            timestamp_text = value
+        elif name == signature_name:
+            try:
+                candidates.append(bytes.fromhex(value))
+            except ValueError:
+                continue
+    if timestamp_text is None:
+        raise BadSignature(f"{what} has no timestamp")
+    if not candidates:
+        raise BadSignature(f"{what} has no {signature_name} signature")
+    return timestamp_text, candidates
+
+
+def verify_timestamped(
+    keys: Sequence[bytes],
+    candidates: Sequence[bytes],
+    timestamp_text: str,
+    body: bytes,
+    *,
+    now: float,
+    tolerance: float | None,
+    prefix: bytes = b"",
+    separator: bytes = b".",
+    algorithm: str = "sha256",
+) -> None:
+    """Check an HMAC over `{prefix}{timestamp}{separator}{body}`, then the timestamp's age.
+
+    The timestamp must be digits; the age is checked only once the signature matches, so a
+    forged delivery is reported as forged, not as late.
+    """
+    timestamp = parse_timestamp(timestamp_text)
+    signed = prefix + timestamp_text.strip().encode() + separator + body
+    require_match(keys, candidates, signed, algorithm=algorithm)
+    check_tolerance(timestamp, now=now, tolerance=tolerance)
 
 
 def parse_json(body: bytes) -> Any:

@@ -13,18 +13,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from hookinbox._errors import BadSignature
 from hookinbox.sources._base import (
     Headers,
     Identity,
     Source,
+    decode_digest,
     event_key,
-    hmac_digest,
-    matches_any,
     optional_text,
     parse_json,
     require_header,
-    secrets_tuple,
+    require_match,
+    utf8_keys,
 )
 
 PREFIX = "sha256="
@@ -50,19 +49,13 @@ class GitHub(Source):
         scope_by_hook: bool = False,
     ) -> None:
         super().__init__(name=name)
-        self._keys = [s.encode() for s in secrets_tuple(secret)]
+        self._keys = utf8_keys(secret)
         self.scope_by_hook = scope_by_hook
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        header = require_header(headers, "x-hub-signature-256").strip()
-        if not header.startswith(PREFIX):
-            raise BadSignature("X-Hub-Signature-256 does not start with sha256=")
-        try:
-            candidate = bytes.fromhex(header[len(PREFIX) :])
-        except ValueError as exc:
-            raise BadSignature("X-Hub-Signature-256 is not hex") from exc
-        if not any([matches_any(hmac_digest(key, body), [candidate]) for key in self._keys]):
-            raise BadSignature()
+        header = require_header(headers, "x-hub-signature-256")
+        candidate = decode_digest(header, what="X-Hub-Signature-256", prefix=PREFIX)
+        require_match(self._keys, [candidate], body)
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json(body)
