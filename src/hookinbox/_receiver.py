@@ -44,6 +44,7 @@ class Outcome(StrEnum):
 
     ACCEPTED = "accepted"
     DUPLICATE = "duplicate"
+    HANDSHAKE = "handshake"  # a verified provider handshake (Slack's challenge): nothing stored
     INVALID_SIGNATURE = "invalid_signature"
     BAD_REQUEST = "bad_request"
     UNKNOWN_SOURCE = "unknown_source"
@@ -137,7 +138,11 @@ class Receiver:
     def _receive(self, source: Source, headers: Mapping[str, str], body: bytes) -> Reply:
         now = self.clock()
         try:
-            identity = source.authenticate(headers, body, now=now)
+            source.verify(headers, body, now=now)
+            answer = source.handshake(headers, body)
+            if answer is not None:  # authentic, but not an event: answer it, store nothing
+                return Reply(200, answer, {}, Outcome.HANDSHAKE)
+            identity = source.identify(headers, body)
         except VerificationError as error:
             return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
         except PayloadError as error:

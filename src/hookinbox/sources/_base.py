@@ -35,6 +35,7 @@ Headers = Mapping[str, str]
 """Request headers with lower-case names (see `normalize_headers`)."""
 
 MAX_KEY_LENGTH = 255
+DEFAULT_TOLERANCE = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +66,29 @@ def secrets_tuple(secret: str | Sequence[str]) -> tuple[str, ...]:
     return secrets
 
 
-def utf8_keys(secret: str | Sequence[str]) -> list[bytes]:
-    """HMAC keys for providers that use the secret as it stands (UTF-8), not decoded."""
+def utf8_key(secret: str) -> bytes:
+    """The HMAC key of a secret used as it stands (UTF-8), not decoded: most providers' way."""
     try:
-        return [s.encode() for s in secrets_tuple(secret)]
+        return secret.encode()
     except UnicodeEncodeError as exc:
         raise ConfigurationError("a secret must be encodable as UTF-8") from exc
+
+
+def utf8_keys(secret: str | Sequence[str]) -> list[bytes]:
+    return [utf8_key(s) for s in secrets_tuple(secret)]
+
+
+def configured_url(url: str, what: str) -> str:
+    """A webhook URL a provider signs (Square, Twilio), checked when the source is built."""
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise ConfigurationError(f"{what} must be the full http(s) URL the provider calls")
+    try:
+        url.encode()
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(f"{what} must be encodable as UTF-8") from exc
+    if not url.isprintable():
+        raise ConfigurationError(f"{what} must not contain white space or control characters")
+    return url
 
 
 def require_header(headers: Headers, *names: str) -> str:
@@ -177,6 +195,19 @@ def verify_timestamped(
     check_tolerance(timestamp, now=now, tolerance=tolerance)
 
 
+def fields_identity(
+    body: bytes, *, id_field: str, type_field: str, time_field: str, what: str = "event id"
+) -> Identity:
+    """The identity of a JSON object body whose id, type and time are top-level fields."""
+    payload = parse_json_object(body)
+    return Identity(
+        event_id=event_key(payload.get(id_field), what),
+        event_type=optional_text(payload.get(type_field)),
+        occurred_at=parse_time(payload.get(time_field)),
+        payload=payload,
+    )
+
+
 def parse_json(body: bytes) -> Any:
     """Parse the body, turning every way JSON can fail into `PayloadError`."""
     try:
@@ -260,6 +291,14 @@ class Source(ABC):
     def identify(self, headers: Headers, body: bytes) -> Identity:
         """Parse a verified delivery; raise `PayloadError` if it names no event."""
 
+    def handshake(self, headers: Headers, body: bytes) -> dict[str, Any] | None:
+        """The answer to a verified delivery that is a handshake rather than an event.
+
+        A dict is answered at once with 200 and nothing is stored (Slack's `url_verification`
+        challenge); None, the default, goes on to `identify`. Called only after `verify`.
+        """
+        return None
+
     def authenticate(self, headers: Headers, body: bytes, *, now: float) -> Identity:
         """Verify, then identify: the body is not decoded before it is proven authentic."""
         self.verify(headers, body, now=now)
@@ -271,6 +310,66 @@ class Source(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+class SecretSource(Source):
+    """A source verified with one or more secrets (several while one is rotated)."""
+
+    def __init__(self, *, secret: str | Sequence[str], name: str | None = None) -> None:
+        super().__init__(name=name)
+        self._keys = [self.decode_key(s) for s in secrets_tuple(secret)]
+
+    @staticmethod
+    def decode_key(secret: str) -> bytes:
+        """The HMAC key of one configured secret."""
+        return utf8_key(secret)
+
+
+class TimestampedSource(SecretSource):
+    """A source whose signature covers a timestamp, held within `tolerance` seconds of now."""
+
+    def __init__(
+        self,
+        *,
+        secret: str | Sequence[str],
+        name: str | None = None,
+        tolerance: float | None = DEFAULT_TOLERANCE,
+    ) -> None:
+        super().__init__(secret=secret, name=name)
+        self.tolerance = tolerance
+
+
+class SignatureListSource(TimestampedSource):
+    """One header listing a timestamp and hex HMAC-SHA256 signatures (Stripe, Paddle).
+
+    `{timestamp_name}=<unix>{separator}{signature_name}=<hex>[{separator}...]`, each signature
+    over `{timestamp}{joiner}{body}`; any signature may match any secret.
+    """
+
+    signature_header: ClassVar[str]
+    header_label: ClassVar[str]
+    separator: ClassVar[str]
+    timestamp_name: ClassVar[str]
+    signature_name: ClassVar[str]
+    joiner: ClassVar[bytes]
+
+    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
+        timestamp_text, candidates = timestamped_signatures(
+            require_header(headers, self.signature_header),
+            what=self.header_label,
+            separator=self.separator,
+            timestamp_name=self.timestamp_name,
+            signature_name=self.signature_name,
+        )
+        verify_timestamped(
+            self._keys,
+            candidates,
+            timestamp_text,
+            body,
+            now=now,
+            tolerance=self.tolerance,
+            separator=self.joiner,
+        )
 
 
 def parse_timestamp(raw: str) -> int:

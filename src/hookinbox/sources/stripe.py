@@ -7,60 +7,22 @@ body's `id` (`evt_...`), stable across retries; `t` and the signature change on 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 
-from hookinbox.sources._base import (
-    Headers,
-    Identity,
-    Source,
-    event_key,
-    optional_text,
-    parse_json_object,
-    parse_time,
-    require_header,
-    timestamped_signatures,
-    utf8_keys,
-    verify_timestamped,
-)
-
-DEFAULT_TOLERANCE = 300.0
+from hookinbox.sources._base import Headers, Identity, SignatureListSource, fields_identity
 
 
-class Stripe(Source):
+class Stripe(SignatureListSource):
     default_name = "stripe"
     # Automatic retries for 3 days, manual resend from the dashboard within 30 (seed 000).
     redelivery_window = timedelta(days=30)
     stored_headers = ("stripe-signature",)
-
-    def __init__(
-        self,
-        *,
-        secret: str | Sequence[str],
-        name: str | None = None,
-        tolerance: float | None = DEFAULT_TOLERANCE,
-    ) -> None:
-        super().__init__(name=name)
-        self._keys = utf8_keys(secret)
-        self.tolerance = tolerance
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        timestamp_text, candidates = timestamped_signatures(
-            require_header(headers, "stripe-signature"),
-            what="Stripe-Signature",
-            separator=",",
-            timestamp_name="t",
-            signature_name="v1",
-        )
-        verify_timestamped(
-            self._keys, candidates, timestamp_text, body, now=now, tolerance=self.tolerance
-        )
+    signature_header = "stripe-signature"
+    header_label = "Stripe-Signature"
+    separator = ","
+    timestamp_name = "t"
+    signature_name = "v1"
+    joiner = b"."
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
-        payload = parse_json_object(body)
-        return Identity(
-            event_id=event_key(payload.get("id")),
-            event_type=optional_text(payload.get("type")),
-            occurred_at=parse_time(payload.get("created")),
-            payload=payload,
-        )
+        return fields_identity(body, id_field="id", type_field="type", time_field="created")
