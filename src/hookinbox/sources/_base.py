@@ -86,7 +86,7 @@ def configured_url(url: str, what: str) -> str:
         url.encode()
     except UnicodeEncodeError as exc:
         raise ConfigurationError(f"{what} must be encodable as UTF-8") from exc
-    if not url.isprintable():
+    if not url.isprintable() or any(c.isspace() for c in url):
         raise ConfigurationError(f"{what} must not contain white space or control characters")
     return url
 
