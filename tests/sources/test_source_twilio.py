@@ -123,8 +123,15 @@ def test_field_order_in_the_body_does_not_matter() -> None:
         ("https://example.com:443/webhooks/twilio", URL),
         ("http://example.com:8080/hook?x=1", "http://example.com:8080/hook?x=1"),
         ("https://user:pass@example.com/webhooks/twilio", URL),
+        (URL + "#rc=3&rp=all", URL),
     ],
-    ids=["signed-with-port", "configured-with-port", "other-port-and-query", "credentials"],
+    ids=[
+        "signed-with-port",
+        "configured-with-port",
+        "other-port-and-query",
+        "credentials",
+        "connection-overrides",
+    ],
 )
 def test_url_forms_twilio_may_sign(configured: str, signed: str) -> None:
     headers, body = form_delivery(STATUS, url=signed)

@@ -15,7 +15,7 @@ from hookinbox.sources._base import Headers, Identity, SignatureListSource, fiel
 
 class Paddle(SignatureListSource):
     default_name = "paddle"
-    # Live: up to 60 retries over 3 days (sandbox: 3 within 15 minutes).
+    # Live: up to 60 retries over 3 days.
     redelivery_window = timedelta(days=3)
     stored_headers = ("paddle-signature",)
     signature_header = "paddle-signature"

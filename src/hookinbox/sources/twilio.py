@@ -50,10 +50,10 @@ def url_forms(url: str) -> tuple[str, str]:
     """The URL without and with its port (443 or 80 when none is written).
 
     Twilio's own validator accepts both, since Twilio does not sign one form consistently.
-    Credentials (`user:password@`) are dropped: a request's URL never carries them, so
-    Twilio's signature cannot cover them.
+    Credentials (`user:password@`) and the fragment (`#rc=...` connection overrides) are
+    dropped: a request's URL never carries them, and Twilio's validator checks that URL.
     """
-    parsed = urlparse(url)
+    parsed = urlparse(url)._replace(fragment="")
     host = parsed.netloc.rpartition("@")[2]
     if parsed.port is None:
         default = 443 if parsed.scheme == "https" else 80
