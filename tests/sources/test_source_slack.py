@@ -190,6 +190,9 @@ def test_url_verification_through_the_receiver_stores_nothing(tmp_path: Path) ->
     )
     forged = inbox.receive("slack", signed(VERIFICATION, secret="attacker"), VERIFICATION)
     assert (forged.status_code, forged.body["error"]) == (401, "invalid_signature")
+    empty = json.dumps({"type": "url_verification", "challenge": ""}).encode()
+    refused = inbox.receive("slack", signed(empty), empty)
+    assert (refused.status_code, refused.body["error"]) == (400, "bad_request")
     assert count_events(inbox.store, EventFilter()) == 0
     inbox.close()
 

@@ -6,9 +6,16 @@ event's idempotency key, type and time live. It knows nothing of storage or HTTP
 Two steps, always in this order:
 1. `verify(headers, body, now=...)` on the exact raw bytes, before anything is decoded or written;
 2. `identify(headers, body)`, which parses the body and finds the key, the type and the time.
+Between them, `handshake(headers, body)` lets a provider's verified non-event (Slack's URL
+check) be answered at once with nothing stored; by default there is none.
 
-Every malformed input becomes a `VerificationError` (step 1) or a `PayloadError` (step 2);
-nothing else escapes, which the property tests hold.
+Every malformed input becomes a `VerificationError` (step 1) or a `PayloadError` (step 2 and the
+handshake); nothing else escapes, which the property tests hold.
+
+The helpers below hold what providers share (a digest behind a prefix, a header listing a
+timestamp and signatures, an HMAC over `{timestamp}{separator}{body}`), and the base classes
+hold their configuration (secrets, tolerance), so a provider module says only where its
+headers, key, type and time are.
 """
 
 from __future__ import annotations

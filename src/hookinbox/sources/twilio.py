@@ -26,7 +26,7 @@ from hookinbox._payload import FORM, decode_payload, form_fields, media_type
 from hookinbox.sources._base import (
     Headers,
     Identity,
-    Source,
+    SecretSource,
     configured_url,
     decode_digest,
     event_key,
@@ -34,7 +34,6 @@ from hookinbox.sources._base import (
     optional_text,
     require_header,
     require_match,
-    utf8_keys,
 )
 
 ALGORITHMS = {"HMAC_SHA1": "sha1", "HMAC_SHA256": "sha256"}
@@ -80,7 +79,7 @@ def signed_form(body: bytes) -> bytes:
     return "".join(parts).encode()
 
 
-class Twilio(Source):
+class Twilio(SecretSource):
     default_name = "twilio"
     # Twilio retries only as a connection override (`#rc=`) asks, within seconds; no resend.
     redelivery_window = timedelta(days=1)
@@ -98,8 +97,7 @@ class Twilio(Source):
         name: str | None = None,
         key_fields: Sequence[str] | None = None,
     ) -> None:
-        super().__init__(name=name)
-        self._keys = utf8_keys(secret)
+        super().__init__(secret=secret, name=name)
         self.url = configured_url(url, "url")
         try:
             self._url_forms = url_forms(self.url)
