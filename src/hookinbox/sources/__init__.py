@@ -1,10 +1,16 @@
 """Webhook sources: how each provider signs a delivery and where its event id lives."""
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from hookinbox.sources._base import Headers, Identity, Source, normalize_headers
 from hookinbox.sources.generic import HMACSource
 from hookinbox.sources.github import GitHub
 from hookinbox.sources.gitlab import GitLab, GitLabSigned
 from hookinbox.sources.lemonsqueezy import LemonSqueezy
+from hookinbox.sources.mollie import Mollie, MollieClassic
 from hookinbox.sources.paddle import Paddle
 from hookinbox.sources.shopify import Shopify
 from hookinbox.sources.slack import Slack
@@ -12,6 +18,26 @@ from hookinbox.sources.square import Square
 from hookinbox.sources.standard_webhooks import StandardWebhooks
 from hookinbox.sources.stripe import Stripe
 from hookinbox.sources.twilio import Twilio
+
+if TYPE_CHECKING:
+    from hookinbox.sources._mollie_api import MollieAPI
+    from hookinbox.sources._paypal_api import PayPalAPI
+    from hookinbox.sources.paypal import PayPal
+
+# Loaded on first use: they import cryptography and httpx, which would add about a quarter of
+# a second to every process that imports hookinbox (the CLI, each server and worker process).
+_LAZY = {
+    "MollieAPI": "hookinbox.sources._mollie_api",
+    "PayPal": "hookinbox.sources.paypal",
+    "PayPalAPI": "hookinbox.sources._paypal_api",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "GitHub",
@@ -21,7 +47,12 @@ __all__ = [
     "Headers",
     "Identity",
     "LemonSqueezy",
+    "Mollie",
+    "MollieAPI",
+    "MollieClassic",
     "Paddle",
+    "PayPal",
+    "PayPalAPI",
     "Shopify",
     "Slack",
     "Source",

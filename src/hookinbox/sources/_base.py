@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal
 from hookinbox._errors import (
     BadSignature,
     ConfigurationError,
+    Handshake,
     MissingHeader,
     PayloadError,
     TimestampOutOfTolerance,
@@ -53,6 +54,10 @@ class Identity:
     event_type: str | None
     occurred_at: datetime | None
     payload: Any
+    body: bytes | None = None
+    """What to store instead of the delivery's body; None stores the body as received.
+    A fetch-to-verify source (Mollie classic) stores the resource it fetched: the call
+    itself carries only an id, and the fetched resource is what handlers need."""
 
 
 def normalize_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -215,6 +220,15 @@ def fields_identity(
     )
 
 
+def check_prefixed_hex_hmac(
+    header: str, body: bytes, keys: Sequence[bytes], *, prefix: str, name: str
+) -> None:
+    """`header` is `prefix` + the hex HMAC-SHA256 of `body` under one of `keys` (GitHub, Mollie,
+    Lemon Squeezy). Raises `BadSignature` naming the header `name` when the shape is wrong or
+    nothing matches."""
+    require_match(keys, [decode_digest(header, what=name, prefix=prefix)], body)
+
+
 def parse_json(body: bytes) -> Any:
     """Parse the body, turning every way JSON can fail into `PayloadError`."""
     try:
@@ -284,6 +298,9 @@ class Source(ABC):
     The retention must be longer, or a pruned key could no longer deduplicate a redelivery."""
     stored_headers: tuple[str, ...] = ()
     """Header names (lower case) kept with the event to re-verify and audit it. Never secrets."""
+    verifies_over_network: ClassVar[bool] = False
+    """True when verifying may call the provider (a certificate, an API): the ASGI app then
+    verifies in a worker thread instead of on its event loop."""
 
     def __init__(self, *, name: str | None = None) -> None:
         self.name = self.default_name if name is None else name
@@ -302,13 +319,21 @@ class Source(ABC):
         """The answer to a verified delivery that is a handshake rather than an event.
 
         A dict is answered at once with 200 and nothing is stored (Slack's `url_verification`
-        challenge); None, the default, goes on to `identify`. Called only after `verify`.
+        challenge); None, the default, goes on to `identify`. Called by `authenticate`, only
+        after `verify` succeeded; may raise `PayloadError`.
         """
         return None
 
     def authenticate(self, headers: Headers, body: bytes, *, now: float) -> Identity:
-        """Verify, then identify: the body is not decoded before it is proven authentic."""
+        """Verify, then identify: the body is not decoded before it is proven authentic.
+
+        A verified handshake raises `Handshake` with the source's answer (the receiver sends
+        it with 200 and stores nothing).
+        """
         self.verify(headers, body, now=now)
+        answer = self.handshake(headers, body)
+        if answer is not None:
+            raise Handshake(answer)
         return self.identify(headers, body)
 
     def headers_to_store(self, headers: Headers) -> dict[str, str]:

@@ -17,12 +17,11 @@ from hookinbox.sources._base import (
     Headers,
     Identity,
     Source,
-    decode_digest,
+    check_prefixed_hex_hmac,
     event_key,
     optional_text,
     parse_json,
     require_header,
-    require_match,
     utf8_keys,
 )
 
@@ -54,8 +53,7 @@ class GitHub(Source):
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         header = require_header(headers, "x-hub-signature-256")
-        candidate = decode_digest(header, what="X-Hub-Signature-256", prefix=PREFIX)
-        require_match(self._keys, [candidate], body)
+        check_prefixed_hex_hmac(header, body, self._keys, prefix=PREFIX, name="X-Hub-Signature-256")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json(body)

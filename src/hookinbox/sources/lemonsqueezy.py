@@ -20,13 +20,12 @@ from hookinbox.sources._base import (
     Headers,
     Identity,
     SecretSource,
-    decode_digest,
+    check_prefixed_hex_hmac,
     event_key,
     lookup,
     parse_json_object,
     parse_time,
     require_header,
-    require_match,
 )
 
 
@@ -46,8 +45,8 @@ class LemonSqueezy(SecretSource):
     stored_headers = ("x-signature", "x-event-name")
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        candidate = decode_digest(require_header(headers, "x-signature"), what="X-Signature")
-        require_match(self._keys, [candidate], body)
+        header = require_header(headers, "x-signature")
+        check_prefixed_hex_hmac(header, body, self._keys, prefix="", name="X-Signature")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
