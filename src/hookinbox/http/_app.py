@@ -52,8 +52,13 @@ async def read_body(receive: Receive, declared: bytes | None, limit: int) -> byt
             return b"".join(chunks)
 
 
+def encode_reply(reply: Reply) -> bytes:
+    """The JSON body of a reply, byte for byte the same from every adapter."""
+    return json.dumps(reply.body, separators=(",", ":")).encode()
+
+
 async def send_reply(send: Send, reply: Reply) -> None:
-    body = json.dumps(reply.body, separators=(",", ":")).encode()
+    body = encode_reply(reply)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
@@ -64,6 +69,38 @@ async def send_reply(send: Send, reply: Reply) -> None:
     ]
     await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def answer(
+    receiver: Receiver, source: str, raw_headers: list[tuple[bytes, bytes]], receive: Receive
+) -> Reply | None:
+    """Read one delivery from an ASGI `receive` and decide its reply; None if the client left.
+
+    The raw ASGI app and the FastAPI router both answer through here.
+    """
+    try:
+        return await _deliver(receiver, source, raw_headers, receive)
+    except ClientGone:
+        return None  # nobody is left to answer
+    except Exception:  # a bug in hookinbox: log it, answer without the traceback
+        log.exception("unexpected error receiving a delivery")
+        return Reply(500, {"status": "error", "error": "internal"})
+
+
+async def _deliver(
+    receiver: Receiver, source: str, raw_headers: list[tuple[bytes, bytes]], receive: Receive
+) -> Reply:
+    if source not in receiver.sources:
+        # Answer before reading: an unknown source gets no buffer at all.
+        return receiver.receive(source, {}, b"")
+    declared = next((v for k, v in raw_headers if k == b"content-length"), None)
+    try:
+        body = await read_body(receive, declared, receiver.max_body_size)
+    except BodyTooLarge:
+        return receiver.reject_too_large(source)
+    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
+    reply: Reply = await anyio.to_thread.run_sync(receiver.receive, source, headers, body)
+    return reply
 
 
 class WebhookApp:
@@ -79,14 +116,9 @@ class WebhookApp:
         if source is None:
             await self.fallback(scope, receive, send)
             return
-        try:
-            reply = await self._deliver(scope, receive, source)
-        except ClientGone:
-            return  # nobody is left to answer
-        except Exception:  # a bug in hookinbox: log it, answer without the traceback
-            log.exception("unexpected error receiving a delivery")
-            reply = Reply(500, {"status": "error", "error": "internal"})
-        await send_reply(send, reply)
+        reply = await answer(self.receiver, source, scope["headers"], receive)
+        if reply is not None:
+            await send_reply(send, reply)
 
     def _source(self, scope: Scope) -> str | None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -99,21 +131,6 @@ class WebhookApp:
             return None
         source = path[len(self.prefix) :]
         return source if source and "/" not in source else None
-
-    async def _deliver(self, scope: Scope, receive: Receive, source: str) -> Reply:
-        receiver = self.receiver
-        if source not in receiver.sources:
-            # Answer before reading: an unknown source gets no buffer at all.
-            return receiver.receive(source, {}, b"")
-        raw_headers: list[tuple[bytes, bytes]] = scope["headers"]
-        declared = next((v for k, v in raw_headers if k == b"content-length"), None)
-        try:
-            body = await read_body(receive, declared, receiver.max_body_size)
-        except BodyTooLarge:
-            return receiver.reject_too_large(source)
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
-        reply: Reply = await anyio.to_thread.run_sync(receiver.receive, source, headers, body)
-        return reply
 
 
 def _respond(reply: Reply) -> Response:
