@@ -11,9 +11,25 @@ from django.core.management.base import BaseCommand
 from hookinbox.django._inbox import configured_inbox
 from hookinbox.processing import WorkerOptions
 
+# (flag, type, default, help): each defaults to HOOKINBOX_<FLAG>, as `hookinbox worker` does.
+_NUMBERS: tuple[tuple[str, type[int] | type[float], str, str], ...] = (
+    ("concurrency", int, "4", "Events processed at once (threads)."),
+    ("relay-concurrency", int, "4", "Outbox messages delivered at once (threads)."),
+    ("lease-seconds", float, "60", "How soon an event held by a killed worker is retried."),
+    ("grace-period", float, "30", "On SIGTERM, seconds to let attempts in flight finish."),
+    (
+        "poll-interval",
+        float,
+        "",
+        "Seconds between checks when nothing wakes the worker "
+        "(unset: 0.05 on SQLite, 1 on PostgreSQL).",
+    ),
+    ("metrics-port", int, "", "Serve Prometheus metrics on this port."),
+)
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(f"HOOKINBOX_{name}", default)
+
+def _variable(flag: str) -> str:
+    return "HOOKINBOX_" + flag.replace("-", "_").upper()
 
 
 class Command(BaseCommand):
@@ -21,53 +37,22 @@ class Command(BaseCommand):
         "Process the stored events of settings.HOOKINBOX_INBOX, and deliver its outbox "
         "messages, until SIGTERM or SIGINT. On SIGTERM it stops leasing and lets the attempts "
         "in flight finish within --grace-period, then exits 0; if some are still running it "
-        "exits 1 at once and they roll back. Each option defaults to its HOOKINBOX_* variable."
+        "exits 1 at once and they roll back."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument(
-            "--concurrency",
-            type=int,
-            default=int(_env("CONCURRENCY", "4")),
-            help="Events processed at once (threads) [HOOKINBOX_CONCURRENCY, default 4].",
-        )
-        parser.add_argument(
-            "--relay-concurrency",
-            type=int,
-            default=int(_env("RELAY_CONCURRENCY", "4")),
-            help="Outbox messages delivered at once [HOOKINBOX_RELAY_CONCURRENCY, default 4].",
-        )
-        parser.add_argument(
-            "--lease-seconds",
-            type=float,
-            default=float(_env("LEASE_SECONDS", "60")),
-            help="How soon an event held by a killed worker is retried "
-            "[HOOKINBOX_LEASE_SECONDS, default 60].",
-        )
-        parser.add_argument(
-            "--grace-period",
-            type=float,
-            default=float(_env("GRACE_PERIOD", "30")),
-            help="On SIGTERM, seconds to let attempts in flight finish "
-            "[HOOKINBOX_GRACE_PERIOD, default 30].",
-        )
-        parser.add_argument(
-            "--poll-interval",
-            type=float,
-            default=float(_env("POLL_INTERVAL", "0")) or None,
-            help="Seconds between checks when nothing wakes the worker "
-            "[HOOKINBOX_POLL_INTERVAL, default 0.05 SQLite, 1 PostgreSQL].",
-        )
-        parser.add_argument(
-            "--metrics-port",
-            type=int,
-            default=int(_env("METRICS_PORT", "0")) or None,
-            help="Serve Prometheus metrics on this port [HOOKINBOX_METRICS_PORT].",
-        )
+        for flag, kind, default, text in _NUMBERS:
+            value = os.environ.get(_variable(flag), default)
+            parser.add_argument(
+                f"--{flag}",
+                type=kind,
+                default=kind(value) if value else None,
+                help=f"{text} [{_variable(flag)}" + (f", default {default}]" if default else "]"),
+            )
         parser.add_argument(
             "--no-relay",
             action="store_true",
-            default=_env("NO_RELAY", "") not in ("", "0", "false"),
+            default=os.environ.get("HOOKINBOX_NO_RELAY", "") not in ("", "0", "false"),
             help="Do not deliver outbox messages [HOOKINBOX_NO_RELAY].",
         )
         parser.add_argument(
