@@ -4,7 +4,7 @@ A thin shell around `Receiver`: it reads the body with a cap, hands it to the re
 worker thread (storage is synchronous SQLAlchemy, shared with `Inbox.receive` and the worker),
 and writes the reply. All decisions about status codes live in the receiver.
 
-The delivery path is a plain ASGI callable; everything else (probes, metrics, the 405s) goes to
+The delivery path is a plain ASGI callable; everything else (probes, metrics) goes to
 a small Starlette app behind it. A profile of the ingest path showed Starlette's request,
 middleware and response layers at about a fifth of the CPU per delivery, for nothing the
 delivery path needs: it parses no form, sets no cookie, and handles its own errors.
@@ -103,8 +103,12 @@ async def _deliver(
     return reply
 
 
+PROBES = frozenset({"healthz", "readyz", "metrics"})
+"""Paths of the fallback app, never taken for a source name under a mount point."""
+
+
 class WebhookApp:
-    """`POST {path}/{source}` handled directly; any other request goes to `fallback`."""
+    """Deliveries (`{path}/{source}`) handled directly; any other request goes to `fallback`."""
 
     def __init__(self, receiver: Receiver, path: str, fallback: ASGIApp) -> None:
         self.receiver = receiver
@@ -116,21 +120,41 @@ class WebhookApp:
         if source is None:
             await self.fallback(scope, receive, send)
             return
+        if scope["method"] != "POST":
+            await send_not_allowed(send)
+            return
         reply = await answer(self.receiver, source, scope["headers"], receive)
         if reply is not None:
             await send_reply(send, reply)
 
     def _source(self, scope: Scope) -> str | None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http":
             return None
         path: str = scope["path"]
         root: str = scope.get("root_path", "")
-        if root and path.startswith(root):  # mounted under a prefix
+        mounted = bool(root) and path.startswith(root)
+        if mounted:
             path = path[len(root) :]
-        if not path.startswith(self.prefix):
+        if path.startswith(self.prefix):
+            source = path[len(self.prefix) :]
+        elif mounted and path.startswith("/") and path[1:] not in PROBES:
+            # The mount point may be the prefix itself: app.mount("/webhooks", inbox.asgi())
+            # serves /webhooks/{source} (and /webhooks/webhooks/{source}, as before).
+            source = path[1:]
+        else:
             return None
-        source = path[len(self.prefix) :]
         return source if source and "/" not in source else None
+
+
+async def send_not_allowed(send: Send) -> None:
+    body = b"Method Not Allowed"
+    headers = [
+        (b"allow", b"POST"),
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 405, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _respond(reply: Reply) -> Response:
@@ -139,9 +163,6 @@ def _respond(reply: Reply) -> Response:
 
 def create_app(receiver: Receiver, *, path: str = "/webhooks") -> ASGIApp:
     """An ASGI app serving `receiver`; mount it under any prefix."""
-
-    async def not_allowed(_request: Request) -> Response:
-        return Response("Method Not Allowed", 405, headers={"Allow": "POST"})
 
     async def healthz(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -157,9 +178,7 @@ def create_app(receiver: Receiver, *, path: str = "/webhooks") -> ASGIApp:
         body, content_type = await anyio.to_thread.run_sync(exposition, receiver.store)
         return Response(body, media_type=content_type)
 
-    methods = ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"]
     routes = [
-        Route(f"{path.rstrip('/')}/{{source}}", not_allowed, methods=methods),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
