@@ -16,12 +16,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
-import sqlalchemy as sa
 from fastapi import FastAPI
 
 import hookinbox.fastapi
 from hookinbox import WorkerOptions
-from hookinbox.examples.shop import inbox, orders
+from hookinbox.examples.shop import all_orders, inbox
 
 
 @asynccontextmanager
@@ -44,6 +43,4 @@ app.include_router(hookinbox.fastapi.router(inbox))
 
 @app.get("/orders")
 def list_orders() -> list[dict[str, Any]]:
-    with inbox.store.reading() as connection:
-        rows = connection.execute(sa.select(orders).order_by(orders.c.id)).mappings()
-        return [dict(row) for row in rows]
+    return all_orders()

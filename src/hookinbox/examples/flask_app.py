@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from flask import Flask
 
 import hookinbox.flask
-from hookinbox.examples.shop import inbox, orders
+from hookinbox.examples.shop import all_orders, inbox
 
 __all__ = ["app", "inbox"]
 
@@ -26,6 +25,4 @@ app.register_blueprint(hookinbox.flask.blueprint(inbox))
 
 @app.get("/orders")
 def list_orders() -> list[dict[str, Any]]:
-    with inbox.store.reading() as connection:
-        rows = connection.execute(sa.select(orders).order_by(orders.c.id)).mappings()
-        return [dict(row) for row in rows]
+    return all_orders()
