@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 
-import pytest
 from fastapi import FastAPI
 
 import hookinbox.fastapi
 from hookinbox import Inbox
-from tests.apps.basic import STRIPE_SECRET, build
+from tests.apps.basic import STRIPE_SECRET
 from tests.frameworks.contract import check_contract, wait_for_order
 from tests.support.asgi import ASGIClient
 from tests.support.server import free_port, serving
 from tests.support.signing import stripe_delivery, stripe_event
-
-
-@pytest.fixture
-def inbox(db_url: str) -> Iterator[Inbox]:
-    inbox = build(db_url)
-    yield inbox
-    inbox.close()
 
 
 def test_mounting_the_inbox_app_at_its_own_prefix(inbox: Inbox) -> None:

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 
-import pytest
 from flask import Flask
 
 import hookinbox.flask
 from hookinbox import Inbox
-from tests.apps.basic import STRIPE_SECRET, build
+from tests.apps.basic import STRIPE_SECRET
 from tests.frameworks.contract import check_contract, wait_for_order
 from tests.support.server import free_port, serving
 from tests.support.signing import stripe_delivery, stripe_event
 from tests.support.workers import WorkerProcess
-
-
-@pytest.fixture
-def inbox(db_url: str) -> Iterator[Inbox]:
-    inbox = build(db_url)
-    yield inbox
-    inbox.close()
 
 
 def test_a_view_of_your_own_answers_with_respond(inbox: Inbox) -> None:

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.utils import InterfaceError, OperationalError
-from sqlalchemy import Connection
+from sqlalchemy import Connection, event
 
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
 from hookinbox.django._engine import django_engine
 from hookinbox.storage import LATEST_VERSION, Store, StoreOptions
+
+_SPOILED = (
+    "a database error inside the handlers spoiled the transaction; wrap an ORM call whose "
+    "error you catch in its own transaction.atomic()"
+)
 
 
 class TransactionBroken(HookinboxError):
@@ -30,8 +36,17 @@ class DjangoStore(Store):
     def __init__(self, using: str = DEFAULT_DB_ALIAS, options: StoreOptions | None = None) -> None:
         self.using = using
         engine = django_engine(using)
+        event.listen(engine, "before_cursor_execute", self._refuse_spoiled_transaction)
         # Django's migrations create the tables (`manage.py migrate hookinbox`): only check.
         super().__init__(engine.url, options, auto_migrate=False, engine=engine)
+
+    def _refuse_spoiled_transaction(self, *_args: Any) -> None:
+        # An ORM query failed and its error was caught without an atomic() block of its own.
+        # Django will roll back at the end of the block whatever happens next (and PostgreSQL
+        # refuses every statement until then): say so at hookinbox's next statement, not with
+        # the driver's "current transaction is aborted" or, on SQLite, a silent rollback.
+        if connections[self.using].needs_rollback:
+            raise TransactionBroken(_SPOILED)
 
     def ensure_schema(self) -> None:
         try:
@@ -54,14 +69,8 @@ class DjangoStore(Store):
             with _django_errors(), transaction.atomic(using=self.using):
                 with super()._begin() as connection:
                     yield connection
-                if django_connection.needs_rollback:
-                    # An ORM query failed and its error was caught without an atomic() block
-                    # of its own. Django would now roll back silently at the end of the block,
-                    # while hookinbox believed the work committed: fail the attempt instead.
-                    raise TransactionBroken(
-                        "a database error inside the handlers spoiled the transaction; wrap "
-                        "an ORM call whose error you catch in its own transaction.atomic()"
-                    )
+                if django_connection.needs_rollback:  # spoiled after hookinbox's last statement
+                    raise TransactionBroken(_SPOILED)
         except StoreUnavailable:
             if outermost:
                 django_connection.close()  # perhaps broken: the next transaction reconnects
