@@ -14,8 +14,14 @@ USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 INSTALLED_APPS = ["hookinbox.django", "tests.django_project.probe"]
 HOOKINBOX_INBOX = "tests.django_project.probe.webhooks.inbox"
+# What a real project has on: CSRF checks (providers send no token) and request transactions.
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+]
 
-DATABASES = {"default": database(os.environ["PROBE_DATABASE_URL"])}
+DATABASES = {"default": {**database(os.environ["PROBE_DATABASE_URL"]), "ATOMIC_REQUESTS": True}}
 if os.environ.get("PROBE_SQLITE_TRANSACTION_MODE"):  # the system check's test
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = os.environ[
         "PROBE_SQLITE_TRANSACTION_MODE"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from hookinbox._inbox import Inbox
+from hookinbox.django._inbox import DjangoInbox
 from hookinbox.http._app import encode_reply
 from hookinbox.http._blocking import answer_blocking
 
@@ -43,7 +44,6 @@ def webhook_view(inbox: Inbox) -> View:
             content_type="application/json",
         )
 
-    view: View = transaction.non_atomic_requests(using=getattr(inbox, "using", None) or "default")(
-        receive_webhook
-    )
+    using = inbox.using if isinstance(inbox, DjangoInbox) else DEFAULT_DB_ALIAS
+    view: View = transaction.non_atomic_requests(using=using)(receive_webhook)
     return view

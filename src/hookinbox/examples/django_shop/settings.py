@@ -19,6 +19,11 @@ INSTALLED_APPS = [
     "hookinbox.examples.django_shop.orders",
 ]
 HOOKINBOX_INBOX = "hookinbox.examples.django_shop.orders.webhooks.inbox"  # hookinbox
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",  # the webhook view is exempt: providers sign
+]
 
 
 def database(url: str) -> dict[str, Any]:
