@@ -8,6 +8,7 @@ from hookinbox._errors import (
     BadSignature,
     BodyTooLarge,
     ConfigurationError,
+    DeliveryIgnored,
     HookinboxError,
     MissingHeader,
     NotReady,
@@ -16,12 +17,13 @@ from hookinbox._errors import (
     TimestampOutOfTolerance,
     UnknownSource,
     VerificationError,
+    VerificationUnavailable,
 )
 from hookinbox._inbox import Inbox
 from hookinbox._model import Event, Message, Status
 from hookinbox._receiver import Outcome, Reply
 from hookinbox.processing import HandlerContext, RetryPolicy, WorkerOptions
-from hookinbox.storage import StoreOptions
+from hookinbox.storage import GroupCommit, StoreOptions
 
 __version__ = "0.1.0"
 
@@ -29,7 +31,9 @@ __all__ = [
     "BadSignature",
     "BodyTooLarge",
     "ConfigurationError",
+    "DeliveryIgnored",
     "Event",
+    "GroupCommit",
     "HandlerContext",
     "HookinboxError",
     "Inbox",
@@ -46,5 +50,6 @@ __all__ = [
     "TimestampOutOfTolerance",
     "UnknownSource",
     "VerificationError",
+    "VerificationUnavailable",
     "WorkerOptions",
 ]

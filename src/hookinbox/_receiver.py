@@ -20,15 +20,17 @@ from typing import Any
 from sqlalchemy import Connection
 
 from hookinbox._errors import (
+    DeliveryIgnored,
     NotReady,
     PayloadError,
     StoreUnavailable,
     VerificationError,
+    VerificationUnavailable,
 )
 from hookinbox._metrics import count_delivery
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox.sources import Source, normalize_headers
-from hookinbox.storage import Store, record_delivery
+from hookinbox.storage import GroupCommitter, Store, record_delivery
 
 log = logging.getLogger("hookinbox.ingest")
 
@@ -44,6 +46,7 @@ class Outcome(StrEnum):
 
     ACCEPTED = "accepted"
     DUPLICATE = "duplicate"
+    IGNORED = "ignored"  # a fetch-to-verify source found no such resource: nothing kept
     INVALID_SIGNATURE = "invalid_signature"
     BAD_REQUEST = "bad_request"
     UNKNOWN_SOURCE = "unknown_source"
@@ -74,6 +77,15 @@ def _reject(status_code: int, outcome: Outcome, detail: str, **headers: str) -> 
     return Reply(status_code, body, dict(headers), outcome)
 
 
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """A delivery that passed verification and waits to be stored."""
+
+    delivery: NewDelivery
+    started: float
+    """`time.perf_counter()` when the delivery reached the receiver (for the ack latency)."""
+
+
 class Receiver:
     """Turns (source name, headers, raw body) into a stored event and a `Reply`."""
 
@@ -88,8 +100,10 @@ class Receiver:
         on_new_event: Callable[[], None] | None = None,
         retention: timedelta | None = None,
         clock: Callable[[], float] = time.time,
+        committer: GroupCommitter | None = None,
     ) -> None:
         self.store = store
+        self.committer = committer
         self.sources = sources
         self.max_body_size = max_body_size
         self.retry_after = retry_after
@@ -104,6 +118,22 @@ class Receiver:
         headers: Mapping[str, str] | Iterable[tuple[str, str]],
         body: bytes,
     ) -> Reply:
+        step = self.verify(source_name, headers, body)
+        if isinstance(step, Reply):
+            return step
+        try:
+            recorded = self._store(step.delivery)
+        except Exception as error:
+            return self.conclude(step, error)
+        return self.conclude(step, recorded)
+
+    def verify(
+        self,
+        source_name: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        body: bytes,
+    ) -> Reply | Verified:
+        """The first half of `receive`: a `Verified` delivery to store, or the final reply."""
         started = time.perf_counter()
         source = self.sources.get(source_name)
         if source is None:
@@ -111,15 +141,36 @@ class Receiver:
         elif len(body) > self.max_body_size:
             reply = self._too_large()
         else:
-            reply = self._receive(source, normalize_headers(headers), body)
-        elapsed = time.perf_counter() - started
-        self._log(source_name, reply, elapsed)
-        # An unknown source's name comes from the URL: never a metric label (cardinality).
-        label = source_name if source is not None else "unknown"
-        count_delivery(
-            label, reply.event_type, reply.outcome.value, elapsed, key_conflict=reply.key_conflict
-        )
-        return reply
+            step = self._verify(source, normalize_headers(headers), body, started)
+            if isinstance(step, Verified):
+                return step
+            reply = step
+        return self._finish(source_name, reply, started, known=source is not None)
+
+    def committer_for(self, verified: Verified) -> GroupCommitter | None:
+        """The group committer that stores this delivery, or None to store it in a thread
+        of its own (group commit off, or an inline source, whose handlers share the insert's
+        transaction)."""
+        if verified.delivery.source in self.inline:
+            return None
+        return self.committer
+
+    def store_verified(self, verified: Verified) -> Reply:
+        """The second half of `receive`, for a delivery that `verify` passed (blocking)."""
+        try:
+            recorded = self._store(verified.delivery)
+        except Exception as error:
+            return self.conclude(verified, error)
+        return self.conclude(verified, recorded)
+
+    def conclude(self, verified: Verified, result: RecordedDelivery | Exception) -> Reply:
+        """The reply for a verified delivery once storing it succeeded or raised `result`."""
+        delivery = verified.delivery
+        if isinstance(result, Exception):
+            reply = self._failed(delivery, result)
+        else:
+            reply = self._stored(delivery, result)
+        return self._finish(delivery.source, reply, verified.started, known=True)
 
     def reject_too_large(self, source_name: str) -> Reply:
         """For servers that stop reading a body once it passes the limit."""
@@ -134,7 +185,19 @@ class Receiver:
     def unavailable(self, detail: str) -> Reply:
         return _reject(503, Outcome.UNAVAILABLE, detail, **{"retry-after": str(self.retry_after)})
 
-    def _receive(self, source: Source, headers: Mapping[str, str], body: bytes) -> Reply:
+    def _finish(self, source_name: str, reply: Reply, started: float, *, known: bool) -> Reply:
+        elapsed = time.perf_counter() - started
+        self._log(source_name, reply, elapsed)
+        # An unknown source's name comes from the URL: never a metric label (cardinality).
+        label = source_name if known else "unknown"
+        count_delivery(
+            label, reply.event_type, reply.outcome.value, elapsed, key_conflict=reply.key_conflict
+        )
+        return reply
+
+    def _verify(
+        self, source: Source, headers: Mapping[str, str], body: bytes, started: float
+    ) -> Reply | Verified:
         now = self.clock()
         try:
             identity = source.authenticate(headers, body, now=now)
@@ -142,6 +205,11 @@ class Receiver:
             return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
         except PayloadError as error:
             return _reject(400, Outcome.BAD_REQUEST, error.message)
+        except VerificationUnavailable as error:
+            return self.unavailable(error.message)
+        except DeliveryIgnored:
+            return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
+        stored_body = body if identity.body is None else identity.body
         received_at = datetime.fromtimestamp(now, UTC)
         stale = (
             self.retention is not None
@@ -154,36 +222,45 @@ class Receiver:
             event_type=identity.event_type,
             occurred_at=identity.occurred_at,
             received_at=received_at,
-            body=body,
+            body=stored_body,
             headers=source.headers_to_store(headers),
-            body_sha256=hashlib.sha256(body).hexdigest(),
+            body_sha256=hashlib.sha256(stored_body).hexdigest(),
             stale=stale,
         )
-        try:
-            recorded = self._store(delivery)
-        except StoreUnavailable as error:
+        return Verified(delivery, started)
+
+    def _failed(self, delivery: NewDelivery, error: Exception) -> Reply:
+        if isinstance(error, StoreUnavailable):
             return self.unavailable(error.message)
-        except NotReady as error:
+        if isinstance(error, NotReady):
             return self._not_processed(f"not ready: {error.message}")
-        except Exception as error:
-            if source.name in self.inline:
-                log.exception("inline handler failed for %s %s", source.name, delivery.event_id)
-                return self._not_processed(f"handler raised {type(error).__name__}")
-            log.exception("unexpected error storing %s %s", source.name, delivery.event_id)
-            return Reply(500, {"status": "error", "error": "internal"}, {}, Outcome.ERROR)
+        if delivery.source in self.inline:
+            log.error(
+                "inline handler failed for %s %s",
+                delivery.source,
+                delivery.event_id,
+                exc_info=error,
+            )
+            return self._not_processed(f"handler raised {type(error).__name__}")
+        log.error(
+            "unexpected error storing %s %s", delivery.source, delivery.event_id, exc_info=error
+        )
+        return Reply(500, {"status": "error", "error": "internal"}, {}, Outcome.ERROR)
+
+    def _stored(self, delivery: NewDelivery, recorded: RecordedDelivery) -> Reply:
         if recorded.key_conflict:
             log.warning(
                 "key conflict: %s %s delivered again with a different body",
-                source.name,
+                delivery.source,
                 delivery.event_id,
-                extra={"source": source.name, "event_id": delivery.event_id},
+                extra={"source": delivery.source, "event_id": delivery.event_id},
             )
         if recorded.is_new and recorded.status is Status.PENDING and self.on_new_event:
             self.on_new_event()  # wakes a worker running in this process
         if recorded.is_new and recorded.status is Status.STALE:
             log.warning(
                 "%s %s occurred %s, before the retention: held as stale for an operator",
-                source.name,
+                delivery.source,
                 delivery.event_id,
                 delivery.occurred_at,
             )
@@ -194,6 +271,8 @@ class Receiver:
     def _store(self, delivery: NewDelivery) -> RecordedDelivery:
         process = self.inline.get(delivery.source)
         if process is None:
+            if self.committer is not None:
+                return self.committer.record(delivery)
             return self.store.record_delivery(delivery)
         # Inline: insert, handlers and processed mark share one transaction, so a handler that
         # fails leaves no claim behind and the provider's retry is treated as new.

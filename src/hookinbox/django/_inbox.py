@@ -25,7 +25,8 @@ class DjangoInbox(Inbox):
 
     Handlers may write with the Django ORM: their writes, `ctx.db`'s and the processed mark
     commit together in one `transaction.atomic()`, or roll back together. `using` names the
-    database in `settings.DATABASES`; every other keyword is `Inbox`'s.
+    database in `settings.DATABASES`; every other keyword is `Inbox`'s (`group_commit` is off
+    unless you turn it on).
     """
 
     def __init__(self, *, using: str = DEFAULT_DB_ALIAS, **options: Any) -> None:
@@ -35,6 +36,9 @@ class DjangoInbox(Inbox):
                     f"a DjangoInbox takes no {name}: it uses settings.DATABASES[{using!r}] and "
                     "Django's migrations"
                 )
+        # Each delivery commits in its own request's connection, as Django code expects (and
+        # Django's TestCase can see and roll back), not in a writer thread's shared transaction.
+        options.setdefault("group_commit", False)
         super().__init__(f"django:{using}", auto_migrate=False, **options)
         self.using = using
 
