@@ -29,7 +29,7 @@ def start_server(database_url: str, port: int, log: IO[str]) -> subprocess.Popen
         "--port", str(port), "--no-worker", "--log-level", "warning",
     )  # fmt: skip
     process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
-    _wait_ready(process, f"http://127.0.0.1:{port}", log)
+    _wait_ready(process, f"http://127.0.0.1:{port}/readyz", 200, log)
     return process
 
 

@@ -1,0 +1,61 @@
+"""The benchmarks keep working: each runs at its smoke size (seconds, no wrk, SQLite only).
+
+No figure is asserted (timings on a shared machine prove nothing); what is checked is that each
+benchmark runs to the end, measures every peer it was asked for, and that the exactly-once
+check inside the ingest benchmark finds hookinbox's effects undoubled.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_bench(script: str, *args: str) -> dict[str, object]:
+    """Run `bench/<script>` and return the raw results it saved."""
+    result = subprocess.run(
+        [sys.executable, f"bench/{script}", "--smoke", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = [line for line in result.stderr.splitlines() if "raw results: " in line]
+    assert saved, result.stderr[-2000:]
+    path = Path(saved[-1].split("raw results: ", 1)[1].split(" (")[0])
+    document: dict[str, object] = json.loads(path.read_text())
+    path.unlink()
+    return document
+
+
+def test_ingest_benchmark_runs_and_counts_doubled_effects() -> None:
+    document = run_bench(
+        "ingest.py", "--backends", "sqlite", "--workers", "1", "--peers", "hookinbox,bare,naive"
+    )
+    rows = document["results"]
+    assert isinstance(rows, list)
+    assert {r["peer"] for r in rows} == {"hookinbox", "bare", "naive"}
+    assert all(r["rate"]["median"] > 0 for r in rows)
+    doubled = {d["peer"]: d for d in document["doubled"]}  # type: ignore[attr-defined]
+    assert doubled["hookinbox"]["doubled"] == 0
+    assert doubled["hookinbox"]["effects"] == doubled["hookinbox"]["events"]
+
+
+@pytest.mark.parametrize(
+    ("script", "args"),
+    [
+        ("processing.py", ("--backends", "sqlite")),
+        ("growth.py", ("--backend", "sqlite")),
+        ("memory.py", ()),
+    ],
+)
+def test_benchmark_runs_at_smoke_size(script: str, args: tuple[str, ...]) -> None:
+    document = run_bench(script, *args)
+    assert document["benchmark"] == script.removesuffix(".py")
