@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,9 +26,9 @@ from hookinbox._errors import (
     StoreUnavailable,
     VerificationError,
 )
-from hookinbox._metrics import count_delivery
+from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
-from hookinbox.sources import Source, normalize_headers
+from hookinbox.sources import Identity, Source, normalize_headers
 from hookinbox.storage import Store, record_delivery
 
 log = logging.getLogger("hookinbox.ingest")
@@ -50,6 +51,7 @@ class Outcome(StrEnum):
     TOO_LARGE = "too_large"
     UNAVAILABLE = "unavailable"
     NOT_PROCESSED = "not_processed"  # inline mode: the handler raised, nothing was kept
+    IN_PROGRESS = "in_progress"  # Redis claim mode: another copy's handler is running
     ERROR = "error"
 
 
@@ -74,29 +76,30 @@ def _reject(status_code: int, outcome: Outcome, detail: str, **headers: str) -> 
     return Reply(status_code, body, dict(headers), outcome)
 
 
-class Receiver:
-    """Turns (source name, headers, raw body) into a stored event and a `Reply`."""
+def authenticate(
+    source: Source, headers: Mapping[str, str], body: bytes, now: float
+) -> Identity | Reply:
+    """The delivery's identity, or the reply to a delivery that is not authentic (401) or
+    names no event (400)."""
+    try:
+        return source.authenticate(headers, body, now=now)
+    except VerificationError as error:
+        return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
+    except PayloadError as error:
+        return _reject(400, Outcome.BAD_REQUEST, error.message)
 
-    def __init__(
-        self,
-        store: Store,
-        sources: Mapping[str, Source],
-        *,
-        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
-        retry_after: int = DEFAULT_RETRY_AFTER,
-        inline: Mapping[str, InlineProcessor] | None = None,
-        on_new_event: Callable[[], None] | None = None,
-        retention: timedelta | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.store = store
-        self.sources = sources
-        self.max_body_size = max_body_size
-        self.retry_after = retry_after
-        self.inline = inline or {}
-        self.on_new_event = on_new_event
-        self.retention = retention
-        self.clock = clock
+
+class BaseReceiver(ABC):
+    """What every receiver answers alike, and logs and counts alike.
+
+    The HTTP app and `Inbox.receive` talk to this contract only. `Receiver` stores each
+    event in the SQL database; `hookinbox.claims.ClaimReceiver` claims it in Redis and runs
+    its handlers inline. A subclass sets the three attributes and decides `_receive`.
+    """
+
+    sources: Mapping[str, Source]
+    max_body_size: int
+    retry_after: int
 
     def receive(
         self,
@@ -134,14 +137,84 @@ class Receiver:
     def unavailable(self, detail: str) -> Reply:
         return _reject(503, Outcome.UNAVAILABLE, detail, **{"retry-after": str(self.retry_after)})
 
+    @abstractmethod
+    def _receive(self, source: Source, headers: Mapping[str, str], body: bytes) -> Reply:
+        """Verify, keep and answer one delivery of a known source within the size limit."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise `StoreUnavailable` unless the backing store answers (the readiness probe)."""
+
+    @abstractmethod
+    def metrics(self) -> tuple[bytes, str]:
+        """The `/metrics` body and its content type."""
+
+    def _not_processed(self, detail: str) -> Reply:
+        body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}
+        headers = {"retry-after": str(self.retry_after)}
+        return Reply(503, body, headers, Outcome.NOT_PROCESSED)
+
+    def _log(self, source_name: str, reply: Reply, elapsed: float) -> None:
+        event_id = reply.body.get("event_id")
+        fields = {
+            "source": source_name,
+            "event_id": event_id,
+            "event_type": reply.event_type,
+            "outcome": reply.outcome.value,
+            "status_code": reply.status_code,
+            "latency_ms": round(elapsed * 1000, 2),
+        }
+        level = logging.INFO if reply.ok else logging.WARNING
+        detail = reply.body.get("detail", "")
+        log.log(
+            level,
+            "%s %s (%s): %s %d %.1f ms %s",
+            source_name,
+            event_id or "-",
+            reply.event_type or "-",
+            reply.outcome.value,
+            reply.status_code,
+            elapsed * 1000,
+            detail,
+            extra=fields,
+        )
+
+
+class Receiver(BaseReceiver):
+    """Turns (source name, headers, raw body) into a stored event and a `Reply`."""
+
+    def __init__(
+        self,
+        store: Store,
+        sources: Mapping[str, Source],
+        *,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        retry_after: int = DEFAULT_RETRY_AFTER,
+        inline: Mapping[str, InlineProcessor] | None = None,
+        on_new_event: Callable[[], None] | None = None,
+        retention: timedelta | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.sources = sources
+        self.max_body_size = max_body_size
+        self.retry_after = retry_after
+        self.inline = inline or {}
+        self.on_new_event = on_new_event
+        self.retention = retention
+        self.clock = clock
+
+    def ping(self) -> None:
+        self.store.ping()
+
+    def metrics(self) -> tuple[bytes, str]:
+        return exposition(self.store)
+
     def _receive(self, source: Source, headers: Mapping[str, str], body: bytes) -> Reply:
         now = self.clock()
-        try:
-            identity = source.authenticate(headers, body, now=now)
-        except VerificationError as error:
-            return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
-        except PayloadError as error:
-            return _reject(400, Outcome.BAD_REQUEST, error.message)
+        identity = authenticate(source, headers, body, now)
+        if isinstance(identity, Reply):
+            return identity
         received_at = datetime.fromtimestamp(now, UTC)
         stale = (
             self.retention is not None
@@ -202,36 +275,6 @@ class Receiver:
             if recorded.is_new and not delivery.stale:
                 process(connection, _inline_event(delivery, recorded))
             return recorded
-
-    def _not_processed(self, detail: str) -> Reply:
-        body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}
-        headers = {"retry-after": str(self.retry_after)}
-        return Reply(503, body, headers, Outcome.NOT_PROCESSED)
-
-    def _log(self, source_name: str, reply: Reply, elapsed: float) -> None:
-        event_id = reply.body.get("event_id")
-        fields = {
-            "source": source_name,
-            "event_id": event_id,
-            "event_type": reply.event_type,
-            "outcome": reply.outcome.value,
-            "status_code": reply.status_code,
-            "latency_ms": round(elapsed * 1000, 2),
-        }
-        level = logging.INFO if reply.ok else logging.WARNING
-        detail = reply.body.get("detail", "")
-        log.log(
-            level,
-            "%s %s (%s): %s %d %.1f ms %s",
-            source_name,
-            event_id or "-",
-            reply.event_type or "-",
-            reply.outcome.value,
-            reply.status_code,
-            elapsed * 1000,
-            detail,
-            extra=fields,
-        )
 
 
 def _inline_event(delivery: NewDelivery, recorded: RecordedDelivery) -> Event:
