@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from datetime import timedelta
 
@@ -242,3 +243,15 @@ def test_redis_gone_before_release_keeps_the_original_error(
         raise KeyError("the work failed")
     assert "could not release the claim" in caplog.text
     assert "expires after its 60 s lease" in caplog.text
+
+
+def test_a_hung_redis_is_unavailable_after_the_timeout() -> None:
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        claims = RedisClaims.from_url(f"redis://127.0.0.1:{port}/0", timeout=0.3)
+        started = time.monotonic()
+        with pytest.raises(ClaimStoreUnavailable, match="Redis is unreachable: TimeoutError"):
+            claims.claim("stripe", "evt_1")
+        assert time.monotonic() - started < 2, "a hung Redis must not hold the request"
