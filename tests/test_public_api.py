@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hookinbox
+import hookinbox.claims
 import hookinbox.sources
 
 
 def test_exports_are_sorted_and_importable() -> None:
-    for module in (hookinbox, hookinbox.sources):
+    for module in (hookinbox, hookinbox.sources, hookinbox.claims):
         assert module.__all__ == sorted(module.__all__)
         for name in module.__all__:
             assert getattr(module, name) is not None

@@ -228,7 +228,7 @@ class Inbox:
         """Point the inbox at another database (the CLI's --database-url) before first use."""
         if database_url == self.database_url:
             return
-        self._check_sql("a database URL")
+        self._check_sql("--database-url")
         self._check_not_started()
         self.database_url = database_url
 
@@ -239,7 +239,7 @@ class Inbox:
     def _check_sql(self, feature: str) -> None:
         if self.claims is not None:
             raise ConfigurationError(
-                f"{feature} needs the SQL database; an inbox with Redis claims has none"
+                f"no SQL database for {feature}: this inbox keeps its claims in Redis"
             )
 
     # -- running -------------------------------------------------------------------------
@@ -282,7 +282,7 @@ class Inbox:
         return self._receiver
 
     def _claim_receiver(self, claims: RedisClaims) -> BaseReceiver:
-        from hookinbox.claims import DEFAULT_IN_PROGRESS_STATUS, ClaimReceiver
+        from hookinbox.claims._receiver import DEFAULT_IN_PROGRESS_STATUS, ClaimReceiver
 
         return ClaimReceiver(
             claims,

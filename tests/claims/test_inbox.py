@@ -15,6 +15,7 @@ from hookinbox.claims import ClaimContext, ClaimState, RedisClaims
 from hookinbox.sources import GitHub, Stripe
 from tests.claims.conftest import PrivateRedis
 from tests.support.asgi import ASGIClient
+from tests.support.server import run_cli
 from tests.support.signing import stripe_delivery, stripe_event
 
 SECRET = "whsec_test_claims_inbox"
@@ -222,11 +223,11 @@ def test_redis_claims_need_inline_sources_and_no_sql_features(claims: RedisClaim
     with pytest.raises(ConfigurationError, match="no business_key, max_attempts or retry"):
         inbox.handler("github", "push", max_attempts=3)
     for needs_sql in (inbox.worker, inbox.migrate, inbox.prune, lambda: inbox.store):
-        with pytest.raises(ConfigurationError, match="an inbox with Redis claims has none"):
+        with pytest.raises(ConfigurationError, match="keeps its claims in Redis"):
             needs_sql()
-    with pytest.raises(ConfigurationError, match="the outbox needs the SQL database"):
+    with pytest.raises(ConfigurationError, match="no SQL database for the outbox"):
         inbox.destination("mail")(lambda message: None)
-    with pytest.raises(ConfigurationError, match="a database URL needs the SQL database"):
+    with pytest.raises(ConfigurationError, match="no SQL database for --database-url"):
         inbox.use_database("sqlite:///x.db")
     with pytest.raises(ConfigurationError, match="in Redis or in a database, not both"):
         Inbox("sqlite:///x.db", claims=claims)
@@ -243,3 +244,15 @@ def test_the_retention_must_cover_the_redelivery_window(redis_url: str, prefix: 
     forced.add_source(Stripe(secret=SECRET), inline=True)
     Inbox(claims=week).add_source(GitHub(secret="x"), inline=True)  # 3 days: fine
     week.close()
+
+
+def test_the_cli_refuses_what_needs_a_database_in_one_line() -> None:
+    worker = run_cli("worker", "tests.apps.claims_app:inbox")
+    assert worker.returncode == 2
+    assert worker.stderr.strip() == (
+        "error: no SQL database for the worker, prune, migrate and the operator commands: "
+        "this inbox keeps its claims in Redis"
+    )
+    served = run_cli("serve", "tests.apps.claims_app:inbox", "--database-url", "sqlite:///x.db")
+    assert served.returncode == 2
+    assert "no SQL database for --database-url" in served.stderr

@@ -16,25 +16,11 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from hookinbox._errors import AlreadyDone, ClaimStoreUnavailable, ClaimTaken, InProgress
 from hookinbox.claims._async import AsyncRedisClaims
-from hookinbox.claims._protocol import (
-    DEFAULT_CLAIM_RETENTION,
-    DEFAULT_LEASE_SECONDS,
-    DEFAULT_PREFIX,
-    Claim,
-    ClaimState,
-)
-from hookinbox.claims._receiver import (
-    DEFAULT_IN_PROGRESS_STATUS,
-    ClaimContext,
-    ClaimReceiver,
-)
+from hookinbox.claims._protocol import Claim, ClaimState
+from hookinbox.claims._receiver import ClaimContext, ClaimReceiver
 from hookinbox.claims._redis import RedisClaims
 
 __all__ = [
-    "DEFAULT_CLAIM_RETENTION",
-    "DEFAULT_IN_PROGRESS_STATUS",
-    "DEFAULT_LEASE_SECONDS",
-    "DEFAULT_PREFIX",
     "AlreadyDone",
     "AsyncRedisClaims",
     "Claim",
