@@ -1,4 +1,4 @@
-"""Benchmark 5, Redis claims: claim mode's deduplication beside the SQL insert path, one run.
+"""Benchmark: Redis claims. Claim mode's deduplication beside the SQL insert path, in one run.
 
     python bench/claims.py                     # everything: ~6 min
     python bench/claims.py --paths redis,sqlite --runs 1 --seconds 3   # a quick look

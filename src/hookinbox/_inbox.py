@@ -90,6 +90,12 @@ class Inbox:
     ) -> None:
         if claims is not None and database_url is not None:
             raise ConfigurationError("an inbox keeps claims in Redis or in a database, not both")
+        if claims is None and in_progress_status is not None:
+            raise ConfigurationError("in_progress_status applies to an inbox with Redis claims")
+        if claims is not None:
+            from hookinbox.claims._receiver import check_in_progress_status
+
+            check_in_progress_status(in_progress_status)  # refused now, not at the first delivery
         self.claims = claims
         self.in_progress_status = in_progress_status
         self.database_url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
@@ -137,6 +143,9 @@ class Inbox:
                 raise ConfigurationError(
                     "an inbox with Redis claims has no queue: add sources with inline=True"
                 )
+            from hookinbox.claims._protocol import check_source
+
+            check_source(source.name)  # now, not at the first delivery
             retention = self.claims.retention
         check_retention(retention, [source], force=self.allow_short_retention)
         self.sources[source.name] = source
@@ -282,13 +291,13 @@ class Inbox:
         return self._receiver
 
     def _claim_receiver(self, claims: RedisClaims) -> BaseReceiver:
-        from hookinbox.claims._receiver import DEFAULT_IN_PROGRESS_STATUS, ClaimReceiver
+        from hookinbox.claims import ClaimReceiver
 
         return ClaimReceiver(
             claims,
             self.sources,
             self.handlers,
-            in_progress_status=self.in_progress_status or DEFAULT_IN_PROGRESS_STATUS,
+            in_progress_status=self.in_progress_status,
             max_body_size=self.max_body_size,
             retry_after=self.retry_after,
             clock=self.clock,

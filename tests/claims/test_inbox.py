@@ -158,6 +158,15 @@ def test_in_progress_may_be_answered_200_duplicate(claims: RedisClaims, effects:
     assert effects.done == ["evt_1"]
 
 
+def test_a_foreign_value_under_the_prefix_is_a_500_not_a_traceback(
+    inbox: Inbox, claims: RedisClaims, prefix: str, effects: Effects
+) -> None:
+    claims.client.set(f"{prefix}:stripe/evt_1", "not a claim")
+    reply = deliver(inbox, "evt_1")
+    assert (reply.status_code, reply.body) == (500, {"status": "error", "error": "internal"})
+    assert effects.done == []
+
+
 def test_a_bad_signature_claims_nothing(inbox: Inbox, claims: RedisClaims) -> None:
     headers, body = stripe_delivery(stripe_event("evt_1"), "whsec_wrong")
     reply = inbox.receive("stripe", headers, body)
@@ -229,10 +238,14 @@ def test_redis_claims_need_inline_sources_and_no_sql_features(claims: RedisClaim
         inbox.destination("mail")(lambda message: None)
     with pytest.raises(ConfigurationError, match="no SQL database for --database-url"):
         inbox.use_database("sqlite:///x.db")
+    with pytest.raises(ConfigurationError, match="hash tag"):
+        inbox.add_source(GitHub(secret="x", name="{github}"), inline=True)
     with pytest.raises(ConfigurationError, match="in Redis or in a database, not both"):
         Inbox("sqlite:///x.db", claims=claims)
     with pytest.raises(ConfigurationError, match="in_progress_status is 409"):
-        _ = Inbox(claims=claims, in_progress_status=202).receiver
+        Inbox(claims=claims, in_progress_status=202)
+    with pytest.raises(ConfigurationError, match="in_progress_status applies to an inbox with"):
+        Inbox("sqlite:///x.db", in_progress_status=200)
     assert "RedisClaims(prefix=" in repr(inbox)
 
 

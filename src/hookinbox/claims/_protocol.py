@@ -147,13 +147,18 @@ def milliseconds(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
-def claim_key(prefix: str, source: str, event_id: str) -> str:
-    """`{prefix}:{source}/{event_id}`: a source has no `/`, so no two pairs share a key."""
+def check_source(source: str) -> None:
+    """Refuse a source name that cannot start a claim key."""
     if not isinstance(source, str) or not source or len(source) > MAX_SOURCE_LENGTH:
         raise ValueError(f"a claim's source is a name of 1 to {MAX_SOURCE_LENGTH} characters")
     if "/" in source:
         raise ValueError(f"a claim's source may not contain '/': {source!r}")
     _check_no_braces("the source", source)
+
+
+def claim_key(prefix: str, source: str, event_id: str) -> str:
+    """`{prefix}:{source}/{event_id}`: a source has no `/`, so no two pairs share a key."""
+    check_source(source)
     if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_EVENT_ID_LENGTH:
         raise ValueError(f"a claim's event id is 1 to {MAX_EVENT_ID_LENGTH} characters")
     return f"{prefix}:{source}/{event_id}"

@@ -52,6 +52,17 @@ or its process dies, a retry after the lease still runs the handler. 200 closes 
 once, and leaves the event to the other copy's own retry."""
 
 
+def check_in_progress_status(status: int | None) -> int:
+    """The status to answer a copy that arrives while another copy's handlers run."""
+    if status is None:
+        return DEFAULT_IN_PROGRESS_STATUS
+    if status not in IN_PROGRESS_STATUSES:
+        raise ConfigurationError(
+            f"in_progress_status is 409 (retry later) or 200 (duplicate), not {status!r}"
+        )
+    return status
+
+
 class ClaimContext:
     """Passed to handlers in Redis claim mode: there is no `db`, `ordering` or `outbox`."""
 
@@ -76,20 +87,15 @@ class ClaimReceiver(BaseReceiver):
         sources: Mapping[str, Source],
         handlers: HandlerRegistry,
         *,
-        in_progress_status: int = DEFAULT_IN_PROGRESS_STATUS,
+        in_progress_status: int | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         retry_after: int = DEFAULT_RETRY_AFTER,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if in_progress_status not in IN_PROGRESS_STATUSES:
-            raise ConfigurationError(
-                f"in_progress_status is 409 (retry later) or 200 (duplicate), "
-                f"not {in_progress_status!r}"
-            )
         self.claims = claims
         self.sources = sources
         self.handlers = handlers
-        self.in_progress_status = in_progress_status
+        self.in_progress_status = check_in_progress_status(in_progress_status)
         self.max_body_size = max_body_size
         self.retry_after = retry_after
         self.clock = clock
@@ -126,6 +132,9 @@ class ClaimReceiver(BaseReceiver):
             return self._answer(200, "duplicate", event, Outcome.DUPLICATE)
         except InProgress:
             return self._in_progress(event)
+        except Exception:  # a bug, or a foreign value under the prefix: logged, never a traceback
+            log.exception("unexpected error claiming %s %s", event.source, event.id)
+            return Reply(500, {"status": "error", "error": "internal"}, {}, Outcome.ERROR)
         return self._run(event, claim)
 
     def _run(self, event: Event, claim: Claim) -> Reply:
