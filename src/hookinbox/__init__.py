@@ -21,7 +21,7 @@ from hookinbox._inbox import Inbox
 from hookinbox._model import Event, Message, Status
 from hookinbox._receiver import Outcome, Reply
 from hookinbox.processing import HandlerContext, RetryPolicy, WorkerOptions
-from hookinbox.storage import StoreOptions
+from hookinbox.storage import GroupCommit, StoreOptions
 
 __version__ = "0.1.0"
 
@@ -30,6 +30,7 @@ __all__ = [
     "BodyTooLarge",
     "ConfigurationError",
     "Event",
+    "GroupCommit",
     "HandlerContext",
     "HookinboxError",
     "Inbox",

@@ -44,7 +44,7 @@ from hookinbox.processing import (
 )
 from hookinbox.processing._queues import EventQueue
 from hookinbox.sources import Source
-from hookinbox.storage import Store, StoreOptions, parse_url
+from hookinbox.storage import GroupCommit, GroupCommitter, Store, StoreOptions, parse_url
 from hookinbox.storage._notify import CHANNEL as EVENTS_CHANNEL
 from hookinbox.storage._notify import OUTBOX_CHANNEL
 
@@ -84,6 +84,7 @@ class Inbox:
         allow_short_retention: bool = False,
         prune_at: str | None = "04:00",
         auto_migrate: bool = True,
+        group_commit: GroupCommit | bool = True,
         clock: Callable[[], float] = time.time,
         claims: RedisClaims | None = None,
         in_progress_status: int | None = None,
@@ -103,6 +104,8 @@ class Inbox:
         self.max_body_size = max_body_size
         self.retry_after = retry_after
         self.auto_migrate = auto_migrate
+        # Concurrent deliveries share one transaction and one commit (docs/ingest.md).
+        self.group_commit = _group_commit(group_commit)
         self.clock = clock
         self.retry = retry or RetryPolicy()
         self.outbox_retry = outbox_retry or RetryPolicy()
@@ -241,6 +244,12 @@ class Inbox:
         self._check_not_started()
         self.database_url = database_url
 
+    def use_group_commit(self, setting: GroupCommit | bool) -> None:
+        """Group concurrent deliveries into shared transactions (True: the defaults), or not."""
+        if self._receiver is not None:
+            raise ConfigurationError("configure the inbox before it is first used")
+        self.group_commit = _group_commit(setting)
+
     def _check_not_started(self) -> None:
         if self._store is not None:
             raise ConfigurationError("configure the inbox before it is first used")
@@ -287,6 +296,11 @@ class Inbox:
                         on_new_event=self._wake.set,
                         retention=self.retention,
                         clock=self.clock,
+                        committer=(
+                            GroupCommitter(self.store, self.group_commit)
+                            if self.group_commit
+                            else None
+                        ),
                     )
         return self._receiver
 
@@ -409,7 +423,9 @@ class Inbox:
         return create_app(self.receiver, path=path)
 
     def close(self) -> None:
-        """Release pooled connections."""
+        """Store what group commit holds, then release pooled connections."""
+        if self._receiver is not None and self._receiver.committer is not None:
+            self._receiver.committer.close()
         if self._store is not None:
             self._store.dispose()
         if self.claims is not None:
@@ -420,3 +436,7 @@ class Inbox:
             return f"Inbox({self.claims!r}, sources={sorted(self.sources)})"
         url = parse_url(self.database_url).render_as_string(hide_password=True)
         return f"Inbox({url!r}, sources={sorted(self.sources)})"
+
+
+def _group_commit(setting: GroupCommit | bool) -> GroupCommit | None:
+    return GroupCommit() if setting is True else setting or None

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2000)
 
 _lock = threading.Lock()
 _instruments: dict[str, Any] = {}
@@ -82,6 +83,11 @@ def _create() -> dict[str, Any]:
             ["source"],
             buckets=LATENCY_BUCKETS,
         ),
+        "batch_size": Histogram(
+            "hookinbox_ingest_batch_size",
+            "Deliveries stored per transaction by group commit",
+            buckets=BATCH_BUCKETS,
+        ),
     }
 
 
@@ -102,6 +108,10 @@ def count_attempt(source: str, event_type: str | None, outcome: str, seconds: fl
 def count_message(destination: str, outcome: str, seconds: float) -> None:
     _instrument("messages").labels(destination, outcome).inc()
     _instrument("delivery_latency").labels(destination).observe(seconds)
+
+
+def observe_batch(size: int) -> None:
+    _instrument("batch_size").observe(size)
 
 
 class StoreCollector:

@@ -28,8 +28,8 @@ from hookinbox._errors import (
 )
 from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
-from hookinbox.sources import Identity, Source, normalize_headers
-from hookinbox.storage import Store, record_delivery
+from hookinbox.sources import Source, normalize_headers
+from hookinbox.storage import GroupCommitter, Store, record_delivery
 
 log = logging.getLogger("hookinbox.ingest")
 
@@ -51,7 +51,7 @@ class Outcome(StrEnum):
     TOO_LARGE = "too_large"
     UNAVAILABLE = "unavailable"
     NOT_PROCESSED = "not_processed"  # inline mode: the handler raised, nothing was kept
-    IN_PROGRESS = "in_progress"  # Redis claim mode: another copy's handler is running
+    IN_PROGRESS = "in_progress"  # Redis claim mode: another copy's handlers are running
     ERROR = "error"
 
 
@@ -76,30 +76,29 @@ def _reject(status_code: int, outcome: Outcome, detail: str, **headers: str) -> 
     return Reply(status_code, body, dict(headers), outcome)
 
 
-def authenticate(
-    source: Source, headers: Mapping[str, str], body: bytes, now: float
-) -> Identity | Reply:
-    """The delivery's identity, or the reply to a delivery that is not authentic (401) or
-    names no event (400)."""
-    try:
-        return source.authenticate(headers, body, now=now)
-    except VerificationError as error:
-        return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
-    except PayloadError as error:
-        return _reject(400, Outcome.BAD_REQUEST, error.message)
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """A delivery that passed verification and waits to be stored."""
+
+    delivery: NewDelivery
+    started: float
+    """`time.perf_counter()` when the delivery reached the receiver (for the ack latency)."""
 
 
 class BaseReceiver(ABC):
-    """What every receiver answers alike, and logs and counts alike.
+    """What every receiver does alike: find the source, bound the body, verify, log, count.
 
-    The HTTP app and `Inbox.receive` talk to this contract only. `Receiver` stores each
-    event in the SQL database; `hookinbox.claims.ClaimReceiver` claims it in Redis and runs
-    its handlers inline. A subclass sets the three attributes and decides `_receive`.
+    The HTTP app and `Inbox.receive` talk to this contract only. `Receiver` stores each event
+    in the SQL database; `hookinbox.claims.ClaimReceiver` claims it in Redis and runs its
+    handlers inline. A subclass sets the attributes and decides `store_verified`.
     """
 
     sources: Mapping[str, Source]
     max_body_size: int
     retry_after: int
+    clock: Callable[[], float]
+    retention: timedelta | None = None
+    committer: GroupCommitter | None = None
 
     def receive(
         self,
@@ -107,6 +106,18 @@ class BaseReceiver(ABC):
         headers: Mapping[str, str] | Iterable[tuple[str, str]],
         body: bytes,
     ) -> Reply:
+        step = self.verify(source_name, headers, body)
+        if isinstance(step, Reply):
+            return step
+        return self.store_verified(step)
+
+    def verify(
+        self,
+        source_name: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        body: bytes,
+    ) -> Reply | Verified:
+        """The first half of `receive`: a `Verified` delivery to store, or the final reply."""
         started = time.perf_counter()
         source = self.sources.get(source_name)
         if source is None:
@@ -114,15 +125,32 @@ class BaseReceiver(ABC):
         elif len(body) > self.max_body_size:
             reply = self._too_large()
         else:
-            reply = self._receive(source, normalize_headers(headers), body)
-        elapsed = time.perf_counter() - started
-        self._log(source_name, reply, elapsed)
-        # An unknown source's name comes from the URL: never a metric label (cardinality).
-        label = source_name if source is not None else "unknown"
-        count_delivery(
-            label, reply.event_type, reply.outcome.value, elapsed, key_conflict=reply.key_conflict
-        )
-        return reply
+            step = self._verify(source, normalize_headers(headers), body, started)
+            if isinstance(step, Verified):
+                return step
+            reply = step
+        return self._finish(source_name, reply, started, known=source is not None)
+
+    def committer_for(self, verified: Verified) -> GroupCommitter | None:
+        """The group committer that stores this delivery, or None: `store_verified` then
+        handles it in a thread of its own."""
+        return None
+
+    @abstractmethod
+    def store_verified(self, verified: Verified) -> Reply:
+        """The second half of `receive`, for a delivery that `verify` passed (blocking)."""
+
+    def conclude(self, verified: Verified, result: RecordedDelivery | Exception) -> Reply:
+        """The reply once the committer of `committer_for` stored the delivery or raised."""
+        raise TypeError(f"{type(self).__name__} stores nothing through a group committer")
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise `StoreUnavailable` unless the backing store answers (the readiness probe)."""
+
+    @abstractmethod
+    def metrics(self) -> tuple[bytes, str]:
+        """The `/metrics` body and its content type."""
 
     def reject_too_large(self, source_name: str) -> Reply:
         """For servers that stop reading a body once it passes the limit."""
@@ -137,17 +165,44 @@ class BaseReceiver(ABC):
     def unavailable(self, detail: str) -> Reply:
         return _reject(503, Outcome.UNAVAILABLE, detail, **{"retry-after": str(self.retry_after)})
 
-    @abstractmethod
-    def _receive(self, source: Source, headers: Mapping[str, str], body: bytes) -> Reply:
-        """Verify, keep and answer one delivery of a known source within the size limit."""
+    def _finish(self, source_name: str, reply: Reply, started: float, *, known: bool) -> Reply:
+        elapsed = time.perf_counter() - started
+        self._log(source_name, reply, elapsed)
+        # An unknown source's name comes from the URL: never a metric label (cardinality).
+        label = source_name if known else "unknown"
+        count_delivery(
+            label, reply.event_type, reply.outcome.value, elapsed, key_conflict=reply.key_conflict
+        )
+        return reply
 
-    @abstractmethod
-    def ping(self) -> None:
-        """Raise `StoreUnavailable` unless the backing store answers (the readiness probe)."""
-
-    @abstractmethod
-    def metrics(self) -> tuple[bytes, str]:
-        """The `/metrics` body and its content type."""
+    def _verify(
+        self, source: Source, headers: Mapping[str, str], body: bytes, started: float
+    ) -> Reply | Verified:
+        now = self.clock()
+        try:
+            identity = source.authenticate(headers, body, now=now)
+        except VerificationError as error:
+            return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
+        except PayloadError as error:
+            return _reject(400, Outcome.BAD_REQUEST, error.message)
+        received_at = datetime.fromtimestamp(now, UTC)
+        stale = (
+            self.retention is not None
+            and identity.occurred_at is not None
+            and identity.occurred_at < received_at - self.retention
+        )
+        delivery = NewDelivery(
+            source=source.name,
+            event_id=identity.event_id,
+            event_type=identity.event_type,
+            occurred_at=identity.occurred_at,
+            received_at=received_at,
+            body=body,
+            headers=source.headers_to_store(headers),
+            body_sha256=hashlib.sha256(body).hexdigest(),
+            stale=stale,
+        )
+        return Verified(delivery, started)
 
     def _not_processed(self, detail: str) -> Reply:
         body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}
@@ -194,8 +249,10 @@ class Receiver(BaseReceiver):
         on_new_event: Callable[[], None] | None = None,
         retention: timedelta | None = None,
         clock: Callable[[], float] = time.time,
+        committer: GroupCommitter | None = None,
     ) -> None:
         self.store = store
+        self.committer = committer
         self.sources = sources
         self.max_body_size = max_body_size
         self.retry_after = retry_after
@@ -210,53 +267,63 @@ class Receiver(BaseReceiver):
     def metrics(self) -> tuple[bytes, str]:
         return exposition(self.store)
 
-    def _receive(self, source: Source, headers: Mapping[str, str], body: bytes) -> Reply:
-        now = self.clock()
-        identity = authenticate(source, headers, body, now)
-        if isinstance(identity, Reply):
-            return identity
-        received_at = datetime.fromtimestamp(now, UTC)
-        stale = (
-            self.retention is not None
-            and identity.occurred_at is not None
-            and identity.occurred_at < received_at - self.retention
-        )
-        delivery = NewDelivery(
-            source=source.name,
-            event_id=identity.event_id,
-            event_type=identity.event_type,
-            occurred_at=identity.occurred_at,
-            received_at=received_at,
-            body=body,
-            headers=source.headers_to_store(headers),
-            body_sha256=hashlib.sha256(body).hexdigest(),
-            stale=stale,
-        )
+    def committer_for(self, verified: Verified) -> GroupCommitter | None:
+        """The group committer that stores this delivery, or None to store it in a thread
+        of its own (group commit off, or an inline source, whose handlers share the insert's
+        transaction)."""
+        if verified.delivery.source in self.inline:
+            return None
+        return self.committer
+
+    def store_verified(self, verified: Verified) -> Reply:
+        """The second half of `receive`, for a delivery that `verify` passed (blocking)."""
         try:
-            recorded = self._store(delivery)
-        except StoreUnavailable as error:
-            return self.unavailable(error.message)
-        except NotReady as error:
-            return self._not_processed(f"not ready: {error.message}")
+            recorded = self._store(verified.delivery)
         except Exception as error:
-            if source.name in self.inline:
-                log.exception("inline handler failed for %s %s", source.name, delivery.event_id)
-                return self._not_processed(f"handler raised {type(error).__name__}")
-            log.exception("unexpected error storing %s %s", source.name, delivery.event_id)
-            return Reply(500, {"status": "error", "error": "internal"}, {}, Outcome.ERROR)
+            return self.conclude(verified, error)
+        return self.conclude(verified, recorded)
+
+    def conclude(self, verified: Verified, result: RecordedDelivery | Exception) -> Reply:
+        """The reply for a verified delivery once storing it succeeded or raised `result`."""
+        delivery = verified.delivery
+        if isinstance(result, Exception):
+            reply = self._failed(delivery, result)
+        else:
+            reply = self._stored(delivery, result)
+        return self._finish(delivery.source, reply, verified.started, known=True)
+
+    def _failed(self, delivery: NewDelivery, error: Exception) -> Reply:
+        if isinstance(error, StoreUnavailable):
+            return self.unavailable(error.message)
+        if isinstance(error, NotReady):
+            return self._not_processed(f"not ready: {error.message}")
+        if delivery.source in self.inline:
+            log.error(
+                "inline handler failed for %s %s",
+                delivery.source,
+                delivery.event_id,
+                exc_info=error,
+            )
+            return self._not_processed(f"handler raised {type(error).__name__}")
+        log.error(
+            "unexpected error storing %s %s", delivery.source, delivery.event_id, exc_info=error
+        )
+        return Reply(500, {"status": "error", "error": "internal"}, {}, Outcome.ERROR)
+
+    def _stored(self, delivery: NewDelivery, recorded: RecordedDelivery) -> Reply:
         if recorded.key_conflict:
             log.warning(
                 "key conflict: %s %s delivered again with a different body",
-                source.name,
+                delivery.source,
                 delivery.event_id,
-                extra={"source": source.name, "event_id": delivery.event_id},
+                extra={"source": delivery.source, "event_id": delivery.event_id},
             )
         if recorded.is_new and recorded.status is Status.PENDING and self.on_new_event:
             self.on_new_event()  # wakes a worker running in this process
         if recorded.is_new and recorded.status is Status.STALE:
             log.warning(
                 "%s %s occurred %s, before the retention: held as stale for an operator",
-                source.name,
+                delivery.source,
                 delivery.event_id,
                 delivery.occurred_at,
             )
@@ -267,6 +334,8 @@ class Receiver(BaseReceiver):
     def _store(self, delivery: NewDelivery) -> RecordedDelivery:
         process = self.inline.get(delivery.source)
         if process is None:
+            if self.committer is not None:
+                return self.committer.record(delivery)
             return self.store.record_delivery(delivery)
         # Inline: insert, handlers and processed mark share one transaction, so a handler that
         # fails leaves no claim behind and the provider's retry is treated as new.
@@ -278,8 +347,13 @@ class Receiver(BaseReceiver):
 
 
 def _inline_event(delivery: NewDelivery, recorded: RecordedDelivery) -> Event:
+    return event_of(delivery, row_id=recorded.row_id, delivery_count=recorded.delivery_count)
+
+
+def event_of(delivery: NewDelivery, *, row_id: int, delivery_count: int) -> Event:
+    """The event handlers see for a delivery they handle in the request (attempt 1)."""
     return Event(
-        row_id=recorded.row_id,
+        row_id=row_id,
         source=delivery.source,
         id=delivery.event_id,
         type=delivery.event_type,
@@ -289,5 +363,5 @@ def _inline_event(delivery: NewDelivery, recorded: RecordedDelivery) -> Event:
         headers=delivery.headers,
         status=Status.PROCESSING,
         attempts=1,
-        delivery_count=recorded.delivery_count,
+        delivery_count=delivery_count,
     )

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 
 from hookinbox._errors import (
     AlreadyDone,
@@ -27,14 +26,15 @@ from hookinbox._errors import (
     NotReady,
 )
 from hookinbox._metrics import exposition
-from hookinbox._model import Event, Status
+from hookinbox._model import Event
 from hookinbox._receiver import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_RETRY_AFTER,
     BaseReceiver,
     Outcome,
     Reply,
-    authenticate,
+    Verified,
+    event_of,
 )
 from hookinbox.claims._protocol import Claim
 from hookinbox.claims._redis import RedisClaims, release_failed, warn_lost
@@ -106,26 +106,16 @@ class ClaimReceiver(BaseReceiver):
     def metrics(self) -> tuple[bytes, str]:
         return exposition(None)
 
-    def _receive(self, source: Source, headers: Mapping[str, str], body: bytes) -> Reply:
-        now = self.clock()
-        identity = authenticate(source, headers, body, now)
-        if isinstance(identity, Reply):
-            return identity
-        event = Event(
-            row_id=0,  # nothing is stored: the claim is the only record
-            source=source.name,
-            id=identity.event_id,
-            type=identity.event_type,
-            occurred_at=identity.occurred_at,
-            received_at=datetime.fromtimestamp(now, UTC),
-            body=body,
-            headers=source.headers_to_store(headers),
-            status=Status.PROCESSING,
-            attempts=1,
-            delivery_count=1,
-        )
+    def store_verified(self, verified: Verified) -> Reply:
+        """Claim the verified delivery's event, run its handlers, answer (blocking)."""
+        # Nothing is stored: the claim is the only record, and no row or count exists.
+        event = event_of(verified.delivery, row_id=0, delivery_count=1)
+        reply = self._claim_and_run(event)
+        return self._finish(verified.delivery.source, reply, verified.started, known=True)
+
+    def _claim_and_run(self, event: Event) -> Reply:
         try:
-            claim = self.claims.claim(source.name, event.id)
+            claim = self.claims.claim(event.source, event.id)
         except ClaimStoreUnavailable as error:
             return self.unavailable(error.message)
         except AlreadyDone:

@@ -21,6 +21,7 @@ import click
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
 from hookinbox._inbox import DATABASE_URL_ENV, Inbox
 from hookinbox._metrics import MULTIPROCESS_ENV, serve_metrics
+from hookinbox.cli._asgi import GROUP_COMMIT_ENV
 from hookinbox.cli._demo import register as register_demo
 from hookinbox.cli._loading import APP_ENV, load_inbox
 from hookinbox.cli._ops import register as register_operations
@@ -193,6 +194,13 @@ grace_option = click.option(
     show_envvar=True,
     help="Only receive; process events with separate `hookinbox worker` processes.",
 )
+@click.option(
+    "--no-group-commit",
+    is_flag=True,
+    envvar="HOOKINBOX_NO_GROUP_COMMIT",
+    show_envvar=True,
+    help="Store each delivery in its own transaction (see docs/ingest.md, group commit).",
+)
 @concurrency_option
 @lease_option
 @grace_option
@@ -205,6 +213,7 @@ def serve(
     log_level: str,
     log_format: str,
     no_worker: bool,
+    no_group_commit: bool,
     concurrency: int,
     lease_seconds: float,
     grace_period: float,
@@ -233,6 +242,8 @@ def serve(
     os.environ[APP_ENV] = app
     if database_url:
         os.environ[DATABASE_URL_ENV] = database_url
+    if no_group_commit:
+        os.environ[GROUP_COMMIT_ENV] = "off"
     supervisor = None
     if not no_worker:
         command = [

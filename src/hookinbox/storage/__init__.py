@@ -15,9 +15,11 @@ from hookinbox.storage._admin import (
     replay_matching,
     replay_one,
 )
+from hookinbox.storage._batch import record_deliveries
 from hookinbox.storage._deliveries import record_delivery
 from hookinbox.storage._engine import StoreOptions, parse_url
 from hookinbox.storage._errors import UniqueViolation, translate_errors, unique_violation
+from hookinbox.storage._group_commit import GroupCommit, GroupCommitter
 from hookinbox.storage._migrations import LATEST_VERSION
 from hookinbox.storage._notify import Listener, supports_listen
 from hookinbox.storage._ordering import advance as advance_ordering
@@ -59,6 +61,8 @@ __all__ = [
     "LATEST_VERSION",
     "DuplicateRatio",
     "EventFilter",
+    "GroupCommit",
+    "GroupCommitter",
     "Leased",
     "LeasedMessage",
     "Listener",
@@ -97,6 +101,7 @@ __all__ = [
     "outbox_backlog",
     "parse_url",
     "prune_batch",
+    "record_deliveries",
     "record_delivery",
     "record_job_result",
     "release",

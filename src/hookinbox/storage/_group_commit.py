@@ -1,0 +1,154 @@
+"""Group commit: concurrent deliveries share one statement, one transaction and one commit.
+
+Requests hand their delivery to `GroupCommitter.submit` and wait on the returned future. One
+writer thread takes everything that is waiting (up to `max_rows`), stores it with
+`record_deliveries` in one transaction, and only after the commit resolves each future. So:
+
+- a delivery is answered only once the commit that holds its row has returned;
+- if the batch fails, every delivery in it gets the error (503 for an unavailable database),
+  and the rollback leaves nothing of it behind. An error that is not about availability (a row
+  the database refuses) is retried one delivery per transaction, so that one bad row cannot
+  fail the deliveries it happened to share a batch with;
+- the batching adapts by itself: while one batch commits, the next one gathers. A lone
+  request is written at once (no timer to wait out); under load, batches grow with the
+  arrival rate up to `max_rows`. `max_wait` can add a short wait for more rows, but only while
+  the previous batch had company, so a lone request still goes straight through.
+
+A thread rather than an asyncio task: storage is synchronous SQLAlchemy, shared by the sync
+`Inbox.receive` (Flask, Django) and the ASGI app; a future from `concurrent.futures` serves
+both (`asyncio.wrap_future` on the ASGI side).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from hookinbox._errors import ConfigurationError, StoreUnavailable
+from hookinbox._metrics import observe_batch
+from hookinbox._model import NewDelivery, RecordedDelivery
+from hookinbox.storage._batch import record_deliveries
+from hookinbox.storage._store import Store
+
+log = logging.getLogger("hookinbox.storage")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCommit:
+    """How concurrent deliveries are grouped into one transaction (`Inbox(group_commit=...)`)."""
+
+    max_rows: int = 256
+    """The largest batch (at most 2,000: SQLite bounds the values of one statement)."""
+    max_wait: float = 0.0
+    """Seconds a batch may wait for more deliveries once the inbox is busy (0: never wait)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_rows <= 2_000:
+            raise ConfigurationError("group commit: max_rows must be between 1 and 2000")
+        if not 0 <= self.max_wait <= 0.1:
+            raise ConfigurationError("group commit: max_wait must be between 0 and 0.1 s")
+
+
+_Pending = tuple[NewDelivery, "Future[RecordedDelivery]"]
+_STOP = object()
+
+
+class GroupCommitter:
+    """One writer thread storing batches of deliveries for the threads and tasks that wait."""
+
+    def __init__(self, store: Store, options: GroupCommit | None = None) -> None:
+        self.store = store
+        self.options = options or GroupCommit()
+        self._queue: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, delivery: NewDelivery) -> Future[RecordedDelivery]:
+        """Queue `delivery`; the future resolves once its row is committed (or fails)."""
+        future: Future[RecordedDelivery] = Future()
+        if self._thread is None:
+            self._start()
+        if self._closed:
+            future.set_exception(StoreUnavailable("shutting down: not accepting deliveries"))
+            return future
+        self._queue.put((delivery, future))
+        return future
+
+    def record(self, delivery: NewDelivery) -> RecordedDelivery:
+        """Blocking form of `submit`, for synchronous callers."""
+        return self.submit(delivery).result()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Store what is queued, then stop the writer thread."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(_STOP)
+            thread.join(timeout)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(
+                    target=self._run, name="hookinbox-group-commit", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        busy = False
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            stopping = self._gather(batch, wait=self.options.max_wait if busy else 0.0)
+            busy = len(batch) > 1
+            self._flush(batch)  # type: ignore[arg-type]
+            if stopping:
+                return
+
+    def _gather(self, batch: list[object], wait: float) -> bool:
+        """Add what is already queued (and, with `wait`, what arrives within it); True on stop."""
+        deadline = time.monotonic() + wait
+        while len(batch) < self.options.max_rows:
+            try:
+                remaining = deadline - time.monotonic()
+                item = (
+                    self._queue.get(timeout=remaining)
+                    if remaining > 0
+                    else self._queue.get_nowait()
+                )
+            except queue.Empty:
+                return False
+            if item is _STOP:
+                return True
+            batch.append(item)
+        return False
+
+    def _flush(self, batch: list[_Pending]) -> None:
+        deliveries = [delivery for delivery, _ in batch]
+        try:
+            with self.store.transaction() as connection:
+                results = record_deliveries(connection, deliveries)
+        except StoreUnavailable as error:
+            for _, future in batch:
+                future.set_exception(error)
+            return
+        except Exception as error:
+            if len(batch) == 1:
+                batch[0][1].set_exception(error)
+                return
+            log.warning("a batch of %d deliveries failed (%r); storing them one by one",
+                        len(batch), error)  # fmt: skip
+            for pending in batch:
+                self._flush([pending])
+            return
+        observe_batch(len(batch))
+        for (_, future), result in zip(batch, results, strict=True):
+            future.set_result(result)

@@ -1,0 +1,172 @@
+"""Group commit: concurrent deliveries share transactions, and a failed batch answers all of its
+deliveries with the error while leaving nothing behind."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from hookinbox._errors import ConfigurationError, StoreUnavailable
+from hookinbox._model import RecordedDelivery
+from hookinbox.storage import GroupCommit, GroupCommitter, Store, events
+from tests.storage.test_batch import delivery
+
+
+def batch_size(statement: str, parameters: Any) -> int | None:
+    """The number of events in a group-commit upsert, or None for any other statement."""
+    if not statement.lstrip().startswith("INSERT INTO hookinbox_events"):
+        return None
+    if "unnest(" not in statement and "?, 0, 0, ?" not in statement:
+        return None  # the one-row upsert of the path without group commit
+    if isinstance(parameters, dict):  # PostgreSQL: one array per column
+        return len(parameters["source"])
+    return len(parameters) // 13  # SQLite: 13 bound values per row
+
+
+@contextmanager
+def watched(store: Store) -> Iterator[dict[str, list[int]]]:
+    """Record the size of each batch the store executes, and count commits."""
+    seen: dict[str, list[int]] = {"batches": [], "commits": []}
+
+    def after_execute(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        size = batch_size(statement, parameters)
+        if size is not None:
+            seen["batches"].append(size)
+
+    def on_commit(_conn: Any) -> None:
+        seen["commits"].append(1)
+
+    event.listen(store.engine, "after_cursor_execute", after_execute)
+    event.listen(store.engine, "commit", on_commit)
+    try:
+        yield seen
+    finally:
+        event.remove(store.engine, "after_cursor_execute", after_execute)
+        event.remove(store.engine, "commit", on_commit)
+
+
+def test_concurrent_deliveries_share_transactions(store: Store) -> None:
+    store.ensure_schema()
+    committer = GroupCommitter(store)
+    keys = [f"evt_{n % 60}" for n in range(240)]  # each event delivered 4 times
+    with watched(store) as seen, ThreadPoolExecutor(max_workers=48) as pool:
+        results = list(
+            pool.map(
+                lambda n: committer.record(delivery("s", keys[n], b"same", n)), range(len(keys))
+            )
+        )
+    committer.close()
+    assert sum(r.is_new for r in results) == 60
+    for key in set(keys):
+        mine = [r for k, r in zip(keys, results, strict=True) if k == key]
+        assert sorted(r.delivery_count for r in mine) == [1, 2, 3, 4]
+        assert len({r.row_id for r in mine}) == 1
+    assert sum(seen["batches"]) == len(keys)
+    assert len(seen["commits"]) < len(keys), "no two deliveries ever shared a transaction"
+    with store.engine.connect() as connection:
+        stored = connection.execute(sa.select(sa.func.sum(events.c.delivery_count))).scalar()
+        rows = connection.execute(sa.select(sa.func.count()).select_from(events)).scalar()
+    assert (rows, stored) == (60, 240)
+
+
+def kill_connection(store: Store, connection: Any) -> None:
+    """Really break the batch's connection: PostgreSQL terminates its backend from another
+    session; SQLite interrupts the connection, failing its next statement."""
+    dbapi = connection.connection.dbapi_connection
+    if store.dialect == "postgresql":
+        pid = dbapi.info.backend_pid
+        with sa.create_engine(store.engine.url, poolclass=sa.NullPool).connect() as admin:
+            admin.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    else:
+        dbapi.interrupt()
+
+
+def test_a_batch_whose_connection_dies_fails_every_delivery_in_it(store: Store) -> None:
+    store.ensure_schema()
+    committer = GroupCommitter(store)
+    armed = threading.Event()
+    failed_sizes: list[int] = []
+
+    def after_execute(conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        size = batch_size(statement, parameters)
+        if size is None:
+            return
+        if not armed.is_set():  # the first batch is slow: the others queue up behind it
+            armed.set()
+            time.sleep(0.3)
+        elif size > 1 and not failed_sizes:
+            failed_sizes.append(size)
+            kill_connection(store, conn)  # after the upsert, before the log insert and commit
+
+    event.listen(store.engine, "after_cursor_execute", after_execute)
+    try:
+        items = [delivery("s", f"evt_{n}", b"x", n) for n in range(20)]
+        futures = [committer.submit(items[0])]
+        armed.wait(5)
+        futures += [committer.submit(item) for item in items[1:]]
+        outcomes = [_outcome(f) for f in futures]
+    finally:
+        event.remove(store.engine, "after_cursor_execute", after_execute)
+    failed = [n for n, o in enumerate(outcomes) if isinstance(o, StoreUnavailable)]
+    assert failed_sizes and len(failed) == failed_sizes[0], outcomes
+    assert all(isinstance(outcomes[n], RecordedDelivery) for n in set(range(20)) - set(failed))
+    with store.engine.connect() as connection:
+        stored = set(connection.execute(sa.select(events.c.event_id)).scalars())
+    assert stored == {f"evt_{n}" for n in range(20)} - {f"evt_{n}" for n in failed}
+    # The provider retries what got 503: each is accepted now, exactly once.
+    retried = [committer.record(items[n]) for n in failed]
+    assert all(r.is_new and r.delivery_count == 1 for r in retried)
+    committer.close()
+
+
+def _outcome(future: Future[RecordedDelivery]) -> RecordedDelivery | BaseException:
+    try:
+        return future.result(timeout=30)
+    except Exception as error:
+        return error
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_a_row_the_database_refuses_does_not_fail_its_neighbours(store: Store) -> None:
+    """PostgreSQL refuses a NUL character in text: that delivery fails alone, the rest of its
+    batch is stored one by one."""
+    store.ensure_schema()
+    committer = GroupCommitter(store)
+    gate = threading.Event()
+    # Hold the writer in the first batch so that the next one gathers all of the others.
+    event.listen(store.engine, "before_cursor_execute", lambda *_: gate.wait(5))
+    first = committer.submit(delivery("s", "evt_first", b"x", 0))
+    time.sleep(0.1)
+    futures = [committer.submit(delivery("s", f"evt_{n}", b"x", n)) for n in range(5)]
+    bad = committer.submit(delivery("s", "evt_bad\x00", b"x", 9))
+    gate.set()
+    assert first.result(30).is_new
+    assert all(f.result(30).is_new for f in futures)
+    with pytest.raises(sa.exc.DataError):
+        bad.result(30)
+    committer.close()
+
+
+def test_close_stores_what_is_queued_then_refuses(store: Store) -> None:
+    store.ensure_schema()
+    committer = GroupCommitter(store)
+    futures = [committer.submit(delivery("s", f"evt_{n}", b"x", n)) for n in range(50)]
+    committer.close()
+    assert all(f.result(0).is_new for f in futures)
+    with pytest.raises(StoreUnavailable):
+        committer.record(delivery("s", "evt_late", b"x", 99))
+
+
+def test_options_are_bounded() -> None:
+    with pytest.raises(ConfigurationError):
+        GroupCommit(max_rows=0)
+    with pytest.raises(ConfigurationError):
+        GroupCommit(max_wait=1.0)
