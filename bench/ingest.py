@@ -41,6 +41,7 @@ from bench._common import (
 
 PEERS = {
     "hookinbox": None,
+    "hookinbox-nogc": None,  # group commit off: one transaction per delivery
     "bare": "bench.peers.bare:app",
     "naive": "bench.peers.naive:app",
     "powertools": "bench.peers.powertools:app",
@@ -49,8 +50,9 @@ HOOKINBOX_APP = "bench.peers.hookinbox_app:inbox"
 
 
 def command(peer: str, url: str, workers: int, *, worker: bool = False) -> list[str]:
-    if peer == "hookinbox":
-        return hookinbox_serve(HOOKINBOX_APP, url, workers, worker=worker)
+    if peer.startswith("hookinbox"):
+        command = hookinbox_serve(HOOKINBOX_APP, url, workers, worker=worker)
+        return command + ["--no-group-commit"] if peer == "hookinbox-nogc" else command
     return uvicorn_app(str(PEERS[peer]), workers)
 
 
@@ -96,7 +98,7 @@ def doubled_effects(peer: str, backend: str, events: int) -> dict[str, Any]:
             requests = request_file(events, copies=3)
             load = fixed_rate(target, requests, rate=50, seconds=events / 50, copies=3)
             requests.unlink()
-            if peer == "hookinbox":
+            if peer.startswith("hookinbox"):
                 _wait_processed(url, events)
         engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
         with engine.connect() as connection:
@@ -173,7 +175,7 @@ def main() -> None:
                 print(f"{backend} x{workers} {peer} ...", file=sys.stderr, flush=True)
                 rows.append(measure(peer, backend, workers, args))
         for peer in args.peers.split(","):
-            if peer != "bare":
+            if peer not in ("bare", "hookinbox-nogc"):  # no effects / same as hookinbox
                 print(f"{backend} {peer}: 3 copies at once ...", file=sys.stderr, flush=True)
                 doubles.append(doubled_effects(peer, backend, args.doubled_events))
     table = render(rows, doubles)

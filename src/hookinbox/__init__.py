@@ -8,6 +8,7 @@ from hookinbox._errors import (
     BadSignature,
     BodyTooLarge,
     ConfigurationError,
+    DeliveryIgnored,
     HookinboxError,
     MissingHeader,
     NotReady,
@@ -16,6 +17,7 @@ from hookinbox._errors import (
     TimestampOutOfTolerance,
     UnknownSource,
     VerificationError,
+    VerificationUnavailable,
 )
 from hookinbox._inbox import Inbox
 from hookinbox._model import Event, Message, Status
@@ -29,6 +31,7 @@ __all__ = [
     "BadSignature",
     "BodyTooLarge",
     "ConfigurationError",
+    "DeliveryIgnored",
     "Event",
     "GroupCommit",
     "HandlerContext",
@@ -47,5 +50,6 @@ __all__ = [
     "TimestampOutOfTolerance",
     "UnknownSource",
     "VerificationError",
+    "VerificationUnavailable",
     "WorkerOptions",
 ]

@@ -7,6 +7,8 @@
     │   ├── BadSignature
     │   └── TimestampOutOfTolerance
     ├── PayloadError                authentic, but not an event we can store   -> HTTP 400
+    ├── VerificationUnavailable     cannot be verified now (provider API down) -> HTTP 503
+    ├── DeliveryIgnored             names nothing the provider knows: kept out -> HTTP 200
     ├── UnknownSource               no source of that name                     -> HTTP 404
     ├── BodyTooLarge                over the configured limit                  -> HTTP 413
     ├── StoreUnavailable            the database cannot take the write now     -> HTTP 503
@@ -58,6 +60,23 @@ class TimestampOutOfTolerance(VerificationError):
 
 class PayloadError(HookinboxError):
     """The body is not an event that can be stored."""
+
+
+class VerificationUnavailable(HookinboxError):
+    """The delivery cannot be verified right now; the provider should retry.
+
+    Raised by sources that verify through the provider's own service (PayPal's certificate
+    host or verification API, Mollie's API) when that service cannot be reached or fails.
+    It is not the sender's fault, so the answer is 503 with `Retry-After`, not 401.
+    """
+
+
+class DeliveryIgnored(HookinboxError):
+    """The delivery names nothing the provider knows; it is acknowledged and not stored.
+
+    Mollie's classic webhooks carry only an id; an id Mollie's API does not know is answered
+    200 like a known one, so the endpoint does not tell a caller which ids exist.
+    """
 
 
 class UnknownSource(HookinboxError):

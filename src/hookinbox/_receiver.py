@@ -21,10 +21,12 @@ from typing import Any
 from sqlalchemy import Connection
 
 from hookinbox._errors import (
+    DeliveryIgnored,
     NotReady,
     PayloadError,
     StoreUnavailable,
     VerificationError,
+    VerificationUnavailable,
 )
 from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
@@ -45,6 +47,7 @@ class Outcome(StrEnum):
 
     ACCEPTED = "accepted"
     DUPLICATE = "duplicate"
+    IGNORED = "ignored"  # a fetch-to-verify source found no such resource: nothing kept
     INVALID_SIGNATURE = "invalid_signature"
     BAD_REQUEST = "bad_request"
     UNKNOWN_SOURCE = "unknown_source"
@@ -185,6 +188,11 @@ class BaseReceiver(ABC):
             return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
         except PayloadError as error:
             return _reject(400, Outcome.BAD_REQUEST, error.message)
+        except VerificationUnavailable as error:
+            return self.unavailable(error.message)
+        except DeliveryIgnored:
+            return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
+        stored_body = body if identity.body is None else identity.body
         received_at = datetime.fromtimestamp(now, UTC)
         stale = (
             self.retention is not None
@@ -197,9 +205,9 @@ class BaseReceiver(ABC):
             event_type=identity.event_type,
             occurred_at=identity.occurred_at,
             received_at=received_at,
-            body=body,
+            body=stored_body,
             headers=source.headers_to_store(headers),
-            body_sha256=hashlib.sha256(body).hexdigest(),
+            body_sha256=hashlib.sha256(stored_body).hexdigest(),
             stale=stale,
         )
         return Verified(delivery, started)

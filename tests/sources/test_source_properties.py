@@ -9,6 +9,7 @@ arbitrary bytes, and deliveries are also built correctly signed and then partly 
 from __future__ import annotations
 
 import base64
+import binascii
 import hmac
 import json
 from collections.abc import Callable
@@ -17,26 +18,48 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from tests.support.pki import paypal_signing
 
-from hookinbox._errors import PayloadError, VerificationError
+from hookinbox._errors import (
+    DeliveryIgnored,
+    PayloadError,
+    VerificationError,
+    VerificationUnavailable,
+)
 from hookinbox.sources import (
     GitHub,
     HMACSource,
     Identity,
+    Mollie,
+    MollieClassic,
+    PayPal,
     Shopify,
     Source,
     StandardWebhooks,
     Stripe,
     normalize_headers,
 )
+from hookinbox.sources.mollie import RESOURCE_ID
 
 T = 1_700_000_000
 NOW = float(T)
 SECRET = "whsec_property_secret"
 SW_KEY = b"standard-webhooks-key-bytes"
 SW_SECRET = "whsec_" + base64.b64encode(SW_KEY).decode()
+PAYPAL = paypal_signing()
+PAYPAL_KEY = PAYPAL.key
+assert isinstance(PAYPAL_KEY, rsa.RSAPrivateKey)
+PAYPAL_HEADERS = (
+    "paypal-transmission-id",
+    "paypal-transmission-time",
+    "paypal-transmission-sig",
+    "paypal-cert-url",
+    "paypal-auth-algo",
+)
 
 PROPERTY_SETTINGS = settings(
     max_examples=300,
@@ -88,6 +111,29 @@ def sign_github(body: bytes, ident: str) -> dict[str, str]:
         "x-github-event": "push",
         "x-github-hook-id": "42",
     }
+
+
+def sign_mollie(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-mollie-signature": "sha256=" + _mac(SECRET.encode(), body).hex()}
+
+
+def sign_paypal(body: bytes, ident: str) -> dict[str, str]:
+    # The transmission id is the only header id; it is never the key, the body's id is.
+    transmission = ident.strip().replace("|", "/")
+    transmission = transmission if _paypal_usable(transmission) else "8ea3c1c0-82a5"
+    text = f"{transmission}|2023-11-14T22:13:20Z|WH-HOOK|{binascii.crc32(body)}".encode()
+    signature = PAYPAL_KEY.sign(text, padding.PKCS1v15(), hashes.SHA256())
+    return {
+        "paypal-transmission-id": transmission,
+        "paypal-transmission-time": "2023-11-14T22:13:20Z",
+        "paypal-transmission-sig": _b64(signature),
+        "paypal-cert-url": "https://api.paypal.com/v1/notifications/certs/CERT-1",
+        "paypal-auth-algo": "SHA256withRSA",
+    }
+
+
+def _paypal_usable(ident: str) -> bool:
+    return 0 < len(ident) <= 255 and ident.isascii() and ident.isprintable()
 
 
 def sign_hmac_hex(body: bytes, ident: str) -> dict[str, str]:
@@ -153,6 +199,15 @@ CASES: dict[str, Case] = {
         lambda: GitHub(secret=SECRET, scope_by_hook=True),
         sign_github,
         ("x-hub-signature-256", "x-github-delivery", "x-github-event", "x-github-hook-id"),
+    ),
+    "mollie": Case(lambda: Mollie(secret=SECRET), sign_mollie, ("x-mollie-signature",)),
+    "paypal": Case(
+        lambda: PayPal(webhook_id="WH-HOOK", certificate=PAYPAL.pem), sign_paypal, PAYPAL_HEADERS
+    ),
+    "paypal-tolerance": Case(
+        lambda: PayPal(webhook_id="WH-HOOK", certificate=PAYPAL.pem, tolerance=300),
+        sign_paypal,
+        PAYPAL_HEADERS,
     ),
     "hmac-hex": Case(
         lambda: HMACSource(name="hex", secret=SECRET, signature_header="X-Signature"),
@@ -247,6 +302,11 @@ FRAGMENTS = [
     "whsec_",
     "\ud800",
     "\udfff",
+    "|",
+    "SHA256withRSA",
+    "2023-11-14T22:13:20Z",
+    "https://api.paypal.com/v1/notifications/certs/CERT-1",
+    "WH-HOOK",
 ]
 
 nasty_text = st.one_of(
@@ -283,7 +343,10 @@ event_like = st.fixed_dictionaries(
     optional={
         "id": json_values,
         "type": json_values,
+        "event_type": json_values,
         "created": json_values,
+        "create_time": json_values,
+        "createdAt": json_values,
         "timestamp": json_values,
         "at": json_values,
         "data": st.fixed_dictionaries(
@@ -419,3 +482,67 @@ def test_normalize_headers_properties(pairs: list[tuple[str, str]]) -> None:
     for key, value in result.items():
         values = [v for name, v in pairs if name.lower() == key]
         assert value == ", ".join(values)
+
+
+# -- Mollie classic: the call is never trusted, the fetched resource decides ----------------------
+
+valid_ids = st.from_regex(r"[a-z]{1,4}_[A-Za-z0-9]{1,12}", fullmatch=True)
+form_bodies = st.one_of(
+    bodies,
+    st.builds(lambda ident: f"id={ident}".encode(), valid_ids),
+    st.builds(lambda text: b"id=" + text.encode("utf-8", "surrogatepass"), nasty_text),
+    st.builds(lambda ident: f"id={ident}&x={ident}".encode(), valid_ids),
+    st.sampled_from([b"id=tr_7UhSN1zuXS", b"id=tr_1&id=tr_2", b"id=tr_1&testmode=1", b"id"]),
+)
+state = (
+    st.fixed_dictionaries(
+        {},
+        optional={"value": json_values, "currency": st.just("EUR")},
+    )
+    | json_values
+)
+
+
+@st.composite
+def fetched(draw: st.DrawFn, resource_id: str) -> Any:
+    """What a fetch may return: mostly the resource, with arbitrary fields; or nothing, or junk."""
+    resource = draw(
+        st.fixed_dictionaries(
+            {"status": st.sampled_from(["paid", "open", "canceled"]) | json_values},
+            optional={
+                "resource": json_values | st.just("payment"),
+                "paidAt": json_values,
+                "amountRefunded": state,
+                "amountChargedBack": state,
+                "nested": json_values,
+            },
+        )
+    )
+    kind = draw(st.sampled_from(["resource"] * 6 + ["no id", "none", "junk"]))
+    if kind == "resource":
+        return {"id": resource_id, **resource}
+    return {"no id": resource, "none": None}.get(kind, draw(json_values))
+
+
+@PROPERTY_SETTINGS
+@given(body=form_bodies, data=st.data())
+def test_classic_calls_raise_only_our_errors(body: bytes, data: st.DataObject) -> None:
+    calls: list[str] = []
+
+    def fetch(resource_id: str) -> Any:
+        calls.append(resource_id)
+        return data.draw(fetched(resource_id))
+
+    try:
+        identity = MollieClassic(fetch=fetch).authenticate({}, body, now=NOW)
+    except (VerificationError, PayloadError, DeliveryIgnored, VerificationUnavailable) as error:
+        event(type(error).__name__)
+        identity = None
+    assert all(RESOURCE_ID.fullmatch(resource_id) for resource_id in calls)
+    assert len(calls) <= 1
+    if identity is not None:
+        event("identity")
+        (resource_id,) = calls
+        assert identity.event_id.startswith(f"{resource_id}:")
+        assert identity.body is not None
+        _assert_identity(identity, identity.body)

@@ -115,8 +115,12 @@ class WebhookApp:
             return receiver.reject_too_large(source)
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
         # Verification is CPU work of tens of microseconds (an HMAC, a JSON parse): it runs on
-        # the event loop, which costs less than a hop to a worker thread and back.
-        step = receiver.verify(source, headers, body)
+        # the event loop, which costs less than a hop to a worker thread and back; sources
+        # that call their provider to verify run in a thread.
+        if receiver.sources[source].verifies_over_network:
+            step = await anyio.to_thread.run_sync(receiver.verify, source, headers, body)
+        else:
+            step = receiver.verify(source, headers, body)
         if isinstance(step, Reply):
             return step
         committer = receiver.committer_for(step)

@@ -43,6 +43,10 @@ class Identity:
     event_type: str | None
     occurred_at: datetime | None
     payload: Any
+    body: bytes | None = None
+    """What to store instead of the delivery's body; None stores the body as received.
+    A fetch-to-verify source (Mollie classic) stores the resource it fetched: the call
+    itself carries only an id, and the fetched resource is what handlers need."""
 
 
 def normalize_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -82,6 +86,24 @@ def matches_any(expected: bytes, candidates: Iterable[bytes]) -> bool:
     for candidate in candidates:
         found |= hmac.compare_digest(expected, candidate)
     return found
+
+
+def check_prefixed_hex_hmac(
+    header: str, body: bytes, keys: Sequence[bytes], *, prefix: str, name: str
+) -> None:
+    """`header` is `prefix` + the hex HMAC-SHA256 of `body` under one of `keys` (GitHub, Mollie).
+
+    Raises `BadSignature` naming the header `name` when the shape is wrong or nothing matches.
+    """
+    header = header.strip()
+    if not header.startswith(prefix):
+        raise BadSignature(f"{name} does not start with {prefix}")
+    try:
+        candidate = bytes.fromhex(header[len(prefix) :])
+    except ValueError as exc:
+        raise BadSignature(f"{name} is not hex") from exc
+    if not any([matches_any(hmac_digest(key, body), [candidate]) for key in keys]):
+        raise BadSignature()
 
 
 def parse_json(body: bytes) -> Any:
@@ -153,6 +175,9 @@ class Source(ABC):
     The retention must be longer, or a pruned key could no longer deduplicate a redelivery."""
     stored_headers: tuple[str, ...] = ()
     """Header names (lower case) kept with the event to re-verify and audit it. Never secrets."""
+    verifies_over_network: ClassVar[bool] = False
+    """True when verifying may call the provider (a certificate, an API): the ASGI app then
+    verifies in a worker thread instead of on its event loop."""
 
     def __init__(self, *, name: str | None = None) -> None:
         self.name = self.default_name if name is None else name

@@ -13,14 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from hookinbox._errors import BadSignature
 from hookinbox.sources._base import (
     Headers,
     Identity,
     Source,
+    check_prefixed_hex_hmac,
     event_key,
-    hmac_digest,
-    matches_any,
     optional_text,
     parse_json,
     require_header,
@@ -54,15 +52,8 @@ class GitHub(Source):
         self.scope_by_hook = scope_by_hook
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        header = require_header(headers, "x-hub-signature-256").strip()
-        if not header.startswith(PREFIX):
-            raise BadSignature("X-Hub-Signature-256 does not start with sha256=")
-        try:
-            candidate = bytes.fromhex(header[len(PREFIX) :])
-        except ValueError as exc:
-            raise BadSignature("X-Hub-Signature-256 is not hex") from exc
-        if not any([matches_any(hmac_digest(key, body), [candidate]) for key in self._keys]):
-            raise BadSignature()
+        header = require_header(headers, "x-hub-signature-256")
+        check_prefixed_hex_hmac(header, body, self._keys, prefix=PREFIX, name="X-Hub-Signature-256")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json(body)

@@ -1,0 +1,90 @@
+"""A real HTTP(S) server on loopback that answers through a plain function: for imitating
+a provider's API (PayPal's certificate host and verification API, Mollie's API) in tests."""
+
+from __future__ import annotations
+
+import ssl
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+Answer = tuple[int, dict[str, str], bytes]
+Respond = Callable[[Request], Answer]
+
+
+@dataclass
+class Loopback:
+    url: str
+    requests: list[Request] = field(default_factory=list)
+
+    def count(self, path: str) -> int:
+        return sum(1 for r in list(self.requests) if r.path == path)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that stops reading (a size cap) or fails the TLS handshake (an untrusted
+        # certificate) is what some tests are about; anything else is still printed.
+        if not isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLError):
+            super().handle_error(request, client_address)
+
+
+@contextmanager
+def serving(respond: Respond, tls: ssl.SSLContext | None = None) -> Iterator[Loopback]:
+    """Serve `respond` on 127.0.0.1 (HTTPS with `tls`), one thread per connection."""
+    lock = threading.Lock()
+    loopback = Loopback("")
+
+    class Handler(BaseHTTPRequestHandler):
+        def _handle(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            request = Request(
+                self.command,
+                self.path,
+                {k.lower(): v for k, v in self.headers.items()},
+                self.rfile.read(length),
+            )
+            with lock:
+                loopback.requests.append(request)
+            status, headers, body = respond(request)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _handle
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = _QuietServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    scheme = "https" if tls is not None else "http"
+    loopback.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
+    # A short poll interval: shutdown() waits up to one interval, at every test's teardown.
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        yield loopback
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
