@@ -24,7 +24,7 @@ import redis
 
 from hookinbox.claims import ClaimState, RedisClaims
 from tests.apps.claims_app import STRIPE_SECRET, effects_key, runs_key, started_key
-from tests.support.server import ROOT, _wait_ready, free_port, hookinbox_command
+from tests.support.server import ROOT, _wait_ready, free_port, hookinbox_command, stop
 from tests.support.signing import stripe_delivery, stripe_event
 
 EVENTS = 500
@@ -58,13 +58,7 @@ def claim_server(redis_url: str, prefix: str, lease: float = 60) -> Iterator[Ser
         _wait_ready(process, served.url, log)
         yield served
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(process)
         log.close()
 
 

@@ -72,13 +72,20 @@ def running_server(app: str, database_url: str, *extra: str, workers: int = 1) -
         _wait_ready(process, base_url, log)
         yield base_url
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         log.close()
+
+
+def stop(process: subprocess.Popen[str], timeout: float = 20) -> None:
+    """SIGTERM, and SIGKILL if the process has not exited after `timeout` seconds."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _wait_ready(
