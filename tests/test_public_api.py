@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hookinbox
 import hookinbox.claims
+import hookinbox.django
+import hookinbox.fastapi
+import hookinbox.flask
 import hookinbox.sources
 
 
 def test_exports_are_sorted_and_importable() -> None:
-    for module in (hookinbox, hookinbox.sources, hookinbox.claims):
+    adapters = (hookinbox.fastapi, hookinbox.flask, hookinbox.django)
+    for module in (hookinbox, hookinbox.sources, hookinbox.claims, *adapters):
         assert module.__all__ == sorted(module.__all__)
         for name in module.__all__:
             assert getattr(module, name) is not None

@@ -9,6 +9,7 @@
     ├── PayloadError                authentic, but not an event we can store   -> HTTP 400
     ├── VerificationUnavailable     cannot be verified now (provider API down) -> HTTP 503
     ├── DeliveryIgnored             names nothing the provider knows: kept out -> HTTP 200
+    ├── Handshake                   a verified handshake (Slack's URL check)   -> HTTP 200
     ├── UnknownSource               no source of that name                     -> HTTP 404
     ├── BodyTooLarge                over the configured limit                  -> HTTP 413
     ├── StoreUnavailable            the database cannot take the write now     -> HTTP 503
@@ -24,6 +25,8 @@ redis-py's errors into `ClaimStoreUnavailable` in `hookinbox.claims._errors`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class HookinboxError(Exception):
@@ -77,6 +80,18 @@ class DeliveryIgnored(HookinboxError):
     Mollie's classic webhooks carry only an id; an id Mollie's API does not know is answered
     200 like a known one, so the endpoint does not tell a caller which ids exist.
     """
+
+
+class Handshake(HookinboxError):
+    """The delivery is a provider's handshake: answered at once and not stored.
+
+    Raised by `Source.authenticate` when the source's `handshake` has an answer for a verified
+    delivery (Slack's `url_verification` challenge); `answer` is the reply body.
+    """
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__()
+        self.answer = answer
 
 
 class UnknownSource(HookinboxError):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
 from typing import Any
+
+from hookinbox._payload import decode_payload
 
 
 class Status(StrEnum):
@@ -91,8 +92,8 @@ class Event:
 
     @cached_property
     def payload(self) -> Any:
-        """The body parsed as JSON (it was proven to parse when the event was received)."""
-        return json.loads(self.body)
+        """The body parsed as JSON, or a form body's fields (Twilio), as it was when received."""
+        return decode_payload(self.body, self.headers.get("content-type"))
 
 
 class MessageStatus(StrEnum):

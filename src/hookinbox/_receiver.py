@@ -22,6 +22,7 @@ from sqlalchemy import Connection
 
 from hookinbox._errors import (
     DeliveryIgnored,
+    Handshake,
     NotReady,
     PayloadError,
     StoreUnavailable,
@@ -48,6 +49,7 @@ class Outcome(StrEnum):
     ACCEPTED = "accepted"
     DUPLICATE = "duplicate"
     IGNORED = "ignored"  # a fetch-to-verify source found no such resource: nothing kept
+    HANDSHAKE = "handshake"  # a verified provider handshake (Slack's challenge): nothing kept
     INVALID_SIGNATURE = "invalid_signature"
     BAD_REQUEST = "bad_request"
     UNKNOWN_SOURCE = "unknown_source"
@@ -192,6 +194,8 @@ class BaseReceiver(ABC):
             return self.unavailable(error.message)
         except DeliveryIgnored:
             return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
+        except Handshake as handshake:
+            return Reply(200, handshake.answer, {}, Outcome.HANDSHAKE)
         stored_body = body if identity.body is None else identity.body
         received_at = datetime.fromtimestamp(now, UTC)
         stale = (

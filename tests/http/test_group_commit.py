@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
 
 from hookinbox import Inbox
 from hookinbox.storage import events
 from tests.apps.basic import STRIPE_SECRET, build
-from tests.storage.test_group_commit import batch_size, kill_connection, watched
+from tests.storage.test_group_commit import broken_batch, watched
 from tests.support.signing import stripe_delivery, stripe_event
 
 
@@ -64,22 +61,9 @@ def test_a_failed_batch_answers_503_to_each_of_its_deliveries(inbox: Inbox) -> N
     in it is answered 503 (none 200), nothing of it stays, and the provider's retries are then
     accepted exactly once."""
     inbox.store.ensure_schema()
-    killed: list[int] = []
-    lock = threading.Lock()
-
-    def after_execute(conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        size = batch_size(statement, parameters)
-        with lock:
-            if size is not None and size > 1 and not killed:
-                killed.append(size)
-                kill_connection(inbox.store, conn)
-
     ids = [f"evt_{n}" for n in range(60)]
-    event.listen(inbox.store.engine, "after_cursor_execute", after_execute)
-    try:
+    with broken_batch(inbox.store, lambda size: size > 1) as killed:
         answers = post_all(inbox, [stripe_delivery(stripe_event(i), STRIPE_SECRET) for i in ids])
-    finally:
-        event.remove(inbox.store.engine, "after_cursor_execute", after_execute)
     refused = [i for i, a in zip(ids, answers, strict=True) if a.status_code == 503]
     assert killed and len(refused) == killed[0]
     assert all(a.status_code in (200, 503) for a in answers)

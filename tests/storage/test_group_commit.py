@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -21,14 +21,26 @@ from tests.storage.test_batch import delivery
 
 
 def batch_size(statement: str, parameters: Any) -> int | None:
-    """The number of events in a group-commit upsert, or None for any other statement."""
-    if not statement.lstrip().startswith("INSERT INTO hookinbox_events"):
-        return None
-    if "unnest(" not in statement and "?, 0, 0, ?" not in statement:
-        return None  # the one-row upsert of the path without group commit
-    if isinstance(parameters, dict):  # PostgreSQL: one array per column
-        return len(parameters["source"])
-    return len(parameters) // 13  # SQLite: 13 bound values per row
+    """For group commit's statements, how many deliveries the batch holds; else None.
+
+    PostgreSQL: the one statement (one array element per delivery in its log part). SQLite:
+    the upsert, which holds one row per event (deliveries of one event are folded).
+    """
+    if statement.lstrip().startswith("WITH upserted AS"):
+        return len(parameters["log_source"])
+    if statement.startswith("INSERT INTO hookinbox_events") and "?, 0, 0, ?" in statement:
+        return len(parameters) // 12  # 12 bound values per row
+    return None  # anything else, including the one-row upsert used without group commit
+
+
+def logged_deliveries(statement: str, parameters: Any) -> int | None:
+    """How many deliveries a group-commit batch logged (its size), else None."""
+    if statement.lstrip().startswith("WITH upserted AS"):
+        return len(parameters["log_source"])
+    if statement.startswith("INSERT INTO hookinbox_deliveries (received_at,"):
+        # SQLite: one row per delivery (a batch of one is executed as a single row)
+        return len(parameters) if isinstance(parameters, list) else 1
+    return None
 
 
 @contextmanager
@@ -37,7 +49,7 @@ def watched(store: Store) -> Iterator[dict[str, list[int]]]:
     seen: dict[str, list[int]] = {"batches": [], "commits": []}
 
     def after_execute(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        size = batch_size(statement, parameters)
+        size = logged_deliveries(statement, parameters)
         if size is not None:
             seen["batches"].append(size)
 
@@ -70,7 +82,8 @@ def test_concurrent_deliveries_share_transactions(store: Store) -> None:
         assert sorted(r.delivery_count for r in mine) == [1, 2, 3, 4]
         assert len({r.row_id for r in mine}) == 1
     assert sum(seen["batches"]) == len(keys)
-    assert len(seen["commits"]) < len(keys), "no two deliveries ever shared a transaction"
+    # Each batch is one transaction (PostgreSQL: one autocommitted statement).
+    assert len(seen["batches"]) < len(keys), "no two deliveries ever shared a transaction"
     with store.engine.connect() as connection:
         stored = connection.execute(sa.select(sa.func.sum(events.c.delivery_count))).scalar()
         rows = connection.execute(sa.select(sa.func.count()).select_from(events)).scalar()
@@ -89,32 +102,50 @@ def kill_connection(store: Store, connection: Any) -> None:
         dbapi.interrupt()
 
 
+@contextmanager
+def broken_batch(store: Store, when: Callable[[int], bool]) -> Iterator[list[int]]:
+    """Kill the connection of the first batch whose size satisfies `when`, while that batch is
+    in flight: on PostgreSQL just before its one statement runs (the statement then fails),
+    on SQLite between its upsert and its log insert (the transaction then fails). Yields the
+    sizes of the batches it broke."""
+    broken: list[int] = []
+    lock = threading.Lock()
+    moment = "before_cursor_execute" if store.dialect == "postgresql" else "after_cursor_execute"
+
+    def listener(conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        size = batch_size(statement, parameters)
+        with lock:
+            if size is not None and not broken and when(size):
+                broken.append(size)
+                kill_connection(store, conn)
+
+    event.listen(store.engine, moment, listener)
+    try:
+        yield broken
+    finally:
+        event.remove(store.engine, moment, listener)
+
+
 def test_a_batch_whose_connection_dies_fails_every_delivery_in_it(store: Store) -> None:
     store.ensure_schema()
     committer = GroupCommitter(store)
     armed = threading.Event()
-    failed_sizes: list[int] = []
 
-    def after_execute(conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        size = batch_size(statement, parameters)
-        if size is None:
-            return
+    def slow_first_batch(*_: Any) -> None:
         if not armed.is_set():  # the first batch is slow: the others queue up behind it
             armed.set()
             time.sleep(0.3)
-        elif size > 1 and not failed_sizes:
-            failed_sizes.append(size)
-            kill_connection(store, conn)  # after the upsert, before the log insert and commit
 
-    event.listen(store.engine, "after_cursor_execute", after_execute)
+    event.listen(store.engine, "before_cursor_execute", slow_first_batch)
     try:
-        items = [delivery("s", f"evt_{n}", b"x", n) for n in range(20)]
-        futures = [committer.submit(items[0])]
-        armed.wait(5)
-        futures += [committer.submit(item) for item in items[1:]]
-        outcomes = [_outcome(f) for f in futures]
+        with broken_batch(store, lambda size: size > 1) as failed_sizes:
+            items = [delivery("s", f"evt_{n}", b"x", n) for n in range(20)]
+            futures = [committer.submit(items[0])]
+            armed.wait(5)
+            futures += [committer.submit(item) for item in items[1:]]
+            outcomes = [_outcome(f) for f in futures]
     finally:
-        event.remove(store.engine, "after_cursor_execute", after_execute)
+        event.remove(store.engine, "before_cursor_execute", slow_first_batch)
     failed = [n for n, o in enumerate(outcomes) if isinstance(o, StoreUnavailable)]
     assert failed_sizes and len(failed) == failed_sizes[0], outcomes
     assert all(isinstance(outcomes[n], RecordedDelivery) for n in set(range(20)) - set(failed))

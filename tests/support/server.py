@@ -46,30 +46,47 @@ def run_cli(
 def running_server(app: str, database_url: str, *extra: str, workers: int = 1) -> Iterator[str]:
     """Start a server, wait until /readyz answers 200, yield its base URL, stop it."""
     port = free_port()
+    command = hookinbox_command(
+        "serve",
+        app,
+        "--database-url",
+        database_url,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--log-level",
+        "warning",
+        *extra,
+    )
+    with serving(command, port) as base_url:
+        yield base_url
+
+
+@contextmanager
+def serving(
+    command: list[str],
+    port: int,
+    *,
+    env: dict[str, str] | None = None,
+    ready_path: str = "/readyz",
+    ready_status: int = 200,
+) -> Iterator[str]:
+    """Run `command`, a server on `port`; yield its base URL once `ready_path` answers
+    `ready_status`; stop it with SIGTERM (SIGKILL after 20 s)."""
     # A file, not a pipe: a chatty server must never block on a pipe nobody drains.
     log = tempfile.TemporaryFile("w+")
     process = subprocess.Popen(
-        hookinbox_command(
-            "serve",
-            app,
-            "--database-url",
-            database_url,
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-            *extra,
-        ),
+        command,
         cwd=ROOT,
+        env={**os.environ, **(env or {})},
         stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(process, base_url, log)
+        _wait_ready(process, base_url + ready_path, ready_status, log)
         yield base_url
     finally:
         stop(process)
@@ -89,7 +106,7 @@ def stop(process: subprocess.Popen[str], timeout: float = 20) -> None:
 
 
 def _wait_ready(
-    process: subprocess.Popen[str], base_url: str, log: IO[str], timeout: float = 30
+    process: subprocess.Popen[str], url: str, status: int, log: IO[str], timeout: float = 30
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -97,9 +114,10 @@ def _wait_ready(
             log.seek(0)
             raise RuntimeError(f"server exited with {process.returncode}:\n{log.read()}")
         try:
-            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
+            if httpx.get(url, timeout=1).status_code == status:
                 return
         except httpx.TransportError:
             pass
         time.sleep(0.1)
-    raise RuntimeError("server did not become ready in time")
+    log.seek(0)
+    raise RuntimeError(f"server did not become ready in time:\n{log.read()}")

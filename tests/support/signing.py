@@ -9,9 +9,13 @@ import json
 import time
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import standardwebhooks
 import stripe
+from paddle_billing.Notifications import PaddleSignature
+from slack_sdk.signature import SignatureVerifier
+from twilio.request_validator import RequestValidator
 
 Delivery = tuple[dict[str, str], bytes]
 
@@ -78,3 +82,72 @@ def github_delivery(delivery_id: str, event: str, payload: dict[str, Any], secre
         "Content-Type": "application/json",
     }
     return headers, body
+
+
+def paddle_delivery(
+    event: dict[str, Any], secret: str, *, timestamp: int | None = None
+) -> Delivery:
+    body = json.dumps(event).encode()
+    ts = int(time.time()) if timestamp is None else timestamp
+    h1 = PaddleSignature.calculate_hmac(secret, f"{ts}:".encode() + body).hexdigest()
+    return {"Paddle-Signature": f"ts={ts};h1={h1}", "Content-Type": "application/json"}, body
+
+
+def slack_delivery(
+    payload: dict[str, Any], secret: str, *, timestamp: int | None = None, retry: int = 0
+) -> Delivery:
+    body = json.dumps(payload).encode()
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    signature = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
+    headers = {
+        "X-Slack-Signature": str(signature),
+        "X-Slack-Request-Timestamp": ts,
+        "Content-Type": "application/json",
+    }
+    if retry:
+        headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+    return headers, body
+
+
+def square_delivery(event: dict[str, Any], secret: str, notification_url: str) -> Delivery:
+    # Square's SDK verifies but does not sign; this is its documented recipe.
+    body = json.dumps(event).encode()
+    digest = hmac.new(secret.encode(), notification_url.encode() + body, hashlib.sha256).digest()
+    headers = {
+        "x-square-hmacsha256-signature": base64.b64encode(digest).decode(),
+        "Content-Type": "application/json",
+    }
+    return headers, body
+
+
+def gitlab_delivery(
+    idempotency_key: str, event: str, payload: dict[str, Any], token: str
+) -> Delivery:
+    headers = {
+        "X-Gitlab-Token": token,
+        "X-Gitlab-Event": event,
+        "Idempotency-Key": idempotency_key,
+        "X-Gitlab-Webhook-UUID": f"webhook-{time.monotonic_ns()}",  # new on every attempt
+        "Content-Type": "application/json",
+    }
+    return headers, json.dumps(payload).encode()
+
+
+def lemonsqueezy_delivery(payload: dict[str, Any], secret: str) -> Delivery:
+    # Lemon Squeezy publishes no Python signer; this is its documented recipe.
+    body = json.dumps(payload).encode()
+    headers = {
+        "X-Signature": hmac.new(secret.encode(), body, hashlib.sha256).hexdigest(),
+        "X-Event-Name": str(payload["meta"]["event_name"]),
+        "Content-Type": "application/json",
+    }
+    return headers, body
+
+
+def twilio_form_delivery(params: dict[str, str], auth_token: str, url: str) -> Delivery:
+    signature = RequestValidator(auth_token).compute_signature(url, params)
+    headers = {
+        "X-Twilio-Signature": signature,
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
+    return headers, urlencode(params).encode()

@@ -169,10 +169,12 @@ class WorkerProcess:
         env: dict[str, str] | None = None,
         command: str = "worker",
         app: str = APP,
+        argv: list[str] | None = None,
     ) -> None:
+        """`argv` replaces the `hookinbox` command line (Django's `hookinbox_worker`)."""
         self.log = tempfile.TemporaryFile("w+b")
         self.process = subprocess.Popen(
-            hookinbox_command(command, app, "--database-url", database_url, *args),
+            argv or hookinbox_command(command, app, "--database-url", database_url, *args),
             cwd=ROOT,
             env={**os.environ, "HOOKINBOX_LOG_LEVEL": "warning", **(env or {})},
             stdout=self.log,

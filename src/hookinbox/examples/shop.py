@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
@@ -115,3 +116,10 @@ def update_subscription(event: Event, ctx: HandlerContext) -> None:
     )
     if updated.rowcount == 0:
         ctx.db.execute(subscriptions.insert().values(subscription_id=subscription["id"], **row))
+
+
+def all_orders() -> list[dict[str, Any]]:
+    """Every order, oldest first (the framework examples list them at GET /orders)."""
+    with inbox.store.reading() as connection:
+        rows = connection.execute(sa.select(orders).order_by(orders.c.id)).mappings()
+        return [dict(row) for row in rows]

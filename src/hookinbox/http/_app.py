@@ -6,7 +6,7 @@ for an inline source, stores it in a worker thread: storage is synchronous SQLAl
 with `Inbox.receive` and the worker), and writes the reply. All decisions about status codes
 live in the receiver.
 
-The delivery path is a plain ASGI callable; everything else (probes, metrics, the 405s) goes to
+The delivery path is a plain ASGI callable; everything else (probes, metrics) goes to
 a small Starlette app behind it. A profile of the ingest path showed Starlette's request,
 middleware and response layers at about a fifth of the CPU per delivery, for nothing the
 delivery path needs: it parses no form, sets no cookie, and handles its own errors.
@@ -54,8 +54,13 @@ async def read_body(receive: Receive, declared: bytes | None, limit: int) -> byt
             return b"".join(chunks)
 
 
+def encode_reply(reply: Reply) -> bytes:
+    """The JSON body of a reply, byte for byte the same from every adapter."""
+    return json.dumps(reply.body, separators=(",", ":")).encode()
+
+
 async def send_reply(send: Send, reply: Reply) -> None:
-    body = json.dumps(reply.body, separators=(",", ":")).encode()
+    body = encode_reply(reply)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
@@ -68,70 +73,52 @@ async def send_reply(send: Send, reply: Reply) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class WebhookApp:
-    """`POST {path}/{source}` handled directly; any other request goes to `fallback`."""
+async def answer(
+    receiver: BaseReceiver, source: str, raw_headers: list[tuple[bytes, bytes]], receive: Receive
+) -> Reply | None:
+    """Read one delivery from an ASGI `receive` and decide its reply; None if the client left.
 
-    def __init__(self, receiver: BaseReceiver, path: str, fallback: ASGIApp) -> None:
-        self.receiver = receiver
-        self.prefix = path.rstrip("/") + "/"
-        self.fallback = fallback
+    The raw ASGI app and the FastAPI router both answer through here.
+    """
+    try:
+        return await _deliver(receiver, source, raw_headers, receive)
+    except ClientGone:
+        return None  # nobody is left to answer
+    except Exception:  # a bug in hookinbox: log it, answer without the traceback
+        log.exception("unexpected error receiving a delivery")
+        return Reply(500, {"status": "error", "error": "internal"})
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        source = self._source(scope)
-        if source is None:
-            await self.fallback(scope, receive, send)
-            return
-        try:
-            reply = await self._deliver(scope, receive, source)
-        except ClientGone:
-            return  # nobody is left to answer
-        except Exception:  # a bug in hookinbox: log it, answer without the traceback
-            log.exception("unexpected error receiving a delivery")
-            reply = Reply(500, {"status": "error", "error": "internal"})
-        await send_reply(send, reply)
 
-    def _source(self, scope: Scope) -> str | None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            return None
-        path: str = scope["path"]
-        root: str = scope.get("root_path", "")
-        if root and path.startswith(root):  # mounted under a prefix
-            path = path[len(root) :]
-        if not path.startswith(self.prefix):
-            return None
-        source = path[len(self.prefix) :]
-        return source if source and "/" not in source else None
-
-    async def _deliver(self, scope: Scope, receive: Receive, source: str) -> Reply:
-        receiver = self.receiver
-        if source not in receiver.sources:
-            # Answer before reading: an unknown source gets no buffer at all.
-            return receiver.receive(source, {}, b"")
-        raw_headers: list[tuple[bytes, bytes]] = scope["headers"]
-        declared = next((v for k, v in raw_headers if k == b"content-length"), None)
-        try:
-            body = await read_body(receive, declared, receiver.max_body_size)
-        except BodyTooLarge:
-            return receiver.reject_too_large(source)
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
-        # Verification is CPU work of tens of microseconds (an HMAC, a JSON parse): it runs on
-        # the event loop, which costs less than a hop to a worker thread and back; sources
-        # that call their provider to verify run in a thread.
-        if receiver.sources[source].verifies_over_network:
-            step = await anyio.to_thread.run_sync(receiver.verify, source, headers, body)
-        else:
-            step = receiver.verify(source, headers, body)
-        if isinstance(step, Reply):
-            return step
-        committer = receiver.committer_for(step)
-        if committer is None or not _on_asyncio():
-            reply: Reply = await anyio.to_thread.run_sync(receiver.store_verified, step)
-            return reply
-        try:
-            recorded = await asyncio.wrap_future(committer.submit(step.delivery))
-        except Exception as error:
-            return receiver.conclude(step, error)
-        return receiver.conclude(step, recorded)
+async def _deliver(
+    receiver: BaseReceiver, source: str, raw_headers: list[tuple[bytes, bytes]], receive: Receive
+) -> Reply:
+    if source not in receiver.sources:
+        # Answer before reading: an unknown source gets no buffer at all.
+        return receiver.receive(source, {}, b"")
+    declared = next((v for k, v in raw_headers if k == b"content-length"), None)
+    try:
+        body = await read_body(receive, declared, receiver.max_body_size)
+    except BodyTooLarge:
+        return receiver.reject_too_large(source)
+    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
+    # Verification is CPU work of tens of microseconds (an HMAC, a JSON parse): it runs on
+    # the event loop, which costs less than a hop to a worker thread and back; sources
+    # that call their provider to verify run in a thread.
+    if receiver.sources[source].verifies_over_network:
+        step = await anyio.to_thread.run_sync(receiver.verify, source, headers, body)
+    else:
+        step = receiver.verify(source, headers, body)
+    if isinstance(step, Reply):
+        return step
+    committer = receiver.committer_for(step)
+    if committer is None or not _on_asyncio():
+        reply: Reply = await anyio.to_thread.run_sync(receiver.store_verified, step)
+        return reply
+    try:
+        recorded = await asyncio.wrap_future(committer.submit(step.delivery))
+    except Exception as error:
+        return receiver.conclude(step, error)
+    return receiver.conclude(step, recorded)
 
 
 def _on_asyncio() -> bool:
@@ -143,15 +130,66 @@ def _on_asyncio() -> bool:
     return True
 
 
+PROBES = frozenset({"healthz", "readyz", "metrics"})
+"""Paths of the fallback app, never taken for a source name under a mount point."""
+
+
+class WebhookApp:
+    """Deliveries (`{path}/{source}`) handled directly; any other request goes to `fallback`."""
+
+    def __init__(self, receiver: BaseReceiver, path: str, fallback: ASGIApp) -> None:
+        self.receiver = receiver
+        self.prefix = path.rstrip("/") + "/"
+        self.fallback = fallback
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        source = self._source(scope)
+        if source is None:
+            await self.fallback(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await send_not_allowed(send)
+            return
+        reply = await answer(self.receiver, source, scope["headers"], receive)
+        if reply is not None:
+            await send_reply(send, reply)
+
+    def _source(self, scope: Scope) -> str | None:
+        if scope["type"] != "http":
+            return None
+        path: str = scope["path"]
+        root: str = scope.get("root_path", "")
+        mounted = bool(root) and path.startswith(root)
+        if mounted:
+            path = path[len(root) :]
+        if path.startswith(self.prefix):
+            source = path[len(self.prefix) :]
+        elif mounted and path.startswith("/") and path[1:] not in PROBES:
+            # The mount point may be the prefix itself: app.mount("/webhooks", inbox.asgi())
+            # serves /webhooks/{source} (and /webhooks/webhooks/{source}, as before).
+            source = path[1:]
+        else:
+            return None
+        return source if source and "/" not in source else None
+
+
+async def send_not_allowed(send: Send) -> None:
+    body = b"Method Not Allowed"
+    headers = [
+        (b"allow", b"POST"),
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 405, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 def _respond(reply: Reply) -> Response:
     return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
 
 
 def create_app(receiver: BaseReceiver, *, path: str = "/webhooks") -> ASGIApp:
     """An ASGI app serving `receiver`; mount it under any prefix."""
-
-    async def not_allowed(_request: Request) -> Response:
-        return Response("Method Not Allowed", 405, headers={"Allow": "POST"})
 
     async def healthz(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -167,9 +205,7 @@ def create_app(receiver: BaseReceiver, *, path: str = "/webhooks") -> ASGIApp:
         body, content_type = await anyio.to_thread.run_sync(receiver.metrics)
         return Response(body, media_type=content_type)
 
-    methods = ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"]
     routes = [
-        Route(f"{path.rstrip('/')}/{{source}}", not_allowed, methods=methods),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

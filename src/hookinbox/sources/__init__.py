@@ -8,10 +8,16 @@ from typing import TYPE_CHECKING, Any
 from hookinbox.sources._base import Headers, Identity, Source, normalize_headers
 from hookinbox.sources.generic import HMACSource
 from hookinbox.sources.github import GitHub
+from hookinbox.sources.gitlab import GitLab, GitLabSigned
+from hookinbox.sources.lemonsqueezy import LemonSqueezy
 from hookinbox.sources.mollie import Mollie, MollieClassic
+from hookinbox.sources.paddle import Paddle
 from hookinbox.sources.shopify import Shopify
+from hookinbox.sources.slack import Slack
+from hookinbox.sources.square import Square
 from hookinbox.sources.standard_webhooks import StandardWebhooks
 from hookinbox.sources.stripe import Stripe
+from hookinbox.sources.twilio import Twilio
 
 if TYPE_CHECKING:
     from hookinbox.sources._mollie_api import MollieAPI
@@ -32,19 +38,27 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
     "GitHub",
+    "GitLab",
+    "GitLabSigned",
     "HMACSource",
     "Headers",
     "Identity",
+    "LemonSqueezy",
     "Mollie",
     "MollieAPI",
     "MollieClassic",
+    "Paddle",
     "PayPal",
     "PayPalAPI",
     "Shopify",
+    "Slack",
     "Source",
+    "Square",
     "StandardWebhooks",
     "Stripe",
+    "Twilio",
     "normalize_headers",
 ]

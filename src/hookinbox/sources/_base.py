@@ -6,24 +6,34 @@ event's idempotency key, type and time live. It knows nothing of storage or HTTP
 Two steps, always in this order:
 1. `verify(headers, body, now=...)` on the exact raw bytes, before anything is decoded or written;
 2. `identify(headers, body)`, which parses the body and finds the key, the type and the time.
+Between them, `handshake(headers, body)` lets a provider's verified non-event (Slack's URL
+check) be answered at once with nothing stored; by default there is none.
 
-Every malformed input becomes a `VerificationError` (step 1) or a `PayloadError` (step 2);
-nothing else escapes, which the property tests hold.
+Every malformed input becomes a `VerificationError` (step 1) or a `PayloadError` (step 2 and the
+handshake); nothing else escapes, which the property tests hold.
+
+The helpers below hold what providers share (a digest behind a prefix, a header listing a
+timestamp and signatures, an HMAC over `{timestamp}{separator}{body}`), and the base classes
+hold their configuration (secrets, tolerance), so a provider module says only where its
+headers, key, type and time are.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from hookinbox._errors import (
     BadSignature,
     ConfigurationError,
+    Handshake,
     MissingHeader,
     PayloadError,
     TimestampOutOfTolerance,
@@ -33,6 +43,7 @@ Headers = Mapping[str, str]
 """Request headers with lower-case names (see `normalize_headers`)."""
 
 MAX_KEY_LENGTH = 255
+DEFAULT_TOLERANCE = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +78,31 @@ def secrets_tuple(secret: str | Sequence[str]) -> tuple[str, ...]:
     return secrets
 
 
+def utf8_key(secret: str) -> bytes:
+    """The HMAC key of a secret used as it stands (UTF-8), not decoded: most providers' way."""
+    try:
+        return secret.encode()
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError("a secret must be encodable as UTF-8") from exc
+
+
+def utf8_keys(secret: str | Sequence[str]) -> list[bytes]:
+    return [utf8_key(s) for s in secrets_tuple(secret)]
+
+
+def configured_url(url: str, what: str) -> str:
+    """A webhook URL a provider signs (Square, Twilio), checked when the source is built."""
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise ConfigurationError(f"{what} must be the full http(s) URL the provider calls")
+    try:
+        url.encode()
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(f"{what} must be encodable as UTF-8") from exc
+    if not url.isprintable() or any(c.isspace() for c in url):
+        raise ConfigurationError(f"{what} must not contain white space or control characters")
+    return url
+
+
 def require_header(headers: Headers, *names: str) -> str:
     """The first of `names` present and non-empty, or `MissingHeader`."""
     for name in names:
@@ -88,22 +124,109 @@ def matches_any(expected: bytes, candidates: Iterable[bytes]) -> bool:
     return found
 
 
+def require_match(
+    keys: Sequence[bytes],
+    candidates: Sequence[bytes],
+    *signed: bytes,
+    algorithm: str = "sha256",
+) -> None:
+    """`BadSignature` unless some key's HMAC of some signed message equals some candidate.
+
+    Every combination is computed and compared, so the time taken says nothing about which
+    secret (or which form of the message) matched.
+    """
+    digests = [hmac_digest(key, message, algorithm) for key in keys for message in signed]
+    if not any([matches_any(digest, candidates) for digest in digests]):
+        raise BadSignature()
+
+
+def decode_digest(
+    text: str, *, what: str, encoding: Literal["hex", "base64"] = "hex", prefix: str = ""
+) -> bytes:
+    """The digest in a signature header: `prefix` (exactly), then hex or strict base64."""
+    text = text.strip()
+    if not text.startswith(prefix):
+        raise BadSignature(f"{what} does not start with {prefix}")
+    encoded = text[len(prefix) :]
+    try:
+        if encoding == "hex":
+            return bytes.fromhex(encoded)
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BadSignature(f"{what} is not {encoding}") from exc
+
+
+def timestamped_signatures(
+    header: str, *, what: str, separator: str, timestamp_name: str, signature_name: str
+) -> tuple[str, list[bytes]]:
+    """The timestamp text and hex signatures of a `t=...,v1=...` style header.
+
+    The first timestamp counts; every signature entry is a candidate, and a malformed one is
+    skipped (another may match). Entries of other schemes are ignored.
+    """
+    timestamp_text: str | None = None
+    candidates: list[bytes] = []
+    for item in header.split(separator):
+        name, sep, value = item.strip().partition("=")
+        if not sep:
+            continue
+        if name == timestamp_name and timestamp_text is None:
+            timestamp_text = value
+        elif name == signature_name:
+            try:
+                candidates.append(bytes.fromhex(value))
+            except ValueError:
+                continue
+    if timestamp_text is None:
+        raise BadSignature(f"{what} has no timestamp")
+    if not candidates:
+        raise BadSignature(f"{what} has no {signature_name} signature")
+    return timestamp_text, candidates
+
+
+def verify_timestamped(
+    keys: Sequence[bytes],
+    candidates: Sequence[bytes],
+    timestamp_text: str,
+    body: bytes,
+    *,
+    now: float,
+    tolerance: float | None,
+    prefix: bytes = b"",
+    separator: bytes = b".",
+    algorithm: str = "sha256",
+) -> None:
+    """Check an HMAC over `{prefix}{timestamp}{separator}{body}`, then the timestamp's age.
+
+    The timestamp must be digits; the age is checked only once the signature matches, so a
+    forged delivery is reported as forged, not as late.
+    """
+    timestamp = parse_timestamp(timestamp_text)
+    signed = prefix + timestamp_text.strip().encode() + separator + body
+    require_match(keys, candidates, signed, algorithm=algorithm)
+    check_tolerance(timestamp, now=now, tolerance=tolerance)
+
+
+def fields_identity(
+    body: bytes, *, id_field: str, type_field: str, time_field: str, what: str = "event id"
+) -> Identity:
+    """The identity of a JSON object body whose id, type and time are top-level fields."""
+    payload = parse_json_object(body)
+    return Identity(
+        event_id=event_key(payload.get(id_field), what),
+        event_type=optional_text(payload.get(type_field)),
+        occurred_at=parse_time(payload.get(time_field)),
+        payload=payload,
+    )
+
+
 def check_prefixed_hex_hmac(
     header: str, body: bytes, keys: Sequence[bytes], *, prefix: str, name: str
 ) -> None:
-    """`header` is `prefix` + the hex HMAC-SHA256 of `body` under one of `keys` (GitHub, Mollie).
-
-    Raises `BadSignature` naming the header `name` when the shape is wrong or nothing matches.
-    """
-    header = header.strip()
-    if not header.startswith(prefix):
-        raise BadSignature(f"{name} does not start with {prefix}")
-    try:
-        candidate = bytes.fromhex(header[len(prefix) :])
-    except ValueError as exc:
-        raise BadSignature(f"{name} is not hex") from exc
-    if not any([matches_any(hmac_digest(key, body), [candidate]) for key in keys]):
-        raise BadSignature()
+    """`header` is `prefix` + the hex HMAC-SHA256 of `body` under one of `keys` (GitHub, Mollie,
+    Lemon Squeezy). Raises `BadSignature` naming the header `name` when the shape is wrong or
+    nothing matches."""
+    require_match(keys, [decode_digest(header, what=name, prefix=prefix)], body)
 
 
 def parse_json(body: bytes) -> Any:
@@ -192,9 +315,25 @@ class Source(ABC):
     def identify(self, headers: Headers, body: bytes) -> Identity:
         """Parse a verified delivery; raise `PayloadError` if it names no event."""
 
+    def handshake(self, headers: Headers, body: bytes) -> dict[str, Any] | None:
+        """The answer to a verified delivery that is a handshake rather than an event.
+
+        A dict is answered at once with 200 and nothing is stored (Slack's `url_verification`
+        challenge); None, the default, goes on to `identify`. Called by `authenticate`, only
+        after `verify` succeeded; may raise `PayloadError`.
+        """
+        return None
+
     def authenticate(self, headers: Headers, body: bytes, *, now: float) -> Identity:
-        """Verify, then identify: the body is not decoded before it is proven authentic."""
+        """Verify, then identify: the body is not decoded before it is proven authentic.
+
+        A verified handshake raises `Handshake` with the source's answer (the receiver sends
+        it with 200 and stores nothing).
+        """
         self.verify(headers, body, now=now)
+        answer = self.handshake(headers, body)
+        if answer is not None:
+            raise Handshake(answer)
         return self.identify(headers, body)
 
     def headers_to_store(self, headers: Headers) -> dict[str, str]:
@@ -203,6 +342,66 @@ class Source(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+class SecretSource(Source):
+    """A source verified with one or more secrets (several while one is rotated)."""
+
+    def __init__(self, *, secret: str | Sequence[str], name: str | None = None) -> None:
+        super().__init__(name=name)
+        self._keys = [self.decode_key(s) for s in secrets_tuple(secret)]
+
+    @staticmethod
+    def decode_key(secret: str) -> bytes:
+        """The HMAC key of one configured secret."""
+        return utf8_key(secret)
+
+
+class TimestampedSource(SecretSource):
+    """A source whose signature covers a timestamp, held within `tolerance` seconds of now."""
+
+    def __init__(
+        self,
+        *,
+        secret: str | Sequence[str],
+        name: str | None = None,
+        tolerance: float | None = DEFAULT_TOLERANCE,
+    ) -> None:
+        super().__init__(secret=secret, name=name)
+        self.tolerance = tolerance
+
+
+class SignatureListSource(TimestampedSource):
+    """One header listing a timestamp and hex HMAC-SHA256 signatures (Stripe, Paddle).
+
+    `{timestamp_name}=<unix>{separator}{signature_name}=<hex>[{separator}...]`, each signature
+    over `{timestamp}{joiner}{body}`; any signature may match any secret.
+    """
+
+    signature_header: ClassVar[str]
+    header_label: ClassVar[str]
+    separator: ClassVar[str]
+    timestamp_name: ClassVar[str]
+    signature_name: ClassVar[str]
+    joiner: ClassVar[bytes]
+
+    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
+        timestamp_text, candidates = timestamped_signatures(
+            require_header(headers, self.signature_header),
+            what=self.header_label,
+            separator=self.separator,
+            timestamp_name=self.timestamp_name,
+            signature_name=self.signature_name,
+        )
+        verify_timestamped(
+            self._keys,
+            candidates,
+            timestamp_text,
+            body,
+            now=now,
+            tolerance=self.tolerance,
+            separator=self.joiner,
+        )
 
 
 def parse_timestamp(raw: str) -> int:

@@ -22,7 +22,7 @@ from hookinbox.sources._base import (
     optional_text,
     parse_json,
     require_header,
-    secrets_tuple,
+    utf8_keys,
 )
 
 PREFIX = "sha256="
@@ -48,7 +48,7 @@ class GitHub(Source):
         scope_by_hook: bool = False,
     ) -> None:
         super().__init__(name=name)
-        self._keys = [s.encode() for s in secrets_tuple(secret)]
+        self._keys = utf8_keys(secret)
         self.scope_by_hook = scope_by_hook
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:

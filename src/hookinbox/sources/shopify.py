@@ -10,24 +10,21 @@ Shopify signs no timestamp, so there is no replay window to check.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Sequence
 from datetime import timedelta
 
-from hookinbox._errors import BadSignature
 from hookinbox.sources._base import (
     Headers,
     Identity,
     Source,
+    decode_digest,
     event_key,
-    hmac_digest,
-    matches_any,
     optional_text,
     parse_json,
     parse_time,
     require_header,
-    secrets_tuple,
+    require_match,
+    utf8_keys,
 )
 
 
@@ -54,16 +51,12 @@ class Shopify(Source):
 
     def __init__(self, *, secret: str | Sequence[str], name: str | None = None) -> None:
         super().__init__(name=name)
-        self._keys = [s.encode() for s in secrets_tuple(secret)]
+        self._keys = utf8_keys(secret)
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         encoded = require_header(headers, "x-shopify-hmac-sha256", "shopify-hmac-sha256")
-        try:
-            candidate = base64.b64decode(encoded.strip(), validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise BadSignature("X-Shopify-Hmac-Sha256 is not base64") from exc
-        if not any([matches_any(hmac_digest(key, body), [candidate]) for key in self._keys]):
-            raise BadSignature()
+        candidate = decode_digest(encoded, what="X-Shopify-Hmac-Sha256", encoding="base64")
+        require_match(self._keys, [candidate], body)
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json(body)

@@ -11,28 +11,24 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
 from datetime import timedelta
 
 from hookinbox._errors import BadSignature, ConfigurationError
 from hookinbox.sources._base import (
     Headers,
     Identity,
-    Source,
+    TimestampedSource,
     check_tolerance,
     event_key,
-    hmac_digest,
     lookup,
-    matches_any,
     optional_text,
     parse_json_object,
     parse_time,
     parse_timestamp,
     require_header,
-    secrets_tuple,
+    require_match,
 )
 
-DEFAULT_TOLERANCE = 300.0
 SECRET_PREFIX = "whsec_"
 
 
@@ -62,11 +58,11 @@ def decode_signatures(header: str) -> list[bytes]:
     return signatures
 
 
-class StandardWebhooks(Source):
+class StandardWebhooks(TimestampedSource):
     default_name = "standard"
     # Svix retries for about 28 h; the spec's example schedule spans about 75 h.
     redelivery_window = timedelta(days=4)
-    stored_headers = (
+    stored_headers: tuple[str, ...] = (
         "webhook-id",
         "webhook-timestamp",
         "webhook-signature",
@@ -75,16 +71,9 @@ class StandardWebhooks(Source):
         "svix-signature",
     )
 
-    def __init__(
-        self,
-        *,
-        secret: str | Sequence[str],
-        name: str | None = None,
-        tolerance: float | None = DEFAULT_TOLERANCE,
-    ) -> None:
-        super().__init__(name=name)
-        self._keys = [decode_secret(s) for s in secrets_tuple(secret)]
-        self.tolerance = tolerance
+    @staticmethod
+    def decode_key(secret: str) -> bytes:
+        return decode_secret(secret)
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         message_id = require_header(headers, "webhook-id", "svix-id")
@@ -99,8 +88,7 @@ class StandardWebhooks(Source):
             signed = f"{message_id}.{timestamp_text.strip()}.".encode() + body
         except UnicodeEncodeError as exc:  # a lone surrogate: no sender could have signed it
             raise BadSignature("webhook-id is not valid text") from exc
-        if not any([matches_any(hmac_digest(key, signed), candidates) for key in self._keys]):
-            raise BadSignature()
+        require_match(self._keys, candidates, signed)
         check_tolerance(timestamp, now=now, tolerance=self.tolerance)
 
     def identify(self, headers: Headers, body: bytes) -> Identity:

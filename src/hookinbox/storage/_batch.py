@@ -1,17 +1,26 @@
-"""Storing many deliveries with one upsert: the statement behind group commit.
+"""Storing many deliveries with one upsert: the statements behind group commit.
 
-The rows of a batch go to the database in ONE `INSERT ... ON CONFLICT DO UPDATE ... RETURNING`
-(PostgreSQL: `SELECT ... FROM unnest(<one array per column>)`, so the statement text never
-changes and the server keeps it prepared; SQLite: a multi-row `VALUES` list, one text per row
-count) and their delivery-log rows in a second statement, inside the caller's transaction.
+PostgreSQL: ONE statement per batch. A data-modifying CTE upserts the events
+(`INSERT ... SELECT FROM unnest(<one array per column>) ON CONFLICT DO UPDATE ... RETURNING`)
+and inserts their delivery-log rows, joined to what the upsert returned. One statement is
+atomic on its own, so group commit runs it in autocommit: one round trip and one commit per
+batch, where BEGIN, two statements and COMMIT would take four. The text never changes, so the
+server keeps it prepared.
 
-The statements are written as driver-level SQL rather than built with SQLAlchemy: compiling a
-multi-row insert costs more CPU than the round trips it saves. `tests/storage` checks that a
-batch writes exactly what `record_delivery` writes, column by column.
+SQLite: the upsert as a multi-row `VALUES` list (one text per row count) and the log rows in a
+second statement, in the caller's transaction (in process: no round trips to save).
 
-Deliveries of the same event inside one batch are folded before the upsert (PostgreSQL refuses
-to update one row twice in a statement): the event's first delivery carries the group's count,
-and only it can be new; the others are duplicates of it, as if they had arrived just after.
+The statements are driver-level SQL rather than built with SQLAlchemy: compiling a multi-row
+insert costs more CPU than the round trips it saves. `tests/storage/test_batch.py` checks that
+batches write exactly what `record_delivery` writes, column by column, however they are cut.
+
+Deliveries of one event inside a batch are folded into one row of the upsert (PostgreSQL
+refuses to update a row twice in a statement): the first carries the count, and only it can be
+new; the others are duplicates of it, as if they had arrived just after. Folded deliveries
+share a body: one with a different body (a key conflict inside the batch, which is rare) goes
+into a later statement, so that every conflict is counted exactly by the database. Such a
+delivery is then counted after its siblings of the same batch: they arrived together, and
+any order among them is one that could have happened.
 """
 
 from __future__ import annotations
@@ -31,46 +40,56 @@ _EVENT_COLUMNS = (
     "status, attempts, deferrals, next_attempt_at, delivery_count, key_conflicts, "
     "last_delivery_at"
 )
-# On a conflict the stored row keeps its body; each delivery of the group is counted, and a body
-# that differs from the stored one is a key conflict. The CASE counts the group's first delivery;
-# `_fix_conflicts` adds the rest in the rare case they differ.
+# On a conflict the stored row keeps its body; every folded delivery is counted, and when the
+# (shared) body differs from the stored one, each of them is a key conflict. A statement that
+# carries a conflicting body runs after the one that folded its siblings, so the latest
+# delivery time is kept with GREATEST (MAX on SQLite) rather than overwritten.
 _ON_CONFLICT = """
 ON CONFLICT (source, event_id) DO UPDATE SET
     delivery_count = hookinbox_events.delivery_count + excluded.delivery_count,
-    key_conflicts = hookinbox_events.key_conflicts
-        + CASE WHEN hookinbox_events.body_sha256 <> excluded.body_sha256 THEN 1 ELSE 0 END,
-    last_delivery_at = excluded.last_delivery_at
+    key_conflicts = hookinbox_events.key_conflicts + CASE
+        WHEN hookinbox_events.body_sha256 <> excluded.body_sha256
+        THEN excluded.delivery_count ELSE 0 END,
+    last_delivery_at = {latest}(hookinbox_events.last_delivery_at, excluded.last_delivery_at)
 RETURNING id, source, event_id, delivery_count, body_sha256, status
 """
-_POSTGRES_UPSERT = f"""
-INSERT INTO hookinbox_events ({_EVENT_COLUMNS})
-SELECT source, event_id, event_type, occurred_at, received_at, body, headers, body_sha256,
-       status, 0, 0, received_at, delivery_count, key_conflicts, last_delivery_at
-FROM unnest(
-    %(source)s::varchar[], %(event_id)s::varchar[], %(event_type)s::varchar[],
-    %(occurred_at)s::timestamptz[], %(received_at)s::timestamptz[], %(body)s::bytea[],
-    %(headers)s::text[], %(body_sha256)s::varchar[], %(status)s::varchar[],
-    %(delivery_count)s::int[], %(key_conflicts)s::int[], %(last_delivery_at)s::timestamptz[]
-) AS batch(source, event_id, event_type, occurred_at, received_at, body, headers, body_sha256,
-           status, delivery_count, key_conflicts, last_delivery_at)
-{_ON_CONFLICT}"""
-_POSTGRES_LOG = """
-INSERT INTO hookinbox_deliveries (source, event_id, received_at, duplicate, key_conflict)
-SELECT * FROM unnest(%(source)s::varchar[], %(event_id)s::varchar[],
-                     %(received_at)s::timestamptz[], %(duplicate)s::boolean[],
-                     %(key_conflict)s::boolean[])
+_POSTGRES = f"""
+WITH upserted AS (
+    INSERT INTO hookinbox_events ({_EVENT_COLUMNS})
+    SELECT source, event_id, event_type, occurred_at, received_at, body, headers, body_sha256,
+           status, 0, 0, received_at, delivery_count, 0, last_delivery_at
+    FROM unnest(
+        %(source)s::varchar[], %(event_id)s::varchar[], %(event_type)s::varchar[],
+        %(occurred_at)s::timestamptz[], %(received_at)s::timestamptz[], %(body)s::bytea[],
+        %(headers)s::text[], %(body_sha256)s::varchar[], %(status)s::varchar[],
+        %(delivery_count)s::int[], %(last_delivery_at)s::timestamptz[]
+    ) AS batch(source, event_id, event_type, occurred_at, received_at, body, headers,
+               body_sha256, status, delivery_count, last_delivery_at)
+    {_ON_CONFLICT.format(latest="GREATEST")}
+), logged AS (
+    INSERT INTO hookinbox_deliveries (source, event_id, received_at, duplicate, key_conflict)
+    SELECT u.source, u.event_id, l.received_at,
+           NOT (l.position = 1 AND u.delivery_count = l.folded),
+           u.body_sha256 <> l.body_sha256
+    FROM unnest(%(log_source)s::varchar[], %(log_event_id)s::varchar[],
+                %(log_received_at)s::timestamptz[], %(log_position)s::int[],
+                %(log_folded)s::int[], %(log_body_sha256)s::varchar[])
+         AS l(source, event_id, received_at, position, folded, body_sha256)
+    JOIN upserted u ON u.source = l.source AND u.event_id = l.event_id
+)
+SELECT id, source, event_id, delivery_count, body_sha256, status FROM upserted
 """
 _SQLITE_LOG = (
-    "INSERT INTO hookinbox_deliveries (source, event_id, received_at, duplicate, key_conflict) "
+    "INSERT INTO hookinbox_deliveries (received_at, source, event_id, duplicate, key_conflict) "
     "VALUES (?, ?, ?, ?, ?)"
 )
-_FIX_CONFLICTS = "UPDATE hookinbox_events SET key_conflicts = key_conflicts + {n} WHERE id = {id}"
 
 
 @functools.lru_cache(maxsize=64)
 def _sqlite_upsert(rows: int) -> str:
-    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?)"] * rows)
-    return f"INSERT INTO hookinbox_events ({_EVENT_COLUMNS}) VALUES {values}{_ON_CONFLICT}"
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 0, ?)"] * rows)
+    upsert = _ON_CONFLICT.format(latest="MAX")
+    return f"INSERT INTO hookinbox_events ({_EVENT_COLUMNS}) VALUES {values}{upsert}"
 
 
 def _sqlite_time(value: datetime | None) -> str | None:
@@ -83,12 +102,11 @@ def _sqlite_time(value: datetime | None) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class _Group:
-    """The deliveries of one event inside a batch, folded into the one row they upsert."""
+    """The deliveries of one event in one statement, folded into the one row they upsert."""
 
+    members: list[int]
+    """Their indexes in the batch, in arrival order; they share a body."""
     first: NewDelivery
-    count: int
-    fresh_conflicts: int
-    """If the row is new: its later deliveries whose body differs from the first's."""
     last_delivery_at: datetime
 
 
@@ -99,47 +117,65 @@ Row = tuple[int, int, str, str]
 def record_deliveries(
     connection: Connection, deliveries: Sequence[NewDelivery]
 ) -> list[RecordedDelivery]:
-    """Store `deliveries` in the caller's transaction; one result per delivery, in order."""
-    members_of: dict[tuple[str, str], list[int]] = {}
-    for index, delivery in enumerate(deliveries):
-        members_of.setdefault((delivery.source, delivery.event_id), []).append(index)
-    groups = [
-        _Group(
-            first=deliveries[m[0]],
-            count=len(m),
-            fresh_conflicts=sum(
-                deliveries[i].body_sha256 != deliveries[m[0]].body_sha256 for i in m[1:]
-            ),
-            last_delivery_at=deliveries[m[-1]].received_at,
-        )
-        for m in members_of.values()
-    ]
-    upsert = _upsert_postgres if connection.dialect.name == "postgresql" else _upsert_sqlite
-    rows = upsert(connection, groups)
+    """Store `deliveries`; one result per delivery, in order.
 
+    On PostgreSQL each statement is atomic by itself (run it in autocommit or in a
+    transaction); on SQLite, call it inside a transaction.
+    """
     results: list[RecordedDelivery | None] = [None] * len(deliveries)
-    for (key, members), group in zip(members_of.items(), groups, strict=True):
-        row_id, stored_count, stored_sha, status = rows[key]
-        created = stored_count == group.count  # an existing row had >= 1 before the batch
-        for position, index in enumerate(members):
-            results[index] = RecordedDelivery(
-                row_id=row_id,
-                is_new=created and position == 0,
-                delivery_count=stored_count - group.count + position + 1,
-                key_conflict=deliveries[index].body_sha256 != stored_sha,
-                status=Status(status),
-            )
-        if not created:
-            extra = sum(deliveries[i].body_sha256 != stored_sha for i in members[1:])
-            if extra:
-                connection.exec_driver_sql(_FIX_CONFLICTS.format(n=int(extra), id=int(row_id)))
-    recorded = [r for r in results if r is not None]
-    _log(connection, deliveries, recorded)
-    return recorded
+    for groups in _statements(deliveries):
+        if connection.dialect.name == "postgresql":
+            rows = _write_postgres(connection, deliveries, groups)
+        else:
+            rows = _write_sqlite(connection, deliveries, groups)
+        for group in groups:
+            row_id, stored_count, stored_sha, status = rows[_key(group.first)]
+            folded = len(group.members)
+            created = stored_count == folded  # an existing row had >= 1 before this statement
+            for position, index in enumerate(group.members):
+                results[index] = RecordedDelivery(
+                    row_id=row_id,
+                    is_new=created and position == 0,
+                    delivery_count=stored_count - folded + position + 1,
+                    key_conflict=deliveries[index].body_sha256 != stored_sha,
+                    status=Status(status),
+                )
+    return [r for r in results if r is not None]
 
 
-def _upsert_postgres(connection: Connection, groups: list[_Group]) -> dict[tuple[str, str], Row]:
+def _key(delivery: NewDelivery) -> tuple[str, str]:
+    return delivery.source, delivery.event_id
+
+
+def _statements(deliveries: Sequence[NewDelivery]) -> list[list[_Group]]:
+    """Fold the deliveries of each event; a delivery whose body differs from its event's
+    first in this statement waits for the next statement (rare: a key conflict)."""
+    remaining = list(range(len(deliveries)))
+    statements: list[list[_Group]] = []
+    while remaining:
+        members_of: dict[tuple[str, str], list[int]] = {}
+        later: list[int] = []
+        for index in remaining:
+            members = members_of.setdefault(_key(deliveries[index]), [])
+            if members and deliveries[members[0]].body_sha256 != deliveries[index].body_sha256:
+                later.append(index)
+            else:
+                members.append(index)
+        statements.append(
+            [
+                _Group(m, deliveries[m[0]], deliveries[m[-1]].received_at)
+                for m in members_of.values()
+            ]
+        )
+        remaining = later
+    return statements
+
+
+def _write_postgres(
+    connection: Connection, deliveries: Sequence[NewDelivery], groups: list[_Group]
+) -> dict[tuple[str, str], Row]:
     firsts = [g.first for g in groups]
+    logged = [(index, position, g) for g in groups for position, index in enumerate(g.members)]
     parameters = {
         "source": [d.source for d in firsts],
         "event_id": [d.event_id for d in firsts],
@@ -150,15 +186,22 @@ def _upsert_postgres(connection: Connection, groups: list[_Group]) -> dict[tuple
         "headers": [json.dumps(d.headers, sort_keys=True) for d in firsts],
         "body_sha256": [d.body_sha256 for d in firsts],
         "status": [_status(d) for d in firsts],
-        "delivery_count": [g.count for g in groups],
-        "key_conflicts": [g.fresh_conflicts for g in groups],
+        "delivery_count": [len(g.members) for g in groups],
         "last_delivery_at": [g.last_delivery_at for g in groups],
+        "log_source": [g.first.source for _, _, g in logged],
+        "log_event_id": [g.first.event_id for _, _, g in logged],
+        "log_received_at": [deliveries[i].received_at for i, _, _ in logged],
+        "log_position": [position + 1 for _, position, _ in logged],
+        "log_folded": [len(g.members) for _, _, g in logged],
+        "log_body_sha256": [g.first.body_sha256 for _, _, g in logged],
     }
-    result = connection.exec_driver_sql(_POSTGRES_UPSERT, parameters)
+    result = connection.exec_driver_sql(_POSTGRES, parameters)
     return {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
 
 
-def _upsert_sqlite(connection: Connection, groups: list[_Group]) -> dict[tuple[str, str], Row]:
+def _write_sqlite(
+    connection: Connection, deliveries: Sequence[NewDelivery], groups: list[_Group]
+) -> dict[tuple[str, str], Row]:
     parameters: list[object] = []
     for group in groups:
         delivery = group.first
@@ -174,36 +217,28 @@ def _upsert_sqlite(connection: Connection, groups: list[_Group]) -> dict[tuple[s
             delivery.body_sha256,
             _status(delivery),
             received,
-            group.count,
-            group.fresh_conflicts,
+            len(group.members),
             _sqlite_time(group.last_delivery_at),
         )
     result = connection.exec_driver_sql(_sqlite_upsert(len(groups)), tuple(parameters))
-    return {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
-
-
-def _log(
-    connection: Connection, deliveries: Sequence[NewDelivery], recorded: list[RecordedDelivery]
-) -> None:
-    if connection.dialect.name == "postgresql":
-        connection.exec_driver_sql(
-            _POSTGRES_LOG,
-            {
-                "source": [d.source for d in deliveries],
-                "event_id": [d.event_id for d in deliveries],
-                "received_at": [d.received_at for d in deliveries],
-                "duplicate": [not r.is_new for r in recorded],
-                "key_conflict": [r.key_conflict for r in recorded],
-            },
-        )
-        return
-    connection.exec_driver_sql(
-        _SQLITE_LOG,
-        [
-            (d.source, d.event_id, _sqlite_time(d.received_at), not r.is_new, r.key_conflict)
-            for d, r in zip(deliveries, recorded, strict=True)
-        ],
-    )
+    rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
+    log = []
+    for group in groups:
+        _, stored_count, stored_sha, _ = rows[_key(group.first)]
+        created = stored_count == len(group.members)
+        for position, index in enumerate(group.members):
+            delivery = deliveries[index]
+            log.append(
+                (
+                    _sqlite_time(delivery.received_at),
+                    delivery.source,
+                    delivery.event_id,
+                    not (created and position == 0),
+                    delivery.body_sha256 != stored_sha,
+                )
+            )
+    connection.exec_driver_sql(_SQLITE_LOG, log)
+    return rows
 
 
 def _status(delivery: NewDelivery) -> str:

@@ -28,10 +28,13 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from sqlalchemy import Connection
+
 from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._metrics import observe_batch
 from hookinbox._model import NewDelivery, RecordedDelivery
 from hookinbox.storage._batch import record_deliveries
+from hookinbox.storage._errors import translate_errors
 from hookinbox.storage._store import Store
 
 log = logging.getLogger("hookinbox.storage")
@@ -67,6 +70,7 @@ class GroupCommitter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._connection: Connection | None = None
 
     def submit(self, delivery: NewDelivery) -> Future[RecordedDelivery]:
         """Queue `delivery`; the future resolves once its row is committed (or fails)."""
@@ -91,6 +95,7 @@ class GroupCommitter:
         if thread is not None:
             self._queue.put(_STOP)
             thread.join(timeout)
+        self._drop_connection()
 
     def _start(self) -> None:
         with self._lock:
@@ -134,8 +139,7 @@ class GroupCommitter:
     def _flush(self, batch: list[_Pending]) -> None:
         deliveries = [delivery for delivery, _ in batch]
         try:
-            with self.store.transaction() as connection:
-                results = record_deliveries(connection, deliveries)
+            results = self._write(deliveries)
         except StoreUnavailable as error:
             for _, future in batch:
                 future.set_exception(error)
@@ -152,3 +156,31 @@ class GroupCommitter:
         observe_batch(len(batch))
         for (_, future), result in zip(batch, results, strict=True):
             future.set_result(result)
+
+    def _write(self, deliveries: list[NewDelivery]) -> list[RecordedDelivery]:
+        if self.store.dialect != "postgresql":
+            with self.store.transaction() as connection:
+                return record_deliveries(connection, deliveries)
+        # PostgreSQL: each batch is one atomic statement, run in autocommit on a connection
+        # this thread keeps (checking one out would cost the pool's ping, a round trip).
+        self.store.ensure_schema()
+        try:
+            with translate_errors():
+                if self._connection is None:
+                    self._connection = self.store.engine.connect().execution_options(
+                        isolation_level="AUTOCOMMIT"
+                    )
+                return record_deliveries(self._connection, deliveries)
+        except Exception:
+            self._drop_connection()
+            raise
+
+    def _drop_connection(self) -> None:
+        """After an error the connection may be broken: never reuse it."""
+        if self._connection is not None:
+            try:
+                self._connection.invalidate()
+                self._connection.close()
+            except Exception:  # it is being thrown away: nothing to save
+                log.debug("closing a failed group-commit connection", exc_info=True)
+            self._connection = None

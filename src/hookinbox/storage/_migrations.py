@@ -203,12 +203,17 @@ def current_version(connection: Connection) -> int:
     return int(version or 0)
 
 
-def migrate(engine: Engine, after: Sequence[AfterMigrate] = ()) -> tuple[int, int]:
-    """Bring the schema to the latest version; returns (version before, version after).
+def migrate(
+    engine: Engine, after: Sequence[AfterMigrate] = (), *, target: int = LATEST_VERSION
+) -> tuple[int, int]:
+    """Bring the schema to `target` (the latest version); returns (version before, after).
 
     `after` callbacks run in the same transaction once hookinbox's steps are applied: an
-    application may create its own tables there (the bundled examples do).
+    application may create its own tables there (the bundled examples do). A database already
+    past `target` is left as it is (a Django migration pinned to an older version).
     """
+    if not 0 < target <= LATEST_VERSION:
+        raise ConfigurationError(f"no schema version {target}: versions go 1 to {LATEST_VERSION}")
     with translate_errors(), engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             connection.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_KEY)))
@@ -223,14 +228,14 @@ def migrate(engine: Engine, after: Sequence[AfterMigrate] = ()) -> tuple[int, in
         from alembic.runtime.migration import MigrationContext
 
         operations = Operations(MigrationContext.configure(connection))
-        for version in range(before + 1, LATEST_VERSION + 1):
+        for version in range(before + 1, target + 1):
             MIGRATIONS[version - 1](operations)
             connection.execute(
                 schema_versions.insert().values(version=version, applied_at=datetime.now(UTC))
             )
         for callback in after:
             callback(connection)
-        return before, LATEST_VERSION
+        return before, max(before, target)
 
 
 def check_version(engine: Engine) -> int:

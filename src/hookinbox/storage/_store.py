@@ -35,10 +35,12 @@ class Store:
         *,
         auto_migrate: bool = True,
         after_migrate: Sequence[_migrations.AfterMigrate] = (),
+        engine: Engine | None = None,
     ) -> None:
+        """`engine`: one built by a framework adapter (hookinbox.django); `url` names it."""
         self.options = options or StoreOptions()
         self.after_migrate = tuple(after_migrate)
-        self.engine: Engine = build_engine(url, self.options)
+        self.engine: Engine = engine if engine is not None else build_engine(url, self.options)
         self.auto_migrate = auto_migrate
         self._schema_ready = False
         self._schema_lock = threading.Lock()
@@ -82,16 +84,22 @@ class Store:
         """One transaction: committed on success, rolled back on any exception."""
         self.ensure_schema()
         if self._writer is None:
-            with translate_errors(), self.engine.begin() as connection:
+            with self._begin() as connection:
                 yield connection
             return
         if not self._writer.acquire(timeout=self.options.busy_timeout):
             raise StoreUnavailable("database unavailable: the SQLite write lock is busy")
         try:
-            with translate_errors(), self.engine.begin() as connection:
+            with self._begin() as connection:
                 yield connection
         finally:
             self._writer.release()
+
+    @contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        """Begin and end the database transaction (the Django store lets `atomic()` do it)."""
+        with translate_errors(), self.engine.begin() as connection:
+            yield connection
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:

@@ -1,0 +1,81 @@
+"""`python manage.py hookinbox_worker`: the worker of settings.HOOKINBOX_INBOX, in Django."""
+
+from __future__ import annotations
+
+import os
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from hookinbox.django._inbox import configured_inbox
+from hookinbox.processing import WorkerOptions
+
+# (flag, type, default, help): each defaults to HOOKINBOX_<FLAG>, as `hookinbox worker` does.
+_NUMBERS: tuple[tuple[str, type[int] | type[float], str, str], ...] = (
+    ("concurrency", int, "4", "Events processed at once (threads)."),
+    ("relay-concurrency", int, "4", "Outbox messages delivered at once (threads)."),
+    ("lease-seconds", float, "60", "How soon an event held by a killed worker is retried."),
+    ("grace-period", float, "30", "On SIGTERM, seconds to let attempts in flight finish."),
+    (
+        "poll-interval",
+        float,
+        "",
+        "Seconds between checks when nothing wakes the worker "
+        "(unset: 0.05 on SQLite, 1 on PostgreSQL).",
+    ),
+    ("metrics-port", int, "", "Serve Prometheus metrics on this port."),
+)
+
+
+def _variable(flag: str) -> str:
+    return "HOOKINBOX_" + flag.replace("-", "_").upper()
+
+
+class Command(BaseCommand):
+    help = (
+        "Process the stored events of settings.HOOKINBOX_INBOX, and deliver its outbox "
+        "messages, until SIGTERM or SIGINT. On SIGTERM it stops leasing and lets the attempts "
+        "in flight finish within --grace-period, then exits 0; if some are still running it "
+        "exits 1 at once and they roll back."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        for flag, kind, default, text in _NUMBERS:
+            value = os.environ.get(_variable(flag), default)
+            parser.add_argument(
+                f"--{flag}",
+                type=kind,
+                default=kind(value) if value else None,
+                help=f"{text} [{_variable(flag)}" + (f", default {default}]" if default else "]"),
+            )
+        parser.add_argument(
+            "--no-relay",
+            action="store_true",
+            default=os.environ.get("HOOKINBOX_NO_RELAY", "") not in ("", "0", "false"),
+            help="Do not deliver outbox messages [HOOKINBOX_NO_RELAY].",
+        )
+        parser.add_argument(
+            "--until-idle",
+            action="store_true",
+            help="Process what is due now, then exit (cron jobs, tests); retries due later wait.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from hookinbox.cli._main import run_until_stopped  # click, rich: only for this command
+
+        inbox = configured_inbox()
+        if options["until_idle"]:
+            attempts = inbox.process_due()
+            self.stdout.write(f"{attempts} attempt(s) run; nothing else is due")
+            inbox.close()
+            return
+        worker_options = WorkerOptions(
+            concurrency=options["concurrency"],
+            relay_concurrency=options["relay_concurrency"],
+            lease_seconds=options["lease_seconds"],
+            grace_period=options["grace_period"],
+            poll_interval=options["poll_interval"],
+        )
+        worker = inbox.worker(worker_options, relay=not options["no_relay"])
+        run_until_stopped(inbox, worker, options["metrics_port"])

@@ -1,0 +1,53 @@
+"""Flask: a blueprint that receives deliveries, or one call for a view of your own.
+
+    app.register_blueprint(hookinbox.flask.blueprint(inbox))     # POST /webhooks/<source>
+
+The body is read from `request.stream`, never from `request.get_data()` or `request.json`: a
+body whose Content-Length passes the inbox's cap is refused (413) before a byte is read, and a
+chunked one as soon as it passes the cap. The bytes are verified exactly as they came. Storage
+is synchronous, so the view runs in the WSGI server's own worker thread or process.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, request
+
+from hookinbox._inbox import Inbox
+from hookinbox._receiver import Reply
+from hookinbox.http._app import encode_reply
+from hookinbox.http._blocking import answer_blocking
+
+__all__ = ["blueprint", "receive", "respond"]
+
+
+def blueprint(inbox: Inbox, *, name: str = "hookinbox", url_prefix: str = "/webhooks") -> Blueprint:
+    """A blueprint with `POST {url_prefix}/<source>` for every source of `inbox`."""
+    webhooks = Blueprint(name, __name__, url_prefix=url_prefix.rstrip("/"))
+
+    @webhooks.post("/<source>")
+    def receive_webhook(source: str) -> Response:
+        return respond(inbox, source)
+
+    return webhooks
+
+
+def receive(inbox: Inbox, source: str) -> Reply:
+    """Read the current request's raw body with the cap, verify and store it."""
+    return answer_blocking(
+        inbox.receiver,
+        source,
+        request.headers.items(),
+        request.headers.get("Content-Length"),
+        request.stream.read,
+    )
+
+
+def respond(inbox: Inbox, source: str) -> Response:
+    """`receive`, answered as the provider expects: JSON body, status code and headers."""
+    reply = receive(inbox, source)
+    return Response(
+        encode_reply(reply),
+        reply.status_code,
+        headers=reply.headers,
+        mimetype="application/json",
+    )

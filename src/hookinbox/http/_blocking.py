@@ -1,0 +1,65 @@
+"""The delivery path for blocking (WSGI) frameworks: Flask, Django, anything with a stream.
+
+The twin of `_app.answer`: the same steps in the same order (an unknown source is answered
+before a byte is read; the body is read with the cap, never past it), over a `read(n)` function
+instead of ASGI messages. Status codes stay the receiver's to choose.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+
+from hookinbox._errors import BodyTooLarge
+from hookinbox._receiver import BaseReceiver, Reply
+
+log = logging.getLogger("hookinbox.http")
+
+CHUNK_SIZE = 64 * 1024
+
+
+def read_capped(read: Callable[[int], bytes], declared: str | None, limit: int) -> bytes:
+    """Read a body until `read` returns b"", refusing (without buffering) more than `limit`.
+
+    `declared` is the Content-Length header, if any: a body that announces more than the limit
+    is refused before a byte is read. A body without one (chunked) is read a chunk at a time
+    and refused as soon as it passes the limit.
+    """
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge()
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        # Never ask for more than one byte past the limit: that byte is enough to refuse.
+        chunk = read(min(CHUNK_SIZE, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge()
+        chunks.append(chunk)
+
+
+def answer_blocking(
+    receiver: BaseReceiver,
+    source: str,
+    headers: Mapping[str, str] | Iterable[tuple[str, str]],
+    declared: str | None,
+    read: Callable[[int], bytes],
+) -> Reply:
+    """Read one delivery through `read(n)` and decide its reply.
+
+    Errors raised by `read` itself (a client that hung up mid-body) are the framework's to
+    answer and propagate; anything else is a bug in hookinbox, logged and answered 500.
+    """
+    if source not in receiver.sources:
+        return receiver.receive(source, {}, b"")  # answered before reading
+    try:
+        body = read_capped(read, declared, receiver.max_body_size)
+    except BodyTooLarge:
+        return receiver.reject_too_large(source)
+    try:
+        return receiver.receive(source, headers, body)
+    except Exception:  # a bug in hookinbox: log it, answer without the traceback
+        log.exception("unexpected error receiving a delivery")
+        return Reply(500, {"status": "error", "error": "internal"})

@@ -1,0 +1,54 @@
+"""Square: `x-square-hmacsha256-signature` = base64 HMAC-SHA256 of `notification_url + body`.
+
+The notification URL is part of what Square signs, so it is configured on the source exactly
+as it stands in the subscription (scheme, host, path, query, trailing slash): the request's own
+URL is not used, since proxies and mounts rewrite it. The key is the body's `event_id`.
+Square signs no timestamp. The legacy `x-square-signature` (HMAC-SHA1) is not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from hookinbox.sources._base import (
+    Headers,
+    Identity,
+    SecretSource,
+    configured_url,
+    decode_digest,
+    fields_identity,
+    require_header,
+    require_match,
+)
+
+
+class Square(SecretSource):
+    default_name = "square"
+    # Retries for up to 24 hours.
+    redelivery_window = timedelta(days=1)
+    stored_headers = ("x-square-hmacsha256-signature",)
+
+    def __init__(
+        self,
+        *,
+        secret: str | Sequence[str],
+        notification_url: str,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(secret=secret, name=name)
+        self.notification_url = configured_url(notification_url, "notification_url")
+        self._url = self.notification_url.encode()
+
+    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
+        candidate = decode_digest(
+            require_header(headers, "x-square-hmacsha256-signature"),
+            what="x-square-hmacsha256-signature",
+            encoding="base64",
+        )
+        require_match(self._keys, [candidate], self._url + body)
+
+    def identify(self, headers: Headers, body: bytes) -> Identity:
+        return fields_identity(
+            body, id_field="event_id", type_field="type", time_field="created_at", what="event_id"
+        )

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ProbeConfig(AppConfig):
+    name = "tests.django_project.probe"
+    label = "probe"

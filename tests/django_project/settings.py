@@ -1,0 +1,28 @@
+"""Settings of the probe project; the database comes from PROBE_DATABASE_URL."""
+
+from __future__ import annotations
+
+import os
+
+from hookinbox.examples.django_shop.settings import database
+
+SECRET_KEY = "tests-only"
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1"]
+ROOT_URLCONF = "tests.django_project.urls"
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+INSTALLED_APPS = ["hookinbox.django", "tests.django_project.probe"]
+HOOKINBOX_INBOX = "tests.django_project.probe.webhooks.inbox"
+# What a real project has on: CSRF checks (providers send no token) and request transactions.
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+]
+
+DATABASES = {"default": {**database(os.environ["PROBE_DATABASE_URL"]), "ATOMIC_REQUESTS": True}}
+if os.environ.get("PROBE_SQLITE_TRANSACTION_MODE"):  # the system check's test
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = os.environ[
+        "PROBE_SQLITE_TRANSACTION_MODE"
+    ]

@@ -1,0 +1,168 @@
+"""GitLab: the secret token form and the signed (Standard Webhooks) form."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import standardwebhooks
+
+from hookinbox._errors import (
+    BadSignature,
+    ConfigurationError,
+    MissingHeader,
+    PayloadError,
+    TimestampOutOfTolerance,
+)
+from hookinbox.sources import GitLab, GitLabSigned, StandardWebhooks
+
+T = 1_700_000_000
+NOW = float(T)
+TOKEN = "glwht-token-0123456789"
+SIGNING_SECRET = "whsec_" + base64.b64encode(b"gitlab signing key, 32 bytes!!!").decode()
+EVENT: dict[str, Any] = {
+    "object_kind": "push",
+    "event_name": "push",
+    "ref": "refs/heads/main",
+    "project": {"id": 15, "path_with_namespace": "jsmith/example"},
+    "commits": [{"id": "b6568db1bc1dcd7f8b4d5a946b0b91f9dacd7327", "message": "Zoë's fix"}],
+}
+BODY = json.dumps(EVENT, ensure_ascii=False).encode()
+IDEMPOTENCY_KEY = "f7cb1f37-4bd9-4b8b-9b4e-2f7a1f8e9c0d"
+
+
+def token_headers(token: str = TOKEN, **extra: str) -> dict[str, str]:
+    return {
+        "x-gitlab-token": token,
+        "x-gitlab-event": "Push Hook",
+        "idempotency-key": IDEMPOTENCY_KEY,
+        "x-gitlab-event-uuid": "13792a34-cac6-4fda-95a8-c58e00a3954e",
+        "x-gitlab-webhook-uuid": "a2a5d8d3-1f1e-4a6c-9f8f-2b6c8c0a7e11",
+        "x-gitlab-instance": "https://gitlab.example.com",
+        **extra,
+    }
+
+
+def signed_headers(
+    body: bytes = BODY, *, msg_id: str = "msg_1", timestamp: int = T
+) -> dict[str, str]:
+    when = datetime.fromtimestamp(timestamp, UTC)
+    signature = standardwebhooks.Webhook(SIGNING_SECRET).sign(msg_id, when, body.decode())
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature,
+        "x-gitlab-event": "Push Hook",
+        "idempotency-key": IDEMPOTENCY_KEY,
+    }
+
+
+# -- the secret token ------------------------------------------------------------------------------
+
+
+def test_the_configured_token_verifies() -> None:
+    identity = GitLab(token=TOKEN).authenticate(token_headers(), BODY, now=NOW)
+    assert identity.event_id == IDEMPOTENCY_KEY
+    assert identity.event_type == "Push Hook"
+    assert identity.occurred_at is None
+    assert identity.payload == EVENT
+
+
+@pytest.mark.parametrize(
+    "token",
+    [TOKEN + "x", TOKEN[:-1], TOKEN.upper(), " " + TOKEN + "x", "\ud800", "é" * 3],
+    ids=["longer", "shorter", "case", "padded", "surrogate", "non-ascii"],
+)
+def test_any_other_token_is_bad_signature(token: str) -> None:
+    with pytest.raises(BadSignature):
+        GitLab(token=TOKEN).verify(token_headers(token), BODY, now=NOW)
+
+
+def test_tokens_rotate_and_the_body_is_not_covered() -> None:
+    source = GitLab(token=["new-token", TOKEN])
+    source.verify(token_headers(), BODY, now=NOW)
+    source.verify(token_headers("new-token"), BODY, now=NOW)
+    # A token is a password, not a signature: any body passes with it (documented).
+    source.verify(token_headers(), b'{"object_kind": "forged"}', now=NOW)
+
+
+def test_missing_token_is_missing_header() -> None:
+    headers = token_headers()
+    del headers["x-gitlab-token"]
+    with pytest.raises(MissingHeader):
+        GitLab(token=TOKEN).verify(headers, BODY, now=NOW)
+
+
+def test_the_token_is_never_stored() -> None:
+    kept = GitLab(token=TOKEN).headers_to_store(token_headers())
+    assert "x-gitlab-token" not in kept
+    assert TOKEN not in json.dumps(kept)
+    assert kept["idempotency-key"] == IDEMPOTENCY_KEY
+
+
+def test_without_idempotency_key_the_event_uuid_is_the_key() -> None:
+    headers = token_headers()
+    del headers["idempotency-key"]
+    identity = GitLab(token=TOKEN).identify(headers, BODY)
+    assert identity.event_id == "13792a34-cac6-4fda-95a8-c58e00a3954e"
+
+
+def test_the_webhook_uuid_is_never_the_key() -> None:
+    headers = token_headers()
+    del headers["idempotency-key"]
+    del headers["x-gitlab-event-uuid"]
+    with pytest.raises(PayloadError, match="Idempotency-Key or X-Gitlab-Event-UUID"):
+        GitLab(token=TOKEN).identify(headers, BODY)
+
+
+def test_a_retry_keeps_the_key_though_the_webhook_uuid_changes() -> None:
+    source = GitLab(token=TOKEN)
+    first = source.identify(token_headers(), BODY)
+    retry = source.identify(token_headers(**{"x-gitlab-webhook-uuid": "other"}), BODY)
+    assert first.event_id == retry.event_id
+
+
+@pytest.mark.parametrize("body", [b"[]", b"not json", b""])
+def test_non_object_body_is_payload_error(body: bytes) -> None:
+    with pytest.raises(PayloadError):
+        GitLab(token=TOKEN).identify(token_headers(), body)
+
+
+@pytest.mark.parametrize("token", ["", [], ["x", ""]])
+def test_invalid_token_is_configuration_error(token: object) -> None:
+    with pytest.raises(ConfigurationError):
+        GitLab(token=token)  # type: ignore[arg-type]
+
+
+# -- signed webhooks (Standard Webhooks) ----------------------------------------------------------
+
+
+def test_signed_webhooks_verify_with_the_standard_webhooks_machinery() -> None:
+    source = GitLabSigned(secret=SIGNING_SECRET)
+    assert isinstance(source, StandardWebhooks)
+    assert source.name == "gitlab"
+    identity = source.authenticate(signed_headers(), BODY, now=NOW)
+    assert identity.event_id == "msg_1"  # the signed webhook-id, not the unsigned header
+    assert identity.event_type == "Push Hook"
+    assert identity.occurred_at is None
+    assert identity.payload == EVENT
+
+
+def test_signed_webhooks_refuse_what_standard_webhooks_refuses() -> None:
+    source = GitLabSigned(secret=SIGNING_SECRET)
+    with pytest.raises(BadSignature):
+        source.verify(signed_headers(), BODY.replace(b"main", b"mian"), now=NOW)
+    with pytest.raises(BadSignature):
+        source.verify({**signed_headers(), "webhook-id": "msg_2"}, BODY, now=NOW)
+    with pytest.raises(TimestampOutOfTolerance):
+        source.verify(signed_headers(), BODY, now=NOW + 301)
+    with pytest.raises(MissingHeader):
+        source.verify(token_headers(), BODY, now=NOW)  # a token alone is not a signature
+
+
+def test_signed_webhooks_store_gitlab_headers_too() -> None:
+    kept = GitLabSigned(secret=SIGNING_SECRET).headers_to_store(signed_headers())
+    assert {"webhook-id", "webhook-signature", "x-gitlab-event", "idempotency-key"} <= set(kept)

@@ -1,0 +1,57 @@
+"""How a stored body becomes `event.payload`: JSON first, a form's fields when labelled a form."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from hookinbox import Event, Status
+from hookinbox._payload import decode_payload, form_fields, media_type
+
+FORM = "application/x-www-form-urlencoded"
+
+
+def test_json_is_json_whatever_the_label() -> None:
+    assert decode_payload(b'{"id": 1}', "application/json") == {"id": 1}
+    assert decode_payload(b'{"id": 1}', FORM) == {"id": 1}  # a mislabelled JSON body stays JSON
+    assert decode_payload(b"[1, 2]", None) == [1, 2]
+
+
+def test_a_form_is_read_only_when_labelled_a_form() -> None:
+    body = b"MessageSid=SM1&Body=Zo%C3%AB+%26+co&Empty="
+    expected = {"MessageSid": "SM1", "Body": "Zoë & co", "Empty": ""}
+    assert decode_payload(body, FORM) == expected
+    assert decode_payload(body, "Application/X-WWW-Form-Urlencoded; charset=utf-8") == expected
+    with pytest.raises(ValueError):
+        decode_payload(body, "text/plain")
+    with pytest.raises(ValueError):
+        decode_payload(body, None)
+
+
+def test_a_repeated_field_keeps_every_value_in_order() -> None:
+    assert form_fields(b"a=2&b=x&a=1&a=3") == {"a": ["2", "1", "3"], "b": "x"}
+
+
+def test_a_form_that_is_not_utf8_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        decode_payload(b"a=\xff", FORM)
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [(None, ""), ("", ""), ("application/json", "application/json"), (" A/B ; q=1", "a/b")],
+)
+def test_media_type(header: str | None, expected: str) -> None:
+    assert media_type(header) == expected
+
+
+def test_event_payload_reads_the_stored_content_type() -> None:
+    def event(body: bytes, headers: dict[str, str]) -> Event:
+        now = datetime.now(UTC)
+        return Event(1, "twilio", "k", None, None, now, body, headers, Status.PENDING, 0, 1)
+
+    assert event(b"a=1", {"content-type": FORM}).payload == {"a": "1"}
+    assert event(b'{"a": 1}', {}).payload == {"a": 1}
+    with pytest.raises(ValueError):
+        _ = event(b"a=1", {}).payload
