@@ -10,21 +10,20 @@ import asyncio
 import os
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import redis
 
 from hookinbox.claims import ClaimState, RedisClaims
 from tests.apps.claims_app import STRIPE_SECRET, effects_key, runs_key, started_key
-from tests.support.server import ROOT, _wait_ready, free_port, hookinbox_command, stop
+from tests.support.server import free_port, hookinbox_command, serving_process
 from tests.support.signing import stripe_delivery, stripe_event
 
 EVENTS = 500
@@ -37,29 +36,18 @@ IN_FLIGHT = 16
 class Served:
     process: subprocess.Popen[str]
     url: str
-    log: IO[str]
 
 
 @contextmanager
 def claim_server(redis_url: str, prefix: str, lease: float = 60) -> Iterator[Served]:
     port = free_port()
-    log = tempfile.TemporaryFile("w+")  # a file: a chatty server must not block on a pipe
-    env = {**os.environ, "CLAIMS_REDIS_URL": redis_url, "CLAIMS_PREFIX": prefix,
-           "CLAIMS_LEASE": str(lease)}  # fmt: skip
-    env.pop("HOOKINBOX_DATABASE_URL", None)
+    env = {"CLAIMS_REDIS_URL": redis_url, "CLAIMS_PREFIX": prefix, "CLAIMS_LEASE": str(lease),
+           "HOOKINBOX_DATABASE_URL": ""}  # fmt: skip  # a claims inbox refuses a database URL
     command = hookinbox_command(
         "serve", "tests.apps.claims_app:inbox", "--port", str(port), "--log-level", "warning"
     )
-    process = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
-    )
-    served = Served(process, f"http://127.0.0.1:{port}", log)
-    try:
-        _wait_ready(process, served.url, log)
-        yield served
-    finally:
-        stop(process)
-        log.close()
+    with serving_process(command, port, env=env) as (process, url):
+        yield Served(process, url)
 
 
 def signed(event_id: str, **data: Any) -> tuple[dict[str, str], bytes]:
