@@ -5,6 +5,11 @@ databases). Without it, PostgreSQL cases are skipped with that reason; with
 HOOKINBOX_REQUIRE_POSTGRES=1 (set by .ci/run) an unreachable server fails the run, and so
 does any skipped test. Each PostgreSQL test gets a fresh database cloned from a migrated
 template, so tests never see each other's rows.
+
+Redis (claim mode) is found through HOOKINBOX_TEST_REDIS_URL, by default the local server on
+127.0.0.1:6379; unreachable, its tests are skipped, or fail under HOOKINBOX_REQUIRE_REDIS=1
+(also set by .ci/run, which forbids every skip as soon as either switch is on). Redis tests
+keep apart by a key prefix of their own.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from hookinbox.storage import Store
 
 POSTGRES_URL = os.environ.get("HOOKINBOX_TEST_POSTGRES_URL", "")
 REQUIRE_POSTGRES = os.environ.get("HOOKINBOX_REQUIRE_POSTGRES") == "1"
+REDIS_URL = os.environ.get("HOOKINBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+REQUIRE_REDIS = os.environ.get("HOOKINBOX_REQUIRE_REDIS") == "1"
 TEMPLATE = f"hookinbox_test_template_{os.getpid()}"  # one per run: runs may overlap
 BACKENDS = ["sqlite", "postgres"]
 
@@ -112,19 +119,39 @@ def store(db_url: str) -> Iterator[Store]:
     store.dispose()
 
 
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A reachable Redis; skipped (or failed, in CI) without one."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        message = f"Redis at HOOKINBOX_TEST_REDIS_URL ({REDIS_URL}) is unreachable: {error}"
+        if REQUIRE_REDIS:
+            pytest.fail(message)
+        pytest.skip(message)
+    finally:
+        client.close()
+    return REDIS_URL
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("backend") == "postgres":
             item.add_marker(pytest.mark.postgres)
+        if "redis_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.redis)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """In CI a skipped test is a failed run: nothing may pass by not running."""
-    if not REQUIRE_POSTGRES:
+    if not (REQUIRE_POSTGRES or REQUIRE_REDIS):
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
     if skipped:
-        print(f"\n{skipped} test(s) were skipped; HOOKINBOX_REQUIRE_POSTGRES=1 forbids skips")
+        print(f"\n{skipped} test(s) were skipped; HOOKINBOX_REQUIRE_* forbids skips")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -17,11 +17,23 @@ PAGES = [
 ]
 
 
+REDIS_PREFIX = re.compile(r'prefix="([^"]+)"')
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = BLOCK.findall(page.read_text())
+def test_python_examples_run(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    text = page.read_text()
+    blocks = BLOCK.findall(text)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HOOKINBOX_DATABASE_URL", raising=False)
+    if "hookinbox.claims" in text:  # a Redis claims page: its examples run on the test Redis
+        redis_url = request.getfixturevalue("redis_url")
+        monkeypatch.setenv("REDIS_URL", redis_url)
+        prefixes = set(REDIS_PREFIX.findall(text))
+        _delete_keys(redis_url, prefixes)  # a run that crashed may have left some
+        request.addfinalizer(lambda: _delete_keys(redis_url, prefixes))
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     for number, source in enumerate(blocks, 1):
         code = compile(source, f"{page.name} block {number}", "exec")
@@ -31,3 +43,16 @@ def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Mon
     if callable(close):
         close()
     assert os.getcwd() == str(tmp_path)
+
+
+def _delete_keys(redis_url: str, prefixes: set[str]) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for prefix in prefixes:
+            keys = list(client.scan_iter(match=f"{prefix}:*"))
+            if keys:
+                client.delete(*keys)
+    finally:
+        client.close()

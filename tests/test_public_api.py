@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hookinbox
+import hookinbox.claims
 import hookinbox.django
 import hookinbox.fastapi
 import hookinbox.flask
@@ -11,7 +12,7 @@ import hookinbox.sources
 
 def test_exports_are_sorted_and_importable() -> None:
     adapters = (hookinbox.fastapi, hookinbox.flask, hookinbox.django)
-    for module in (hookinbox, hookinbox.sources, *adapters):
+    for module in (hookinbox, hookinbox.sources, hookinbox.claims, *adapters):
         assert module.__all__ == sorted(module.__all__)
         for name in module.__all__:
             assert getattr(module, name) is not None

@@ -13,10 +13,15 @@
     ├── UnknownSource               no source of that name                     -> HTTP 404
     ├── BodyTooLarge                over the configured limit                  -> HTTP 413
     ├── StoreUnavailable            the database cannot take the write now     -> HTTP 503
+    │   └── ClaimStoreUnavailable   Redis (claim mode) cannot be reached or refused the command
+    ├── ClaimTaken                  `claims.once(...)`: the key is claimed already
+    │   ├── AlreadyDone             ... and its work is done: skip it
+    │   └── InProgress              ... by a holder still working: try again later
     └── NotReady                    raised by a handler: retry later, no failure counted
 
 Each class's docstring is its default message. Driver errors (sqlite3, psycopg) are translated
-into `StoreUnavailable` in one place, `hookinbox.storage._errors`, and kept as `__cause__`.
+into `StoreUnavailable` in one place, `hookinbox.storage._errors`, and kept as `__cause__`;
+redis-py's errors into `ClaimStoreUnavailable` in `hookinbox.claims._errors`.
 """
 
 from __future__ import annotations
@@ -99,6 +104,22 @@ class BodyTooLarge(HookinboxError):
 
 class StoreUnavailable(HookinboxError):
     """The database is unavailable."""
+
+
+class ClaimStoreUnavailable(StoreUnavailable):
+    """The claim store (Redis) is unavailable."""
+
+
+class ClaimTaken(HookinboxError):
+    """The key is claimed already."""
+
+
+class AlreadyDone(ClaimTaken):
+    """The key is claimed and its work is done."""
+
+
+class InProgress(ClaimTaken):
+    """The key is claimed by a holder whose work is still in progress; try again later."""
 
 
 class NotReady(HookinboxError):

@@ -7,13 +7,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection
 from starlette.types import ASGIApp
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._receiver import DEFAULT_MAX_BODY_SIZE, DEFAULT_RETRY_AFTER, Receiver, Reply
+from hookinbox._receiver import (
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_RETRY_AFTER,
+    BaseReceiver,
+    Receiver,
+    Reply,
+)
 from hookinbox.http import create_app
 from hookinbox.operations import (
     DEFAULT_RETENTION,
@@ -42,6 +48,9 @@ from hookinbox.storage import GroupCommit, GroupCommitter, Store, StoreOptions, 
 from hookinbox.storage._notify import CHANNEL as EVENTS_CHANNEL
 from hookinbox.storage._notify import OUTBOX_CHANNEL
 
+if TYPE_CHECKING:
+    from hookinbox.claims import RedisClaims
+
 DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///hookinbox.db"
 
@@ -56,6 +65,10 @@ class Inbox:
     `database_url` defaults to `$HOOKINBOX_DATABASE_URL`, then to `sqlite:///hookinbox.db`.
     Nothing connects until the inbox is first used, so an `Inbox` can be built at import time
     in every server process.
+
+    `claims=RedisClaims(...)` instead keeps no SQL database: each delivery is claimed in Redis
+    and its handlers run inline (docs/redis-claims.md). `in_progress_status` (409, or 200)
+    answers a copy that arrives while another copy's handlers run.
     """
 
     def __init__(
@@ -73,7 +86,19 @@ class Inbox:
         auto_migrate: bool = True,
         group_commit: GroupCommit | bool = True,
         clock: Callable[[], float] = time.time,
+        claims: RedisClaims | None = None,
+        in_progress_status: int | None = None,
     ) -> None:
+        if claims is not None and database_url is not None:
+            raise ConfigurationError("an inbox keeps claims in Redis or in a database, not both")
+        if claims is None and in_progress_status is not None:
+            raise ConfigurationError("in_progress_status applies to an inbox with Redis claims")
+        if claims is not None:
+            from hookinbox.claims._receiver import check_in_progress_status
+
+            check_in_progress_status(in_progress_status)  # refused now, not at the first delivery
+        self.claims = claims
+        self.in_progress_status = in_progress_status
         self.database_url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
         self.store_options = store_options or StoreOptions()
         self.max_body_size = max_body_size
@@ -92,7 +117,7 @@ class Inbox:
         self.inline_sources: set[str] = set()
         self.handlers = HandlerRegistry()
         self._store: Store | None = None
-        self._receiver: Receiver | None = None
+        self._receiver: BaseReceiver | None = None
         self._processor: Processor | None = None
         self._relay: Relay | None = None
         self._relay_wake = threading.Event()
@@ -115,7 +140,17 @@ class Inbox:
         if source.name in self.sources:
             raise ConfigurationError(f"a source named {source.name!r} is already added")
         self._check_not_started()
-        check_retention(self.retention, [source], force=self.allow_short_retention)
+        retention = self.retention
+        if self.claims is not None:
+            if not inline:
+                raise ConfigurationError(
+                    "an inbox with Redis claims has no queue: add sources with inline=True"
+                )
+            from hookinbox.claims._protocol import check_source
+
+            check_source(source.name)  # now, not at the first delivery
+            retention = self.claims.retention
+        check_retention(retention, [source], force=self.allow_short_retention)
         self.sources[source.name] = source
         if inline:
             self.inline_sources.add(source.name)
@@ -140,6 +175,11 @@ class Inbox:
         the effect already exists: the event is then processed as `business_duplicate`.
         """
         keys = (business_key,) if isinstance(business_key, str) else business_key
+        if self.claims is not None and (keys or max_attempts is not None or retry is not None):
+            raise ConfigurationError(
+                "with Redis claims, handlers take no business_key, max_attempts or retry: "
+                "they run inline, and the provider's redelivery is the retry"
+            )
         policy = retry or RetryPolicy()
         if max_attempts is not None:
             policy = RetryPolicy(max_attempts=max_attempts).over(policy)
@@ -164,6 +204,7 @@ class Inbox:
         if destination.name in self.destinations:
             raise ConfigurationError(f"a destination named {destination.name!r} is already added")
         self._check_not_started()
+        self._check_sql("the outbox")
         self.destinations[destination.name] = destination
         return destination
 
@@ -191,6 +232,7 @@ class Inbox:
         `metadata.create_all(connection)`; applications with their own migrations do not need it.
         """
         self._check_not_started()
+        self._check_sql("migrations")
         self._after_migrate.append(function)
         return function
 
@@ -198,6 +240,7 @@ class Inbox:
         """Point the inbox at another database (the CLI's --database-url) before first use."""
         if database_url == self.database_url:
             return
+        self._check_sql("--database-url")
         self._check_not_started()
         self.database_url = database_url
 
@@ -211,11 +254,18 @@ class Inbox:
         if self._store is not None:
             raise ConfigurationError("configure the inbox before it is first used")
 
+    def _check_sql(self, feature: str) -> None:
+        if self.claims is not None:
+            raise ConfigurationError(
+                f"no SQL database for {feature}: this inbox keeps its claims in Redis"
+            )
+
     # -- running -------------------------------------------------------------------------
 
     @property
     def store(self) -> Store:
         """The storage, opened on first access (the schema is created on first query)."""
+        self._check_sql("the worker, prune, migrate and the operator commands")
         if self._store is None:
             with self._lock:
                 if self._store is None:
@@ -228,7 +278,11 @@ class Inbox:
         return self._store
 
     @property
-    def receiver(self) -> Receiver:
+    def receiver(self) -> BaseReceiver:
+        if self._receiver is None and self.claims is not None:
+            with self._lock:
+                if self._receiver is None:
+                    self._receiver = self._claim_receiver(self.claims)
         if self._receiver is None:
             with self._lock:
                 if self._receiver is None:
@@ -249,6 +303,19 @@ class Inbox:
                         ),
                     )
         return self._receiver
+
+    def _claim_receiver(self, claims: RedisClaims) -> BaseReceiver:
+        from hookinbox.claims import ClaimReceiver
+
+        return ClaimReceiver(
+            claims,
+            self.sources,
+            self.handlers,
+            in_progress_status=self.in_progress_status,
+            max_body_size=self.max_body_size,
+            retry_after=self.retry_after,
+            clock=self.clock,
+        )
 
     @property
     def processor(self) -> Processor:
@@ -361,8 +428,12 @@ class Inbox:
             self._receiver.committer.close()
         if self._store is not None:
             self._store.dispose()
+        if self.claims is not None:
+            self.claims.close()
 
     def __repr__(self) -> str:
+        if self.claims is not None:
+            return f"Inbox({self.claims!r}, sources={sorted(self.sources)})"
         url = parse_url(self.database_url).render_as_string(hide_password=True)
         return f"Inbox({url!r}, sources={sorted(self.sources)})"
 

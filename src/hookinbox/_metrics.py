@@ -181,8 +181,11 @@ def _age(name: str, documentation: str, since: datetime | None, now: datetime) -
     return GaugeMetricFamily(name, documentation, value=max(0.0, seconds))
 
 
-def exposition(store: Store) -> tuple[bytes, str]:
-    """The `/metrics` body: this process's (or every process's) counters, and the gauges."""
+def exposition(store: Store | None) -> tuple[bytes, str]:
+    """The `/metrics` body: this process's (or every process's) counters, and the gauges.
+
+    Without a store (Redis claim mode keeps no events) there are counters only.
+    """
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
     _instrument("deliveries")  # registers the counters even before the first delivery
@@ -194,7 +197,8 @@ def exposition(store: Store) -> tuple[bytes, str]:
     else:
         counted = REGISTRY
     gauges = CollectorRegistry()
-    gauges.register(StoreCollector(store))
+    if store is not None:
+        gauges.register(StoreCollector(store))
     return generate_latest(counted) + generate_latest(gauges), CONTENT_TYPE_LATEST
 
 

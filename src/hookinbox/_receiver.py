@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -28,7 +29,7 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
-from hookinbox._metrics import count_delivery
+from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox.sources import Source, normalize_headers
 from hookinbox.storage import GroupCommitter, Store, record_delivery
@@ -55,6 +56,7 @@ class Outcome(StrEnum):
     TOO_LARGE = "too_large"
     UNAVAILABLE = "unavailable"
     NOT_PROCESSED = "not_processed"  # inline mode: the handler raised, nothing was kept
+    IN_PROGRESS = "in_progress"  # Redis claim mode: another copy's handlers are running
     ERROR = "error"
 
 
@@ -88,31 +90,20 @@ class Verified:
     """`time.perf_counter()` when the delivery reached the receiver (for the ack latency)."""
 
 
-class Receiver:
-    """Turns (source name, headers, raw body) into a stored event and a `Reply`."""
+class BaseReceiver(ABC):
+    """What every receiver does alike: find the source, bound the body, verify, log, count.
 
-    def __init__(
-        self,
-        store: Store,
-        sources: Mapping[str, Source],
-        *,
-        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
-        retry_after: int = DEFAULT_RETRY_AFTER,
-        inline: Mapping[str, InlineProcessor] | None = None,
-        on_new_event: Callable[[], None] | None = None,
-        retention: timedelta | None = None,
-        clock: Callable[[], float] = time.time,
-        committer: GroupCommitter | None = None,
-    ) -> None:
-        self.store = store
-        self.committer = committer
-        self.sources = sources
-        self.max_body_size = max_body_size
-        self.retry_after = retry_after
-        self.inline = inline or {}
-        self.on_new_event = on_new_event
-        self.retention = retention
-        self.clock = clock
+    The HTTP app and `Inbox.receive` talk to this contract only. `Receiver` stores each event
+    in the SQL database; `hookinbox.claims.ClaimReceiver` claims it in Redis and runs its
+    handlers inline. A subclass sets the attributes and decides `store_verified`.
+    """
+
+    sources: Mapping[str, Source]
+    max_body_size: int
+    retry_after: int
+    clock: Callable[[], float]
+    retention: timedelta | None = None
+    committer: GroupCommitter | None = None
 
     def receive(
         self,
@@ -123,11 +114,7 @@ class Receiver:
         step = self.verify(source_name, headers, body)
         if isinstance(step, Reply):
             return step
-        try:
-            recorded = self._store(step.delivery)
-        except Exception as error:
-            return self.conclude(step, error)
-        return self.conclude(step, recorded)
+        return self.store_verified(step)
 
     def verify(
         self,
@@ -150,29 +137,25 @@ class Receiver:
         return self._finish(source_name, reply, started, known=source is not None)
 
     def committer_for(self, verified: Verified) -> GroupCommitter | None:
-        """The group committer that stores this delivery, or None to store it in a thread
-        of its own (group commit off, or an inline source, whose handlers share the insert's
-        transaction)."""
-        if verified.delivery.source in self.inline:
-            return None
-        return self.committer
+        """The group committer that stores this delivery, or None: `store_verified` then
+        handles it in a thread of its own."""
+        return None
 
+    @abstractmethod
     def store_verified(self, verified: Verified) -> Reply:
         """The second half of `receive`, for a delivery that `verify` passed (blocking)."""
-        try:
-            recorded = self._store(verified.delivery)
-        except Exception as error:
-            return self.conclude(verified, error)
-        return self.conclude(verified, recorded)
 
     def conclude(self, verified: Verified, result: RecordedDelivery | Exception) -> Reply:
-        """The reply for a verified delivery once storing it succeeded or raised `result`."""
-        delivery = verified.delivery
-        if isinstance(result, Exception):
-            reply = self._failed(delivery, result)
-        else:
-            reply = self._stored(delivery, result)
-        return self._finish(delivery.source, reply, verified.started, known=True)
+        """The reply once the committer of `committer_for` stored the delivery or raised."""
+        raise TypeError(f"{type(self).__name__} stores nothing through a group committer")
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise `StoreUnavailable` unless the backing store answers (the readiness probe)."""
+
+    @abstractmethod
+    def metrics(self) -> tuple[bytes, str]:
+        """The `/metrics` body and its content type."""
 
     def reject_too_large(self, source_name: str) -> Reply:
         """For servers that stop reading a body once it passes the limit."""
@@ -233,6 +216,94 @@ class Receiver:
         )
         return Verified(delivery, started)
 
+    def _not_processed(self, detail: str) -> Reply:
+        body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}
+        headers = {"retry-after": str(self.retry_after)}
+        return Reply(503, body, headers, Outcome.NOT_PROCESSED)
+
+    def _log(self, source_name: str, reply: Reply, elapsed: float) -> None:
+        event_id = reply.body.get("event_id")
+        fields = {
+            "source": source_name,
+            "event_id": event_id,
+            "event_type": reply.event_type,
+            "outcome": reply.outcome.value,
+            "status_code": reply.status_code,
+            "latency_ms": round(elapsed * 1000, 2),
+        }
+        level = logging.INFO if reply.ok else logging.WARNING
+        detail = reply.body.get("detail", "")
+        log.log(
+            level,
+            "%s %s (%s): %s %d %.1f ms %s",
+            source_name,
+            event_id or "-",
+            reply.event_type or "-",
+            reply.outcome.value,
+            reply.status_code,
+            elapsed * 1000,
+            detail,
+            extra=fields,
+        )
+
+
+class Receiver(BaseReceiver):
+    """Turns (source name, headers, raw body) into a stored event and a `Reply`."""
+
+    def __init__(
+        self,
+        store: Store,
+        sources: Mapping[str, Source],
+        *,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        retry_after: int = DEFAULT_RETRY_AFTER,
+        inline: Mapping[str, InlineProcessor] | None = None,
+        on_new_event: Callable[[], None] | None = None,
+        retention: timedelta | None = None,
+        clock: Callable[[], float] = time.time,
+        committer: GroupCommitter | None = None,
+    ) -> None:
+        self.store = store
+        self.committer = committer
+        self.sources = sources
+        self.max_body_size = max_body_size
+        self.retry_after = retry_after
+        self.inline = inline or {}
+        self.on_new_event = on_new_event
+        self.retention = retention
+        self.clock = clock
+
+    def ping(self) -> None:
+        self.store.ping()
+
+    def metrics(self) -> tuple[bytes, str]:
+        return exposition(self.store)
+
+    def committer_for(self, verified: Verified) -> GroupCommitter | None:
+        """The group committer that stores this delivery, or None to store it in a thread
+        of its own (group commit off, or an inline source, whose handlers share the insert's
+        transaction)."""
+        if verified.delivery.source in self.inline:
+            return None
+        return self.committer
+
+    def store_verified(self, verified: Verified) -> Reply:
+        """The second half of `receive`, for a delivery that `verify` passed (blocking)."""
+        try:
+            recorded = self._store(verified.delivery)
+        except Exception as error:
+            return self.conclude(verified, error)
+        return self.conclude(verified, recorded)
+
+    def conclude(self, verified: Verified, result: RecordedDelivery | Exception) -> Reply:
+        """The reply for a verified delivery once storing it succeeded or raised `result`."""
+        delivery = verified.delivery
+        if isinstance(result, Exception):
+            reply = self._failed(delivery, result)
+        else:
+            reply = self._stored(delivery, result)
+        return self._finish(delivery.source, reply, verified.started, known=True)
+
     def _failed(self, delivery: NewDelivery, error: Exception) -> Reply:
         if isinstance(error, StoreUnavailable):
             return self.unavailable(error.message)
@@ -286,40 +357,15 @@ class Receiver:
                 process(connection, _inline_event(delivery, recorded))
             return recorded
 
-    def _not_processed(self, detail: str) -> Reply:
-        body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}
-        headers = {"retry-after": str(self.retry_after)}
-        return Reply(503, body, headers, Outcome.NOT_PROCESSED)
-
-    def _log(self, source_name: str, reply: Reply, elapsed: float) -> None:
-        event_id = reply.body.get("event_id")
-        fields = {
-            "source": source_name,
-            "event_id": event_id,
-            "event_type": reply.event_type,
-            "outcome": reply.outcome.value,
-            "status_code": reply.status_code,
-            "latency_ms": round(elapsed * 1000, 2),
-        }
-        level = logging.INFO if reply.ok else logging.WARNING
-        detail = reply.body.get("detail", "")
-        log.log(
-            level,
-            "%s %s (%s): %s %d %.1f ms %s",
-            source_name,
-            event_id or "-",
-            reply.event_type or "-",
-            reply.outcome.value,
-            reply.status_code,
-            elapsed * 1000,
-            detail,
-            extra=fields,
-        )
-
 
 def _inline_event(delivery: NewDelivery, recorded: RecordedDelivery) -> Event:
+    return event_of(delivery, row_id=recorded.row_id, delivery_count=recorded.delivery_count)
+
+
+def event_of(delivery: NewDelivery, *, row_id: int, delivery_count: int) -> Event:
+    """The event handlers see for a delivery they handle in the request (attempt 1)."""
     return Event(
-        row_id=recorded.row_id,
+        row_id=row_id,
         source=delivery.source,
         id=delivery.event_id,
         type=delivery.event_type,
@@ -329,5 +375,5 @@ def _inline_event(delivery: NewDelivery, recorded: RecordedDelivery) -> Event:
         headers=delivery.headers,
         status=Status.PROCESSING,
         attempts=1,
-        delivery_count=recorded.delivery_count,
+        delivery_count=delivery_count,
     )

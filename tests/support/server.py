@@ -74,6 +74,22 @@ def serving(
 ) -> Iterator[str]:
     """Run `command`, a server on `port`; yield its base URL once `ready_path` answers
     `ready_status`; stop it with SIGTERM (SIGKILL after 20 s)."""
+    with serving_process(
+        command, port, env=env, ready_path=ready_path, ready_status=ready_status
+    ) as (_, base_url):
+        yield base_url
+
+
+@contextmanager
+def serving_process(
+    command: list[str],
+    port: int,
+    *,
+    env: dict[str, str] | None = None,
+    ready_path: str = "/readyz",
+    ready_status: int = 200,
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`serving`, yielding the server's process too (to signal or kill it)."""
     # A file, not a pipe: a chatty server must never block on a pipe nobody drains.
     log = tempfile.TemporaryFile("w+")
     process = subprocess.Popen(
@@ -87,15 +103,22 @@ def serving(
     base_url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(process, base_url + ready_path, ready_status, log)
-        yield base_url
+        yield process, base_url
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         log.close()
+
+
+def stop(process: subprocess.Popen[str], timeout: float = 20) -> None:
+    """SIGTERM, and SIGKILL if the process has not exited after `timeout` seconds."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _wait_ready(

@@ -221,7 +221,8 @@ def serve(
     """Receive webhooks for APP (module:attribute naming an Inbox) over HTTP.
 
     The schema is created or upgraded before the server starts listening. Unless --no-worker,
-    a `hookinbox worker` process runs alongside and stops with the server.
+    a `hookinbox worker` process runs alongside and stops with the server. An inbox with
+    Redis claims has neither: its handlers run in the request.
     """
     import uvicorn
 
@@ -232,7 +233,10 @@ def serve(
         own_metrics_dir = tempfile.mkdtemp(prefix="hookinbox-metrics-")
         os.environ[MULTIPROCESS_ENV] = own_metrics_dir
     inbox = load_inbox(app, database_url=database_url)
-    inbox.migrate()
+    if inbox.claims is not None:
+        no_worker = True  # Redis claim mode: handlers run in the request; no schema, no queue
+    else:
+        inbox.migrate()
     inbox.close()
     # Each server process re-imports APP through the factory, with the same overrides.
     os.environ[APP_ENV] = app

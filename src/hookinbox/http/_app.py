@@ -26,8 +26,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hookinbox._errors import BodyTooLarge, StoreUnavailable
-from hookinbox._metrics import exposition
-from hookinbox._receiver import Receiver, Reply
+from hookinbox._receiver import BaseReceiver, Reply
 
 log = logging.getLogger("hookinbox.http")
 
@@ -75,7 +74,7 @@ async def send_reply(send: Send, reply: Reply) -> None:
 
 
 async def answer(
-    receiver: Receiver, source: str, raw_headers: list[tuple[bytes, bytes]], receive: Receive
+    receiver: BaseReceiver, source: str, raw_headers: list[tuple[bytes, bytes]], receive: Receive
 ) -> Reply | None:
     """Read one delivery from an ASGI `receive` and decide its reply; None if the client left.
 
@@ -91,7 +90,7 @@ async def answer(
 
 
 async def _deliver(
-    receiver: Receiver, source: str, raw_headers: list[tuple[bytes, bytes]], receive: Receive
+    receiver: BaseReceiver, source: str, raw_headers: list[tuple[bytes, bytes]], receive: Receive
 ) -> Reply:
     if source not in receiver.sources:
         # Answer before reading: an unknown source gets no buffer at all.
@@ -138,7 +137,7 @@ PROBES = frozenset({"healthz", "readyz", "metrics"})
 class WebhookApp:
     """Deliveries (`{path}/{source}`) handled directly; any other request goes to `fallback`."""
 
-    def __init__(self, receiver: Receiver, path: str, fallback: ASGIApp) -> None:
+    def __init__(self, receiver: BaseReceiver, path: str, fallback: ASGIApp) -> None:
         self.receiver = receiver
         self.prefix = path.rstrip("/") + "/"
         self.fallback = fallback
@@ -189,7 +188,7 @@ def _respond(reply: Reply) -> Response:
     return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
 
 
-def create_app(receiver: Receiver, *, path: str = "/webhooks") -> ASGIApp:
+def create_app(receiver: BaseReceiver, *, path: str = "/webhooks") -> ASGIApp:
     """An ASGI app serving `receiver`; mount it under any prefix."""
 
     async def healthz(_request: Request) -> Response:
@@ -197,13 +196,13 @@ def create_app(receiver: Receiver, *, path: str = "/webhooks") -> ASGIApp:
 
     async def readyz(_request: Request) -> Response:
         try:
-            await anyio.to_thread.run_sync(receiver.store.ping)
+            await anyio.to_thread.run_sync(receiver.ping)
         except StoreUnavailable as error:
             return _respond(receiver.unavailable(error.message))
         return JSONResponse({"status": "ready"})
 
     async def metrics(_request: Request) -> Response:
-        body, content_type = await anyio.to_thread.run_sync(exposition, receiver.store)
+        body, content_type = await anyio.to_thread.run_sync(receiver.metrics)
         return Response(body, media_type=content_type)
 
     routes = [

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from hookinbox._errors import BodyTooLarge
-from hookinbox._receiver import Receiver, Reply
+from hookinbox._receiver import BaseReceiver, Reply
 
 log = logging.getLogger("hookinbox.http")
 
@@ -41,7 +41,7 @@ def read_capped(read: Callable[[int], bytes], declared: str | None, limit: int) 
 
 
 def answer_blocking(
-    receiver: Receiver,
+    receiver: BaseReceiver,
     source: str,
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
     declared: str | None,
