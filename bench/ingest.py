@@ -52,7 +52,7 @@ HOOKINBOX_APP = "bench.peers.hookinbox_app:inbox"
 def command(peer: str, url: str, workers: int, *, worker: bool = False) -> list[str]:
     if peer.startswith("hookinbox"):
         command = hookinbox_serve(HOOKINBOX_APP, url, workers, worker=worker)
-        return command + ["--no-group-commit"] if peer == "hookinbox-nogc" else command
+        return [*command, "--no-group-commit"] if peer == "hookinbox-nogc" else command
     return uvicorn_app(str(PEERS[peer]), workers)
 
 

@@ -37,11 +37,11 @@ def run_bench(script: str, *args: str) -> dict[str, object]:
 
 def test_ingest_benchmark_runs_and_counts_doubled_effects() -> None:
     document = run_bench(
-        "ingest.py", "--backends", "sqlite", "--workers", "1", "--peers", "hookinbox,bare,naive"
+        "ingest.py", "--backends", "sqlite", "--workers", "1", "--peers", "hookinbox,bare"
     )
     rows = document["results"]
     assert isinstance(rows, list)
-    assert {r["peer"] for r in rows} == {"hookinbox", "bare", "naive"}
+    assert {r["peer"] for r in rows} == {"hookinbox", "bare"}
     assert all(r["rate"]["median"] > 0 for r in rows)
     doubled = {d["peer"]: d for d in document["doubled"]}  # type: ignore[attr-defined]
     assert doubled["hookinbox"]["doubled"] == 0
