@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl
 
 import anyio.to_thread
 import jinja2
@@ -51,6 +52,7 @@ from hookinbox.storage import (
 )
 
 PAGE_SIZE = 50
+URLENCODED = "application/x-www-form-urlencoded"
 T = TypeVar("T")
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -121,6 +123,26 @@ def parse_filters(params: QueryParams | FormData, now: datetime) -> EventFilter:
         raise _bad_request(f"unknown status {status!r}") from None
     except ConfigurationError as error:
         raise _bad_request(str(error)) from None
+
+
+MAX_FORM_BYTES = 16 * 1024
+"""The dashboard's forms hold a token and a few filter fields."""
+
+
+async def read_form(request: Request) -> FormData:
+    """A URL-encoded form (all the dashboard's forms are), parsed without python-multipart."""
+    if request.headers.get("content-type", "").split(";")[0] != URLENCODED:
+        raise HTTPException(415, f"forms must be sent as {URLENCODED}")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise HTTPException(413, "form too large")
+    try:
+        fields = parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=50)
+    except (UnicodeDecodeError, ValueError):
+        raise _bad_request("malformed form") from None
+    return FormData(fields)
 
 
 def encode_cursor(row: dict[str, Any]) -> str:
@@ -205,7 +227,7 @@ class Dashboard:
         session = self.sessions.read(request)
         if session is None or (signed_in and not session.authenticated):
             raise HTTPException(403, "not signed in (or the session expired): sign in again")
-        form = await request.form()
+        form = await read_form(request)
         if not csrf_matches(session, form.get("csrf")):
             raise HTTPException(403, "missing or wrong CSRF token: reload the page and retry")
         return form
