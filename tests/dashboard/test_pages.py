@@ -6,7 +6,6 @@ import html
 import re
 
 import pytest
-
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -69,9 +68,7 @@ def test_event_list_filters_and_searches(signed_in: Browser, shop: Shop) -> None
     failed = signed_in.get("/admin/events?status=failed").text
     assert event_ids(failed) == ["evt_4", "evt_3"]
     assert "Replay all failed events matching this filter" in failed
-    assert event_ids(signed_in.get("/admin/events?status=failed&source=connect").text) == [
-        "evt_4"
-    ]
+    assert event_ids(signed_in.get("/admin/events?status=failed&source=connect").text) == ["evt_4"]
     assert event_ids(signed_in.get("/admin/events?type=customer.created").text) == ["evt_2"]
     assert event_ids(signed_in.get("/admin/events?q=evt_1").text) == ["evt_1"]
     assert event_ids(signed_in.get("/admin/events?since=1h").text) == [

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl
 import anyio.to_thread
 import jinja2
 from starlette.applications import Starlette
-from starlette.datastructures import FormData, QueryParams
+from starlette.datastructures import FormData, QueryParams, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -139,7 +139,9 @@ async def read_form(request: Request) -> FormData:
         if len(body) > MAX_FORM_BYTES:
             raise HTTPException(413, "form too large")
     try:
-        fields = parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=50)
+        fields: list[tuple[str, str | UploadFile]] = list(
+            parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=50)
+        )
     except (UnicodeDecodeError, ValueError):
         raise _bad_request("malformed form") from None
     return FormData(fields)
