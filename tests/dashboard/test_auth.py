@@ -133,3 +133,13 @@ def test_the_dashboard_is_not_under_the_webhook_prefix(signed_in: Browser) -> No
     # `/webhooks/admin` is a delivery to a source named "admin": POST only, unknown source.
     assert signed_in.get("/webhooks/admin").status_code == 405
     assert signed_in.post("/webhooks/admin", content=b"{}").status_code == 404
+
+
+def test_a_form_that_is_not_url_encoded_is_refused(signed_in: Browser, shop: Shop) -> None:
+    shop.fail(1)
+    response = signed_in.post(
+        "/admin/event/replay", json={"source": "stripe", "id": "evt_1", "csrf": "x"}
+    )
+    assert response.status_code == 415
+    assert "application/x-www-form-urlencoded" in response.text
+    assert shop.event("evt_1").status is Status.FAILED
