@@ -7,9 +7,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.cli.conftest import APP, error_line, hookinbox
+from tests.cli.conftest import APP, error_line, hookinbox, hookinbox_all
 from tests.dashboard.conftest import TOKEN, csrf_of
-from tests.support.server import free_port, hookinbox_command, running_server, serving
+from tests.support.server import free_port, hookinbox_command, run_cli, running_server, serving
 
 
 def sign_in(client: httpx.Client) -> httpx.Response:
@@ -57,12 +57,19 @@ def test_dashboard_command_serves_the_dashboard_alone(tmp_path: Path) -> None:
 
 def test_dashboard_command_refuses_to_start_without_a_good_token(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'inbox.db'}"
-    missing = hookinbox("dashboard", APP, "--database-url", url)
-    short = hookinbox("dashboard", APP, "--database-url", url, "--admin-token", "hunter2")
-    no_database = hookinbox("dashboard", "--admin-token", TOKEN)
-    serve_short = hookinbox("serve", APP, "--database-url", url, "--admin-token", "hunter2")
+    missing, short, no_database, serve_short = hookinbox_all(
+        ("dashboard", APP, "--database-url", url),
+        ("dashboard", APP, "--database-url", url, "--admin-token", "hunter2"),
+        ("dashboard", "--admin-token", TOKEN),
+        ("serve", APP, "--database-url", url, "--admin-token", "hunter2"),
+    )
+    bad_threshold = run_cli(
+        "dashboard", APP, "--database-url", url, "--admin-token", TOKEN,
+        env={"HOOKINBOX_MAX_FAILED": "lots"}, timeout=30,
+    )  # fmt: skip
 
     assert "set HOOKINBOX_ADMIN_TOKEN or --admin-token" in error_line(missing, 2)
     assert "at least 16 characters" in error_line(short, 2)
     assert "give APP or --database-url" in error_line(no_database, 2)
     assert "at least 16 characters" in error_line(serve_short, 2)
+    assert "HOOKINBOX_MAX_FAILED must be a whole number, got 'lots'" in error_line(bad_threshold, 2)
