@@ -81,6 +81,13 @@ def test_find_read_replay_a_failed_event_in_a_browser(shop: Shop, tmp_path: Path
             page.reload()
             expect(page.locator("#status")).to_have_text("processed")
             page.screenshot(path=str(artefacts / "event-processed.png"), full_page=True)
+
+            page.set_viewport_size({"width": 390, "height": 844})  # a phone
+            for path in ("/admin/", "/admin/events", "/admin/event?source=stripe&id=evt_2"):
+                page.goto(base + path)
+                # Wide tables scroll inside their box; the page itself never scrolls sideways.
+                assert page.evaluate("document.documentElement.scrollWidth <= innerWidth"), path
+            page.screenshot(path=str(artefacts / "event-phone.png"), full_page=True)
         finally:
             browser.close()
     print(f"\ndashboard screenshots: {artefacts}")
