@@ -8,13 +8,23 @@ from starlette.types import ASGIApp
 
 from hookinbox._inbox import DATABASE_URL_ENV
 from hookinbox.cli._loading import APP_ENV, load_inbox
+from hookinbox.dashboard import ADMIN_TOKEN_ENV, dashboard_app
+from hookinbox.http._app import create_app
+from hookinbox.operations import Thresholds
 
 GROUP_COMMIT_ENV = "HOOKINBOX_GROUP_COMMIT"
 
 
 def app_from_environment() -> ASGIApp:
-    """Build the ASGI app named by $HOOKINBOX_APP, set by `hookinbox serve` before it forks."""
+    """Build the ASGI app named by $HOOKINBOX_APP, set by `hookinbox serve` before it forks;
+    with $HOOKINBOX_ADMIN_TOKEN set, the dashboard is served at /admin too."""
     inbox = load_inbox(os.environ[APP_ENV], database_url=os.environ.get(DATABASE_URL_ENV))
     if os.environ.get(GROUP_COMMIT_ENV) == "off":
         inbox.use_group_commit(False)
-    return inbox.asgi()
+    token = os.environ.get(ADMIN_TOKEN_ENV)
+    if not token:
+        return inbox.asgi()  # the dashboard is off: /admin answers 404 like any unknown path
+    admin = dashboard_app(
+        inbox.store, token, sources=sorted(inbox.sources), thresholds=Thresholds.from_environment()
+    )
+    return create_app(inbox.receiver, admin=admin)

@@ -22,11 +22,14 @@ from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailab
 from hookinbox._inbox import DATABASE_URL_ENV, Inbox
 from hookinbox._metrics import MULTIPROCESS_ENV, serve_metrics
 from hookinbox.cli._asgi import GROUP_COMMIT_ENV
+from hookinbox.cli._dashboard import admin_token_option, dashboard_settings
+from hookinbox.cli._dashboard import register as register_dashboard
 from hookinbox.cli._demo import register as register_demo
 from hookinbox.cli._loading import APP_ENV, load_inbox
 from hookinbox.cli._ops import register as register_operations
 from hookinbox.cli._simulate import register as register_simulate
 from hookinbox.cli._supervise import WorkerSupervisor
+from hookinbox.dashboard import ADMIN_TOKEN_ENV
 from hookinbox.processing import Worker, WorkerOptions
 from hookinbox.storage import Store
 
@@ -201,6 +204,7 @@ grace_option = click.option(
     show_envvar=True,
     help="Store each delivery in its own transaction (see docs/ingest.md, group commit).",
 )
+@admin_token_option
 @concurrency_option
 @lease_option
 @grace_option
@@ -214,6 +218,7 @@ def serve(
     log_format: str,
     no_worker: bool,
     no_group_commit: bool,
+    admin_token: str | None,
     concurrency: int,
     lease_seconds: float,
     grace_period: float,
@@ -222,9 +227,13 @@ def serve(
 
     The schema is created or upgraded before the server starts listening. Unless --no-worker,
     a `hookinbox worker` process runs alongside and stops with the server. An inbox with
-    Redis claims has neither: its handlers run in the request.
+    Redis claims has neither: its handlers run in the request. With an admin token, the
+    operator dashboard is served at /admin (docs/dashboard.md).
     """
     import uvicorn
+
+    if admin_token:
+        dashboard_settings(admin_token)  # a short token or a bad threshold stops us here
 
     # Before anything imports prometheus_client: every process of this tree (HTTP servers,
     # worker) counts into files in one directory, and /metrics adds them up.
@@ -244,6 +253,8 @@ def serve(
         os.environ[DATABASE_URL_ENV] = database_url
     if no_group_commit:
         os.environ[GROUP_COMMIT_ENV] = "off"
+    if admin_token:
+        os.environ[ADMIN_TOKEN_ENV] = admin_token
     supervisor = None
     if not no_worker:
         command = [
@@ -419,3 +430,4 @@ def migrate(app: str | None, database_url: str | None) -> None:
 register_operations(main)
 register_simulate(main)
 register_demo(main)
+register_dashboard(main)

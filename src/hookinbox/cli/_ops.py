@@ -32,7 +32,9 @@ from hookinbox.operations import (
     check_retention,
     format_duration,
     parse_duration,
+    parse_time,
     prune,
+    time_ago,
 )
 from hookinbox.storage import (
     EventFilter,
@@ -99,22 +101,11 @@ def now() -> datetime:
 
 
 def ago(duration: timedelta, text: str) -> datetime:
-    """`duration` before now; one reaching outside the calendar is a usage error."""
-    try:
-        return now() - duration
-    except OverflowError:
-        raise ConfigurationError(f"{text!r} reaches outside the calendar") from None
+    return time_ago(now(), duration, text)
 
 
 def parse_since(text: str | None) -> datetime | None:
-    """`1h`, `2d` (that long ago) or an ISO 8601 time (UTC unless it says otherwise)."""
-    if text is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return ago(parse_duration(text), text)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None if text is None else parse_time(text, now())
 
 
 def status_choice() -> click.Choice[str]:

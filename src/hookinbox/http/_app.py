@@ -22,7 +22,7 @@ import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hookinbox._errors import BodyTooLarge, StoreUnavailable
@@ -188,8 +188,18 @@ def _respond(reply: Reply) -> Response:
     return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
 
 
-def create_app(receiver: BaseReceiver, *, path: str = "/webhooks") -> ASGIApp:
-    """An ASGI app serving `receiver`; mount it under any prefix."""
+ADMIN_PATH = "/admin"
+
+
+def create_app(
+    receiver: BaseReceiver, *, path: str = "/webhooks", admin: ASGIApp | None = None
+) -> ASGIApp:
+    """An ASGI app serving `receiver`; mount it under any prefix.
+
+    `admin` (the dashboard) is served at `/admin`, beside the probes: only requests the
+    delivery path did not take reach it, so `{path}/admin/...` never does (a source name has
+    no slash), and `{path}/admin` is a delivery to a source named `admin`.
+    """
 
     async def healthz(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -205,9 +215,11 @@ def create_app(receiver: BaseReceiver, *, path: str = "/webhooks") -> ASGIApp:
         body, content_type = await anyio.to_thread.run_sync(receiver.metrics)
         return Response(body, media_type=content_type)
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+    if admin is not None:
+        routes.append(Mount(ADMIN_PATH, app=admin))
     return WebhookApp(receiver, path, Starlette(routes=routes))

@@ -1,6 +1,7 @@
 """Storage: hookinbox's tables and every query against them (SQLite and PostgreSQL)."""
 
 from hookinbox.storage._admin import (
+    Cursor,
     EventFilter,
     ReplayResult,
     claim_job,
@@ -9,6 +10,7 @@ from hookinbox.storage._admin import (
     delivery_history,
     last_job_run,
     list_events,
+    messages_for_event,
     notify_workers,
     prune_batch,
     record_job_result,
@@ -52,6 +54,7 @@ from hookinbox.storage._stats import (
     OpenFigures,
     Report,
     duplicate_ratio,
+    duplicate_series,
     open_figures,
     report,
 )
@@ -59,6 +62,7 @@ from hookinbox.storage._store import Store, event_from_row
 
 __all__ = [
     "LATEST_VERSION",
+    "Cursor",
     "DuplicateRatio",
     "EventFilter",
     "GroupCommit",
@@ -82,6 +86,7 @@ __all__ = [
     "deliveries",
     "delivery_history",
     "duplicate_ratio",
+    "duplicate_series",
     "enqueue",
     "event_from_row",
     "events",
@@ -92,6 +97,7 @@ __all__ = [
     "lease_messages",
     "list_events",
     "mark_inline",
+    "messages_for_event",
     "metadata",
     "next_due_at",
     "next_message_due_at",

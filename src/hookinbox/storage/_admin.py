@@ -25,6 +25,9 @@ class EventFilter:
     source: str | None = None
     event_type: str | None = None
     since: datetime | None = None
+    until: datetime | None = None
+    """Received strictly before this time."""
+    event_id: str | None = None
 
     def where(self) -> list[sa.ColumnElement[bool]]:
         clauses: list[sa.ColumnElement[bool]] = []
@@ -36,14 +39,38 @@ class EventFilter:
             clauses.append(events.c.event_type == self.event_type)
         if self.since is not None:
             clauses.append(events.c.received_at >= self.since)
+        if self.until is not None:
+            clauses.append(events.c.received_at < self.until)
+        if self.event_id is not None:
+            clauses.append(events.c.event_id == self.event_id)
         return clauses
 
 
-def list_events(store: Store, filters: EventFilter, limit: int) -> list[dict[str, Any]]:
-    """Newest first; no bodies (`show` has them)."""
+Cursor = tuple[datetime, int]
+"""Where a page of `list_events` ended: the last row's (received_at, id)."""
+
+
+def list_events(
+    store: Store, filters: EventFilter, limit: int, *, before: Cursor | None = None
+) -> list[dict[str, Any]]:
+    """Newest first; no bodies (`show` has them).
+
+    Pages by keyset: pass the last row's `(received_at, id)` as `before` for the next page.
+    Each page is an index range read from where the previous one stopped, however deep it is
+    (an OFFSET would read and throw away every row before it).
+    """
+    keyset: list[sa.ColumnElement[bool]] = []
+    if before is not None:
+        received_at, row_id = before
+        keyset.append(
+            sa.or_(
+                events.c.received_at < received_at,
+                sa.and_(events.c.received_at == received_at, events.c.id < row_id),
+            )
+        )
     query = (
         sa.select(*LIST_COLUMNS)
-        .where(*filters.where())
+        .where(*filters.where(), *keyset)
         .order_by(events.c.received_at.desc(), events.c.id.desc())
         .limit(limit)
     )
@@ -56,6 +83,23 @@ def delivery_history(store: Store, source: str, event_id: str) -> list[dict[str,
         sa.select(deliveries.c.received_at, deliveries.c.duplicate, deliveries.c.key_conflict)
         .where(deliveries.c.source == source, deliveries.c.event_id == event_id)
         .order_by(deliveries.c.received_at, deliveries.c.id)
+    )
+    with store.reading() as connection:
+        return [dict(row) for row in connection.execute(query).mappings()]
+
+
+MESSAGE_COLUMNS = [c for c in outbox.c if c.name not in ("payload", "lease_token")]
+
+
+def messages_for_event(
+    store: Store, source: str, event_id: str, limit: int = 100
+) -> list[dict[str, Any]]:
+    """The outbox messages an event's handlers wrote, oldest first (at most `limit`)."""
+    query = (
+        sa.select(*MESSAGE_COLUMNS)
+        .where(outbox.c.source == source, outbox.c.event_id == event_id)
+        .order_by(outbox.c.id)
+        .limit(limit)
     )
     with store.reading() as connection:
         return [dict(row) for row in connection.execute(query).mappings()]

@@ -19,6 +19,7 @@ from hookinbox.storage._outbox import outbox_backlog
 from hookinbox.storage._schema import deliveries, events
 
 NOT_READY_DEADLINE = "not_ready_deadline"
+HOUR = timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +91,30 @@ def open_figures(connection: Connection) -> OpenFigures:
     )
 
 
-def duplicate_ratio(connection: Connection, since: datetime | None) -> DuplicateRatio:
+def duplicate_ratio(
+    connection: Connection, since: datetime | None, until: datetime | None = None
+) -> DuplicateRatio:
     query = sa.select(
         sa.func.count(),
         sa.func.coalesce(sa.func.sum(sa.cast(deliveries.c.duplicate, sa.Integer)), 0),
     )
     if since is not None:
         query = query.where(deliveries.c.received_at >= since)
+    if until is not None:
+        query = query.where(deliveries.c.received_at < until)
     row = connection.execute(query).one()
     total, duplicates = row[0], row[1]
     return DuplicateRatio(int(total), int(duplicates))
+
+
+def duplicate_series(
+    connection: Connection, now: datetime, *, buckets: int = 24, width: timedelta = HOUR
+) -> list[tuple[datetime, DuplicateRatio]]:
+    """The duplicate ratio in each of the last `buckets` windows of `width`, oldest first,
+    keyed by each window's start. One range read of the deliveries index per window: the
+    same query on both databases, with no dialect-specific date truncation."""
+    starts = [now - width * (buckets - index) for index in range(buckets)]
+    return [(start, duplicate_ratio(connection, start, start + width)) for start in starts]
 
 
 def counts_by_source(connection: Connection) -> dict[tuple[str, str], int]:

@@ -1,0 +1,446 @@
+"""The operator dashboard: an ASGI app of server-rendered pages over the operator queries.
+
+Every figure comes from the same storage functions as `hookinbox status`, `events` and `replay`;
+this module only parses requests, checks the session and renders templates. Pages work without
+JavaScript (there is none); state changes are POST forms carrying a CSRF token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl
+
+import anyio.to_thread
+import jinja2
+from starlette.applications import Starlette
+from starlette.datastructures import FormData, QueryParams, UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hookinbox._errors import ConfigurationError, StoreUnavailable
+from hookinbox._model import Status
+from hookinbox.dashboard._auth import (
+    COOKIE,
+    Session,
+    Sessions,
+    cross_site,
+    csrf_matches,
+    mount_path,
+)
+from hookinbox.dashboard._chart import HEIGHT, WIDTH, duplicate_chart
+from hookinbox.operations import Thresholds, breached_figures, parse_time
+from hookinbox.storage import (
+    Cursor,
+    EventFilter,
+    ReplayResult,
+    Store,
+    count_events,
+    delivery_history,
+    duplicate_series,
+    list_events,
+    messages_for_event,
+    replay_matching,
+    replay_one,
+    report,
+)
+
+PAGE_SIZE = 50
+URLENCODED = "application/x-www-form-urlencoded"
+T = TypeVar("T")
+Handler = Callable[[Request], Awaitable[Response]]
+
+SECURITY_HEADERS = [
+    (b"content-security-policy", b"default-src 'none'; style-src 'self'; img-src 'self'; "
+     b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cache-control", b"no-store"),
+]  # fmt: skip
+"""No page may be framed (clickjacking a replay button), cached, or load anything foreign."""
+
+_templates = jinja2.Environment(
+    loader=jinja2.PackageLoader("hookinbox.dashboard", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _age(since: datetime | None, now: datetime) -> str:
+    if since is None:
+        return "-"
+    seconds = (now - since).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+_templates.filters["age"] = _age
+_templates.filters["when"] = lambda t: "-" if t is None else t.strftime("%Y-%m-%d %H:%M:%S")
+
+
+async def _off_loop(function: Callable[..., T], *args: Any) -> T:
+    """Storage is synchronous SQLAlchemy: it runs in a worker thread, off the event loop."""
+    return await anyio.to_thread.run_sync(function, *args)
+
+
+def _bad_request(message: str) -> HTTPException:
+    return HTTPException(400, message)
+
+
+def parse_filters(params: QueryParams | FormData, now: datetime) -> EventFilter:
+    """The event list's form fields as a filter; a malformed value is a 400 that says why."""
+
+    def text(name: str) -> str | None:
+        value = params.get(name)
+        return value.strip() or None if isinstance(value, str) else None
+
+    status = text("status")
+    try:
+        chosen = Status(status) if status else None
+        since, until = (text("since"), text("until"))
+        return EventFilter(
+            status=chosen,
+            source=text("source"),
+            event_type=text("type"),
+            since=parse_time(since, now) if since else None,
+            until=parse_time(until, now) if until else None,
+            event_id=text("q"),
+        )
+    except ValueError:
+        raise _bad_request(f"unknown status {status!r}") from None
+    except ConfigurationError as error:
+        raise _bad_request(str(error)) from None
+
+
+MAX_FORM_BYTES = 16 * 1024
+"""The dashboard's forms hold a token and a few filter fields."""
+
+
+async def read_form(request: Request) -> FormData:
+    """A URL-encoded form (all the dashboard's forms are), parsed without python-multipart."""
+    if request.headers.get("content-type", "").split(";")[0] != URLENCODED:
+        raise HTTPException(415, f"forms must be sent as {URLENCODED}")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise HTTPException(413, "form too large")
+    try:
+        fields: list[tuple[str, str | UploadFile]] = list(
+            parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=50)
+        )
+    except (UnicodeDecodeError, ValueError):
+        raise _bad_request("malformed form") from None
+    return FormData(fields)
+
+
+def encode_cursor(row: dict[str, Any]) -> str:
+    return f"{row['received_at'].isoformat()}~{row['id']}"
+
+
+def parse_cursor(text: str) -> Cursor:
+    received_at, _, row_id = text.rpartition("~")
+    try:
+        return datetime.fromisoformat(received_at), int(row_id)
+    except ValueError:
+        raise _bad_request(f"not a page cursor: {text!r}") from None
+
+
+def filter_fields(filters: EventFilter) -> dict[str, str]:
+    """A filter as the form fields that produce it (for links and hidden inputs)."""
+    fields = {
+        "status": filters.status.value if filters.status else None,
+        "source": filters.source,
+        "type": filters.event_type,
+        "since": filters.since.isoformat() if filters.since else None,
+        "until": filters.until.isoformat() if filters.until else None,
+        "q": filters.event_id,
+    }
+    return {name: value for name, value in fields.items() if value}
+
+
+def pretty_body(payload: Callable[[], Any], body: bytes) -> str:
+    try:
+        return json.dumps(payload(), indent=2, ensure_ascii=False, default=str, sort_keys=True)
+    except ValueError:  # neither JSON nor a form: shown as text
+        return body.decode("utf-8", "replace")
+
+
+class Dashboard:
+    def __init__(
+        self, store: Store, token: str, sources: Sequence[str], thresholds: Thresholds
+    ) -> None:
+        self.store = store
+        self.sessions = Sessions(token)
+        self.sources = list(sources)
+        self.thresholds = thresholds
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def render(
+        self,
+        request: Request,
+        name: str,
+        session: Session | None,
+        status_code: int = 200,
+        **context: Any,
+    ) -> HTMLResponse:
+        html = _templates.get_template(name).render(
+            base=mount_path(request),
+            csrf=session.csrf if session else "",
+            signed_in=bool(session and session.authenticated),
+            statuses=[s.value for s in Status],
+            known_sources=self.sources,
+            **context,
+        )
+        return HTMLResponse(html, status_code)
+
+    def redirect(self, request: Request, path: str) -> RedirectResponse:
+        return RedirectResponse(mount_path(request) + path, 303)
+
+    def page(self, handler: Callable[[Request, Session], Awaitable[Response]]) -> Handler:
+        """A page for signed-in operators; anyone else is sent to the login form."""
+
+        async def guarded(request: Request) -> Response:
+            session = self.sessions.read(request)
+            if session is None or not session.authenticated:
+                return self.redirect(request, "/login")
+            return await handler(request, session)
+
+        return guarded
+
+    async def checked_form(self, request: Request, *, signed_in: bool = True) -> FormData:
+        """A POST's form, refused (403) unless same-site, signed in and with the CSRF token."""
+        if cross_site(request):
+            raise HTTPException(403, "cross-site request refused")
+        session = self.sessions.read(request)
+        if session is None or (signed_in and not session.authenticated):
+            raise HTTPException(403, "not signed in (or the session expired): sign in again")
+        form = await read_form(request)
+        if not csrf_matches(session, form.get("csrf")):
+            raise HTTPException(403, "missing or wrong CSRF token: reload the page and retry")
+        return form
+
+    # -- sign in and out -------------------------------------------------------------------
+
+    async def login_form(self, request: Request) -> Response:
+        session = self.sessions.read(request)
+        if session is not None and session.authenticated:
+            return self.redirect(request, "/")
+        if session is None:  # a session before sign-in, for the login form's CSRF token
+            session = self.sessions.start(authenticated=False)
+            response = self.render(request, "login.html", session, error=None)
+            self.sessions.save(request, response, session)
+            return response
+        return self.render(request, "login.html", session, error=None)
+
+    async def login(self, request: Request) -> Response:
+        form = await self.checked_form(request, signed_in=False)
+        given = form.get("token")
+        if not isinstance(given, str) or not self.sessions.token_matches(given):
+            session = self.sessions.read(request)
+            return self.render(request, "login.html", session, 401, error="Wrong token.")
+        response = self.redirect(request, "/")
+        # A new session on sign-in: a CSRF token seen before it is worth nothing after.
+        self.sessions.save(request, response, self.sessions.start(authenticated=True))
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        await self.checked_form(request)
+        response = self.redirect(request, "/login")
+        response.delete_cookie(COOKIE, path=mount_path(request) + "/")
+        return response
+
+    # -- pages -----------------------------------------------------------------------------
+
+    async def overview(self, request: Request, session: Session) -> Response:
+        now = _now()
+
+        def read() -> tuple[Any, Any]:
+            with self.store.reading() as connection:
+                return report(connection, now), duplicate_series(connection, now)
+
+        figures, series = await _off_loop(read)
+        counts: dict[tuple[str, str], int] = figures.counts
+        return self.render(
+            request,
+            "overview.html",
+            session,
+            now=now,
+            figures=figures,
+            sources=sorted({source for source, _ in counts} | set(self.sources)),
+            counts=counts,
+            breached=breached_figures(figures.open, now, self.thresholds),
+            chart=duplicate_chart(series),
+            chart_width=WIDTH,
+            chart_height=HEIGHT,
+        )
+
+    async def event_list(self, request: Request, session: Session) -> Response:
+        filters = parse_filters(request.query_params, _now())
+        before_text = request.query_params.get("before")
+        before = parse_cursor(before_text) if before_text else None
+        rows = await _off_loop(
+            lambda: list_events(self.store, filters, PAGE_SIZE + 1, before=before)
+        )
+        older = encode_cursor(rows[PAGE_SIZE - 1]) if len(rows) > PAGE_SIZE else None
+        return self.render(
+            request,
+            "events.html",
+            session,
+            rows=rows[:PAGE_SIZE],
+            filters=filters,
+            fields=filter_fields(filters),
+            older=older,
+            first_page=before is None,
+        )
+
+    async def event_detail(self, request: Request, session: Session) -> Response:
+        source, event_id = self._event_key(request.query_params)
+
+        def read() -> tuple[Any, Any, Any]:
+            event = self.store.get_event(source, event_id)
+            if event is None:
+                raise HTTPException(404, f"no event {source} {event_id}")
+            history = delivery_history(self.store, source, event_id)
+            return event, history, messages_for_event(self.store, source, event_id)
+
+        event, history, messages = await _off_loop(read)
+        return self.render(
+            request,
+            "event.html",
+            session,
+            event=event,
+            body=pretty_body(lambda: event.payload, event.body),
+            headers=json.dumps(event.headers, indent=2, sort_keys=True),
+            history=history,
+            messages=messages,
+            done=request.query_params.get("done"),
+        )
+
+    async def replay_confirm(self, request: Request, session: Session) -> Response:
+        source, event_id = self._event_key(request.query_params)
+        event = await _off_loop(self.store.get_event, source, event_id)
+        if event is None:
+            raise HTTPException(404, f"no event {source} {event_id}")
+        return self.render(request, "replay_one.html", session, event=event)
+
+    async def replay(self, request: Request) -> Response:
+        form = await self.checked_form(request)
+        source, event_id = self._event_key(form)
+        force = form.get("force") == "1"
+        result, _previous = await _off_loop(
+            lambda: replay_one(self.store, source, event_id, _now(), force=force)
+        )
+        if result is ReplayResult.NOT_FOUND:
+            raise HTTPException(404, f"no event {source} {event_id}")
+        if result is ReplayResult.IN_PROGRESS:
+            raise HTTPException(409, f"{source} {event_id} is being processed right now; retry")
+        if result is ReplayResult.NEEDS_FORCE:
+            raise HTTPException(409, f"{source} {event_id} was processed meanwhile; confirm again")
+        response = self.redirect(request, "/event")
+        query = QueryParams({"source": source, "id": event_id, "done": "replayed"})
+        response.headers["location"] += f"?{query}"
+        return response
+
+    async def bulk_confirm(self, request: Request, session: Session) -> Response:
+        filters = self._failed_only(parse_filters(request.query_params, _now()))
+        count = await _off_loop(count_events, self.store, filters)
+        return self.render(
+            request, "replay_bulk.html", session, filters=filters,
+            fields=filter_fields(filters), count=count, replayed=None,
+        )  # fmt: skip
+
+    async def bulk_replay(self, request: Request) -> Response:
+        form = await self.checked_form(request)
+        filters = self._failed_only(parse_filters(form, _now()))
+        replayed = await _off_loop(lambda: sum(replay_matching(self.store, filters, _now())))
+        session = self.sessions.read(request)
+        return self.render(
+            request, "replay_bulk.html", session, filters=filters,
+            fields=filter_fields(filters), count=0, replayed=replayed,
+        )  # fmt: skip
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _event_key(params: QueryParams | FormData) -> tuple[str, str]:
+        source, event_id = params.get("source"), params.get("id")
+        if not isinstance(source, str) or not isinstance(event_id, str) or not event_id:
+            raise _bad_request("give source and id")
+        return source, event_id
+
+    @staticmethod
+    def _failed_only(filters: EventFilter) -> EventFilter:
+        """Bulk replay is for failed events; a status in the request is overridden."""
+        return EventFilter(
+            Status.FAILED, filters.source, filters.event_type, filters.since, filters.until,
+            filters.event_id,
+        )  # fmt: skip
+
+    async def stylesheet(self, _request: Request) -> Response:
+        return Response(_STYLESHEET, media_type="text/css")
+
+    async def error(self, request: Request, exc: Exception) -> Response:
+        if isinstance(exc, StoreUnavailable):
+            status, message = 503, f"database unavailable: {exc}"
+        else:
+            assert isinstance(exc, HTTPException)
+            status, message = exc.status_code, str(exc.detail)
+        session = self.sessions.read(request)
+        return self.render(request, "error.html", session, status, code=status, message=message)
+
+
+_STYLESHEET = resources.files("hookinbox.dashboard").joinpath("static/dashboard.css").read_bytes()
+
+
+class SecurityHeaders:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def dashboard_app(
+    store: Store,
+    token: str,
+    *,
+    sources: Sequence[str] = (),
+    thresholds: Thresholds | None = None,
+) -> ASGIApp:
+    """The dashboard over `store`, signed in with `token`; mount it (at `/admin`)."""
+    dashboard = Dashboard(store, token, sources, thresholds or Thresholds())
+    routes = [
+        Route("/", dashboard.page(dashboard.overview), methods=["GET"]),
+        Route("/login", dashboard.login_form, methods=["GET"]),
+        Route("/login", dashboard.login, methods=["POST"]),
+        Route("/logout", dashboard.logout, methods=["POST"]),
+        Route("/events", dashboard.page(dashboard.event_list), methods=["GET"]),
+        Route("/event", dashboard.page(dashboard.event_detail), methods=["GET"]),
+        Route("/event/replay", dashboard.page(dashboard.replay_confirm), methods=["GET"]),
+        Route("/event/replay", dashboard.replay, methods=["POST"]),
+        Route("/replay", dashboard.page(dashboard.bulk_confirm), methods=["GET"]),
+        Route("/replay", dashboard.bulk_replay, methods=["POST"]),
+        Route("/dashboard.css", dashboard.stylesheet, methods=["GET"]),
+    ]
+    handlers = {HTTPException: dashboard.error, StoreUnavailable: dashboard.error}
+    return SecurityHeaders(Starlette(routes=routes, exception_handlers=handlers))

@@ -1,0 +1,221 @@
+"""Every page, on SQLite and PostgreSQL, over events delivered and processed for real."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from hookinbox import Status
+from hookinbox.dashboard import dashboard_app
+from hookinbox.storage import Store
+from tests.cli.conftest import UNREACHABLE, Shop, customer_created
+from tests.dashboard.conftest import TOKEN, Browser, csrf_of
+from tests.processing.conftest import checkout
+
+
+def event_ids(page: str) -> list[str]:
+    """The event ids listed on an events page, in order."""
+    return re.findall(r'id=(evt_\w+)">', page)
+
+
+def test_overview_shows_counts_duplicates_and_breached_thresholds(
+    signed_in: Browser, shop: Shop
+) -> None:
+    shop.deliver(checkout(1), times=3)  # two duplicates
+    shop.deliver(customer_created(2))
+    shop.process()
+    shop.fail(3)
+
+    page = signed_in.get("/admin/").text
+
+    assert "<h2>Thresholds breached</h2>" in page
+    assert "<li>failed events: 1 (threshold 0)</li>" in page
+    stripe_row = re.search(r'<th scope="row">stripe</th>(.*?)</tr>', page, re.S)
+    assert stripe_row is not None
+    cells = re.findall(r"<td class=\"num( breach)?\">\s*(?:<a [^>]*>)?(\d+)", stripe_row.group(1))
+    by_status = dict(zip([s.value for s in Status], cells, strict=True))
+    assert by_status["processed"] == ("", "2")  # the checkout and the customer
+    assert by_status["failed"] == (" breach", "1")
+    assert re.search(r"<dt>Failed</dt>\s*<dd class=\"breach\">1</dd>", page)
+    assert re.search(r"<th scope=\"row\">last hour</th><td class=\"num\">5</td>\s*"
+                     r"<td class=\"num\">2</td><td class=\"num\">40.00%</td>", page)  # fmt: skip
+    points = re.search(r'<polyline [^>]*points="([^"]+)"', page)
+    assert points is not None and len(points.group(1).split()) == 24
+    # The customer's message was delivered: nothing waits in the outbox.
+    assert re.search(r"<dt>Outbox</dt>\s*<dd>0 pending,\s+0 delivering, 0 failed</dd>", page)
+
+
+def test_overview_with_nothing_breached(signed_in: Browser, shop: Shop) -> None:
+    shop.deliver(checkout(1))
+    shop.process()
+    page = signed_in.get("/admin/").text
+    assert "All checks pass" in page
+    assert "breach" not in page.replace("Thresholds breached", "")
+
+
+def test_event_list_filters_and_searches(signed_in: Browser, shop: Shop) -> None:
+    shop.deliver(checkout(1))
+    shop.deliver(customer_created(2))
+    shop.process()
+    shop.fail(3)
+    shop.fail(4, source="connect")
+
+    assert event_ids(signed_in.get("/admin/events").text) == ["evt_4", "evt_3", "evt_2", "evt_1"]
+    failed = signed_in.get("/admin/events?status=failed").text
+    assert event_ids(failed) == ["evt_4", "evt_3"]
+    assert "Replay all failed events matching this filter" in failed
+    assert event_ids(signed_in.get("/admin/events?status=failed&source=connect").text) == ["evt_4"]
+    assert event_ids(signed_in.get("/admin/events?type=customer.created").text) == ["evt_2"]
+    assert event_ids(signed_in.get("/admin/events?q=evt_1").text) == ["evt_1"]
+    assert event_ids(signed_in.get("/admin/events?since=1h").text) == [
+        "evt_4", "evt_3", "evt_2", "evt_1"
+    ]  # fmt: skip
+    assert "No events match." in signed_in.get("/admin/events?until=2000-01-01T00:00").text
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("status=lost", "unknown status &#39;lost&#39;"),
+        ("since=yesterday", "not a duration"),
+        ("before=garbage", "not a page cursor"),
+    ],
+)
+def test_a_malformed_filter_is_a_400_that_says_why(
+    signed_in: Browser, shop: Shop, query: str, message: str
+) -> None:
+    response = signed_in.get(f"/admin/events?{query}")
+    assert response.status_code == 400
+    assert message in response.text
+
+
+def test_event_list_pages_by_keyset_newest_first(
+    signed_in: Browser, shop: Shop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hookinbox.dashboard._app.PAGE_SIZE", 2)
+    for number in range(1, 6):
+        shop.deliver(customer_created(number))
+
+    seen: list[list[str]] = []
+    path: str | None = "/admin/events?source=stripe"
+    while path is not None:
+        page = signed_in.get(path).text
+        seen.append(event_ids(page))
+        older = re.search(r'href="([^"]+)">Older', page)
+        path = html.unescape(older.group(1)) if older else None
+
+    assert seen == [["evt_5", "evt_4"], ["evt_3", "evt_2"], ["evt_1"]]
+
+
+def test_event_detail_shows_body_headers_deliveries_errors_and_messages(
+    signed_in: Browser, shop: Shop
+) -> None:
+    shop.deliver(customer_created(7), times=2)
+    shop.process()
+    shop.fail(8)
+
+    processed = signed_in.get("/admin/event?source=stripe&id=evt_7")
+    failed = signed_in.get("/admin/event?source=stripe&id=evt_8").text
+
+    assert processed.status_code == 200
+    page = html.unescape(processed.text)
+    assert '<dd id="status">processed</dd>' in page
+    assert '  "id": "evt_7",' in page  # pretty-printed, keys sorted
+    assert '"stripe-signature": "t=' in page  # the stored headers
+    assert "<dt>Deliveries</dt><dd>2 (last" in page
+    assert page.count("<td>no</td><td>no</td>") == 1  # the first delivery
+    assert page.count("<td>yes</td><td>no</td>") == 1  # the duplicate
+    assert re.search(r"<td>crm</td><td>.*?</td><td>delivered</td>", page)
+    assert '<dd id="status" class="breach">failed</dd>' in failed
+    assert "<dt>Attempts</dt><dd>2</dd>" in failed
+    assert "RuntimeError: payments API down" in failed
+    assert "Replay this event" in failed
+    missing = signed_in.get("/admin/event?source=stripe&id=evt_none")
+    assert missing.status_code == 404
+    assert "no event stripe evt_none" in missing.text
+
+
+def test_replay_a_failed_event_then_a_worker_processes_it(signed_in: Browser, shop: Shop) -> None:
+    shop.fail(1)
+    confirm = signed_in.get("/admin/event/replay?source=stripe&id=evt_1").text
+    assert "It is <strong>failed</strong>" in confirm
+    assert "This event was processed" not in confirm
+    assert 'name="force"' not in confirm
+
+    done = signed_in.post(
+        "/admin/event/replay", data={"csrf": csrf_of(confirm), "source": "stripe", "id": "evt_1"}
+    )
+
+    assert done.status_code == 303
+    assert done.headers["location"] == "/admin/event?source=stripe&id=evt_1&done=replayed"
+    assert "Replayed: the event is back to pending" in signed_in.get(done.headers["location"]).text
+    assert (shop.event("evt_1").status, shop.event("evt_1").attempts) == (Status.PENDING, 0)
+    shop.outage.on = False
+    shop.catch_up()
+    shop.process()
+    assert shop.event("evt_1").status is Status.PROCESSED
+
+
+def test_replaying_a_processed_event_says_what_it_means(signed_in: Browser, shop: Shop) -> None:
+    shop.deliver(checkout(1))
+    shop.process()
+    confirm = signed_in.get("/admin/event/replay?source=stripe&id=evt_1").text
+    assert "This event was processed." in confirm
+    assert "runs its handlers\nagain" in confirm
+    csrf = csrf_of(confirm)
+    form = {"csrf": csrf, "source": "stripe", "id": "evt_1"}
+
+    unconfirmed = signed_in.post("/admin/event/replay", data=form)
+    assert unconfirmed.status_code == 409
+    assert shop.event("evt_1").status is Status.PROCESSED
+
+    confirmed = signed_in.post("/admin/event/replay", data={**form, "force": "1"})
+    assert confirmed.status_code == 303
+    assert shop.event("evt_1").status is Status.PENDING
+    shop.catch_up()
+    shop.process()  # the order's unique payment id absorbs the second run
+    assert shop.event("evt_1").outcome == "business_duplicate"
+
+
+def test_bulk_replay_shows_the_count_then_replays_the_failed_events(
+    signed_in: Browser, shop: Shop
+) -> None:
+    shop.fail(1)
+    shop.fail(2)
+    shop.fail(3, source="connect")
+    shop.deliver(checkout(4))
+    shop.process()
+
+    confirm = signed_in.get("/admin/replay?status=failed&source=stripe").text
+    assert "<strong>2</strong> failed events match" in confirm
+    assert "Replay 2 failed events" in confirm
+
+    done = signed_in.post(
+        "/admin/replay", data={"csrf": csrf_of(confirm), "status": "failed", "source": "stripe"}
+    )
+
+    assert done.status_code == 200
+    assert "Replayed 2 failed events" in done.text
+    assert shop.statuses() == {
+        ("stripe", "evt_1"): "pending",
+        ("stripe", "evt_2"): "pending",
+        ("connect", "evt_3"): "failed",
+        ("stripe", "evt_4"): "processed",
+    }
+    nothing = signed_in.get("/admin/replay?source=stripe").text
+    assert "No failed events match this filter." in nothing
+
+
+def test_a_database_outage_is_a_503_page() -> None:
+    store = Store(UNREACHABLE, auto_migrate=False)
+    app = Starlette(routes=[Mount("/admin", dashboard_app(store, TOKEN))])
+    browser = Browser(app)
+    assert browser.sign_in().status_code == 303
+    for path in ("/admin/", "/admin/events", "/admin/event?source=stripe&id=evt_1"):
+        response = browser.get(path)
+        assert response.status_code == 503
+        assert "database unavailable" in response.text
