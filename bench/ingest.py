@@ -42,10 +42,12 @@ from bench._common import (
 PEERS = {
     "hookinbox": None,
     "hookinbox-nogc": None,  # group commit off: one transaction per delivery
+    "hookinbox-1w": None,  # group commit with one writer thread (PostgreSQL's default is 2)
     "bare": "bench.peers.bare:app",
     "naive": "bench.peers.naive:app",
     "powertools": "bench.peers.powertools:app",
 }
+PEER_ENV = {"hookinbox-1w": {"BENCH_GROUP_COMMIT_WRITERS": "1"}}
 HOOKINBOX_APP = "bench.peers.hookinbox_app:inbox"
 
 
@@ -60,7 +62,8 @@ def measure(peer: str, backend: str, workers: int, args: argparse.Namespace) -> 
     saturation: list[Load] = []
     moderate: list[Load] = []
     with database(backend) as url, server(command(peer, url, workers),
-                                          env={"BENCH_DATABASE_URL": url}) as running:  # fmt: skip
+                                          env={"BENCH_DATABASE_URL": url,
+                                               **PEER_ENV.get(peer, {})}) as running:  # fmt: skip
         target = f"{running.base_url}/webhooks/stripe"
         warmup = request_file(200)
         fixed_rate(target, warmup, rate=100, seconds=1)
@@ -158,7 +161,8 @@ def main() -> None:
     )
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--workers", default="1,2")
-    parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--peers", default="hookinbox,hookinbox-nogc,bare,naive,powertools",
+                        help=f"any of {','.join(PEERS)}")  # fmt: skip
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rate", type=float, default=200)
@@ -175,7 +179,7 @@ def main() -> None:
                 print(f"{backend} x{workers} {peer} ...", file=sys.stderr, flush=True)
                 rows.append(measure(peer, backend, workers, args))
         for peer in args.peers.split(","):
-            if peer not in ("bare", "hookinbox-nogc"):  # no effects / same as hookinbox
+            if peer in ("hookinbox", "naive", "powertools"):  # bare has no effects
                 print(f"{backend} {peer}: 3 copies at once ...", file=sys.stderr, flush=True)
                 doubles.append(doubled_effects(peer, backend, args.doubled_events))
     table = render(rows, doubles)

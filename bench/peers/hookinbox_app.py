@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from bench._common import SECRET
-from hookinbox import Event, HandlerContext, Inbox
+from hookinbox import Event, GroupCommit, HandlerContext, Inbox
 from hookinbox.sources import Stripe
 
-inbox = Inbox()  # the URL comes from `hookinbox serve --database-url`
+# The URL comes from `hookinbox serve --database-url`; BENCH_GROUP_COMMIT_WRITERS sets the
+# number of group-commit writer threads (bench/ingest.py's "hookinbox-1w" peer).
+_writers = os.environ.get("BENCH_GROUP_COMMIT_WRITERS")
+inbox = Inbox(group_commit=GroupCommit(writers=int(_writers)) if _writers else True)
 inbox.add_source(Stripe(secret=SECRET))
 
 tables = sa.MetaData()

@@ -161,10 +161,17 @@ def _statements(deliveries: Sequence[NewDelivery]) -> list[list[_Group]]:
                 later.append(index)
             else:
                 members.append(index)
+        # Rows in key order: two statements (two writers, two server processes) that share
+        # events lock them in the same order, so they wait for each other instead of
+        # deadlocking.
         statements.append(
             [
-                _Group(m, deliveries[m[0]], deliveries[m[-1]].received_at)
-                for m in members_of.values()
+                _Group(
+                    members_of[key],
+                    deliveries[members_of[key][0]],
+                    deliveries[members_of[key][-1]].received_at,
+                )
+                for key in sorted(members_of)
             ]
         )
         remaining = later

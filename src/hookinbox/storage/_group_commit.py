@@ -1,8 +1,10 @@
 """Group commit: concurrent deliveries share one statement, one transaction and one commit.
 
-Requests hand their delivery to `GroupCommitter.submit` and wait on the returned future. One
+Requests hand their delivery to `GroupCommitter.submit` and wait on the returned future. A
 writer thread takes everything that is waiting (up to `max_rows`), stores it with
-`record_deliveries` in one transaction, and only after the commit resolves each future. So:
+`record_deliveries` in one transaction, and only after the commit resolves each future (on
+PostgreSQL two writers, each with its own connection, so that the next batch goes out while
+one is in flight; SQLite has one writer whatever the count). So:
 
 - a delivery is answered only once the commit that holds its row has returned;
 - if the batch fails, every delivery in it gets the error (503 for an unavailable database),
@@ -48,12 +50,17 @@ class GroupCommit:
     """The largest batch (at most 2,000: SQLite bounds the values of one statement)."""
     max_wait: float = 0.0
     """Seconds a batch may wait for more deliveries once the inbox is busy (0: never wait)."""
+    writers: int | None = None
+    """Writer threads per process, each with its own connection, so that one batch gathers
+    while another is in flight. None: 2 on PostgreSQL; SQLite always has 1 (one writer)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_rows <= 2_000:
             raise ConfigurationError("group commit: max_rows must be between 1 and 2000")
         if not 0 <= self.max_wait <= 0.1:
             raise ConfigurationError("group commit: max_wait must be between 0 and 0.1 s")
+        if self.writers is not None and not 1 <= self.writers <= 16:
+            raise ConfigurationError("group commit: writers must be between 1 and 16")
 
 
 _Pending = tuple[NewDelivery, "Future[RecordedDelivery]"]
@@ -61,21 +68,27 @@ _STOP = object()
 
 
 class GroupCommitter:
-    """One writer thread storing batches of deliveries for the threads and tasks that wait."""
+    """Writer threads storing batches of deliveries for the threads and tasks that wait."""
 
     def __init__(self, store: Store, options: GroupCommit | None = None) -> None:
         self.store = store
         self.options = options or GroupCommit()
         self._queue: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = False
-        self._connection: Connection | None = None
+        self._local = threading.local()  # each writer's own connection (PostgreSQL)
+
+    @property
+    def writers(self) -> int:
+        if self.store.dialect != "postgresql":
+            return 1
+        return self.options.writers or 2
 
     def submit(self, delivery: NewDelivery) -> Future[RecordedDelivery]:
         """Queue `delivery`; the future resolves once its row is committed (or fails)."""
         future: Future[RecordedDelivery] = Future()
-        if self._thread is None:
+        if not self._threads:
             self._start()
         if self._closed:
             future.set_exception(StoreUnavailable("shutting down: not accepting deliveries"))
@@ -88,35 +101,43 @@ class GroupCommitter:
         return self.submit(delivery).result()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Store what is queued, then stop the writer thread."""
+        """Store what is queued, then stop the writer threads."""
         with self._lock:
             self._closed = True
-            thread = self._thread
-        if thread is not None:
-            self._queue.put(_STOP)
-            thread.join(timeout)
-        self._drop_connection()
+            threads = list(self._threads)
+        for _ in threads:
+            self._queue.put(_STOP)  # each writer takes one and stops
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _start(self) -> None:
         with self._lock:
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(
-                    target=self._run, name="hookinbox-group-commit", daemon=True
-                )
-                self._thread.start()
+            if not self._threads and not self._closed:
+                self._threads = [
+                    threading.Thread(
+                        target=self._run, name=f"hookinbox-group-commit-{n}", daemon=True
+                    )
+                    for n in range(self.writers)
+                ]
+                for thread in self._threads:
+                    thread.start()
 
     def _run(self) -> None:
         busy = False
-        while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            batch = [first]
-            stopping = self._gather(batch, wait=self.options.max_wait if busy else 0.0)
-            busy = len(batch) > 1
-            self._flush(batch)  # type: ignore[arg-type]
-            if stopping:
-                return
+        try:
+            while True:
+                first = self._queue.get()
+                if first is _STOP:
+                    return
+                batch = [first]
+                stopping = self._gather(batch, wait=self.options.max_wait if busy else 0.0)
+                busy = len(batch) > 1
+                self._flush(batch)  # type: ignore[arg-type]
+                if stopping:
+                    return
+        finally:
+            self._drop_connection()
 
     def _gather(self, batch: list[object], wait: float) -> bool:
         """Add what is already queued (and, with `wait`, what arrives within it); True on stop."""
@@ -159,28 +180,31 @@ class GroupCommitter:
 
     def _write(self, deliveries: list[NewDelivery]) -> list[RecordedDelivery]:
         if self.store.dialect != "postgresql":
-            with self.store.transaction() as connection:
-                return record_deliveries(connection, deliveries)
+            with self.store.transaction() as transaction:
+                return record_deliveries(transaction, deliveries)
         # PostgreSQL: each batch is one atomic statement, run in autocommit on a connection
         # this thread keeps (checking one out would cost the pool's ping, a round trip).
         self.store.ensure_schema()
         try:
             with translate_errors():
-                if self._connection is None:
-                    self._connection = self.store.engine.connect().execution_options(
+                connection: Connection | None = getattr(self._local, "connection", None)
+                if connection is None:
+                    connection = self.store.engine.connect().execution_options(
                         isolation_level="AUTOCOMMIT"
                     )
-                return record_deliveries(self._connection, deliveries)
+                    self._local.connection = connection
+                return record_deliveries(connection, deliveries)
         except Exception:
             self._drop_connection()
             raise
 
     def _drop_connection(self) -> None:
-        """After an error the connection may be broken: never reuse it."""
-        if self._connection is not None:
+        """This writer's connection, after an error (it may be broken) or on exit."""
+        connection: Connection | None = getattr(self._local, "connection", None)
+        if connection is not None:
             try:
-                self._connection.invalidate()
-                self._connection.close()
+                connection.invalidate()
+                connection.close()
             except Exception:  # it is being thrown away: nothing to save
                 log.debug("closing a failed group-commit connection", exc_info=True)
-            self._connection = None
+            self._local.connection = None
