@@ -90,10 +90,13 @@ class GroupCommitter:
         future: Future[RecordedDelivery] = Future()
         if not self._threads:
             self._start()
-        if self._closed:
-            future.set_exception(StoreUnavailable("shutting down: not accepting deliveries"))
-            return future
-        self._queue.put((delivery, future))
+        # Under the lock that `close` takes to set `_closed`: a delivery is either queued
+        # before the writers' stop markers (and stored) or refused, never left waiting.
+        with self._lock:
+            if self._closed:
+                future.set_exception(StoreUnavailable("shutting down: not accepting deliveries"))
+                return future
+            self._queue.put((delivery, future))
         return future
 
     def record(self, delivery: NewDelivery) -> RecordedDelivery:
