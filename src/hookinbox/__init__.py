@@ -5,6 +5,7 @@ then process it where the claim and the handler's own writes commit in one trans
 """
 
 from hookinbox._errors import (
+    AckDeadlinePassed,
     BadSignature,
     BodyTooLarge,
     ConfigurationError,
@@ -28,6 +29,7 @@ from hookinbox.storage import GroupCommit, StoreOptions
 __version__ = "0.1.0"
 
 __all__ = [
+    "AckDeadlinePassed",
     "BadSignature",
     "BodyTooLarge",
     "ConfigurationError",

@@ -13,6 +13,7 @@
     ├── UnknownSource               no source of that name                     -> HTTP 404
     ├── BodyTooLarge                over the configured limit                  -> HTTP 413
     ├── StoreUnavailable            the database cannot take the write now     -> HTTP 503
+    │   ├── AckDeadlinePassed       not stored within the ack deadline (a held lock, a stall)
     │   └── ClaimStoreUnavailable   Redis (claim mode) cannot be reached or refused the command
     ├── ClaimTaken                  `claims.once(...)`: the key is claimed already
     │   ├── AlreadyDone             ... and its work is done: skip it
@@ -104,6 +105,13 @@ class BodyTooLarge(HookinboxError):
 
 class StoreUnavailable(HookinboxError):
     """The database is unavailable."""
+
+
+class AckDeadlinePassed(StoreUnavailable):
+    """The delivery was not stored within the ack deadline."""
+
+    def __init__(self, deadline: float) -> None:
+        super().__init__(f"not stored within the ack deadline ({deadline:g} s): retry later")
 
 
 class ClaimStoreUnavailable(StoreUnavailable):

@@ -14,6 +14,7 @@ from starlette.types import ASGIApp
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._receiver import (
+    DEFAULT_ACK_DEADLINE,
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_RETRY_AFTER,
     BaseReceiver,
@@ -78,6 +79,7 @@ class Inbox:
         store_options: StoreOptions | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         retry_after: int = DEFAULT_RETRY_AFTER,
+        ack_deadline: float | None = DEFAULT_ACK_DEADLINE,
         retry: RetryPolicy | None = None,
         outbox_retry: RetryPolicy | None = None,
         retention: timedelta = DEFAULT_RETENTION,
@@ -103,6 +105,7 @@ class Inbox:
         self.store_options = store_options or StoreOptions()
         self.max_body_size = max_body_size
         self.retry_after = retry_after
+        self.ack_deadline = _check_ack_deadline(ack_deadline)
         self.auto_migrate = auto_migrate
         # Concurrent deliveries share one transaction and one commit (docs/ingest.md).
         self.group_commit = _group_commit(group_commit)
@@ -250,6 +253,12 @@ class Inbox:
             raise ConfigurationError("configure the inbox before it is first used")
         self.group_commit = _group_commit(setting)
 
+    def use_ack_deadline(self, seconds: float | None) -> None:
+        """Answer 503 to a delivery not stored within `seconds` (None: wait as long as it takes)."""
+        if self._receiver is not None:
+            raise ConfigurationError("configure the inbox before it is first used")
+        self.ack_deadline = _check_ack_deadline(seconds)
+
     def _check_not_started(self) -> None:
         if self._store is not None:
             raise ConfigurationError("configure the inbox before it is first used")
@@ -297,10 +306,15 @@ class Inbox:
                         retention=self.retention,
                         clock=self.clock,
                         committer=(
-                            GroupCommitter(self.store, self.group_commit)
+                            GroupCommitter(
+                                self.store,
+                                self.group_commit,
+                                statement_timeout=self.ack_deadline,
+                            )
                             if self.group_commit
                             else None
                         ),
+                        ack_deadline=self.ack_deadline,
                     )
         return self._receiver
 
@@ -315,6 +329,7 @@ class Inbox:
             max_body_size=self.max_body_size,
             retry_after=self.retry_after,
             clock=self.clock,
+            ack_deadline=self.ack_deadline,
         )
 
     @property
@@ -436,6 +451,19 @@ class Inbox:
             return f"Inbox({self.claims!r}, sources={sorted(self.sources)})"
         url = parse_url(self.database_url).render_as_string(hide_password=True)
         return f"Inbox({url!r}, sources={sorted(self.sources)})"
+
+
+MAX_ACK_DEADLINE = 60.0
+
+
+def _check_ack_deadline(seconds: float | None) -> float | None:
+    """None turns the deadline off; otherwise a positive number of seconds, at most 60."""
+    if seconds is not None and not 0 < seconds <= MAX_ACK_DEADLINE:
+        raise ConfigurationError(
+            f"ack_deadline must be between 0 and {MAX_ACK_DEADLINE:g} seconds (or None), "
+            f"not {seconds!r}"
+        )
+    return seconds
 
 
 def _group_commit(setting: GroupCommit | bool) -> GroupCommit | None:

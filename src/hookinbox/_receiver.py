@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
@@ -21,6 +22,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from hookinbox._errors import (
+    AckDeadlinePassed,
     DeliveryIgnored,
     Handshake,
     NotReady,
@@ -38,6 +40,9 @@ log = logging.getLogger("hookinbox.ingest")
 
 DEFAULT_MAX_BODY_SIZE = 1024 * 1024
 DEFAULT_RETRY_AFTER = 5
+DEFAULT_ACK_DEADLINE = 3.0
+"""Seconds from a delivery's body read to its answer; past it, 503. Below Shopify's 5 s, the
+shortest timeout among the providers (../docs/ingest.md#the-ack-deadline)."""
 
 InlineProcessor = Callable[[Connection, Event], None]
 """Runs an event's handlers inside the connection's transaction and marks it processed."""
@@ -88,6 +93,15 @@ class Verified:
     delivery: NewDelivery
     started: float
     """`time.perf_counter()` when the delivery reached the receiver (for the ack latency)."""
+    _answered: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def settle(self) -> bool:
+        """True the first time only: that reply is the one logged and counted.
+
+        Storing and the ack deadline race: when the deadline wins, the request is answered
+        503 and the store that finishes later must not be counted as a second answer.
+        """
+        return self._answered.acquire(blocking=False)
 
 
 class BaseReceiver(ABC):
@@ -104,6 +118,7 @@ class BaseReceiver(ABC):
     clock: Callable[[], float]
     retention: timedelta | None = None
     committer: GroupCommitter | None = None
+    ack_deadline: float | None = DEFAULT_ACK_DEADLINE
 
     def receive(
         self,
@@ -169,6 +184,35 @@ class BaseReceiver(ABC):
 
     def unavailable(self, detail: str) -> Reply:
         return _reject(503, Outcome.UNAVAILABLE, detail, **{"retry-after": str(self.retry_after)})
+
+    def time_left(self, verified: Verified) -> float | None:
+        """Seconds left before `verified`'s ack deadline (None: no deadline)."""
+        if self.ack_deadline is None:
+            return None
+        return max(0.0, self.ack_deadline - (time.perf_counter() - verified.started))
+
+    def past_deadline(self, verified: Verified) -> Reply:
+        """The 503 for a delivery not stored within the ack deadline (it may be, later)."""
+        reply = self.unavailable(AckDeadlinePassed(self.ack_deadline or 0.0).message)
+        return self.finish_verified(verified, reply)
+
+    def finish_verified(self, verified: Verified, reply: Reply) -> Reply:
+        """Log and count the reply to a verified delivery, unless it was answered already."""
+        delivery = verified.delivery
+        if verified.settle():
+            return self._finish(delivery.source, reply, verified.started, known=True)
+        # The ack deadline answered 503 first; say what became of the delivery after all.
+        log.log(
+            logging.INFO if reply.ok else logging.WARNING,
+            "%s %s: %s %d after the ack deadline (answered 503 in time; a retry of an event "
+            "stored now is answered as a duplicate)",
+            delivery.source,
+            delivery.event_id,
+            reply.outcome.value,
+            reply.status_code,
+            extra={"source": delivery.source, "event_id": delivery.event_id, "late": True},
+        )
+        return reply
 
     def _finish(self, source_name: str, reply: Reply, started: float, *, known: bool) -> Reply:
         elapsed = time.perf_counter() - started
@@ -262,9 +306,11 @@ class Receiver(BaseReceiver):
         retention: timedelta | None = None,
         clock: Callable[[], float] = time.time,
         committer: GroupCommitter | None = None,
+        ack_deadline: float | None = DEFAULT_ACK_DEADLINE,
     ) -> None:
         self.store = store
         self.committer = committer
+        self.ack_deadline = ack_deadline
         self.sources = sources
         self.max_body_size = max_body_size
         self.retry_after = retry_after
@@ -290,7 +336,7 @@ class Receiver(BaseReceiver):
     def store_verified(self, verified: Verified) -> Reply:
         """The second half of `receive`, for a delivery that `verify` passed (blocking)."""
         try:
-            recorded = self._store(verified.delivery)
+            recorded = self._store(verified)
         except Exception as error:
             return self.conclude(verified, error)
         return self.conclude(verified, recorded)
@@ -302,7 +348,7 @@ class Receiver(BaseReceiver):
             reply = self._failed(delivery, result)
         else:
             reply = self._stored(delivery, result)
-        return self._finish(delivery.source, reply, verified.started, known=True)
+        return self.finish_verified(verified, reply)
 
     def _failed(self, delivery: NewDelivery, error: Exception) -> Reply:
         if isinstance(error, StoreUnavailable):
@@ -343,11 +389,12 @@ class Receiver(BaseReceiver):
         body_out = {"status": outcome.value, "event_id": delivery.event_id}
         return Reply(200, body_out, {}, outcome, delivery.event_type, recorded.key_conflict)
 
-    def _store(self, delivery: NewDelivery) -> RecordedDelivery:
+    def _store(self, verified: Verified) -> RecordedDelivery:
+        delivery = verified.delivery
         process = self.inline.get(delivery.source)
         if process is None:
             if self.committer is not None:
-                return self.committer.record(delivery)
+                return self.committer.record(delivery, self.time_left(verified))
             return self.store.record_delivery(delivery)
         # Inline: insert, handlers and processed mark share one transaction, so a handler that
         # fails leaves no claim behind and the provider's retry is treated as new.

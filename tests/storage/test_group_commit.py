@@ -14,10 +14,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from hookinbox._errors import ConfigurationError, StoreUnavailable
+from hookinbox._errors import AckDeadlinePassed, ConfigurationError, StoreUnavailable
 from hookinbox._model import RecordedDelivery
 from hookinbox.storage import GroupCommit, GroupCommitter, Store, events
 from tests.storage.test_batch import delivery
+from tests.support.locks import lock_held
 
 
 def batch_size(statement: str, parameters: Any) -> int | None:
@@ -201,3 +202,33 @@ def test_options_are_bounded() -> None:
         GroupCommit(max_rows=0)
     with pytest.raises(ConfigurationError):
         GroupCommit(max_wait=1.0)
+
+
+def test_a_delivery_given_up_before_a_writer_takes_it_is_never_written(store: Store) -> None:
+    store.ensure_schema()
+    committer = GroupCommitter(store)
+    url = store.engine.url.render_as_string(hide_password=False)
+    with lock_held(url.replace("+psycopg", "")):
+        # Each writer takes one delivery and waits for the lock; the next one stays queued.
+        taken: list[Future[RecordedDelivery]] = []
+        for n in range(committer.writers):
+            taken.append(committer.submit(delivery("s", f"evt_taken_{n}", b"x", n)))
+            wait_until(taken[-1].running)
+        started = time.monotonic()
+        with pytest.raises(AckDeadlinePassed, match="ack deadline"):
+            committer.record(delivery("s", "evt_given_up", b"x", 9), timeout=0.3)
+        assert time.monotonic() - started < 2.0
+    results = [future.result(timeout=30) for future in taken]
+    committer.close()
+    assert all(result.is_new for result in results)
+    with store.reading() as connection:
+        stored = set(connection.execute(sa.select(events.c.event_id)).scalars())
+    assert "evt_given_up" not in stored
+    assert {f"evt_taken_{n}" for n in range(len(taken))} <= stored
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)

@@ -28,6 +28,7 @@ from hookinbox._errors import (
 from hookinbox._metrics import exposition
 from hookinbox._model import Event
 from hookinbox._receiver import (
+    DEFAULT_ACK_DEADLINE,
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_RETRY_AFTER,
     BaseReceiver,
@@ -91,6 +92,7 @@ class ClaimReceiver(BaseReceiver):
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         retry_after: int = DEFAULT_RETRY_AFTER,
         clock: Callable[[], float] = time.time,
+        ack_deadline: float | None = DEFAULT_ACK_DEADLINE,
     ) -> None:
         self.claims = claims
         self.sources = sources
@@ -99,6 +101,7 @@ class ClaimReceiver(BaseReceiver):
         self.max_body_size = max_body_size
         self.retry_after = retry_after
         self.clock = clock
+        self.ack_deadline = ack_deadline
 
     def ping(self) -> None:
         self.claims.ping()
@@ -111,7 +114,7 @@ class ClaimReceiver(BaseReceiver):
         # Nothing is stored: the claim is the only record, and no row or count exists.
         event = event_of(verified.delivery, row_id=0, delivery_count=1)
         reply = self._claim_and_run(event)
-        return self._finish(verified.delivery.source, reply, verified.started, known=True)
+        return self.finish_verified(verified, reply)
 
     def _claim_and_run(self, event: Event) -> Reply:
         try:

@@ -13,6 +13,8 @@ from hookinbox.http._app import create_app
 from hookinbox.operations import Thresholds
 
 GROUP_COMMIT_ENV = "HOOKINBOX_GROUP_COMMIT"
+ACK_DEADLINE_ENV = "HOOKINBOX_ACK_DEADLINE"
+"""Seconds, set by `serve --ack-deadline` (or by hand); 0 turns the deadline off."""
 
 
 def app_from_environment() -> ASGIApp:
@@ -21,6 +23,9 @@ def app_from_environment() -> ASGIApp:
     inbox = load_inbox(os.environ[APP_ENV], database_url=os.environ.get(DATABASE_URL_ENV))
     if os.environ.get(GROUP_COMMIT_ENV) == "off":
         inbox.use_group_commit(False)
+    ack_deadline = os.environ.get(ACK_DEADLINE_ENV)
+    if ack_deadline:  # checked by `serve` before it started this process
+        inbox.use_ack_deadline(float(ack_deadline) or None)
     token = os.environ.get(ADMIN_TOKEN_ENV)
     if not token:
         return inbox.asgi()  # the dashboard is off: /admin answers 404 like any unknown path

@@ -21,7 +21,7 @@ import click
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
 from hookinbox._inbox import DATABASE_URL_ENV, Inbox
 from hookinbox._metrics import MULTIPROCESS_ENV, serve_metrics
-from hookinbox.cli._asgi import GROUP_COMMIT_ENV
+from hookinbox.cli._asgi import ACK_DEADLINE_ENV, GROUP_COMMIT_ENV
 from hookinbox.cli._dashboard import admin_token_option, dashboard_settings
 from hookinbox.cli._dashboard import register as register_dashboard
 from hookinbox.cli._demo import register as register_demo
@@ -204,6 +204,16 @@ grace_option = click.option(
     show_envvar=True,
     help="Store each delivery in its own transaction (see docs/ingest.md, group commit).",
 )
+@click.option(
+    "--ack-deadline",
+    type=click.FloatRange(0, 60),
+    default=None,
+    envvar=ACK_DEADLINE_ENV,
+    show_envvar=True,
+    metavar="SECONDS",
+    help="Answer 503 to a delivery not stored within SECONDS (default: the inbox's, 3); "
+    "0 turns the deadline off.",
+)
 @admin_token_option
 @concurrency_option
 @lease_option
@@ -218,6 +228,7 @@ def serve(
     log_format: str,
     no_worker: bool,
     no_group_commit: bool,
+    ack_deadline: float | None,
     admin_token: str | None,
     concurrency: int,
     lease_seconds: float,
@@ -253,6 +264,8 @@ def serve(
         os.environ[DATABASE_URL_ENV] = database_url
     if no_group_commit:
         os.environ[GROUP_COMMIT_ENV] = "off"
+    if ack_deadline is not None:
+        os.environ[ACK_DEADLINE_ENV] = f"{ack_deadline:g}"
     if admin_token:
         os.environ[ADMIN_TOKEN_ENV] = admin_token
     supervisor = None

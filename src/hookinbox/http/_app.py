@@ -110,12 +110,26 @@ async def _deliver(
         step = receiver.verify(source, headers, body)
     if isinstance(step, Reply):
         return step
+    # Past the ack deadline the answer is 503, whatever storing is doing (a held lock, a
+    # stalled disk): a provider that waits longer than it allows counts a failure anyway.
+    time_left = receiver.time_left(step)
     committer = receiver.committer_for(step)
     if committer is None or not _on_asyncio():
-        reply: Reply = await anyio.to_thread.run_sync(receiver.store_verified, step)
-        return reply
+        with anyio.move_on_after(time_left):
+            # Abandoned at the deadline, the thread goes on: its transaction commits or rolls
+            # back whole, and `finish_verified` logs what became of it.
+            reply: Reply = await anyio.to_thread.run_sync(
+                receiver.store_verified, step, abandon_on_cancel=True
+            )
+            return reply
+        return receiver.past_deadline(step)
+    future = committer.submit(step.delivery)
     try:
-        recorded = await asyncio.wrap_future(committer.submit(step.delivery))
+        # On timeout, wait_for cancels the wrapper, which cancels `future`: the committer
+        # drops the delivery unless a writer has taken it already.
+        recorded = await asyncio.wait_for(asyncio.wrap_future(future), time_left)
+    except TimeoutError:
+        return receiver.past_deadline(step)
     except Exception as error:
         return receiver.conclude(step, error)
     return receiver.conclude(step, recorded)

@@ -11,6 +11,9 @@ one is in flight; SQLite has one writer whatever the count). So:
   and the rollback leaves nothing of it behind. An error that is not about availability (a row
   the database refuses) is retried one delivery per transaction, so that one bad row cannot
   fail the deliveries it happened to share a batch with;
+- a delivery whose request gave up waiting (the ack deadline passed, `record(timeout=...)` or
+  a cancelled `asyncio.wrap_future`) is dropped if no writer has taken it yet; once taken, it
+  is written, and the provider's retry of it is answered as a duplicate;
 - the batching adapts by itself: while one batch commits, the next one gathers. A lone
   request is written at once (no timer to wait out); under load, batches grow with the
   arrival rate up to `max_rows`. `max_wait` can add a short wait for more rows, but only while
@@ -28,11 +31,12 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from hookinbox._errors import ConfigurationError, StoreUnavailable
+from hookinbox._errors import AckDeadlinePassed, ConfigurationError, StoreUnavailable
 from hookinbox._metrics import observe_batch
 from hookinbox._model import NewDelivery, RecordedDelivery
 from hookinbox.storage._batch import record_deliveries
@@ -70,9 +74,19 @@ _STOP = object()
 class GroupCommitter:
     """Writer threads storing batches of deliveries for the threads and tasks that wait."""
 
-    def __init__(self, store: Store, options: GroupCommit | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        options: GroupCommit | None = None,
+        *,
+        statement_timeout: float | None = None,
+    ) -> None:
         self.store = store
         self.options = options or GroupCommit()
+        # PostgreSQL: a batch statement stuck behind a lock is cancelled after this many
+        # seconds, so that the batches queued behind it are not held up for as long as the lock
+        # (its requests have been answered 503 at their ack deadline by then).
+        self.statement_timeout = statement_timeout
         self._queue: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -99,9 +113,19 @@ class GroupCommitter:
             self._queue.put((delivery, future))
         return future
 
-    def record(self, delivery: NewDelivery) -> RecordedDelivery:
-        """Blocking form of `submit`, for synchronous callers."""
-        return self.submit(delivery).result()
+    def record(self, delivery: NewDelivery, timeout: float | None = None) -> RecordedDelivery:
+        """Blocking form of `submit`, for synchronous callers.
+
+        Past `timeout` seconds, raise `AckDeadlinePassed`: the delivery is dropped if no writer
+        has taken it yet, and written anyway (its retry is then a duplicate) if one has.
+        """
+        future = self.submit(delivery)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            if future.cancel() or not future.done():
+                raise AckDeadlinePassed(timeout or 0.0) from None
+            return future.result()  # it finished just now
 
     def close(self, timeout: float = 10.0) -> None:
         """Store what is queued, then stop the writer threads."""
@@ -133,16 +157,18 @@ class GroupCommitter:
                 first = self._queue.get()
                 if first is _STOP:
                     return
-                batch = [first]
+                batch: list[_Pending] = []
+                _take(batch, first)
                 stopping = self._gather(batch, wait=self.options.max_wait if busy else 0.0)
                 busy = len(batch) > 1
-                self._flush(batch)  # type: ignore[arg-type]
+                if batch:
+                    self._flush(batch)
                 if stopping:
                     return
         finally:
             self._drop_connection()
 
-    def _gather(self, batch: list[object], wait: float) -> bool:
+    def _gather(self, batch: list[_Pending], wait: float) -> bool:
         """Add what is already queued (and, with `wait`, what arrives within it); True on stop."""
         deadline = time.monotonic() + wait
         while len(batch) < self.options.max_rows:
@@ -157,7 +183,7 @@ class GroupCommitter:
                 return False
             if item is _STOP:
                 return True
-            batch.append(item)
+            _take(batch, item)
         return False
 
     def _flush(self, batch: list[_Pending]) -> None:
@@ -196,6 +222,9 @@ class GroupCommitter:
                         isolation_level="AUTOCOMMIT"
                     )
                     self._local.connection = connection
+                    if self.statement_timeout is not None:
+                        milliseconds = max(1, round(self.statement_timeout * 1000))
+                        connection.exec_driver_sql(f"SET statement_timeout = {milliseconds}")
                 return record_deliveries(connection, deliveries)
         except Exception:
             self._drop_connection()
@@ -211,3 +240,10 @@ class GroupCommitter:
             except Exception:  # it is being thrown away: nothing to save
                 log.debug("closing a failed group-commit connection", exc_info=True)
             self._local.connection = None
+
+
+def _take(batch: list[_Pending], item: object) -> None:
+    """Add a queued delivery to `batch`, unless its waiter gave up (cancelled its future)."""
+    pending: _Pending = item  # type: ignore[assignment]
+    if pending[1].set_running_or_notify_cancel():
+        batch.append(pending)
