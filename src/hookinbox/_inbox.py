@@ -15,6 +15,7 @@ from starlette.types import ASGIApp
 from hookinbox._errors import ConfigurationError
 from hookinbox._receiver import (
     DEFAULT_ACK_DEADLINE,
+    DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_RETRY_AFTER,
     BaseReceiver,
@@ -78,6 +79,7 @@ class Inbox:
         *,
         store_options: StoreOptions | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
         retry_after: int = DEFAULT_RETRY_AFTER,
         ack_deadline: float | None = DEFAULT_ACK_DEADLINE,
         retry: RetryPolicy | None = None,
@@ -104,6 +106,7 @@ class Inbox:
         self.database_url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
         self.store_options = store_options or StoreOptions()
         self.max_body_size = max_body_size
+        self.body_timeout = body_timeout
         self.retry_after = retry_after
         self.ack_deadline = _check_ack_deadline(ack_deadline)
         self.auto_migrate = auto_migrate
@@ -300,6 +303,7 @@ class Inbox:
                         self.store,
                         self.sources,
                         max_body_size=self.max_body_size,
+                        body_timeout=self.body_timeout,
                         retry_after=self.retry_after,
                         inline=inline,
                         on_new_event=self._wake.set,
@@ -327,6 +331,7 @@ class Inbox:
             self.handlers,
             in_progress_status=self.in_progress_status,
             max_body_size=self.max_body_size,
+            body_timeout=self.body_timeout,
             retry_after=self.retry_after,
             clock=self.clock,
             ack_deadline=self.ack_deadline,

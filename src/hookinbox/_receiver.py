@@ -43,6 +43,9 @@ DEFAULT_RETRY_AFTER = 5
 DEFAULT_ACK_DEADLINE = 3.0
 """Seconds from a delivery's body read to its answer; past it, 503. Below Shopify's 5 s, the
 shortest timeout among the providers (../docs/ingest.md#the-ack-deadline)."""
+DEFAULT_BODY_TIMEOUT = 10.0
+"""Seconds a client may take to send a delivery's body: a stalled or trickling client (slowloris)
+would otherwise hold a connection and its buffer for as long as it likes."""
 
 InlineProcessor = Callable[[Connection, Event], None]
 """Runs an event's handlers inside the connection's transaction and marks it processed."""
@@ -59,6 +62,7 @@ class Outcome(StrEnum):
     BAD_REQUEST = "bad_request"
     UNKNOWN_SOURCE = "unknown_source"
     TOO_LARGE = "too_large"
+    TIMEOUT = "timeout"  # the body did not arrive within body_timeout: nothing kept
     UNAVAILABLE = "unavailable"
     NOT_PROCESSED = "not_processed"  # inline mode: the handler raised, nothing was kept
     IN_PROGRESS = "in_progress"  # Redis claim mode: another copy's handlers are running
@@ -116,6 +120,7 @@ class BaseReceiver(ABC):
     max_body_size: int
     retry_after: int
     clock: Callable[[], float]
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
     retention: timedelta | None = None
     committer: GroupCommitter | None = None
     ack_deadline: float | None = DEFAULT_ACK_DEADLINE
@@ -176,6 +181,16 @@ class BaseReceiver(ABC):
         """For servers that stop reading a body once it passes the limit."""
         reply = self._too_large()
         self._log(source_name, reply, 0.0)
+        count_delivery(source_name, None, reply.outcome.value, 0.0, key_conflict=False)
+        return reply
+
+    def reject_slow_body(self, source_name: str) -> Reply:
+        """For servers that stop waiting for a body that did not arrive within `body_timeout`."""
+        detail = f"body not received within {self.body_timeout:g} s"
+        # The rest of the body may still be on its way: the connection cannot serve another
+        # request, so the answer says it closes.
+        reply = _reject(408, Outcome.TIMEOUT, detail, connection="close")
+        self._log(source_name, reply, self.body_timeout)
         count_delivery(source_name, None, reply.outcome.value, 0.0, key_conflict=False)
         return reply
 
@@ -300,6 +315,7 @@ class Receiver(BaseReceiver):
         sources: Mapping[str, Source],
         *,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
         retry_after: int = DEFAULT_RETRY_AFTER,
         inline: Mapping[str, InlineProcessor] | None = None,
         on_new_event: Callable[[], None] | None = None,
@@ -313,6 +329,7 @@ class Receiver(BaseReceiver):
         self.ack_deadline = ack_deadline
         self.sources = sources
         self.max_body_size = max_body_size
+        self.body_timeout = body_timeout
         self.retry_after = retry_after
         self.inline = inline or {}
         self.on_new_event = on_new_event

@@ -29,6 +29,7 @@ from hookinbox._metrics import exposition
 from hookinbox._model import Event
 from hookinbox._receiver import (
     DEFAULT_ACK_DEADLINE,
+    DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_RETRY_AFTER,
     BaseReceiver,
@@ -90,6 +91,7 @@ class ClaimReceiver(BaseReceiver):
         *,
         in_progress_status: int | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
         retry_after: int = DEFAULT_RETRY_AFTER,
         clock: Callable[[], float] = time.time,
         ack_deadline: float | None = DEFAULT_ACK_DEADLINE,
@@ -99,6 +101,7 @@ class ClaimReceiver(BaseReceiver):
         self.handlers = handlers
         self.in_progress_status = check_in_progress_status(in_progress_status)
         self.max_body_size = max_body_size
+        self.body_timeout = body_timeout
         self.retry_after = retry_after
         self.clock = clock
         self.ack_deadline = ack_deadline

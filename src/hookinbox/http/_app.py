@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hookinbox._errors import BodyTooLarge, StoreUnavailable
 from hookinbox._receiver import BaseReceiver, Reply
@@ -33,6 +33,26 @@ log = logging.getLogger("hookinbox.http")
 
 class ClientGone(Exception):
     """The client disconnected before sending its whole body."""
+
+
+class BodyTimeout(Exception):
+    """The client did not send its whole body within the receiver's `body_timeout`."""
+
+
+def receive_within(receive: Receive, seconds: float) -> Receive:
+    """`receive`, raising `BodyTimeout` once `seconds` have passed since this call.
+
+    One deadline for the whole body, not one per message: a client trickling a byte a second
+    never waits long for any one message, and would hold its connection for ever.
+    """
+    deadline = anyio.current_time() + seconds
+
+    async def receive_before_deadline() -> Message:
+        with anyio.CancelScope(deadline=deadline):
+            return await receive()
+        raise BodyTimeout()
+
+    return receive_before_deadline
 
 
 async def read_body(receive: Receive, declared: bytes | None, limit: int) -> bytes:
@@ -81,9 +101,12 @@ async def answer(
     The raw ASGI app and the FastAPI router both answer through here.
     """
     try:
-        return await _deliver(receiver, source, raw_headers, receive)
+        body_receive = receive_within(receive, receiver.body_timeout)
+        return await _deliver(receiver, source, raw_headers, body_receive)
     except ClientGone:
         return None  # nobody is left to answer
+    except BodyTimeout:
+        return receiver.reject_slow_body(source)
     except Exception:  # a bug in hookinbox: log it, answer without the traceback
         log.exception("unexpected error receiving a delivery")
         return Reply(500, {"status": "error", "error": "internal"})

@@ -1,0 +1,81 @@
+"""A real `hookinbox serve` of the hostile-input app on loopback, and what its database holds.
+
+Every hostile-input test talks to this server over real sockets, then reads the events table to
+check that only validly signed deliveries were stored. Signatures are computed here over raw
+bytes (Stripe's and GitHub's documented HMACs), since a hostile body need not be UTF-8 and the
+providers' own signers take text; `test_fuzz_http` checks them against tests/support/signing.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from hookinbox.storage import Store, events
+from tests.apps.basic import GITHUB_SECRET, STRIPE_SECRET
+from tests.reliability._hostile_app import APP, BODY_TIMEOUT_ENV
+from tests.support.server import free_port, hookinbox_command, serving_process
+
+Header = tuple[bytes, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    process: subprocess.Popen[str]
+    port: int
+    base_url: str
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+@contextmanager
+def hostile_server(database_url: str, *, body_timeout: float = 10.0) -> Iterator[Server]:
+    """`hookinbox serve` (one process, no worker: only ingest is under test) with the given
+    body timeout; stopped on exit."""
+    port = free_port()
+    command = hookinbox_command(
+        "serve", APP,
+        "--database-url", database_url,
+        "--port", str(port),
+        "--no-worker",
+        "--log-level", "warning",
+    )  # fmt: skip
+    env = {BODY_TIMEOUT_ENV: str(body_timeout)}
+    with serving_process(command, port, env=env) as (process, base_url):
+        yield Server(process, port, base_url)
+
+
+def stored_keys(database_url: str) -> list[tuple[str, str]]:
+    """(source, event id) of every stored event, one entry per row."""
+    store = Store(database_url)
+    try:
+        with store.engine.connect() as connection:
+            rows = connection.execute(sa.select(events.c.source, events.c.event_id))
+            return [(source, event_id) for source, event_id in rows]
+    finally:
+        store.dispose()
+
+
+def stripe_signature(body: bytes, secret: str = STRIPE_SECRET) -> Header:
+    """`Stripe-Signature` over the raw bytes: HMAC-SHA256 of `{t}.{body}`, now."""
+    timestamp = str(int(time.time())).encode()
+    digest = hmac.new(secret.encode(), timestamp + b"." + body, hashlib.sha256).hexdigest()
+    return b"Stripe-Signature", b"t=" + timestamp + b",v1=" + digest.encode()
+
+
+def github_headers(body: bytes, delivery_id: bytes, event: bytes = b"push") -> list[Header]:
+    """GitHub's headers, signed over the raw bytes; its event id comes from a header."""
+    digest = hmac.new(GITHUB_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return [
+        (b"X-Hub-Signature-256", b"sha256=" + digest.encode()),
+        (b"X-GitHub-Delivery", delivery_id),
+        (b"X-GitHub-Event", event),
+    ]
