@@ -191,7 +191,9 @@ def settle(claim: Claim, current: bytes | str | None) -> bool:
         return False
     state, token = found
     # Constant time, like every token comparison (tests/reliability checks the source tree).
-    if state is ClaimState.IN_PROGRESS and hmac.compare_digest(token.encode(), claim.token.encode()):
+    if state is ClaimState.IN_PROGRESS and hmac.compare_digest(
+        token.encode(), claim.token.encode()
+    ):
         return True
     raise taken(claim.key, state)
 
