@@ -15,6 +15,10 @@ parameter of a statement that names another one (SQLAlchemy's error quotes the p
 was given, unless the engine hides them); standard `order.created` succeeds; paddle has one
 handler for any type (`*`), which gives no type a label. One attempt per event: a failure is
 final at once.
+
+`mounted()` is `hookinbox serve`'s app (webhooks, probes, the dashboard at /admin) mounted at
+/hooks inside another Starlette app, for `uvicorn --factory`; the token comes from
+$HOOKINBOX_ADMIN_TOKEN, the database from $HOOKINBOX_DATABASE_URL.
 """
 
 from __future__ import annotations
@@ -22,8 +26,13 @@ from __future__ import annotations
 import os
 
 import sqlalchemy as sa
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.types import ASGIApp
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy
+from hookinbox.dashboard import ADMIN_TOKEN_ENV, dashboard_app
+from hookinbox.http import create_app
 from hookinbox.sources import Paddle, StandardWebhooks, Stripe
 
 SECRET_ENV = "GUARDED_STRIPE_SECRET"
@@ -64,3 +73,12 @@ def build(database_url: str | None = None) -> Inbox:
 
 
 inbox = build()
+
+MOUNT = "/hooks"
+
+
+def mounted() -> ASGIApp:
+    dashboard = dashboard_app(
+        inbox.store, os.environ[ADMIN_TOKEN_ENV], sources=sorted(inbox.sources)
+    )
+    return Starlette(routes=[Mount(MOUNT, app=create_app(inbox.receiver, admin=dashboard))])
