@@ -51,7 +51,7 @@ def label_event_type(source: str, event_type: str) -> None:
 
 
 def type_label(source: str, event_type: str | None) -> str:
-    """The `type` label: a handled type as it is, any other type `other`, none at all ``."""
+    """The `type` label: a handled type as it is, any other type `other`, no type empty."""
     if not event_type:
         return ""
     return event_type if event_type in _handled_types.get(source, ()) else OTHER_TYPE

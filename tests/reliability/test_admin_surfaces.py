@@ -26,6 +26,7 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,12 +232,15 @@ def test_mounted_under_a_prefix_the_webhook_routes_still_stay_out(tmp_path: Path
 
 
 def test_a_blank_or_short_token_stops_the_server_at_start() -> None:
-    results = {
-        "serve, blank token": run_cli("serve", APP, "--admin-token", " " * 40, "--port", "1"),
-        "serve, short token": run_cli("serve", APP, "--admin-token", "short-token"),
-        "dashboard, blank token": run_cli("dashboard", APP, env={ADMIN_TOKEN_ENV: "\t" * 20}),
-        "dashboard, no token": run_cli("dashboard", APP, env={ADMIN_TOKEN_ENV: ""}),
+    runs = {  # concurrently: each is a Python start-up
+        "serve, blank token": (("serve", APP, "--admin-token", " " * 40), {}),
+        "serve, short token": (("serve", APP, "--admin-token", "short-token"), {}),
+        "dashboard, blank token": (("dashboard", APP), {ADMIN_TOKEN_ENV: "\t" * 20}),
+        "dashboard, no token": (("dashboard", APP), {ADMIN_TOKEN_ENV: ""}),
     }
+    with ThreadPoolExecutor(len(runs)) as pool:
+        futures = {name: pool.submit(run_cli, *args, env=env) for name, (args, env) in runs.items()}
+        results = {name: future.result() for name, future in futures.items()}
     for name, result in results.items():
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1, (name, result.stderr)

@@ -214,7 +214,6 @@ def run_cli_outputs(database_url: str) -> dict[str, str]:
     """The operator commands' outputs, run concurrently (each is a Python start-up)."""
     commands = {
         "status": ("status",),
-        "status --json": ("status", "--json"),
         "events list": ("events", "list"),
         "events list --json": ("events", "list", "--json"),
         "events show --json": ("events", "show", "stripe", "evt_charge_failed", "--json"),

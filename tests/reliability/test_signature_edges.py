@@ -314,7 +314,7 @@ def test_several_signatures_and_skew_over_http(tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'inbox.db'}"  # verification precedes storage
     got: dict[str, int] = {}
     errors: dict[str, str] = {}
-    with running_server("tests.apps.guarded:inbox", database_url) as base_url:
+    with running_server("tests.apps.guarded:inbox", database_url, "--no-worker") as base_url:
         cases = _http_cases(int(time.time()))
         with httpx.Client(base_url=base_url, timeout=30) as client:
             for label, source, (headers, body), _ in cases:
