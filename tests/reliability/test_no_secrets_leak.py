@@ -52,7 +52,7 @@ def logging_server(database_url: str, log_path: Path, secret: str) -> Iterator[s
     port = free_port()
     command = hookinbox_command(
         "serve", APP, "--database-url", database_url, "--port", str(port),
-        "--log-level", "debug", "--lease-seconds", "5",
+        "--log-level", "debug",
     )  # fmt: skip
     with log_path.open("w") as log:
         process = subprocess.Popen(
@@ -94,9 +94,9 @@ def card_marker() -> str:
     return " ".join(digits[i : i + 4] for i in range(0, 16, 4))
 
 
-def stripe_header(secret: str, body: bytes, *, timestamp: int | None = None) -> tuple[str, str]:
+def stripe_header(secret: str, body: bytes) -> tuple[str, str]:
     """The Stripe-Signature value for `body`, and its v1 digest (a marker of its own)."""
-    when = int(time.time()) if timestamp is None else timestamp
+    when = int(time.time())
     digest = hmac.new(secret.encode(), f"{when}.".encode() + body, hashlib.sha256).hexdigest()
     return f"t={when},v1={digest}", digest
 
@@ -190,9 +190,9 @@ def send_every_kind(sender: Sender) -> None:
     sender.post("too large", "/webhooks/stripe", {"Stripe-Signature": header}, body)
 
     card = sender.markers["unknown source card"] = card_marker()
-    header, digest = stripe_header(sender.secret, card.encode())
-    sender.markers["unknown source signature"] = digest
     body = stripe_body("evt_nowhere", "invoice.paid", card)
+    header, digest = stripe_header(sender.secret, body)
+    sender.markers["unknown source signature"] = digest
     sender.post("unknown source", "/webhooks/nowhere", {"Stripe-Signature": header}, body)
 
 

@@ -31,7 +31,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +175,7 @@ def test_empty_or_blank_secrets_are_refused_when_configured() -> None:
             except ConfigurationError:
                 continue
             allowed.append(f"{kind.name}({value!r})")
-    credentials = [
+    credentials: list[Callable[[Any], object]] = [
         lambda v: PayPalAPI(client_id="client", client_secret=v),
         lambda v: PayPalAPI(client_id=v, client_secret="secret"),
         lambda v: MollieAPI(api_key=v),
