@@ -9,6 +9,12 @@ prometheus_client is first imported, which is why this module imports it lazily.
 Gauges (pending, oldest pending age, failed, deferred, duplicate ratio) are not counted but
 read from the database on each scrape, so they are right whichever process answers and
 whichever process changed them.
+
+Every label value is bounded by the configuration, never by what senders send. An event's
+type comes from the (verified) delivery, and a sender may use any number of types, so the
+`type` label keeps only the types the application has handlers for (per source) and counts
+every other type as `other`. Handlers register at import time, and every process that counts
+(the HTTP servers, the worker) imports the application, so all of them fold alike.
 """
 
 from __future__ import annotations
@@ -29,8 +35,26 @@ MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2000)
 
+OTHER_TYPE = "other"
+"""The `type` label of every event type no handler is registered for."""
+
 _lock = threading.Lock()
 _instruments: dict[str, Any] = {}
+_handled_types: dict[str, frozenset[str]] = {}
+"""Source name -> event types with a handler; replaced, never mutated, so reads need no lock."""
+
+
+def label_event_type(source: str, event_type: str) -> None:
+    """Give `event_type` of `source` a `type` label of its own (a handler was registered)."""
+    with _lock:
+        _handled_types[source] = _handled_types.get(source, frozenset()) | {event_type}
+
+
+def type_label(source: str, event_type: str | None) -> str:
+    """The `type` label: a handled type as it is, any other type `other`, no type empty."""
+    if not event_type:
+        return ""
+    return event_type if event_type in _handled_types.get(source, ()) else OTHER_TYPE
 
 
 def _instrument(name: str) -> Any:
@@ -94,14 +118,14 @@ def _create() -> dict[str, Any]:
 def count_delivery(
     source: str, event_type: str | None, outcome: str, seconds: float, *, key_conflict: bool
 ) -> None:
-    _instrument("deliveries").labels(source, event_type or "", outcome).inc()
+    _instrument("deliveries").labels(source, type_label(source, event_type), outcome).inc()
     _instrument("ack_latency").labels(source).observe(seconds)
     if key_conflict:
         _instrument("key_conflicts").labels(source).inc()
 
 
 def count_attempt(source: str, event_type: str | None, outcome: str, seconds: float) -> None:
-    _instrument("attempts").labels(source, event_type or "", outcome).inc()
+    _instrument("attempts").labels(source, type_label(source, event_type), outcome).inc()
     _instrument("processing_latency").labels(source).observe(seconds)
 
 

@@ -28,7 +28,7 @@ MIN_TOKEN_LENGTH = 16
 
 def check_token_strength(token: str) -> str:
     """A token short enough to guess is refused when the dashboard starts."""
-    if len(token) < MIN_TOKEN_LENGTH:
+    if len(token.strip()) < MIN_TOKEN_LENGTH:  # sixteen spaces are no token
         raise ConfigurationError(
             f"the admin token must be at least {MIN_TOKEN_LENGTH} characters "
             "(make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))')"

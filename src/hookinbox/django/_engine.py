@@ -31,6 +31,7 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.types import DateTime
 
 from hookinbox._errors import ConfigurationError
+from hookinbox.storage._engine import HIDE_PARAMETERS
 
 DRIVER = "hookinbox_django"
 
@@ -130,4 +131,6 @@ def django_engine(alias: str) -> Engine:
         raw: DBAPIConnection = connection.connection
         return raw
 
-    return create_engine(django_url(alias), creator=creator, poolclass=NullPool)
+    return create_engine(
+        django_url(alias), creator=creator, poolclass=NullPool, hide_parameters=HIDE_PARAMETERS
+    )

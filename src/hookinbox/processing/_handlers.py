@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hookinbox._errors import ConfigurationError
+from hookinbox._metrics import label_event_type
 from hookinbox.processing._business import BusinessKey
 from hookinbox.processing._policy import RetryPolicy
 
@@ -41,6 +42,8 @@ class HandlerRegistry:
         if not handler.event_type:
             raise ConfigurationError("a handler needs an event type, or '*' for any")
         self._handlers.append(handler)
+        if handler.event_type != ANY_TYPE:  # '*' names no type: its events are labelled other
+            label_event_type(handler.source, handler.event_type)
 
     def for_event(self, source: str, event_type: str | None) -> list[Handler]:
         return [h for h in self._handlers if h.matches(source, event_type)]

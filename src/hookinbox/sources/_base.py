@@ -72,9 +72,16 @@ def normalize_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) ->
 
 def secrets_tuple(secret: str | Sequence[str]) -> tuple[str, ...]:
     """Accept one secret or several (rotation: the old and the new one both verify)."""
-    secrets = (secret,) if isinstance(secret, str) else tuple(secret)
-    if not secrets or any(not isinstance(s, str) or not s for s in secrets):
-        raise ConfigurationError("a source needs at least one non-empty secret")
+    if isinstance(secret, str):
+        secrets: tuple[str, ...] = (secret,)
+    elif isinstance(secret, Sequence) and not isinstance(secret, bytes):
+        secrets = tuple(secret)
+    else:  # None from an unset variable, bytes, a number: say so, not "not iterable"
+        raise ConfigurationError("a secret must be a string, or a list of strings to rotate")
+    # A blank secret (an unset variable padded with a space or a newline) would be an HMAC key
+    # anyone can guess: refused like an empty one.
+    if not secrets or any(not isinstance(s, str) or not s.strip() for s in secrets):
+        raise ConfigurationError("a source needs at least one non-empty secret, none blank")
     return secrets
 
 

@@ -32,7 +32,7 @@ class MollieAPI:
         timeout: float = DEFAULT_TIMEOUT,
         paths: Mapping[str, str] = DEFAULT_PATHS,
     ) -> None:
-        if not api_key:
+        if not isinstance(api_key, str) or not api_key.strip():
             raise ConfigurationError("MollieAPI needs an API key")
         if timeout <= 0:
             raise ConfigurationError("the Mollie API timeout must be positive")

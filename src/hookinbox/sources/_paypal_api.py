@@ -52,7 +52,7 @@ class PayPalAPI:
         base_url: str = LIVE,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        if not client_id or not client_secret:
+        if not _text(client_id) or not _text(client_secret):
             raise ConfigurationError("PayPal online verification needs a client id and secret")
         if timeout <= 0:
             raise ConfigurationError("the PayPal API timeout must be positive")
@@ -119,6 +119,11 @@ class PayPalAPI:
             raise VerificationUnavailable(
                 f"PayPal's API cannot be reached: {type(exc).__name__}"
             ) from exc
+
+
+def _text(value: object) -> bool:
+    """A usable credential: a string with something besides white space."""
+    return isinstance(value, str) and bool(value.strip())
 
 
 def _request_body(transmission: Transmission, webhook_id: str, body: bytes) -> bytes:

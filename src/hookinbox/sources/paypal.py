@@ -150,7 +150,12 @@ class PayPal(Source):
 
 
 def _webhook_ids(webhook_id: str | Sequence[str]) -> tuple[str, ...]:
-    ids = (webhook_id,) if isinstance(webhook_id, str) else tuple(webhook_id)
+    if isinstance(webhook_id, str):
+        ids: tuple[str, ...] = (webhook_id,)
+    elif isinstance(webhook_id, Sequence) and not isinstance(webhook_id, bytes):
+        ids = tuple(webhook_id)
+    else:
+        ids = ()
     if not ids or any(not isinstance(i, str) or not _usable(i) for i in ids):
         raise ConfigurationError("PayPal needs at least one webhook id (printable ASCII, no '|')")
     return ids
@@ -169,6 +174,7 @@ def _usable(value: str) -> bool:
     """A field of the signed text: ASCII, printable, bounded, and never the separator."""
     return (
         0 < len(value) <= MAX_FIELD_LENGTH
+        and not value.isspace()
         and value.isascii()
         and value.isprintable()
         and "|" not in value

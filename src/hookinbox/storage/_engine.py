@@ -13,6 +13,11 @@ from sqlalchemy.exc import ArgumentError
 
 from hookinbox._errors import ConfigurationError
 
+HIDE_PARAMETERS = True
+"""SQLAlchemy's errors quote a failed statement's parameters, and the inbox's statements carry
+raw bodies and signature headers (a handler's carry its event's data): an error logged, stored
+as `last_error` or shown by `events` must not repeat them. The statement itself is kept."""
+
 READ_ONLY = "hookinbox_read_only"
 """Execution option: this connection only reads, so SQLite may begin without the write lock."""
 
@@ -62,6 +67,7 @@ def build_engine(url: str | URL, options: StoreOptions) -> Engine:
 def _sqlite_engine(url: URL, options: StoreOptions) -> Engine:
     engine = create_engine(
         url,
+        hide_parameters=HIDE_PARAMETERS,
         connect_args={"timeout": options.busy_timeout, "check_same_thread": False},
         pool_size=options.pool_size,
         max_overflow=options.max_overflow,
@@ -110,6 +116,7 @@ def _enable_wal(cursor: Any, timeout: float) -> None:
 def _postgres_engine(url: URL, options: StoreOptions) -> Engine:
     return create_engine(
         url,
+        hide_parameters=HIDE_PARAMETERS,
         pool_size=options.pool_size,
         max_overflow=options.max_overflow,
         pool_timeout=options.pool_timeout,

@@ -1,0 +1,307 @@
+"""Every signed source class, described once: how to build it, how its sender signs.
+
+For tests/reliability/test_signature_edges.py, which runs the same edge cases over all of them.
+Each `Kind` signs the way the provider's documentation says (one signature entry per secret,
+assembled into the provider's headers), so an entry can be corrupted, repeated or re-labelled
+on its own. The sources' own test modules hold the provider-library cross-checks; here the
+point is breadth: the same hostile input against every class.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from hookinbox._errors import VerificationError
+from hookinbox.sources import (
+    GitHub,
+    GitLab,
+    GitLabSigned,
+    HMACSource,
+    LemonSqueezy,
+    Mollie,
+    Paddle,
+    PayPal,
+    Shopify,
+    Slack,
+    Source,
+    Square,
+    StandardWebhooks,
+    Stripe,
+    Twilio,
+    normalize_headers,
+)
+from tests.support import paypal
+from tests.support.pki import paypal_signing
+
+NOW = 1_700_000_000  # paypal.TRANSMISSION_TIME
+SQUARE_URL = "https://shop.example/webhooks/square"
+TWILIO_URL = "https://shop.example/webhooks/twilio"
+MESSAGE_ID = "msg_2Lh9edge"
+TRANSMISSION_ID = "8ea3c1c0-82a5-11ee-b962-0242ac120002"
+
+Headers = dict[str, str]
+
+
+def hex_mac(secret: str, message: bytes, algorithm: str = "sha256") -> str:
+    return hmac.new(secret.encode(), message, algorithm).hexdigest()
+
+
+def b64_mac(key: bytes, message: bytes, algorithm: str = "sha256") -> str:
+    return base64.b64encode(hmac.new(key, message, algorithm).digest()).decode()
+
+
+def standard_key(secret: str) -> bytes:
+    return base64.b64decode(secret.removeprefix("whsec_"))
+
+
+def iso(timestamp: int) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def json_body(**fields: Any) -> bytes:
+    return json.dumps(fields).encode()
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One source class: its configuration and its sender's signing."""
+
+    cls: type[Source]
+    build: Callable[..., Source]
+    """`build(secret_or_secrets, **options)`; options such as `tolerance`."""
+    secrets: tuple[str, str, str]
+    """An old and a new secret (a rotation), and a stranger's."""
+    body: bytes
+    sign: Callable[[str, bytes, int], str]
+    """One signature entry for (secret, body, timestamp), scheme label included."""
+    assemble: Callable[[Sequence[str], int], Headers]
+    """The delivery's headers carrying these entries (and the timestamp)."""
+    several: bool = False
+    """The format carries several signatures (one per secret during a rotation)."""
+    scheme: str = ""
+    """The label that names the signature scheme at the start of an entry."""
+    wrong_schemes: tuple[str, ...] = ()
+    scheme_header: str = ""
+    """Where the scheme is named in a header of its own instead (PayPal's algorithm)."""
+    timestamped: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.cls.__name__
+
+    def headers(self, secrets: Sequence[str], *, at: int = NOW) -> Headers:
+        return self.assemble([self.sign(s, self.body, at) for s in secrets], at)
+
+    def wrong_scheme_deliveries(self, secret: str, *, at: int = NOW) -> list[Headers]:
+        """The right digest under every wrong scheme label: each must be refused."""
+        entry = self.sign(secret, self.body, at)
+        if self.scheme_header:
+            right = self.assemble([entry], at)
+            return [{**right, self.scheme_header: wrong} for wrong in self.wrong_schemes]
+        digest = entry.removeprefix(self.scheme)
+        return [self.assemble([wrong + digest], at) for wrong in self.wrong_schemes]
+
+
+def status(source: Source, headers: Headers, body: bytes, *, now: int = NOW) -> int:
+    """What the receiver answers for the verification step: 401 if refused, else 200."""
+    try:
+        source.authenticate(normalize_headers(headers), body, now=now)
+    except VerificationError:
+        return 401
+    return 200
+
+
+def _paypal_sign(webhook_id: str, body: bytes, at: int) -> str:
+    key = paypal_signing().key
+    assert isinstance(key, rsa.RSAPrivateKey)
+    crc = zlib.crc32(body) & 0xFFFFFFFF
+    text = f"{TRANSMISSION_ID}|{iso(at)}|{webhook_id}|{crc}".encode()
+    return base64.b64encode(key.sign(text, padding.PKCS1v15(), hashes.SHA256())).decode()
+
+
+def _paypal_headers(entries: Sequence[str], at: int) -> Headers:
+    return {
+        "PAYPAL-TRANSMISSION-ID": TRANSMISSION_ID,
+        "PAYPAL-TRANSMISSION-TIME": iso(at),
+        "PAYPAL-TRANSMISSION-SIG": ", ".join(entries),
+        "PAYPAL-CERT-URL": paypal.CERT_URL,
+        "PAYPAL-AUTH-ALGO": "SHA256withRSA",
+    }
+
+
+def _standard_headers(entries: Sequence[str], at: int) -> Headers:
+    return {
+        "webhook-id": MESSAGE_ID,
+        "webhook-timestamp": str(at),
+        "webhook-signature": " ".join(entries),
+    }
+
+
+def _twilio_form(secret: str, body: bytes, _at: int) -> str:
+    fields = sorted(parse_qsl(body.decode()))  # Twilio signs names and values, sorted
+    signed = TWILIO_URL + "".join(name + value for name, value in fields)
+    return b64_mac(secret.encode(), signed.encode(), "sha1")
+
+
+HEX_SCHEMES = ("sha1=", "sha512=", "SHA256=")
+
+
+def whsec(label: str) -> str:
+    return "whsec_" + base64.b64encode(label.encode()).decode()
+
+
+STANDARD_SECRETS = (whsec("old standard secret"), whsec("new standard"), whsec("stranger's"))
+
+KINDS: tuple[Kind, ...] = (
+    Kind(
+        Stripe,
+        lambda s, **o: Stripe(secret=s, **o),
+        ("whsec_old_edge", "whsec_new_edge", "whsec_stranger"),
+        json_body(id="evt_edge", type="invoice.paid", created=NOW),
+        sign=lambda s, b, t: "v1=" + hex_mac(s, f"{t}.".encode() + b),
+        assemble=lambda e, t: {"Stripe-Signature": ",".join([f"t={t}", *e])},
+        several=True, scheme="v1=", wrong_schemes=("v0=", "v2=", "V1="), timestamped=True,
+    ),
+    Kind(
+        Paddle,
+        lambda s, **o: Paddle(secret=s, **o),
+        ("pdl_old_edge", "pdl_new_edge", "pdl_stranger"),
+        json_body(event_id="evt_edge", event_type="transaction.paid", occurred_at=iso(NOW)),
+        sign=lambda s, b, t: "h1=" + hex_mac(s, f"{t}:".encode() + b),
+        assemble=lambda e, t: {"Paddle-Signature": ";".join([f"ts={t}", *e])},
+        several=True, scheme="h1=", wrong_schemes=("h0=", "h2=", "H1="), timestamped=True,
+    ),
+    Kind(
+        StandardWebhooks,
+        lambda s, **o: StandardWebhooks(secret=s, **o),
+        STANDARD_SECRETS,
+        json_body(type="invoice.paid", data={}),
+        sign=lambda s, b, t: "v1," + b64_mac(standard_key(s), f"{MESSAGE_ID}.{t}.".encode() + b),
+        assemble=_standard_headers,
+        several=True, scheme="v1,", wrong_schemes=("v1a,", "v2,", "V1,"), timestamped=True,
+    ),
+    Kind(
+        GitLabSigned,
+        lambda s, **o: GitLabSigned(secret=s, **o),
+        STANDARD_SECRETS,
+        json_body(object_kind="push"),
+        sign=lambda s, b, t: "v1," + b64_mac(standard_key(s), f"{MESSAGE_ID}.{t}.".encode() + b),
+        assemble=lambda e, t: {**_standard_headers(e, t), "X-Gitlab-Event": "Push Hook"},
+        several=True, scheme="v1,", wrong_schemes=("v1a,", "v2,", "V1,"), timestamped=True,
+    ),
+    Kind(
+        Slack,
+        lambda s, **o: Slack(secret=s, **o),
+        ("slack_old_edge", "slack_new_edge", "slack_stranger"),
+        json_body(event_id="Ev_edge", event={"type": "message"}, event_time=NOW),
+        sign=lambda s, b, t: "v0=" + hex_mac(s, f"v0:{t}:".encode() + b),
+        assemble=lambda e, t: {
+            "X-Slack-Signature": ", ".join(e), "X-Slack-Request-Timestamp": str(t)
+        },
+        scheme="v0=", wrong_schemes=("v1=", "V0=", "v00="), timestamped=True,
+    ),
+    Kind(
+        HMACSource,
+        lambda s, **o: HMACSource(
+            name="acme", secret=s, signature_header="X-Acme-Signature",
+            signature_prefix="sha256=", timestamp_header="X-Acme-Timestamp", **o,
+        ),
+        ("acme_old_edge", "acme_new_edge", "acme_stranger"),
+        json_body(id="acme_edge", type="thing.done"),
+        sign=lambda s, b, t: "sha256=" + hex_mac(s, f"{t}.".encode() + b),
+        assemble=lambda e, t: {"X-Acme-Signature": ", ".join(e), "X-Acme-Timestamp": str(t)},
+        scheme="sha256=", wrong_schemes=HEX_SCHEMES, timestamped=True,
+    ),
+    Kind(
+        PayPal,
+        lambda s, **o: PayPal(webhook_id=s, certificate=paypal_signing().pem, **o),
+        ("1JE4291016473214C", "9XL90610J3647323C", "5GP028458E2496506"),  # webhook ids
+        json.dumps(paypal.capture_completed()).encode(),
+        sign=_paypal_sign,
+        assemble=_paypal_headers,
+        scheme_header="PAYPAL-AUTH-ALGO",
+        wrong_schemes=("SHA1withRSA", "SHA512withRSA", "sha256withrsa"),
+        timestamped=True,
+    ),
+    Kind(
+        GitHub,
+        lambda s, **o: GitHub(secret=s, **o),
+        ("gh_old_edge", "gh_new_edge", "gh_stranger"),
+        json_body(action="opened"),
+        sign=lambda s, b, _t: "sha256=" + hex_mac(s, b),
+        assemble=lambda e, _t: {
+            "X-Hub-Signature-256": ", ".join(e), "X-GitHub-Delivery": "d-edge",
+            "X-GitHub-Event": "pull_request",
+        },
+        scheme="sha256=", wrong_schemes=HEX_SCHEMES,
+    ),
+    Kind(
+        Mollie,
+        lambda s, **o: Mollie(secret=s, **o),
+        ("mollie_old_edge", "mollie_new_edge", "mollie_stranger"),
+        json_body(id="event_edge", type="payment-link.paid", createdAt=iso(NOW)),
+        sign=lambda s, b, _t: "sha256=" + hex_mac(s, b),
+        assemble=lambda e, _t: {"X-Mollie-Signature": ", ".join(e)},
+        scheme="sha256=", wrong_schemes=HEX_SCHEMES,
+    ),
+    Kind(
+        Shopify,
+        lambda s, **o: Shopify(secret=s, **o),
+        ("shpss_old_edge", "shpss_new_edge", "shpss_stranger"),
+        json_body(id=1),
+        sign=lambda s, b, _t: b64_mac(s.encode(), b),
+        assemble=lambda e, _t: {
+            "X-Shopify-Hmac-Sha256": ", ".join(e), "X-Shopify-Event-Id": "e-edge",
+            "X-Shopify-Topic": "orders/create",
+        },
+    ),
+    Kind(
+        Square,
+        lambda s, **o: Square(secret=s, notification_url=SQUARE_URL, **o),
+        ("sq_old_edge", "sq_new_edge", "sq_stranger"),
+        json_body(event_id="sq-edge", type="payment.updated", created_at=iso(NOW)),
+        sign=lambda s, b, _t: b64_mac(s.encode(), SQUARE_URL.encode() + b),
+        assemble=lambda e, _t: {"x-square-hmacsha256-signature": ", ".join(e)},
+    ),
+    Kind(
+        LemonSqueezy,
+        lambda s, **o: LemonSqueezy(secret=s, **o),
+        ("ls_old_edge", "ls_new_edge", "ls_stranger"),
+        json_body(meta={"event_name": "order_created"}, data={"type": "orders", "id": "1"}),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {"X-Signature": ", ".join(e)},
+    ),
+    Kind(
+        Twilio,
+        lambda s, **o: Twilio(secret=s, url=TWILIO_URL, **o),
+        ("tw_old_edge_token", "tw_new_edge_token", "tw_stranger_token"),
+        urlencode({"MessageSid": "SMedge", "MessageStatus": "delivered"}).encode(),
+        sign=_twilio_form,
+        assemble=lambda e, _t: {
+            "X-Twilio-Signature": ", ".join(e),
+            "Content-Type": "application/x-www-form-urlencoded",
+        },
+    ),
+    Kind(
+        GitLab,
+        lambda s, **o: GitLab(token=s, **o),
+        ("gl_old_edge_token", "gl_new_edge_token", "gl_stranger_token"),
+        json_body(object_kind="push"),
+        sign=lambda s, _b, _t: s,  # the token itself: a shared password, not a signature
+        assemble=lambda e, _t: {
+            "X-Gitlab-Token": ", ".join(e), "Idempotency-Key": "k-edge",
+            "X-Gitlab-Event": "Push Hook",
+        },
+    ),
+)  # fmt: skip
