@@ -1,10 +1,15 @@
-"""Load for the reliability tests: the example shop under `hookinbox serve`, and the simulator
-playing Stripe at it, with the moment of every answer recorded.
+"""Load for the reliability tests: the example shop under `hookinbox serve`, the simulator
+playing Stripe at it with the moment of every answer recorded, and what a test needs to see
+of serve's processes and of the database afterwards.
 
-The simulator's report says what was answered, not when; a test that breaks something midway
-must tell the deliveries made during the fault from the others. `simulate_timed` runs the
-simulator's own sender with a callback that stamps each answer with the monotonic clock, and
-builds the same report `hookinbox.simulate.simulate` would.
+- `shop` (SHOP_APP): the app that is served, the example shop with quicker retries;
+- `TimedRun`: the simulator in a background thread. Its report says what was answered, not
+  when; a test that breaks something midway must tell the deliveries made during the fault
+  from the others, so `simulate_timed` runs the simulator's own sender with a callback that
+  stamps each answer with the monotonic clock, and builds the same report `simulate` would;
+- `roles`, `accepting`, `handles_sigterm`: serve's children (uvicorn server processes and the
+  worker) and whether each is serving yet, read from Linux /proc;
+- `outcome_counts`: what the worker made of the events.
 """
 
 from __future__ import annotations
@@ -81,18 +86,15 @@ def __getattr__(name: str) -> Inbox:
 def shop_config(
     target: str, *, events: int, rate: float, seed: int, **overrides: Any
 ) -> SimulationConfig:
-    """Stripe at the shop: duplicates, bursts, lost responses and invalid deliveries mixed in.
-
-    No planned reordering: an update sent before its checkout waits 5 s in `deferred`, which
-    would only slow the drain; a fault reorders retries enough by itself.
-    """
+    """Stripe at the shop: duplicates, bursts, lost responses, updates sent before their
+    checkout, and forged, expired and malformed deliveries, each at a few percent."""
     settings: dict[str, Any] = {
         "concurrency": 8,
         "duplicate_rate": 0.05,
         "burst_rate": 0.02,
         "burst_size": 3,
         "lost_response_rate": 0.01,
-        "out_of_order_rate": 0.0,
+        "out_of_order_rate": 0.1,
         "forged_rate": 0.01,
         "expired_rate": 0.01,
         "malformed_rate": 0.01,
