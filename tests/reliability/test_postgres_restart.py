@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import httpx
@@ -32,11 +31,8 @@ import sqlalchemy as sa
 from hookinbox.simulate import verify, wait_until_drained
 from hookinbox.simulate._plan import INVALID_KINDS
 from tests.reliability._cluster import (
-    REQUIRE_CLUSTER,
     PostgresCluster,
     StopMode,
-    throwaway_cluster,
-    unavailable_reason,
 )
 from tests.reliability._load import (
     SHOP_SECRET,
@@ -92,17 +88,6 @@ class Outage:
     """Our own deliveries sent while it was down: (response, seconds)."""
     readyz_status: int = 0
     readyz_retry_after: str | None = None
-
-
-@pytest.fixture
-def cluster() -> Iterator[PostgresCluster]:
-    reason = unavailable_reason()
-    if reason is not None:
-        if REQUIRE_CLUSTER:
-            pytest.fail(reason)
-        pytest.skip(reason)
-    with throwaway_cluster() as started:
-        yield started
 
 
 def probe(client: httpx.Client, url: str, event_id: str) -> tuple[httpx.Response, float]:
