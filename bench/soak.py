@@ -128,6 +128,8 @@ class Sample:
     p99_ms: float | None
     rss_mib: float
     processes: int
+    load: float
+    """The machine's 1-minute load average: p99 that climbs with it is the machine's."""
     kills: list[str]
 
 
@@ -240,7 +242,7 @@ def window(run: Run, start: float, end: float) -> tuple[dict[str, int], Latency 
     return dict(answered), Latency.of(acks)
 
 
-COLUMNS = ("t s", "2xx", "503", "4xx", "no answer", "p50 ms", "p99 ms", "RSS MiB", "procs")
+COLUMNS = ("t s", "2xx", "503", "4xx", "no answer", "p50 ms", "p99 ms", "RSS MiB", "procs", "load")
 
 
 def row_text(sample: Sample, warmup: bool) -> str:
@@ -259,6 +261,7 @@ def row_text(sample: Sample, warmup: bool) -> str:
         ms(sample.p99_ms),
         f"{sample.rss_mib:.1f}",
         str(sample.processes),
+        f"{sample.load:.1f}",
     )
     line = " ".join(f"{cell:>9}" for cell in cells)
     notes = [f"killed {k}" for k in sample.kills] + (["warm-up"] if warmup else [])
@@ -284,6 +287,7 @@ async def sample_periodically(
             p99_ms=latency.p99 * 1000 if latency else None,
             rss_mib=rss_mib(pids),
             processes=len(pids),
+            load=os.getloadavg()[0],
             kills=[k.role for k in run.kills if start <= k.at < end],
         )
         run.samples.append(sample)
@@ -404,8 +408,8 @@ def render(verdict: Verdict, console: Console) -> None:
 
 
 def markdown(run: Run, args: argparse.Namespace) -> str:
-    lines = ["| t s | 2xx | 503 | 4xx | no answer | p50 ms | p99 ms | RSS MiB | kills |"]
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    lines = ["| t s | 2xx | 503 | 4xx | no answer | p50 ms | p99 ms | RSS MiB | load | kills |"]
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for number, s in enumerate(run.samples, start=1):
         a = s.answered
         warm = " (warm-up)" if number <= args.warmup else ""
@@ -414,7 +418,7 @@ def markdown(run: Run, args: argparse.Namespace) -> str:
         four = sum(n for k, n in a.items() if k.startswith("4"))
         lines.append(
             f"| {s.at:.0f}{warm} | {a.get('2xx', 0)} | {a.get('503', 0)} | {four} | "
-            f"{a.get('no answer', 0)} | {p50} | {p99} | {s.rss_mib:.1f} | "
+            f"{a.get('no answer', 0)} | {p50} | {p99} | {s.rss_mib:.1f} | {s.load:.1f} | "
             f"{', '.join(s.kills) or '-'} |"
         )
     return "\n".join(lines)

@@ -11,12 +11,17 @@ drift); the rules that judge it are checked on their own below, where they can b
 from __future__ import annotations
 
 import json
+import logging
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from bench.soak import flatness
 
+from hookinbox.cli import _supervise
 from tests.reliability._report import Trial, record
 from tests.support.server import ROOT
 
@@ -88,3 +93,34 @@ def test_flatness_holds_for_a_level_series_and_fails_for_growth() -> None:
     # Too little to judge is not "flat".
     assert not flatness([100], 1.25).flat
     assert not flatness([100, None, 100], 1.25).flat
+
+
+def test_a_worker_that_ran_a_while_is_restarted_without_the_crash_loop_backoff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """serve's supervisor doubled its wait after every death and never came back down, so a
+    soak's periodic kills (or a week of rare OOM kills) found the worker restarted after 30 s.
+    A worker that ran for `MAX_BACKOFF` before dying is not in a crash loop: the wait starts
+    over. Real child processes; the constants are scaled down so the test takes seconds."""
+    monkeypatch.setattr(_supervise, "FIRST_BACKOFF", 0.1)
+    monkeypatch.setattr(_supervise, "MAX_BACKOFF", 2.0)
+    runs = tmp_path / "runs"
+    # Runs 0-2 die at once (a crash loop), run 3 lives 2.5 s (longer than MAX_BACKOFF).
+    script = (
+        f"n=$(cat {runs} 2>/dev/null || echo 0); echo $((n + 1)) > {runs}; "
+        '[ "$n" -eq 3 ] && sleep 2.5; exit 1'
+    )
+    supervisor = _supervise.WorkerSupervisor(["sh", "-c", script], grace_period=1)
+    with caplog.at_level(logging.ERROR, logger="hookinbox.serve"):
+        supervisor.start()
+        deadline = time.monotonic() + 30
+        while supervisor.restarts < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        supervisor.stop()
+        supervisor.join(timeout=10)
+    waits = [
+        float(match[1])
+        for record in caplog.records
+        if (match := re.search(r"restarting in ([\d.]+) s", record.getMessage()))
+    ]
+    assert waits[:5] == [0.1, 0.2, 0.4, 0.1, 0.2], waits

@@ -191,8 +191,8 @@ class MountRefused(Exception):
 class TmpfsFull:
     """A small tmpfs holding the database, filled to the brim by a filler file."""
 
-    name = "SQLite disk full (tmpfs filled, then the filler deleted)"
-    causes = ("database or disk is full (SQLITE_FULL)",)
+    name: str = "SQLite disk full (tmpfs filled, then the filler deleted)"
+    causes: tuple[str, ...] = ("database or disk is full (SQLITE_FULL)",)
 
     def __init__(self, base: Path) -> None:
         self.directory = base / "tmpfs"
@@ -228,7 +228,7 @@ class TmpfsFull:
 class FileSizeLimit:
     """RLIMIT_FSIZE on every process of the server tree: no file may be written past 4 KiB."""
 
-    causes = ("disk I/O error (SQLITE_IOERR_WRITE)",)
+    causes: tuple[str, ...] = ("disk I/O error (SQLITE_IOERR_WRITE)",)
 
     def __init__(self, base: Path) -> None:
         self.directory = base
@@ -252,8 +252,8 @@ class FileSizeLimit:
 class ImmutableFiles:
     """`chattr +i` on the database file and its WAL: every write to them fails."""
 
-    name = "SQLite database read-only (chattr +i on the file and its WAL, then -i)"
-    causes = (
+    name: str = "SQLite database read-only (chattr +i on the file and its WAL, then -i)"
+    causes: tuple[str, ...] = (
         "disk I/O error (SQLITE_IOERR_WRITE)",
         "attempt to write a readonly database (SQLITE_READONLY)",
     )
