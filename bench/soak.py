@@ -10,7 +10,8 @@ Stripe deliveries at `--rate` events/s, open loop: each sample interval's events
 (seed `--seed` + interval number), with `--duplicates` of the events delivered again and the
 simulator's other defaults (bursts, lost responses, out-of-order updates, forged, expired and
 malformed deliveries, each 0.2-1%); a delivery not acknowledged is retried on Stripe's
-schedule compressed 1000 times. Every `--kill-every` seconds one process of the serve tree gets
+schedule compressed 1000 times. Every `--kill-every` seconds (offset by half a sample
+interval, so that no sample falls on the instant of a kill) one process of the serve tree gets
 SIGKILL, a worker and an HTTP server process in turn (`--kill-target`); serve's supervisor
 restarts a worker, uvicorn's a server process, and the bench waits to see the new one.
 
@@ -214,10 +215,11 @@ async def drive(args: argparse.Namespace, target: str, run: Run) -> None:
 
 async def kill_periodically(args: argparse.Namespace, root: int, run: Run) -> None:
     targets = ["worker", "server"] if args.kill_target == "both" else [args.kill_target]
+    offset = args.sample_every / 2
     number = 0
-    while (number + 1) * args.kill_every < args.duration:
+    while (number + 1) * args.kill_every + offset < args.duration:
         number += 1
-        await asyncio.sleep(max(0.0, number * args.kill_every - run.elapsed()))
+        await asyncio.sleep(max(0.0, number * args.kill_every + offset - run.elapsed()))
         wanted = targets[(number - 1) % len(targets)]
         victims = [pid for pid in tree(root) if role(pid) == wanted]
         if not victims:
