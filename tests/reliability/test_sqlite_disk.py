@@ -480,6 +480,7 @@ def test_sqlite_write_fault_is_refused_with_503_and_heals_without_restart(
             fault=fault.name,
             backend="sqlite",
             deliveries=len(answers),
+            restarts=output.count("worker exited"),
             lost=len(lost),
             doubled=doubled,
             detail=(
@@ -548,7 +549,7 @@ def test_connections_opened_while_read_only_do_not_outlive_the_fault(tmp_path: P
             doubled=doubled,
             detail=(
                 f"4 connections opened during the fault; write during: {during}; "
-                f"12 writes after: {Counter(after)} (a stale read-only connection is dropped "
+                f"12 writes after: {dict(Counter(after))} (a stale read-only connection is dropped "
                 "with the pool at its first refused write)"
             ),
         )
