@@ -3,7 +3,8 @@
 A worker can die on its own: a handler that calls `os._exit`, a segfault in a C extension,
 the OOM killer. The server must not go on accepting events that nothing processes, so a
 supervisor thread restarts the worker (with backoff, so a crash loop does not spin) until
-the server shuts down.
+the server shuts down. A worker that ran for `MAX_BACKOFF` seconds or more before it died was
+not in a crash loop: it is restarted after the first, shortest wait again.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import logging
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Sequence
 
 log = logging.getLogger("hookinbox.serve")
 
+FIRST_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
 
 
@@ -30,16 +33,19 @@ class WorkerSupervisor(threading.Thread):
         self._process: subprocess.Popen[bytes] | None = None
 
     def run(self) -> None:
-        backoff = 0.5
+        backoff = FIRST_BACKOFF
         while not self._stopping.is_set():
             with self._lock:
                 if self._stopping.is_set():
                     return
                 self._process = subprocess.Popen(self.command)
+            started = time.monotonic()
             code = self._process.wait()
             if self._stopping.is_set():
                 return
             self.restarts += 1
+            if time.monotonic() - started >= MAX_BACKOFF:
+                backoff = FIRST_BACKOFF  # otherwise every crash ever would stretch the wait
             log.error("worker exited with code %s; restarting in %.1f s", code, backoff)
             self._stopping.wait(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError
 
 from hookinbox._errors import ConfigurationError
@@ -94,7 +94,26 @@ def _sqlite_engine(url: URL, options: StoreOptions) -> Engine:
         read_only = connection.get_execution_options().get(READ_ONLY, False)
         connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
+    @event.listens_for(engine, "handle_error")
+    def _discard_read_only(context: ExceptionContext) -> None:
+        # A connection opened while the file could not be written (read-only, immutable) is
+        # opened read-only by SQLite without a word, and stays so: pooled, it would refuse
+        # every write for the life of the process, long after the file is writable again.
+        # Counted as lost, it is dropped (with the rest of the pool) and the next one is
+        # opened afresh.
+        if _is_read_only_error(context.original_exception):
+            context.is_disconnect = True
+
     return engine
+
+
+SQLITE_READONLY = 8
+"""The primary result code of "attempt to write a readonly database" and its extended codes."""
+
+
+def _is_read_only_error(error: BaseException) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(error, sqlite3.Error) and code is not None and code & 0xFF == SQLITE_READONLY
 
 
 def _enable_wal(cursor: Any, timeout: float) -> None:

@@ -37,6 +37,12 @@ def translate_errors() -> Iterator[None]:
 def _describe(error: BaseException) -> str:
     original = getattr(error, "orig", None) or error
     first_line = str(original).strip().splitlines()[0] if str(original).strip() else ""
+    # sqlite3's message alone can mislead: a write refused by a read-only or immutable file
+    # reads "disk I/O error". Its extended code (SQLITE_IOERR_WRITE, SQLITE_FULL,
+    # SQLITE_READONLY, ...) names the condition exactly.
+    code_name = getattr(original, "sqlite_errorname", None)
+    if code_name:
+        first_line = f"{first_line} ({code_name})"
     return f"database unavailable: {type(original).__name__}: {first_line}"[:300]
 
 
