@@ -215,7 +215,9 @@ class BaseReceiver(ABC):
         """Log and count the reply to a verified delivery, unless it was answered already."""
         delivery = verified.delivery
         if verified.settle():
-            return self._finish(delivery.source, reply, verified.started, known=True)
+            return self._finish(
+                delivery.source, reply, verified.started, known=True, delivery=delivery
+            )
         # The ack deadline answered 503 first; say what became of the delivery after all.
         log.log(
             logging.INFO if reply.ok else logging.WARNING,
@@ -229,9 +231,17 @@ class BaseReceiver(ABC):
         )
         return reply
 
-    def _finish(self, source_name: str, reply: Reply, started: float, *, known: bool) -> Reply:
+    def _finish(
+        self,
+        source_name: str,
+        reply: Reply,
+        started: float,
+        *,
+        known: bool,
+        delivery: NewDelivery | None = None,
+    ) -> Reply:
         elapsed = time.perf_counter() - started
-        self._log(source_name, reply, elapsed)
+        self._log(source_name, reply, elapsed, delivery)
         # An unknown source's name comes from the URL: never a metric label (cardinality).
         label = source_name if known else "unknown"
         count_delivery(
@@ -280,12 +290,16 @@ class BaseReceiver(ABC):
         headers = {"retry-after": str(self.retry_after)}
         return Reply(503, body, headers, Outcome.NOT_PROCESSED)
 
-    def _log(self, source_name: str, reply: Reply, elapsed: float) -> None:
-        event_id = reply.body.get("event_id")
+    def _log(
+        self, source_name: str, reply: Reply, elapsed: float, delivery: NewDelivery | None = None
+    ) -> None:
+        # A verified delivery names its event even when the answer does not (a 503).
+        event_id = reply.body.get("event_id") or (delivery.event_id if delivery else None)
+        event_type = reply.event_type or (delivery.event_type if delivery else None)
         fields = {
             "source": source_name,
             "event_id": event_id,
-            "event_type": reply.event_type,
+            "event_type": event_type,
             "outcome": reply.outcome.value,
             "status_code": reply.status_code,
             "latency_ms": round(elapsed * 1000, 2),
@@ -297,7 +311,7 @@ class BaseReceiver(ABC):
             "%s %s (%s): %s %d %.1f ms %s",
             source_name,
             event_id or "-",
-            reply.event_type or "-",
+            event_type or "-",
             reply.outcome.value,
             reply.status_code,
             elapsed * 1000,
