@@ -106,7 +106,7 @@ class Inbox:
         self.database_url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
         self.store_options = store_options or StoreOptions()
         self.max_body_size = max_body_size
-        self.body_timeout = body_timeout
+        self.body_timeout = _check_body_timeout(body_timeout)
         self.retry_after = retry_after
         self.ack_deadline = _check_ack_deadline(ack_deadline)
         self.auto_migrate = auto_migrate
@@ -261,6 +261,12 @@ class Inbox:
         if self._receiver is not None:
             raise ConfigurationError("configure the inbox before it is first used")
         self.ack_deadline = _check_ack_deadline(seconds)
+
+    def use_body_timeout(self, seconds: float) -> None:
+        """Answer 408 to a delivery whose body has not arrived within `seconds`."""
+        if self._receiver is not None:
+            raise ConfigurationError("configure the inbox before it is first used")
+        self.body_timeout = _check_body_timeout(seconds)
 
     def _check_not_started(self) -> None:
         if self._store is not None:
@@ -459,6 +465,7 @@ class Inbox:
 
 
 MAX_ACK_DEADLINE = 60.0
+MAX_BODY_TIMEOUT = 300.0
 
 
 def _check_ack_deadline(seconds: float | None) -> float | None:
@@ -467,6 +474,15 @@ def _check_ack_deadline(seconds: float | None) -> float | None:
         raise ConfigurationError(
             f"ack_deadline must be between 0 and {MAX_ACK_DEADLINE:g} seconds (or None), "
             f"not {seconds!r}"
+        )
+    return seconds
+
+
+def _check_body_timeout(seconds: float) -> float:
+    """A positive number of seconds, at most 300 (senders give up after 30 s at most)."""
+    if not 0 < seconds <= MAX_BODY_TIMEOUT:
+        raise ConfigurationError(
+            f"body_timeout must be between 0 and {MAX_BODY_TIMEOUT:g} seconds, not {seconds!r}"
         )
     return seconds
 

@@ -20,13 +20,16 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
+from hookinbox import ConfigurationError, Inbox
 from hookinbox.storage import Store
 from tests.reliability._hostile_server import Server, hostile_server, stored_keys, stripe_signature
 from tests.reliability._raw_http import Exchange, exchange, request_head
 from tests.reliability._report import Trial, record
+from tests.support.server import run_cli, running_server
 from tests.support.signing import stripe_event
 
 BODY_TIMEOUT = 2.0
@@ -173,3 +176,26 @@ def test_unknown_slow_body_costs_no_wait(server: Server) -> None:
     result = exchange(server.port, head, timeout=BODY_TIMEOUT + 10)
     assert result.response is not None and result.response.status == 404
     assert result.seconds < BODY_TIMEOUT
+
+
+def test_serve_body_timeout_option_reaches_every_server_process(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'inbox.db'}"
+    with running_server("tests.apps.orders:inbox", url, "--body-timeout", "1") as base_url:
+        port = int(base_url.rsplit(":", 1)[1])
+        headers = [(b"Content-Length", b"100"), (b"Content-Type", b"application/json")]
+        result = exchange(port, request_head("POST", b"/webhooks/stripe", headers), timeout=20)
+    assert result.response is not None and result.response.status == 408, result
+    assert 0.9 <= result.seconds < 10, result
+
+
+@pytest.mark.parametrize("seconds", [0, -1, 301, float("nan")])
+def test_a_body_timeout_out_of_bounds_is_refused_at_configuration(seconds: float) -> None:
+    with pytest.raises(ConfigurationError, match="body_timeout must be between 0 and 300"):
+        Inbox("sqlite:///unused.db", body_timeout=seconds)
+
+
+def test_serve_refuses_a_zero_body_timeout_with_one_line() -> None:
+    result = run_cli("serve", "tests.apps.orders:inbox", "--body-timeout", "0")
+    assert result.returncode == 2
+    assert "Invalid value for '--body-timeout'" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -15,6 +15,8 @@ from hookinbox.operations import Thresholds
 GROUP_COMMIT_ENV = "HOOKINBOX_GROUP_COMMIT"
 ACK_DEADLINE_ENV = "HOOKINBOX_ACK_DEADLINE"
 """Seconds, set by `serve --ack-deadline` (or by hand); 0 turns the deadline off."""
+BODY_TIMEOUT_ENV = "HOOKINBOX_BODY_TIMEOUT"
+"""Seconds, set by `serve --body-timeout` (or by hand)."""
 
 
 def app_from_environment() -> ASGIApp:
@@ -26,6 +28,9 @@ def app_from_environment() -> ASGIApp:
     ack_deadline = os.environ.get(ACK_DEADLINE_ENV)
     if ack_deadline:  # checked by `serve` before it started this process
         inbox.use_ack_deadline(float(ack_deadline) or None)
+    body_timeout = os.environ.get(BODY_TIMEOUT_ENV)
+    if body_timeout:
+        inbox.use_body_timeout(float(body_timeout))
     token = os.environ.get(ADMIN_TOKEN_ENV)
     if not token:
         return inbox.asgi()  # the dashboard is off: /admin answers 404 like any unknown path

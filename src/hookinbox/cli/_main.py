@@ -21,7 +21,7 @@ import click
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
 from hookinbox._inbox import DATABASE_URL_ENV, Inbox
 from hookinbox._metrics import MULTIPROCESS_ENV, serve_metrics
-from hookinbox.cli._asgi import ACK_DEADLINE_ENV, GROUP_COMMIT_ENV
+from hookinbox.cli._asgi import ACK_DEADLINE_ENV, BODY_TIMEOUT_ENV, GROUP_COMMIT_ENV
 from hookinbox.cli._dashboard import admin_token_option, dashboard_settings
 from hookinbox.cli._dashboard import register as register_dashboard
 from hookinbox.cli._demo import register as register_demo
@@ -214,6 +214,16 @@ grace_option = click.option(
     help="Answer 503 to a delivery not stored within SECONDS (default: the inbox's, 3); "
     "0 turns the deadline off.",
 )
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(0, 300, min_open=True),
+    default=None,
+    envvar=BODY_TIMEOUT_ENV,
+    show_envvar=True,
+    metavar="SECONDS",
+    help="Answer 408 to a delivery whose body has not arrived within SECONDS "
+    "(default: the inbox's, 10).",
+)
 @admin_token_option
 @concurrency_option
 @lease_option
@@ -229,6 +239,7 @@ def serve(
     no_worker: bool,
     no_group_commit: bool,
     ack_deadline: float | None,
+    body_timeout: float | None,
     admin_token: str | None,
     concurrency: int,
     lease_seconds: float,
@@ -266,6 +277,8 @@ def serve(
         os.environ[GROUP_COMMIT_ENV] = "off"
     if ack_deadline is not None:
         os.environ[ACK_DEADLINE_ENV] = f"{ack_deadline:g}"
+    if body_timeout is not None:
+        os.environ[BODY_TIMEOUT_ENV] = f"{body_timeout:g}"
     if admin_token:
         os.environ[ADMIN_TOKEN_ENV] = admin_token
     supervisor = None
