@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -19,10 +20,31 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 
 
+PORT_BASE = 20_000
+PORTS_PER_RANGE = 1_500
+_next_port = itertools.count(os.getpid() % PORTS_PER_RANGE)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free loopback port for a server, from a range of this xdist worker's own.
+
+    Not the kernel's pick (bind to port 0): that comes from the ephemeral range, where another
+    worker's server may take the same port between our check and its bind, and where every
+    outgoing connection takes its local port. Each worker (gw0, gw1, ...) owns a range below
+    the ephemeral range (32768 up on Linux), and walks it in turn, skipping ports in use.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) if worker.isdigit() else 0
+    base = PORT_BASE + (index % 8) * PORTS_PER_RANGE
+    for _ in range(PORTS_PER_RANGE):
+        port = base + next(_next_port) % PORTS_PER_RANGE
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (or lingering): the next one
+            return port
+    raise RuntimeError(f"no free port in {base}-{base + PORTS_PER_RANGE - 1}")
 
 
 def hookinbox_command(*args: str) -> list[str]:
