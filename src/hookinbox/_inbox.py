@@ -319,7 +319,7 @@ class Inbox:
                             GroupCommitter(
                                 self.store,
                                 self.group_commit,
-                                statement_timeout=self.ack_deadline,
+                                statement_timeout=_statement_timeout(self.ack_deadline),
                             )
                             if self.group_commit
                             else None
@@ -476,6 +476,12 @@ def _check_ack_deadline(seconds: float | None) -> float | None:
             f"not {seconds!r}"
         )
     return seconds
+
+
+def _statement_timeout(ack_deadline: float | None) -> float | None:
+    """A group-commit writer's statement timeout: a second past the ack deadline, so that the
+    requests of a stuck batch are answered by their deadline, not by the cancelled statement."""
+    return None if ack_deadline is None else ack_deadline + 1.0
 
 
 def _check_body_timeout(seconds: float) -> float:
