@@ -44,7 +44,6 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -55,16 +54,13 @@ from rich.table import Table
 from bench._common import SECRET, database, hookinbox_serve, save, server
 from hookinbox.simulate import (
     Latency,
-    Signer,
     SimulationConfig,
     SimulationReport,
-    build_plan,
+    run_simulation,
     verify,
     wait_until_drained,
 )
-from hookinbox.simulate._report import build_report
-from hookinbox.simulate._sender import DeliveryResult, Sender
-from hookinbox.simulate._signing import forger
+from hookinbox.simulate._sender import DeliveryResult
 
 APP = "hookinbox.examples.shop:inbox"
 RETRY_TAIL = 30.0
@@ -180,27 +176,12 @@ async def send_interval(args: argparse.Namespace, target: str, number: int, run:
         out_of_order_rate=args.out_of_order,
         concurrency=16,
     )
-    assert config.seed is not None
-    plan = build_plan(config, seed=config.seed, now=time.time())
-    started_at = datetime.now(UTC)
-    sender = Sender(
+    report = await run_simulation(
         config,
-        plan,
-        Signer("stripe", SECRET),
-        forger("stripe", random.Random(config.seed)),
+        progress=False,
         on_result=lambda result: run.finished.append((run.elapsed(), result)),
     )
-    outcome = await sender.run()
-    run.reports.append(
-        build_report(
-            plan,
-            outcome,
-            provider="stripe",
-            target=target,
-            settings={**config.as_dict(), "seed": config.seed},
-            started_at=started_at,
-        )
-    )
+    run.reports.append(report)
 
 
 async def drive(args: argparse.Namespace, target: str, run: Run) -> None:

@@ -15,15 +15,17 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import sqlalchemy as sa
 
 from hookinbox.storage import Store, events
 from tests.apps.basic import GITHUB_SECRET, STRIPE_SECRET
-from tests.reliability._hostile_app import APP, BODY_TIMEOUT_ENV
 from tests.support.server import free_port, hookinbox_command, serving_process
 
 Header = tuple[bytes, bytes]
+APP = "tests.apps.basic:inbox"
+"""Every built-in source with a secret the tests sign with, and no handlers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +48,20 @@ def hostile_server(database_url: str, *, body_timeout: float = 10.0) -> Iterator
         "--database-url", database_url,
         "--port", str(port),
         "--no-worker",
+        "--body-timeout", f"{body_timeout:g}",
         "--log-level", "warning",
     )  # fmt: skip
-    env = {BODY_TIMEOUT_ENV: str(body_timeout)}
-    with serving_process(command, port, env=env) as (process, base_url):
+    with serving_process(command, port) as (process, base_url):
         yield Server(process, port, base_url)
+
+
+def migrated_sqlite_url(directory: Path) -> str:
+    """A migrated SQLite database in `directory`, for a module's shared server."""
+    url = f"sqlite:///{directory / 'inbox.db'}"
+    store = Store(url)
+    store.migrate()
+    store.dispose()
+    return url
 
 
 def stored_keys(database_url: str) -> list[tuple[str, str]]:

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +29,8 @@ import httpx
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy
-from hookinbox.simulate import Signer, SimulationConfig, SimulationReport, build_plan
-from hookinbox.simulate._report import build_report
-from hookinbox.simulate._sender import DeliveryResult, Sender
-from hookinbox.simulate._signing import forger
+from hookinbox.simulate import SimulationConfig, SimulationReport, run_simulation
+from hookinbox.simulate._sender import DeliveryResult
 from hookinbox.storage import Store, events
 from tests.support.server import hookinbox_command
 
@@ -171,23 +167,10 @@ async def simulate_timed(
 ) -> SimulationReport:
     """`hookinbox.simulate.run_simulation` without the progress bar, stamping each answer."""
     assert config.seed is not None, "a reliability run is replayable: give it a seed"
-    plan = build_plan(config, seed=config.seed, now=time.time())
-    started_at = datetime.now(UTC)
-    sender = Sender(
+    return await run_simulation(
         config,
-        plan,
-        Signer(config.provider, config.secret),
-        forger(config.provider, random.Random(config.seed)),
+        progress=False,
         on_result=lambda result: on_answer(Answer(result, time.monotonic())),
-    )
-    outcome = await sender.run()
-    return build_report(
-        plan,
-        outcome,
-        provider=config.provider,
-        target=config.target,
-        settings={**config.as_dict(), "seed": config.seed},
-        started_at=started_at,
     )
 
 

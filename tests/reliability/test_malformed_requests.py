@@ -23,8 +23,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from hookinbox.storage import Store
-from tests.reliability._hostile_server import Server, hostile_server, stored_keys, stripe_signature
+from tests.reliability._hostile_server import (
+    Server,
+    hostile_server,
+    migrated_sqlite_url,
+    stored_keys,
+    stripe_signature,
+)
 from tests.reliability._raw_http import exchange, request_head
 from tests.reliability._report import Trial, record
 from tests.support.signing import stripe_event
@@ -310,11 +315,7 @@ CLASSES = {
 
 @pytest.fixture(scope="module")
 def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    url = f"sqlite:///{tmp_path_factory.mktemp('malformed') / 'inbox.db'}"
-    store = Store(url)
-    store.migrate()
-    store.dispose()
-    return url
+    return migrated_sqlite_url(tmp_path_factory.mktemp("malformed"))
 
 
 @pytest.fixture(scope="module")

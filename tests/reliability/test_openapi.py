@@ -47,8 +47,13 @@ from hookinbox.claims._receiver import IN_PROGRESS_STATUSES
 from hookinbox.http._app import WebhookApp
 from hookinbox.sources import Slack, Stripe
 from hookinbox.sources._base import Headers, Identity
-from hookinbox.storage import Store
-from tests.reliability._hostile_server import Server, hostile_server, stored_keys, stripe_signature
+from tests.reliability._hostile_server import (
+    Server,
+    hostile_server,
+    migrated_sqlite_url,
+    stored_keys,
+    stripe_signature,
+)
 from tests.reliability._raw_http import exchange, request_head
 from tests.reliability._report import Trial, record
 from tests.support.asgi import ASGIClient
@@ -141,10 +146,7 @@ def test_every_outcome_is_documented_and_nothing_else() -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
-    url = f"sqlite:///{tmp_path_factory.mktemp('openapi') / 'inbox.db'}"
-    store = Store(url)
-    store.migrate()
-    store.dispose()
+    url = migrated_sqlite_url(tmp_path_factory.mktemp("openapi"))
     with hostile_server(url, body_timeout=BODY_TIMEOUT) as running:
         yield running, url
 

@@ -25,8 +25,13 @@ from pathlib import Path
 import pytest
 
 from hookinbox import ConfigurationError, Inbox
-from hookinbox.storage import Store
-from tests.reliability._hostile_server import Server, hostile_server, stored_keys, stripe_signature
+from tests.reliability._hostile_server import (
+    Server,
+    hostile_server,
+    migrated_sqlite_url,
+    stored_keys,
+    stripe_signature,
+)
 from tests.reliability._raw_http import Exchange, exchange, request_head
 from tests.reliability._report import Trial, record
 from tests.support.server import run_cli, running_server
@@ -38,11 +43,7 @@ TRICKLERS = 4
 
 @pytest.fixture(scope="module")
 def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    url = f"sqlite:///{tmp_path_factory.mktemp('slow') / 'inbox.db'}"
-    store = Store(url)
-    store.migrate()
-    store.dispose()
-    return url
+    return migrated_sqlite_url(tmp_path_factory.mktemp("slow"))
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import asyncio
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -67,12 +68,17 @@ class LiveProgress:
 
 
 async def run_simulation(
-    config: SimulationConfig, *, progress: bool = True, console: Console | None = None
+    config: SimulationConfig,
+    *,
+    progress: bool = True,
+    console: Console | None = None,
+    on_result: Callable[[DeliveryResult], None] | None = None,
 ) -> SimulationReport:
     """Send the simulated deliveries of `config` and report what happened.
 
-    Raises `TargetUnreachable` when the target accepts no connection at all; any answer,
-    including errors and timeouts during the run, is part of the report instead.
+    `on_result` sees each answer as it arrives (the soak bench and the reliability tests
+    time them). Raises `TargetUnreachable` when the target accepts no connection at all; any
+    answer, including errors and timeouts during the run, is part of the report instead.
     """
     seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**32)
     plan = build_plan(config, seed=seed, now=time.time())
@@ -89,7 +95,7 @@ async def run_simulation(
         plan,
         Signer(config.provider, config.secret),
         forger(config.provider, random.Random(seed)),
-        on_result=live.result,
+        on_result=live.result if on_result is None else _both(live.result, on_result),
         on_scheduled=live.grow,
     )
     with live.progress:
@@ -102,6 +108,16 @@ async def run_simulation(
         settings={**config.as_dict(), "seed": seed},
         started_at=started_at,
     )
+
+
+def _both(
+    first: Callable[[DeliveryResult], None], second: Callable[[DeliveryResult], None]
+) -> Callable[[DeliveryResult], None]:
+    def call(result: DeliveryResult) -> None:
+        first(result)
+        second(result)
+
+    return call
 
 
 def simulate(
