@@ -52,8 +52,8 @@ from bench._common import (
     wrk,
 )
 from hookinbox._model import NewDelivery
+from hookinbox._storage import GroupCommit, GroupCommitter, Store
 from hookinbox.claims import RedisClaims
-from hookinbox.storage import GroupCommit, GroupCommitter, Store
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 CLAIMS_APP = "bench.peers.hookinbox_claims_app:inbox"

@@ -78,8 +78,8 @@ from bench._common import (
     wrk,
 )
 from hookinbox._model import NewDelivery, Status
-from hookinbox.operations import prune
-from hookinbox.storage import (
+from hookinbox._operations import prune
+from hookinbox._storage import (
     EventFilter,
     Leased,
     Release,
@@ -94,7 +94,7 @@ from hookinbox.storage import (
     report,
     set_outcome,
 )
-from hookinbox.storage._schema import jobs
+from hookinbox._storage._schema import jobs
 
 APP = "bench.peers.hookinbox_app:inbox"
 DEFAULT_SIZES = {"postgres": "0,1m,10m", "sqlite": "0,1m"}

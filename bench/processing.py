@@ -59,8 +59,8 @@ from bench._common import (
     summary,
 )
 from bench.peers.hookinbox_app import create_tables, orders
-from hookinbox.storage import Store
-from hookinbox.storage._schema import events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 
 APP = "bench.peers.hookinbox_app:inbox"
 DEFAULT_EVENTS = {"sqlite": 1_200, "postgres": 2_000}

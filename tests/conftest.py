@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from hookinbox.storage import Store
+from hookinbox._storage import Store
 
 POSTGRES_URL = os.environ.get("HOOKINBOX_TEST_POSTGRES_URL", "")
 REQUIRE_POSTGRES = os.environ.get("HOOKINBOX_REQUIRE_POSTGRES") == "1"

@@ -22,9 +22,9 @@ from hookinbox._errors import (
 )
 from hookinbox._inbox import Inbox
 from hookinbox._model import Event, Message, Status
+from hookinbox._processing import HandlerContext, RetryPolicy, WorkerOptions
 from hookinbox._receiver import Outcome, Reply
-from hookinbox.processing import HandlerContext, RetryPolicy, WorkerOptions
-from hookinbox.storage import GroupCommit, StoreOptions
+from hookinbox._storage import GroupCommit, StoreOptions
 
 __version__ = "0.1.0"
 

@@ -21,7 +21,7 @@
     └── NotReady                    raised by a handler: retry later, no failure counted
 
 Each class's docstring is its default message. Driver errors (sqlite3, psycopg) are translated
-into `StoreUnavailable` in one place, `hookinbox.storage._errors`, and kept as `__cause__`;
+into `StoreUnavailable` in one place, `hookinbox._storage._errors`, and kept as `__cause__`;
 redis-py's errors into `ClaimStoreUnavailable` in `hookinbox.claims._errors`.
 """
 

@@ -13,26 +13,15 @@ from sqlalchemy import Connection
 from starlette.types import ASGIApp
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._receiver import (
-    DEFAULT_ACK_DEADLINE,
-    DEFAULT_BODY_TIMEOUT,
-    DEFAULT_MAX_BODY_SIZE,
-    DEFAULT_RETRY_AFTER,
-    BaseReceiver,
-    Receiver,
-    Reply,
-)
-from hookinbox.http import create_app
-from hookinbox.operations import (
+from hookinbox._operations import (
     DEFAULT_RETENTION,
     DailyJob,
     PruneResult,
     check_retention,
     parse_daily_time,
 )
-from hookinbox.operations import prune as prune_events
-from hookinbox.outbox import CallableDestination, Destination, MessageQueue, Relay
-from hookinbox.processing import (
+from hookinbox._operations import prune as prune_events
+from hookinbox._processing import (
     ANY_TYPE,
     BusinessKey,
     Handler,
@@ -44,11 +33,22 @@ from hookinbox.processing import (
     WorkQueue,
     is_async_function,
 )
-from hookinbox.processing._queues import EventQueue
+from hookinbox._processing._queues import EventQueue
+from hookinbox._receiver import (
+    DEFAULT_ACK_DEADLINE,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_RETRY_AFTER,
+    BaseReceiver,
+    Receiver,
+    Reply,
+)
+from hookinbox._storage import GroupCommit, GroupCommitter, Store, StoreOptions, parse_url
+from hookinbox._storage._notify import CHANNEL as EVENTS_CHANNEL
+from hookinbox._storage._notify import OUTBOX_CHANNEL
+from hookinbox.http import create_app
+from hookinbox.outbox import CallableDestination, Destination, MessageQueue, Relay
 from hookinbox.sources import Source
-from hookinbox.storage import GroupCommit, GroupCommitter, Store, StoreOptions, parse_url
-from hookinbox.storage._notify import CHANNEL as EVENTS_CHANNEL
-from hookinbox.storage._notify import OUTBOX_CHANNEL
 
 if TYPE_CHECKING:
     from hookinbox.claims import RedisClaims

@@ -29,7 +29,7 @@ from hookinbox._errors import StoreUnavailable
 from hookinbox._model import Status
 
 if TYPE_CHECKING:
-    from hookinbox.storage import Store
+    from hookinbox._storage import Store
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -147,7 +147,7 @@ class StoreCollector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        from hookinbox.storage import duplicate_ratio, open_figures, outbox_backlog
+        from hookinbox._storage import duplicate_ratio, open_figures, outbox_backlog
 
         up = GaugeMetricFamily("hookinbox_store_up", "1 if the database answered this scrape")
         try:

@@ -33,8 +33,8 @@ from hookinbox._errors import (
 )
 from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
+from hookinbox._storage import GroupCommitter, Store, record_delivery
 from hookinbox.sources import Source, normalize_headers
-from hookinbox.storage import GroupCommitter, Store, record_delivery
 
 log = logging.getLogger("hookinbox.ingest")
 

@@ -22,8 +22,8 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, Status
+from hookinbox._storage import deliveries, events
 from hookinbox.sources import Stripe
-from hookinbox.storage import deliveries, events
 from tests.apps import orders
 from tests.processing.conftest import checkout, subscription_update
 from tests.support.clock import ManualClock

@@ -7,7 +7,7 @@ import time
 import sqlalchemy as sa
 
 from hookinbox import Status
-from hookinbox.storage import events
+from hookinbox._storage import events
 from tests.apps.orders import orders
 from tests.cli.conftest import DAY, Shop, error_line
 from tests.processing.conftest import checkout, subscription_update

@@ -13,9 +13,9 @@ import pytest
 from starlette.types import ASGIApp
 
 from hookinbox import Event, HandlerContext, Message
+from hookinbox._operations import Thresholds
 from hookinbox.dashboard import dashboard_app
 from hookinbox.http._app import create_app
-from hookinbox.operations import Thresholds
 from tests.cli.conftest import Shop, customer_created, plain_environment, shop
 
 __all__ = ["customer_created", "plain_environment", "shop"]  # fixtures, re-exported

@@ -10,8 +10,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from hookinbox import Status
+from hookinbox._storage import Store
 from hookinbox.dashboard import dashboard_app
-from hookinbox.storage import Store
 from tests.cli.conftest import UNREACHABLE, Shop, customer_created
 from tests.dashboard.conftest import TOKEN, Browser, csrf_of
 from tests.processing.conftest import checkout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hookinbox.storage import LATEST_VERSION
+from hookinbox._storage import LATEST_VERSION
 from tests.support.server import run_cli
 
 

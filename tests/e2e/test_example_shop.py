@@ -9,8 +9,8 @@ import httpx
 import sqlalchemy as sa
 import stripe
 
+from hookinbox._storage import Store
 from hookinbox.examples.shop import orders, subscriptions
-from hookinbox.storage import Store
 from tests.support.server import running_server
 
 

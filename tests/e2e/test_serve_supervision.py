@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from hookinbox import Status
-from hookinbox.storage import Store
+from hookinbox._storage import Store
 from tests.apps.orders import STRIPE_SECRET, create_tables
 from tests.support.server import ROOT, free_port, hookinbox_command
 from tests.support.signing import stripe_delivery, stripe_event

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import sqlalchemy as sa
 
-from hookinbox.storage import Store, events
+from hookinbox._storage import Store, events
 from tests.apps.basic import STRIPE_SECRET
 from tests.support.server import running_server
 from tests.support.signing import stripe_delivery, stripe_event

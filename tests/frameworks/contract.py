@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from hookinbox.storage import Store
+from hookinbox._storage import Store
 from tests.support.signing import stripe_delivery
 
 SECRET = "whsec_local_trial"  # the examples' default Stripe secret

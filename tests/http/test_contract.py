@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Inbox, StoreOptions
-from hookinbox.storage import events
+from hookinbox._storage import events
 from tests.apps.basic import (
     GITHUB_SECRET,
     SHOPIFY_SECRET,

@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox
+from hookinbox._storage import events
 from hookinbox.sources import GitLab, GitLabSigned, LemonSqueezy, Paddle, Slack, Square, Twilio
-from hookinbox.storage import events
 from tests.support.asgi import ASGIClient
 from tests.support.signing import (
     Delivery,

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from hookinbox import Event, HandlerContext, Inbox
+from hookinbox._storage import events
 from hookinbox.sources import Mollie, MollieAPI, MollieClassic, PayPal
-from hookinbox.storage import events
 from tests.support import mollie, paypal
 from tests.support.asgi import ASGIClient
 from tests.support.loopback import Loopback, serving

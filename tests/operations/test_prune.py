@@ -13,9 +13,9 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import ConfigurationError, Inbox, Status
-from hookinbox.operations import DailyJob, check_retention, current_slot, prune
+from hookinbox._operations import DailyJob, check_retention, current_slot, prune
+from hookinbox._storage import Store, claim_job, deliveries, events
 from hookinbox.sources import GitHub, Shopify, Stripe
-from hookinbox.storage import Store, claim_job, deliveries, events
 from tests.apps import orders as orders_app
 from tests.processing.conftest import checkout
 from tests.support.server import running_server

@@ -9,9 +9,9 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy, WorkerOptions
+from hookinbox._storage import outbox
 from hookinbox.outbox import HTTPDestination, Undeliverable, parse_retry_after
 from hookinbox.sources import Stripe
-from hookinbox.storage import outbox
 from tests.processing.conftest import checkout
 from tests.support.clock import ManualClock
 from tests.support.receiver import Receiver, running_receiver
@@ -289,7 +289,7 @@ def test_a_crashed_relay_delivery_is_sent_again(
     inbox: Inbox, clock: ManualClock, receiver: Receiver
 ) -> None:
     """Leased, then the relay died: after the lease the message is pending and sent again."""
-    from hookinbox.storage import lease_messages
+    from hookinbox._storage import lease_messages
 
     @inbox.handler("stripe", "checkout.session.completed")
     def book(event: Event, ctx: HandlerContext) -> None:

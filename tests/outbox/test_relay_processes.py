@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Inbox, WorkerOptions
-from hookinbox.storage import Store, outbox
+from hookinbox._storage import Store, outbox
 from tests.apps import shipping
 from tests.processing.conftest import checkout
 from tests.support.receiver import Receiver, running_receiver

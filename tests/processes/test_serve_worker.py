@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
-from hookinbox.storage import Store
+from hookinbox._storage import Store
 from tests.apps import orders
 from tests.support.server import running_server
 from tests.support.signing import stripe_delivery

@@ -13,7 +13,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from hookinbox.storage import Store
+from hookinbox._storage import Store
 from tests.apps import orders
 from tests.support.workers import (
     WorkerProcess,

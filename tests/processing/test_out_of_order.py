@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, NotReady, Status
-from hookinbox.storage import Store
-from hookinbox.storage._schema import ordering
+from hookinbox._storage import Store
+from hookinbox._storage._schema import ordering
 from tests.apps.orders import subscriptions
 from tests.processing.conftest import Deliver, checkout, count, stored, subscription_update
 from tests.support.clock import ManualClock
@@ -133,7 +133,7 @@ def test_a_rolled_back_handler_leaves_no_ordering_mark(inbox: Inbox, deliver: De
 
 def _advance_many(url: str, seed: int, results: multiprocessing.Queue[tuple[int, bool]]) -> None:
     from hookinbox._model import Event
-    from hookinbox.processing._context import Ordering
+    from hookinbox._processing._context import Ordering
 
     store = Store(url)
     rng = random.Random(seed)

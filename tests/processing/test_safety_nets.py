@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from hookinbox import ConfigurationError, Event, HandlerContext, Inbox, Status
-from hookinbox.processing import BusinessKey
-from hookinbox.storage import lease_due, sweep_expired
+from hookinbox._processing import BusinessKey
+from hookinbox._storage import lease_due, sweep_expired
 from tests.apps.orders import applied_checkouts, orders
 from tests.processing.conftest import Deliver, checkout, count, stored
 from tests.support.clock import ManualClock

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from hookinbox.storage import Store, events
+from hookinbox._storage import Store, events
 from tests.apps.basic import GITHUB_SECRET, STRIPE_SECRET
 from tests.support.server import free_port, hookinbox_command, serving_process
 

@@ -29,9 +29,9 @@ import httpx
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy
+from hookinbox._storage import Store, events
 from hookinbox.simulate import SimulationConfig, SimulationReport, run_simulation
 from hookinbox.simulate._sender import DeliveryResult
-from hookinbox.storage import Store, events
 from tests.support.server import hookinbox_command
 
 SHOP_APP = "tests.reliability._load:shop"

@@ -29,7 +29,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox._receiver import DEFAULT_ACK_DEADLINE
-from hookinbox.storage import Store, events
+from hookinbox._storage import Store, events
 from tests.reliability._cluster import PostgresCluster
 from tests.reliability._load import (
     SHOP_SECRET,

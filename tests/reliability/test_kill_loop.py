@@ -36,8 +36,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import httpx
 import sqlalchemy as sa
 
+from hookinbox._storage import Store, events
 from hookinbox.simulate import SimulationReport, verify, wait_until_drained
-from hookinbox.storage import Store, events
 from tests.reliability._load import (
     ACK_TIMEOUT,
     HANDLER_SLEEP_ENV,

@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from hookinbox.storage import events
+from hookinbox._storage import events
 from tests.apps import guarded
 from tests.reliability._report import Trial, record
 from tests.support.server import ROOT, free_port, hookinbox_command, stop

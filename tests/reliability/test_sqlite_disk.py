@@ -58,7 +58,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import StoreUnavailable
-from hookinbox.storage import Store
+from hookinbox._storage import Store
 from tests.apps import orders
 from tests.reliability._report import Trial, record
 from tests.support.server import ROOT, free_port, hookinbox_command

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from hookinbox._storage import Store, events
 from hookinbox.simulate import (
     SimulationConfig,
     build_plan,
@@ -16,7 +17,6 @@ from hookinbox.simulate import (
     verify,
     wait_until_drained,
 )
-from hookinbox.storage import Store, events
 from tests.support.server import running_server
 
 SEED = 20261129

@@ -54,7 +54,7 @@ from hookinbox.sources import (
     Twilio,
     normalize_headers,
 )
-from hookinbox.sources.mollie import RESOURCE_ID
+from hookinbox.sources._mollie import RESOURCE_ID
 
 T = 1_700_000_000
 NOW = float(T)

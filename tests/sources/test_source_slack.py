@@ -20,8 +20,8 @@ from hookinbox._errors import (
     TimestampOutOfTolerance,
     VerificationError,
 )
+from hookinbox._storage import EventFilter, count_events
 from hookinbox.sources import Slack
-from hookinbox.storage import EventFilter, count_events
 
 T = 1_700_000_000
 NOW = float(T)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hookinbox._model import NewDelivery, RecordedDelivery, Status
-from hookinbox.storage import Store, deliveries, events, record_deliveries, record_delivery
+from hookinbox._storage import Store, deliveries, events, record_deliveries, record_delivery
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from hookinbox._model import NewDelivery, Status
-from hookinbox.storage import Store, events
+from hookinbox._storage import Store, events
 
 
 def delivery(

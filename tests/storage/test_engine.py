@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import ConfigurationError, StoreOptions, StoreUnavailable
-from hookinbox.storage import Store, parse_url
+from hookinbox._storage import Store, parse_url
 
 
 def _pragma(store: Store, name: str) -> object:
@@ -72,7 +72,7 @@ def test_reading_sqlite_does_not_wait_for_the_write_lock(tmp_path: Path) -> None
     """Idle workers poll with reads; a read must not queue behind (or block) a writer."""
     from datetime import UTC, datetime
 
-    from hookinbox.storage import has_due
+    from hookinbox._storage import has_due
 
     url = f"sqlite:///{tmp_path / 'a.db'}"
     store = Store(url, StoreOptions(busy_timeout=0.2))

@@ -10,8 +10,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from hookinbox import ConfigurationError
-from hookinbox.storage import LATEST_VERSION, Store, metadata
-from hookinbox.storage._schema import schema_versions
+from hookinbox._storage import LATEST_VERSION, Store, metadata
+from hookinbox._storage._schema import schema_versions
 
 
 def test_migrating_an_empty_database_builds_the_live_schema(empty_db_url: str) -> None:

@@ -7,7 +7,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 
 from hookinbox._model import NewDelivery
-from hookinbox.storage import (
+from hookinbox._storage import (
     EventFilter,
     Store,
     duplicate_series,

@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from hookinbox import Inbox
-from hookinbox.storage import Store, events
+from hookinbox._storage import Store, events
 from tests.apps import orders
 from tests.support.server import ROOT, hookinbox_command
 from tests.support.signing import stripe_delivery

@@ -27,6 +27,8 @@ from hookinbox._errors import (
 )
 from hookinbox._metrics import exposition
 from hookinbox._model import Event
+from hookinbox._processing import HandlerRegistry
+from hookinbox._processing._execute import call_handler
 from hookinbox._receiver import (
     DEFAULT_ACK_DEADLINE,
     DEFAULT_BODY_TIMEOUT,
@@ -40,8 +42,6 @@ from hookinbox._receiver import (
 )
 from hookinbox.claims._protocol import Claim
 from hookinbox.claims._redis import RedisClaims, release_failed, warn_lost
-from hookinbox.processing import HandlerRegistry
-from hookinbox.processing._execute import call_handler
 from hookinbox.sources import Source
 
 log = logging.getLogger("hookinbox.ingest")

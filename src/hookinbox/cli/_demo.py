@@ -12,8 +12,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from hookinbox._demo import DEFAULT_APP, DemoResult, run_demo
 from hookinbox.cli._simulate import incomplete, verification_table
-from hookinbox.demo import DEFAULT_APP, DemoResult, run_demo
 from hookinbox.simulate import render_report
 
 EXIT_NOT_EXACTLY_ONCE = 1

@@ -21,6 +21,8 @@ import click
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
 from hookinbox._inbox import DATABASE_URL_ENV, Inbox
 from hookinbox._metrics import MULTIPROCESS_ENV, serve_metrics
+from hookinbox._processing import Worker, WorkerOptions
+from hookinbox._storage import Store
 from hookinbox.cli._asgi import ACK_DEADLINE_ENV, BODY_TIMEOUT_ENV, GROUP_COMMIT_ENV
 from hookinbox.cli._dashboard import admin_token_option, dashboard_settings
 from hookinbox.cli._dashboard import register as register_dashboard
@@ -30,8 +32,6 @@ from hookinbox.cli._ops import register as register_operations
 from hookinbox.cli._simulate import register as register_simulate
 from hookinbox.cli._supervise import WorkerSupervisor
 from hookinbox.dashboard import ADMIN_TOKEN_ENV
-from hookinbox.processing import Worker, WorkerOptions
-from hookinbox.storage import Store
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2

@@ -24,8 +24,7 @@ from rich.table import Table
 from hookinbox._errors import ConfigurationError
 from hookinbox._inbox import DATABASE_URL_ENV, Inbox
 from hookinbox._model import Status
-from hookinbox.cli._loading import APP_ENV, load_inbox
-from hookinbox.operations import (
+from hookinbox._operations import (
     DEFAULT_RETENTION,
     Thresholds,
     breaches,
@@ -36,7 +35,7 @@ from hookinbox.operations import (
     prune,
     time_ago,
 )
-from hookinbox.storage import (
+from hookinbox._storage import (
     EventFilter,
     ReplayResult,
     Store,
@@ -48,6 +47,7 @@ from hookinbox.storage import (
     replay_one,
     report,
 )
+from hookinbox.cli._loading import APP_ENV, load_inbox
 
 EXIT_CHECK_FAILED = 1
 

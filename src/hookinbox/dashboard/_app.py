@@ -26,17 +26,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._model import Status
-from hookinbox.dashboard._auth import (
-    COOKIE,
-    Session,
-    Sessions,
-    cross_site,
-    csrf_matches,
-    mount_path,
-)
-from hookinbox.dashboard._chart import HEIGHT, WIDTH, duplicate_chart
-from hookinbox.operations import Thresholds, breached_figures, parse_time
-from hookinbox.storage import (
+from hookinbox._operations import Thresholds, breached_figures, parse_time
+from hookinbox._storage import (
     Cursor,
     EventFilter,
     ReplayResult,
@@ -50,6 +41,15 @@ from hookinbox.storage import (
     replay_one,
     report,
 )
+from hookinbox.dashboard._auth import (
+    COOKIE,
+    Session,
+    Sessions,
+    cross_site,
+    csrf_matches,
+    mount_path,
+)
+from hookinbox.dashboard._chart import HEIGHT, WIDTH, duplicate_chart
 
 PAGE_SIZE = 50
 URLENCODED = "application/x-www-form-urlencoded"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from hookinbox.storage import DuplicateRatio
+from hookinbox._storage import DuplicateRatio
 
 WIDTH = 480
 HEIGHT = 120

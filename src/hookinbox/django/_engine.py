@@ -31,7 +31,7 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.types import DateTime
 
 from hookinbox._errors import ConfigurationError
-from hookinbox.storage._engine import HIDE_PARAMETERS
+from hookinbox._storage._engine import HIDE_PARAMETERS
 
 DRIVER = "hookinbox_django"
 

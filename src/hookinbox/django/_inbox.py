@@ -12,8 +12,8 @@ from sqlalchemy import Connection
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._inbox import Inbox
+from hookinbox._storage import Store
 from hookinbox.django._store import DjangoStore
-from hookinbox.storage import Store
 
 SETTING = "HOOKINBOX_INBOX"
 

@@ -1,6 +1,6 @@
 """The operation in hookinbox's Django migrations: run hookinbox's own migration steps.
 
-The tables are defined once, by `hookinbox.storage._migrations`; a Django migration does not
+The tables are defined once, by `hookinbox._storage._migrations`; a Django migration does not
 restate them. It brings the schema to a fixed version, on Django's connection and inside the
 migration's transaction, and records it in `hookinbox_schema_versions` as `hookinbox migrate`
 does. So a database migrated either way is the same database, and a project that ran
@@ -15,8 +15,8 @@ from typing import Any
 from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
+from hookinbox._storage._migrations import migrate
 from hookinbox.django._engine import django_engine
-from hookinbox.storage._migrations import migrate
 
 
 class UpgradeSchema(migrations.RunPython):

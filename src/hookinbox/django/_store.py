@@ -17,8 +17,8 @@ from django.db.utils import InterfaceError, OperationalError
 from sqlalchemy import Connection, event
 
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
+from hookinbox._storage import LATEST_VERSION, Store, StoreOptions
 from hookinbox.django._engine import django_engine
-from hookinbox.storage import LATEST_VERSION, Store, StoreOptions
 
 _SPOILED = (
     "a database error inside the handlers spoiled the transaction; wrap an ORM call whose "

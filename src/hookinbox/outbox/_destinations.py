@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from hookinbox._errors import HookinboxError
 from hookinbox._model import Message
-from hookinbox.processing import RetryPolicy
+from hookinbox._processing import RetryPolicy
 
 if TYPE_CHECKING:
     import httpx

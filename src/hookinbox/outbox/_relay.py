@@ -11,10 +11,9 @@ from datetime import UTC, datetime, timedelta
 from hookinbox._errors import StoreUnavailable
 from hookinbox._metrics import count_message
 from hookinbox._model import Message, MessageStatus
-from hookinbox.outbox._destinations import DeliveryError, Destination, Undeliverable
-from hookinbox.processing import RetryPolicy, Schedule
-from hookinbox.processing._processor import describe_error
-from hookinbox.storage import (
+from hookinbox._processing import RetryPolicy, Schedule
+from hookinbox._processing._processor import describe_error
+from hookinbox._storage import (
     LeasedMessage,
     Settlement,
     Store,
@@ -24,6 +23,7 @@ from hookinbox.storage import (
     settle,
     sweep_messages,
 )
+from hookinbox.outbox._destinations import DeliveryError, Destination, Undeliverable
 
 log = logging.getLogger("hookinbox.relay")
 

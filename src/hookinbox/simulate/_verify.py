@@ -30,8 +30,8 @@ from sqlalchemy import Connection
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
+from hookinbox._storage import Store, events, parse_url, translate_errors
 from hookinbox.simulate._report import SimulationReport
-from hookinbox.storage import Store, events, parse_url, translate_errors
 
 SHOP_EFFECTS_SQL = (
     "SELECT o.payment_id, s.status FROM shop_orders o "

@@ -6,29 +6,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from hookinbox.sources._base import Headers, Identity, Source, normalize_headers
-from hookinbox.sources.generic import HMACSource
-from hookinbox.sources.github import GitHub
-from hookinbox.sources.gitlab import GitLab, GitLabSigned
-from hookinbox.sources.lemonsqueezy import LemonSqueezy
-from hookinbox.sources.mollie import Mollie, MollieClassic
-from hookinbox.sources.paddle import Paddle
-from hookinbox.sources.shopify import Shopify
-from hookinbox.sources.slack import Slack
-from hookinbox.sources.square import Square
-from hookinbox.sources.standard_webhooks import StandardWebhooks
-from hookinbox.sources.stripe import Stripe
-from hookinbox.sources.twilio import Twilio
+from hookinbox.sources._generic import HMACSource
+from hookinbox.sources._github import GitHub
+from hookinbox.sources._gitlab import GitLab, GitLabSigned
+from hookinbox.sources._lemonsqueezy import LemonSqueezy
+from hookinbox.sources._mollie import Mollie, MollieClassic
+from hookinbox.sources._paddle import Paddle
+from hookinbox.sources._shopify import Shopify
+from hookinbox.sources._slack import Slack
+from hookinbox.sources._square import Square
+from hookinbox.sources._standard_webhooks import StandardWebhooks
+from hookinbox.sources._stripe import Stripe
+from hookinbox.sources._twilio import Twilio
 
 if TYPE_CHECKING:
     from hookinbox.sources._mollie_api import MollieAPI
+    from hookinbox.sources._paypal import PayPal
     from hookinbox.sources._paypal_api import PayPalAPI
-    from hookinbox.sources.paypal import PayPal
 
 # Loaded on first use: they import cryptography and httpx, which would add about a quarter of
 # a second to every process that imports hookinbox (the CLI, each server and worker process).
 _LAZY = {
     "MollieAPI": "hookinbox.sources._mollie_api",
-    "PayPal": "hookinbox.sources.paypal",
+    "PayPal": "hookinbox.sources._paypal",
     "PayPalAPI": "hookinbox.sources._paypal_api",
 }
 

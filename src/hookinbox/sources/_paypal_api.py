@@ -22,7 +22,7 @@ import httpx
 from hookinbox._errors import BadSignature, ConfigurationError, VerificationUnavailable
 from hookinbox.sources._http import api_base_url, json_answer
 
-log = logging.getLogger("hookinbox.sources.paypal")
+log = logging.getLogger("hookinbox.sources._paypal")
 
 LIVE = "https://api-m.paypal.com"
 SANDBOX = "https://api-m.sandbox.paypal.com"

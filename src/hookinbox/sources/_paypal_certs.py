@@ -36,7 +36,7 @@ from cryptography.x509.oid import NameOID
 
 from hookinbox._errors import BadSignature, ConfigurationError, VerificationUnavailable
 
-log = logging.getLogger("hookinbox.sources.paypal")
+log = logging.getLogger("hookinbox.sources._paypal")
 
 PAYPAL_CERTIFICATE_HOSTS = frozenset(
     {"api.paypal.com", "api-m.paypal.com", "api.sandbox.paypal.com", "api-m.sandbox.paypal.com"}

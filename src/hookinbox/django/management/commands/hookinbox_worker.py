@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from hookinbox._processing import WorkerOptions
 from hookinbox.django._inbox import configured_inbox
-from hookinbox.processing import WorkerOptions
 
 # (flag, type, default, help): each defaults to HOOKINBOX_<FLAG>, as `hookinbox worker` does.
 _NUMBERS: tuple[tuple[str, type[int] | type[float], str, str], ...] = (

@@ -1,0 +1,106 @@
+"""Retention: delete done events, the delivery log and delivered outbox messages older than the
+retention, in batches.
+
+Pruning ends deduplication for what it deletes: a provider's later redelivery of a pruned
+event would look new. So the retention may not be shorter than the longest redelivery window
+of any configured source (Stripe: 30 days of manual resend) unless forced, and events that
+arrive already older than the retention are held as `stale` instead of processed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from hookinbox._errors import ConfigurationError
+from hookinbox._storage import Store, count_prunable, prune_batch
+from hookinbox.sources import Source
+
+log = logging.getLogger("hookinbox.prune")
+
+DEFAULT_RETENTION = timedelta(days=90)
+DEFAULT_BATCH_SIZE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    events: int
+    deliveries: int
+    messages: int
+    dry_run: bool
+
+    def summary(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        return (
+            f"{verb} {self.events} events, {self.deliveries} delivery log rows and "
+            f"{self.messages} delivered outbox messages"
+        )
+
+
+def check_retention(retention: timedelta, sources: Iterable[Source], *, force: bool) -> None:
+    """Refuse a retention shorter than a source's redelivery window, unless forced."""
+    if retention <= timedelta(0):
+        raise ConfigurationError("the retention must be positive")
+    too_short = [s for s in sources if s.redelivery_window > retention]
+    if too_short and not force:
+        longest = max(too_short, key=lambda s: s.redelivery_window)
+        raise ConfigurationError(
+            f"retention {format_duration(retention)} is shorter than {longest.name}'s "
+            f"redelivery window ({format_duration(longest.redelivery_window)}): a redelivery "
+            "after pruning would be processed again; use a longer retention or --force"
+        )
+
+
+def prune(
+    store: Store,
+    *,
+    now: datetime,
+    retention: timedelta,
+    dry_run: bool = False,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    pause: float = 0.01,
+    progress: Callable[[int], None] | None = None,
+) -> PruneResult:
+    """Delete done events received before `now - retention`, `batch_size` rows per transaction.
+
+    Each batch is a short transaction and `pause` seconds separate them, so ingest (on SQLite,
+    the one writer) never waits long behind the pruner. `progress` gets the events per batch.
+    """
+    cutoff = now - retention
+    if dry_run:
+        return PruneResult(*count_prunable(store, cutoff), dry_run=True)
+    totals = [0, 0, 0]
+    while True:
+        deleted = prune_batch(store, cutoff, batch_size)
+        totals = [total + n for total, n in zip(totals, deleted, strict=True)]
+        if progress is not None and deleted[0]:
+            progress(deleted[0])
+        if not any(deleted):
+            break
+        time.sleep(pause)
+    result = PruneResult(totals[0], totals[1], totals[2], dry_run=False)
+    log.info("prune older than %s: %s", cutoff.isoformat(), result.summary())
+    return result
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90d`, `36h`, `15m`, `30s`, or a plain number of days."""
+    text = text.strip().lower()
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    try:
+        if text and text[-1] in units:
+            return timedelta(seconds=float(text[:-1]) * units[text[-1]])
+        return timedelta(days=float(text))
+    except (ValueError, OverflowError) as exc:  # OverflowError: inf, 1e300, ...
+        raise ConfigurationError(f"not a duration: {text!r} (use 90d, 36h, 15m or 30s)") from exc
+
+
+def format_duration(duration: timedelta) -> str:
+    seconds = duration.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"

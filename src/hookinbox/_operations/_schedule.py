@@ -1,0 +1,80 @@
+"""The daily pruner inside `serve` and `worker`: one run per day across every process.
+
+Each worker checks once a minute whether the current daily slot (04:00 UTC by default) has
+been run; the first to claim it in the database runs it (a compare-and-set on the job's row,
+the same on SQLite and PostgreSQL), the others see it claimed and wait for tomorrow.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, time, timedelta
+
+from hookinbox._errors import ConfigurationError, HookinboxError
+from hookinbox._storage import Store, claim_job, record_job_result
+
+log = logging.getLogger("hookinbox.prune")
+
+JOB_NAME = "prune"
+CHECK_INTERVAL = 60.0
+
+
+def parse_daily_time(text: str) -> time:
+    try:
+        hours, minutes = (int(part) for part in text.split(":"))
+        return time(hours, minutes, tzinfo=UTC)
+    except ValueError as exc:
+        raise ConfigurationError(f"not a time of day: {text!r} (use HH:MM, UTC)") from exc
+
+
+def current_slot(now: datetime, at: time) -> datetime:
+    """The most recent daily slot at or before `now`."""
+    today = datetime.combine(now.date(), at.replace(tzinfo=UTC))
+    return today if today <= now else today - timedelta(days=1)
+
+
+class DailyJob(threading.Thread):
+    """Runs `job()` once per daily slot, across all processes sharing the database."""
+
+    def __init__(
+        self,
+        store: Store,
+        job: Callable[[], str],
+        *,
+        at: time,
+        clock: Callable[[], datetime],
+        name: str = JOB_NAME,
+    ) -> None:
+        super().__init__(name=f"hookinbox-{name}", daemon=True)
+        self.store = store
+        self.job = job
+        self.at = at
+        self.clock = clock
+        self.job_name = name
+        self._stop_event = threading.Event()
+
+    def run_due(self) -> bool:
+        """Run the job if this process wins the current slot; True if it ran."""
+        now = self.clock()
+        if not claim_job(self.store, self.job_name, current_slot(now, self.at), now):
+            return False
+        try:
+            result = self.job()
+        except HookinboxError as error:
+            result = f"failed: {error}"
+            log.error("scheduled %s failed: %s", self.job_name, error)
+        record_job_result(self.store, self.job_name, result)
+        return True
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            try:
+                self.run_due()
+            except HookinboxError as error:
+                log.warning("cannot check the %s schedule: %s", self.job_name, error)
+            self._stop_event.wait(CHECK_INTERVAL)

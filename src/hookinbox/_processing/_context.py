@@ -1,0 +1,159 @@
+"""What a handler gets besides the event: `ctx.db`, `.ordering`, `.outbox`, `.attempt`, `.log`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import Connection
+
+from hookinbox._errors import ConfigurationError
+from hookinbox._model import Event
+from hookinbox._storage import advance_ordering, enqueue
+from hookinbox.sources._base import MAX_KEY_LENGTH
+
+log = logging.getLogger("hookinbox.handler")
+
+
+class Ordering:
+    """The ordering guard for "last write wins" objects (seed 000: updates arrive out of order).
+
+    `ctx.ordering.advance("stripe:subscription:sub_1", event.payload["created"])` records this
+    event's position for the object and returns True, unless an event with a greater position
+    was already applied: then it records nothing and returns False, and the handler should skip
+    its stale update. Equal positions apply (providers stamp seconds; two updates in one second
+    cannot be ordered, so neither is dropped). It runs in the handler's transaction: a handler
+    that later fails leaves no mark, and concurrent events for one object serialise on its row.
+    """
+
+    def __init__(self, connection: Connection, event: Event, clock: Callable[[], float]) -> None:
+        self._connection = connection
+        self._event = event
+        self._clock = clock
+
+    def advance(self, key: str, position: int | datetime) -> bool:
+        if isinstance(position, datetime):
+            if position.tzinfo is None:
+                raise ValueError("ordering positions must be aware datetimes or integers")
+            position = round(position.timestamp() * 1_000_000)
+        elif isinstance(position, bool) or not isinstance(position, int):
+            raise TypeError("an ordering position is an int (a version, a Unix time) or a datetime")
+        return advance_ordering(
+            self._connection,
+            object_key=key,
+            position=position,
+            source=self._event.source,
+            event_id=self._event.id,
+            now=datetime.fromtimestamp(self._clock(), UTC),
+        )
+
+
+class Outbox:
+    """`ctx.outbox.send(...)`: side effects that leave the database, written in its transaction.
+
+    The message is a row in `hookinbox_outbox`, inserted on `ctx.db`: if the handler rolls back,
+    the message never existed; if it commits, it exists once, and the relay delivers it at least
+    once. The key is unique per destination and defaults to one derived from the event's source
+    and id, the handler and a counter, so a retried handler writes the same keys and a receiver
+    deduplicating by `Idempotency-Key` applies each message once.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        event: Event,
+        handler_name: str,
+        destinations: Collection[str],
+        clock: Callable[[], float],
+    ) -> None:
+        self._connection = connection
+        self._event = event
+        self._handler_name = handler_name
+        self._destinations = destinations
+        self._clock = clock
+        self._counter = 0
+        self.sent = 0
+
+    def send(
+        self,
+        destination: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        ordering_key: str | None = None,
+    ) -> str:
+        """Queue `payload` (JSON-serialisable) for `destination`; returns the message key.
+
+        Messages with the same `ordering_key` are delivered one at a time, in the order sent.
+        """
+        if destination not in self._destinations:
+            raise ConfigurationError(f"no outbox destination named {destination!r}")
+        self._counter += 1
+        if key is None:
+            key = f"{self._event.source}:{self._event.id}:{self._handler_name}:{self._counter}"
+            if len(key) > MAX_KEY_LENGTH:
+                key = hashlib.sha256(key.encode()).hexdigest()
+        elif not key or len(key) > MAX_KEY_LENGTH:
+            raise ValueError(f"an outbox key is 1 to {MAX_KEY_LENGTH} characters")
+        enqueue(
+            self._connection,
+            destination=destination,
+            key=key,
+            payload=json.loads(json.dumps(payload, default=_json_default)),
+            ordering_key=ordering_key,
+            source=self._event.source,
+            event_id=self._event.id,
+            now=datetime.fromtimestamp(self._clock(), UTC),
+        )
+        self.sent += 1
+        return key
+
+
+def _json_default(value: object) -> object:
+    """Datetimes, dates, decimals and UUIDs as strings; anything else is a handler bug."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal | UUID):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable for the outbox")
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    """Passed to every handler as its second argument."""
+
+    db: Connection
+    """The connection of the transaction that also marks the event processed."""
+    event: Event
+    ordering: Ordering
+    attempt: int
+    """1 on the first attempt."""
+    log: logging.LoggerAdapter[logging.Logger]
+    """A logger whose lines carry the event's source, id and type."""
+    outbox: Outbox
+    """Messages for destinations outside the database, sent in this transaction."""
+
+
+def handler_context(
+    connection: Connection,
+    event: Event,
+    handler_name: str,
+    destinations: Collection[str],
+    clock: Callable[[], float],
+) -> HandlerContext:
+    fields = {"source": event.source, "event_id": event.id, "event_type": event.type}
+    return HandlerContext(
+        db=connection,
+        event=event,
+        ordering=Ordering(connection, event, clock),
+        attempt=event.attempts,
+        log=logging.LoggerAdapter(log, fields),
+        outbox=Outbox(connection, event, handler_name, destinations, clock),
+    )

@@ -1,0 +1,206 @@
+"""One attempt at one event: claim, run handlers, commit; or put it back, or fail it."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import traceback
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Connection
+
+from hookinbox._errors import NotReady, StoreUnavailable
+from hookinbox._metrics import count_attempt
+from hookinbox._model import Event, Status
+from hookinbox._processing._execute import BUSINESS_DUPLICATE, run_handlers
+from hookinbox._processing._handlers import Handler, HandlerRegistry
+from hookinbox._processing._policy import RetryPolicy, Schedule
+from hookinbox._storage import Leased, Release, Store, claim, mark_inline, release, set_outcome
+
+log = logging.getLogger("hookinbox.worker")
+
+MAX_ERROR_LENGTH = 4000
+TRACEBACK_FRAMES = 5
+
+# Outcomes recorded in the `outcome` column besides the handlers' own (handled,
+# business_duplicate, no_handler).
+MAX_ATTEMPTS = "max_attempts"
+NOT_READY_DEADLINE = "not_ready_deadline"
+WORKER_LOST = "worker_lost"
+
+# Attempt outcome labels (metrics and logs).
+PROCESSED = "processed"
+RETRIED = "retried"
+DEFERRED = "deferred"
+FAILED = "failed"
+LOST_LEASE = "lost_lease"
+UNRECORDED = "unrecorded"
+SUCCESSES = frozenset({PROCESSED, BUSINESS_DUPLICATE, Status.UNHANDLED.value})
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    label: str
+    detail: str = ""
+
+
+def describe_error(error: BaseException) -> str:
+    """Type, message and the last few frames: enough to debug, no locals, bounded."""
+    frames = traceback.format_tb(error.__traceback__, limit=-TRACEBACK_FRAMES)
+    text = f"{type(error).__name__}: {error}\n{''.join(frames)}"
+    return text[:MAX_ERROR_LENGTH]
+
+
+class Processor:
+    """Knows the handlers and retry policies; turns a leased event into a finished attempt."""
+
+    def __init__(
+        self,
+        store: Store,
+        handlers: HandlerRegistry,
+        *,
+        policy: RetryPolicy,
+        source_policies: Mapping[str, RetryPolicy],
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+        destinations: Collection[str] = (),
+        on_messages: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.store = store
+        self.handlers = handlers
+        self.policy = policy
+        self.source_policies = source_policies
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.destinations = destinations
+        self.on_messages = on_messages
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    def schedule(self, source: str, handlers: Sequence[Handler]) -> Schedule:
+        handler_policies = [h.retry for h in handlers if h.retry is not None]
+        return Schedule.resolve(self.policy, self.source_policies.get(source), handler_policies)
+
+    def process(self, leased: Leased) -> str:
+        """Run one attempt; returns its outcome label (the metric's and the log line's)."""
+        event = leased.event
+        handlers = self.handlers.for_event(event.source, event.type)
+        schedule = self.schedule(event.source, handlers)
+        started = time.perf_counter()
+        if event.attempts > schedule.max_attempts:
+            # max_attempts was lowered below what this event has already used.
+            result = self._release(leased, self._failure(event, schedule, "attempts exhausted"))
+        else:
+            result = self._attempt(leased, handlers, schedule)
+        elapsed = time.perf_counter() - started
+        count_attempt(event.source, event.type, result.label, elapsed)
+        self._log(event, result, elapsed)
+        return result.label
+
+    def _attempt(
+        self, leased: Leased, handlers: Sequence[Handler], schedule: Schedule
+    ) -> AttemptResult:
+        event = leased.event
+        status = Status.PROCESSED if handlers else Status.UNHANDLED
+        try:
+            with self.store.transaction() as connection:
+                if not claim(connection, leased, status, self.now()):
+                    return AttemptResult(LOST_LEASE, "another worker took it over")
+                result = run_handlers(connection, event, handlers, self.clock, self.destinations)
+                outcome = result.outcome
+                set_outcome(connection, event.row_id, outcome)
+            if result.messages:
+                self.on_messages()  # committed: the relay may send them now
+        except NotReady as error:
+            return self._release(leased, self._deferral(event, schedule, error))
+        except Exception as error:
+            return self._release(leased, self._failure(event, schedule, describe_error(error)))
+        if status is Status.UNHANDLED:
+            return AttemptResult(Status.UNHANDLED.value)
+        return AttemptResult(BUSINESS_DUPLICATE if outcome == BUSINESS_DUPLICATE else PROCESSED)
+
+    def _failure(self, event: Event, schedule: Schedule, error: str) -> Release:
+        now = self.now()
+        if event.attempts >= schedule.max_attempts:
+            return Release(Status.FAILED, now, error, outcome=MAX_ATTEMPTS)
+        delay = schedule.delay(event.attempts, self.rng)
+        return Release(Status.PENDING, now + timedelta(seconds=delay), error)
+
+    def _deferral(self, event: Event, schedule: Schedule, error: NotReady) -> Release:
+        now = self.now()
+        since = event.deferred_since or now
+        deadline = since + timedelta(seconds=schedule.not_ready_deadline)
+        reason = f"NotReady: {error.message}"
+        if now >= deadline:
+            return Release(
+                Status.FAILED, now, reason, outcome=NOT_READY_DEADLINE, refund_attempt=True
+            )
+        delay = error.retry_in if error.retry_in is not None else None
+        if delay is None:
+            delay = schedule.delay(event.deferrals + 1, self.rng)
+        return Release(
+            Status.DEFERRED,
+            min(now + timedelta(seconds=max(0.0, delay)), deadline),
+            reason,
+            refund_attempt=True,
+            deferred_since=since,
+            count_deferral=True,
+        )
+
+    def expired(self, event: Event) -> Release:
+        """For the sweeper: the worker holding `event` died (its lease ran out)."""
+        handlers = self.handlers.for_event(event.source, event.type)
+        error = "worker lost while processing: killed or crashed before its lease expired"
+        schedule = self.schedule(event.source, handlers)
+        release = self._failure(event, schedule, error)
+        if release.status is Status.FAILED:
+            return Release(Status.FAILED, release.next_attempt_at, error, outcome=WORKER_LOST)
+        return release
+
+    def _release(self, leased: Leased, decision: Release) -> AttemptResult:
+        try:
+            if not release(self.store, leased, decision):
+                return AttemptResult(LOST_LEASE, "another worker took it over")
+        except StoreUnavailable as error:
+            # The lease will expire and the sweeper will give the event back.
+            log.warning("could not record the attempt of %s: %s", leased.event.id, error)
+            return AttemptResult(UNRECORDED, str(error))
+        first_line = (decision.last_error or "").splitlines()[0] if decision.last_error else ""
+        if decision.status is Status.DEFERRED:
+            return AttemptResult(DEFERRED, first_line)
+        if decision.status is Status.FAILED:
+            return AttemptResult(FAILED, f"{decision.outcome}: {first_line}")
+        return AttemptResult(RETRIED, first_line)
+
+    def inline(self, connection: Connection, event: Event) -> None:
+        """Inline mode: run the handlers in the ingest transaction; exceptions propagate."""
+        handlers = self.handlers.for_event(event.source, event.type)
+        result = run_handlers(connection, event, handlers, self.clock, self.destinations)
+        status = Status.PROCESSED if handlers else Status.UNHANDLED
+        mark_inline(connection, event.row_id, status, result.outcome, self.now())
+
+    def _log(self, event: Event, result: AttemptResult, elapsed: float) -> None:
+        level = logging.INFO if result.label in SUCCESSES else logging.WARNING
+        log.log(
+            level,
+            "%s %s (%s) attempt %d: %s in %.1f ms%s",
+            event.source,
+            event.id,
+            event.type or "-",
+            event.attempts,
+            result.label,
+            elapsed * 1000,
+            f" ({result.detail})" if result.detail else "",
+            extra={
+                "source": event.source,
+                "event_id": event.id,
+                "event_type": event.type,
+                "attempt": event.attempts,
+                "outcome": result.label,
+                "latency_ms": round(elapsed * 1000, 2),
+            },
+        )

@@ -1,0 +1,184 @@
+"""The worker: an event loop, a relay loop for the outbox, the daily jobs, and clean shutdowns.
+
+Wake-ups: an in-process signal when ingest runs in the same process, PostgreSQL
+LISTEN/NOTIFY across processes, and polling as the fallback (50 ms on SQLite, where a due check
+is a cheap read; 1 s on PostgreSQL, where NOTIFY does the real work). When idle, the worker
+also sleeps no longer than until the soonest scheduled retry.
+
+SIGTERM or SIGINT: stop leasing, let the attempts in flight finish within the grace period,
+return. Attempts cut off by the grace period roll back with the process and are retried after
+their lease expires.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hookinbox._processing._loop import LeaseLoop, WorkQueue
+from hookinbox._storage import Listener, Store, supports_listen
+
+log = logging.getLogger("hookinbox.worker")
+
+
+class BackgroundJob(Protocol):
+    """A thread the worker starts with itself and stops with itself (the daily pruner)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    concurrency: int = 4
+    """Events processed at once (threads). On SQLite, handlers take turns on the write lock."""
+    relay_concurrency: int = 4
+    """Outbox messages delivered at once (threads); deliveries run outside any transaction."""
+    lease_seconds: float = 60.0
+    """How long a worker may hold an event before the sweeper assumes it died. Correctness does
+    not depend on it (the processing transaction holds the row lock); it only bounds how soon an
+    event held by a killed worker is retried."""
+    poll_interval: float | None = None
+    """Seconds between checks when nothing wakes the worker; None: 0.05 SQLite, 1.0 PostgreSQL."""
+    sweep_interval: float = 5.0
+    grace_period: float = 30.0
+    """On shutdown, seconds to let attempts in flight finish."""
+    handle_signals: bool = True
+    """Install SIGTERM/SIGINT handlers (only from the main thread); off when embedded."""
+    parent_pid: int | None = None
+    """Stop when this process is gone (a worker started by `hookinbox serve`)."""
+
+
+class Worker:
+    """Processes due events (and relays outbox messages) until `stop()` is called."""
+
+    def __init__(
+        self,
+        store: Store,
+        queues: Sequence[tuple[WorkQueue[Any], int, threading.Event]],
+        options: WorkerOptions | None = None,
+        *,
+        jobs: Sequence[BackgroundJob] = (),
+        channels: Mapping[str, threading.Event] | None = None,
+    ) -> None:
+        """`queues`: (queue, concurrency, wake-up event) for each loop to run.
+
+        `channels`: PostgreSQL NOTIFY channel -> the wake-up event it sets.
+        """
+        self.store = store
+        self.options = options or WorkerOptions()
+        self._stopping = threading.Event()
+        default_poll = 0.05 if store.dialect == "sqlite" else 1.0
+        poll = self.options.poll_interval or default_poll
+        self.loops = [
+            LeaseLoop(
+                queue,
+                concurrency=concurrency,
+                poll=poll,
+                sweep_interval=self.options.sweep_interval,
+                wake=wake,
+                stopping=self._stopping,
+            )
+            for queue, concurrency, wake in queues
+        ]
+        self._jobs = list(jobs)
+        self._channels = dict(channels or {})
+
+    # -- control ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop leasing; `run()` returns once the attempts in flight are done."""
+        self._stopping.set()
+        for loop in self.loops:
+            loop.wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def run(self) -> bool:
+        """Work until stopped. True if every attempt in flight finished within the grace period."""
+        self.store.ensure_schema()
+        restore = self._install_signal_handlers()
+        listener = None
+        if supports_listen(self.store) and self._channels:
+            listener = Listener(self.store, self._channels, self._stopping)
+            listener.start()
+        for job in self._jobs:
+            job.start()
+        threads = [
+            # Daemons: a loop blocked on the database (SQLite's lock, held by a slow handler)
+            # must not keep the process alive past the grace period.
+            threading.Thread(target=loop.run, name=f"hookinbox-{loop.queue.name}-loop", daemon=True)
+            for loop in self.loops
+        ]
+        for thread in threads:
+            thread.start()
+        log.info(
+            "worker started (%s)",
+            ", ".join(f"{loop.queue.name}: concurrency {loop.concurrency}" for loop in self.loops),
+        )
+        try:
+            while not self._stopping.wait(1.0):
+                if self._parent_gone():
+                    log.warning("parent process is gone; stopping")
+                    self.stop()
+        finally:
+            self.stop()
+            deadline = time.monotonic() + self.options.grace_period
+            for thread in threads:
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            drained = all([loop.drain(deadline) for loop in self.loops])
+            drained = drained and not any(thread.is_alive() for thread in threads)
+            if listener is not None:
+                listener.join(timeout=2.0)  # it checks the stop flag every second
+            for job in self._jobs:
+                job.stop()
+            restore()
+            log.info("worker stopped%s", "" if drained else " (grace period exceeded)")
+        return drained
+
+    def run_until_idle(self, *, timeout: float = 60.0) -> int:
+        """Process due items in this thread until none is due; returns how many attempts ran.
+
+        For tests, scripts and the README: no threads, no signals, no sleeping on retries.
+        Events first, then the messages their handlers sent, until both queues are empty.
+        """
+        self.store.ensure_schema()
+        deadline = time.monotonic() + timeout
+        total = 0
+        while time.monotonic() < deadline:
+            done = sum(loop.run_until_idle(deadline) for loop in self.loops)
+            total += done
+            if done == 0:
+                break
+        return total
+
+    def _parent_gone(self) -> bool:
+        return self.options.parent_pid is not None and os.getppid() != self.options.parent_pid
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        if not self.options.handle_signals or not in_main_thread:
+            return lambda: None
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def on_signal(signum: int, _frame: object) -> None:
+            log.info("received %s; finishing attempts in flight", signal.Signals(signum).name)
+            self.stop()
+
+        for sig in previous:
+            signal.signal(sig, on_signal)
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore

@@ -1,0 +1,249 @@
+"""Group commit: concurrent deliveries share one statement, one transaction and one commit.
+
+Requests hand their delivery to `GroupCommitter.submit` and wait on the returned future. A
+writer thread takes everything that is waiting (up to `max_rows`), stores it with
+`record_deliveries` in one transaction, and only after the commit resolves each future (on
+PostgreSQL two writers, each with its own connection, so that the next batch goes out while
+one is in flight; SQLite has one writer whatever the count). So:
+
+- a delivery is answered only once the commit that holds its row has returned;
+- if the batch fails, every delivery in it gets the error (503 for an unavailable database),
+  and the rollback leaves nothing of it behind. An error that is not about availability (a row
+  the database refuses) is retried one delivery per transaction, so that one bad row cannot
+  fail the deliveries it happened to share a batch with;
+- a delivery whose request gave up waiting (the ack deadline passed, `record(timeout=...)` or
+  a cancelled `asyncio.wrap_future`) is dropped if no writer has taken it yet; once taken, it
+  is written, and the provider's retry of it is answered as a duplicate;
+- the batching adapts by itself: while one batch commits, the next one gathers. A lone
+  request is written at once (no timer to wait out); under load, batches grow with the
+  arrival rate up to `max_rows`. `max_wait` can add a short wait for more rows, but only while
+  the previous batch had company, so a lone request still goes straight through.
+
+A thread rather than an asyncio task: storage is synchronous SQLAlchemy, shared by the sync
+`Inbox.receive` (Flask, Django) and the ASGI app; a future from `concurrent.futures` serves
+both (`asyncio.wrap_future` on the ASGI side).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from hookinbox._errors import AckDeadlinePassed, ConfigurationError, StoreUnavailable
+from hookinbox._metrics import observe_batch
+from hookinbox._model import NewDelivery, RecordedDelivery
+from hookinbox._storage._batch import record_deliveries
+from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._store import Store
+
+log = logging.getLogger("hookinbox._storage")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCommit:
+    """How concurrent deliveries are grouped into one transaction (`Inbox(group_commit=...)`)."""
+
+    max_rows: int = 256
+    """The largest batch (at most 2,000: SQLite bounds the values of one statement)."""
+    max_wait: float = 0.0
+    """Seconds a batch may wait for more deliveries once the inbox is busy (0: never wait)."""
+    writers: int | None = None
+    """Writer threads per process, each with its own connection, so that one batch gathers
+    while another is in flight. None: 2 on PostgreSQL; SQLite always has 1 (one writer)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_rows <= 2_000:
+            raise ConfigurationError("group commit: max_rows must be between 1 and 2000")
+        if not 0 <= self.max_wait <= 0.1:
+            raise ConfigurationError("group commit: max_wait must be between 0 and 0.1 s")
+        if self.writers is not None and not 1 <= self.writers <= 16:
+            raise ConfigurationError("group commit: writers must be between 1 and 16")
+
+
+_Pending = tuple[NewDelivery, "Future[RecordedDelivery]"]
+_STOP = object()
+
+
+class GroupCommitter:
+    """Writer threads storing batches of deliveries for the threads and tasks that wait."""
+
+    def __init__(
+        self,
+        store: Store,
+        options: GroupCommit | None = None,
+        *,
+        statement_timeout: float | None = None,
+    ) -> None:
+        self.store = store
+        self.options = options or GroupCommit()
+        # PostgreSQL: a batch statement stuck behind a lock is cancelled after this many
+        # seconds, so that the batches queued behind it are not held up for as long as the lock
+        # (its requests have been answered 503 at their ack deadline by then).
+        self.statement_timeout = statement_timeout
+        self._queue: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._local = threading.local()  # each writer's own connection (PostgreSQL)
+
+    @property
+    def writers(self) -> int:
+        if self.store.dialect != "postgresql":
+            return 1
+        return self.options.writers or 2
+
+    def submit(self, delivery: NewDelivery) -> Future[RecordedDelivery]:
+        """Queue `delivery`; the future resolves once its row is committed (or fails)."""
+        future: Future[RecordedDelivery] = Future()
+        if not self._threads:
+            self._start()
+        # Under the lock that `close` takes to set `_closed`: a delivery is either queued
+        # before the writers' stop markers (and stored) or refused, never left waiting.
+        with self._lock:
+            if self._closed:
+                future.set_exception(StoreUnavailable("shutting down: not accepting deliveries"))
+                return future
+            self._queue.put((delivery, future))
+        return future
+
+    def record(self, delivery: NewDelivery, timeout: float | None = None) -> RecordedDelivery:
+        """Blocking form of `submit`, for synchronous callers.
+
+        Past `timeout` seconds, raise `AckDeadlinePassed`: the delivery is dropped if no writer
+        has taken it yet, and written anyway (its retry is then a duplicate) if one has.
+        """
+        future = self.submit(delivery)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            if future.cancel() or not future.done():
+                raise AckDeadlinePassed(timeout or 0.0) from None
+            return future.result()  # it finished just now
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Store what is queued, then stop the writer threads."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._queue.put(_STOP)  # each writer takes one and stops
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _start(self) -> None:
+        with self._lock:
+            if not self._threads and not self._closed:
+                self._threads = [
+                    threading.Thread(
+                        target=self._run, name=f"hookinbox-group-commit-{n}", daemon=True
+                    )
+                    for n in range(self.writers)
+                ]
+                for thread in self._threads:
+                    thread.start()
+
+    def _run(self) -> None:
+        busy = False
+        try:
+            while True:
+                first = self._queue.get()
+                if first is _STOP:
+                    return
+                batch: list[_Pending] = []
+                _take(batch, first)
+                stopping = self._gather(batch, wait=self.options.max_wait if busy else 0.0)
+                busy = len(batch) > 1
+                if batch:
+                    self._flush(batch)
+                if stopping:
+                    return
+        finally:
+            self._drop_connection()
+
+    def _gather(self, batch: list[_Pending], wait: float) -> bool:
+        """Add what is already queued (and, with `wait`, what arrives within it); True on stop."""
+        deadline = time.monotonic() + wait
+        while len(batch) < self.options.max_rows:
+            try:
+                remaining = deadline - time.monotonic()
+                item = (
+                    self._queue.get(timeout=remaining)
+                    if remaining > 0
+                    else self._queue.get_nowait()
+                )
+            except queue.Empty:
+                return False
+            if item is _STOP:
+                return True
+            _take(batch, item)
+        return False
+
+    def _flush(self, batch: list[_Pending]) -> None:
+        deliveries = [delivery for delivery, _ in batch]
+        try:
+            results = self._write(deliveries)
+        except StoreUnavailable as error:
+            for _, future in batch:
+                future.set_exception(error)
+            return
+        except Exception as error:
+            if len(batch) == 1:
+                batch[0][1].set_exception(error)
+                return
+            log.warning("a batch of %d deliveries failed (%r); storing them one by one",
+                        len(batch), error)  # fmt: skip
+            for pending in batch:
+                self._flush([pending])
+            return
+        observe_batch(len(batch))
+        for (_, future), result in zip(batch, results, strict=True):
+            future.set_result(result)
+
+    def _write(self, deliveries: list[NewDelivery]) -> list[RecordedDelivery]:
+        if self.store.dialect != "postgresql":
+            with self.store.transaction() as transaction:
+                return record_deliveries(transaction, deliveries)
+        # PostgreSQL: each batch is one atomic statement, run in autocommit on a connection
+        # this thread keeps (checking one out would cost the pool's ping, a round trip).
+        self.store.ensure_schema()
+        try:
+            with translate_errors():
+                connection: Connection | None = getattr(self._local, "connection", None)
+                if connection is None:
+                    connection = self.store.engine.connect().execution_options(
+                        isolation_level="AUTOCOMMIT"
+                    )
+                    self._local.connection = connection
+                    if self.statement_timeout is not None:
+                        milliseconds = max(1, round(self.statement_timeout * 1000))
+                        connection.exec_driver_sql(f"SET statement_timeout = {milliseconds}")
+                return record_deliveries(connection, deliveries)
+        except Exception:
+            self._drop_connection()
+            raise
+
+    def _drop_connection(self) -> None:
+        """This writer's connection, after an error (it may be broken) or on exit."""
+        connection: Connection | None = getattr(self._local, "connection", None)
+        if connection is not None:
+            try:
+                connection.invalidate()
+                connection.close()
+            except Exception:  # it is being thrown away: nothing to save
+                log.debug("closing a failed group-commit connection", exc_info=True)
+            self._local.connection = None
+
+
+def _take(batch: list[_Pending], item: object) -> None:
+    """Add a queued delivery to `batch`, unless its waiter gave up (cancelled its future)."""
+    pending: _Pending = item  # type: ignore[assignment]
+    if pending[1].set_running_or_notify_cancel():
+        batch.append(pending)

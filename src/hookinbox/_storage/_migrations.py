@@ -1,0 +1,250 @@
+"""Versioned, in-place schema upgrades, safe when several processes start at once.
+
+Each step is frozen once released: it states the DDL of its own version (never the live
+tables of `_schema.py`, which move on), through Alembic's operations so that SQLite's
+limited ALTER TABLE is handled for us. We keep our own small runner instead of an Alembic
+environment because hookinbox migrates itself from `serve` and from library calls, with no
+configuration files in the user's project, and must serialise concurrent starts: PostgreSQL
+takes an advisory lock, SQLite's BEGIN IMMEDIATE already admits one writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine
+
+from hookinbox._errors import ConfigurationError
+from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._schema import schema_versions
+from hookinbox._storage._types import UTCDateTime
+
+if TYPE_CHECKING:  # alembic costs 0.1 s to import: only a migration pays it
+    from alembic.operations import Operations
+
+# An arbitrary constant naming hookinbox's migration lock among the application's own locks.
+ADVISORY_LOCK_KEY = 0x686F6F6B696E
+
+Step = Callable[["Operations"], None]
+AfterMigrate = Callable[[Connection], None]
+
+
+def _v1_events(op: Operations) -> None:
+    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    op.create_table(
+        "hookinbox_events",
+        sa.Column("id", row_id, primary_key=True, autoincrement=True),
+        sa.Column("source", sa.String(64), nullable=False),
+        sa.Column("event_id", sa.String(255), nullable=False),
+        sa.Column("event_type", sa.String(255)),
+        sa.Column("occurred_at", UTCDateTime),
+        sa.Column("received_at", UTCDateTime, nullable=False),
+        sa.Column("body", sa.LargeBinary, nullable=False),
+        sa.Column("headers", sa.Text, nullable=False),
+        sa.Column("body_sha256", sa.String(64), nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("outcome", sa.String(32)),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("next_attempt_at", UTCDateTime, nullable=False),
+        sa.Column("lease_token", sa.String(32)),
+        sa.Column("lease_expires_at", UTCDateTime),
+        sa.Column("deferred_since", UTCDateTime),
+        sa.Column("deferrals", sa.Integer, nullable=False),
+        sa.Column("last_error", sa.Text),
+        sa.Column("delivery_count", sa.Integer, nullable=False),
+        sa.Column("key_conflicts", sa.Integer, nullable=False),
+        sa.Column("last_delivery_at", UTCDateTime, nullable=False),
+        sa.Column("processed_at", UTCDateTime),
+        sa.UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
+    )
+    waiting = sa.text("status IN ('pending', 'deferred')")
+    leased = sa.text("status = 'processing'")
+    op.create_index(
+        "ix_hookinbox_events_due",
+        "hookinbox_events",
+        ["next_attempt_at"],
+        postgresql_where=waiting,
+        sqlite_where=waiting,
+    )
+    op.create_index(
+        "ix_hookinbox_events_leased",
+        "hookinbox_events",
+        ["lease_expires_at"],
+        postgresql_where=leased,
+        sqlite_where=leased,
+    )
+    op.create_index("ix_hookinbox_events_received_at", "hookinbox_events", ["received_at"])
+    open_events = sa.text("status NOT IN ('processed', 'unhandled')")
+    op.create_index(
+        "ix_hookinbox_events_open",
+        "hookinbox_events",
+        ["status", "received_at"],
+        postgresql_where=open_events,
+        sqlite_where=open_events,
+    )
+    op.create_table(
+        "hookinbox_deliveries",
+        sa.Column("id", row_id, primary_key=True, autoincrement=True),
+        sa.Column("source", sa.String(64), nullable=False),
+        sa.Column("event_id", sa.String(255), nullable=False),
+        sa.Column("received_at", UTCDateTime, nullable=False),
+        sa.Column("duplicate", sa.Boolean, nullable=False),
+        sa.Column("key_conflict", sa.Boolean, nullable=False),
+    )
+    op.create_index("ix_hookinbox_deliveries_received_at", "hookinbox_deliveries", ["received_at"])
+    op.create_index("ix_hookinbox_deliveries_event", "hookinbox_deliveries", ["source", "event_id"])
+    op.create_table(
+        "hookinbox_jobs",
+        sa.Column("name", sa.String(64), primary_key=True),
+        sa.Column("last_run_at", UTCDateTime, nullable=False),
+        sa.Column("last_result", sa.Text),
+    )
+    op.create_table(
+        "hookinbox_ordering",
+        sa.Column("object_key", sa.String(255), primary_key=True),
+        sa.Column("position", sa.BigInteger, nullable=False),
+        sa.Column("source", sa.String(64), nullable=False),
+        sa.Column("event_id", sa.String(255), nullable=False),
+        sa.Column("updated_at", UTCDateTime, nullable=False),
+    )
+    if op.get_context().dialect.name == "postgresql":
+        # Wake idle workers (LISTEN hookinbox_events) the moment a new event commits, with no
+        # extra round trip on the ingest path: the server raises the notification itself.
+        op.execute(
+            "CREATE FUNCTION hookinbox_notify_new_event() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_notify('hookinbox_events', ''); RETURN NULL; END $$"
+        )
+        op.execute(
+            "CREATE TRIGGER hookinbox_events_notify AFTER INSERT ON hookinbox_events "
+            "FOR EACH ROW EXECUTE FUNCTION hookinbox_notify_new_event()"
+        )
+
+
+def _v2_outbox(op: Operations) -> None:
+    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    op.create_table(
+        "hookinbox_outbox",
+        sa.Column("id", row_id, primary_key=True, autoincrement=True),
+        sa.Column("destination", sa.String(64), nullable=False),
+        sa.Column("message_key", sa.String(255), nullable=False),
+        sa.Column("ordering_key", sa.String(255)),
+        sa.Column("payload", sa.Text, nullable=False),
+        sa.Column("source", sa.String(64)),
+        sa.Column("event_id", sa.String(255)),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("next_attempt_at", UTCDateTime, nullable=False),
+        sa.Column("lease_token", sa.String(32)),
+        sa.Column("lease_expires_at", UTCDateTime),
+        sa.Column("last_error", sa.Text),
+        sa.Column("created_at", UTCDateTime, nullable=False),
+        sa.Column("delivered_at", UTCDateTime),
+        sa.UniqueConstraint(
+            "destination", "message_key", name="uq_hookinbox_outbox_destination_key"
+        ),
+    )
+    due = sa.text("status = 'pending'")
+    leased = sa.text("status = 'delivering'")
+    unsent = sa.text("status IN ('pending', 'delivering')")
+    op.create_index(
+        "ix_hookinbox_outbox_due",
+        "hookinbox_outbox",
+        ["next_attempt_at"],
+        postgresql_where=due,
+        sqlite_where=due,
+    )
+    op.create_index(
+        "ix_hookinbox_outbox_leased",
+        "hookinbox_outbox",
+        ["lease_expires_at"],
+        postgresql_where=leased,
+        sqlite_where=leased,
+    )
+    op.create_index(
+        "ix_hookinbox_outbox_ordering",
+        "hookinbox_outbox",
+        ["ordering_key", "id"],
+        postgresql_where=unsent,
+        sqlite_where=unsent,
+    )
+    op.create_index("ix_hookinbox_outbox_created_at", "hookinbox_outbox", ["created_at"])
+    not_delivered = sa.text("status <> 'delivered'")
+    op.create_index(
+        "ix_hookinbox_outbox_open",
+        "hookinbox_outbox",
+        ["status"],
+        postgresql_where=not_delivered,
+        sqlite_where=not_delivered,
+    )
+    if op.get_context().dialect.name == "postgresql":
+        op.execute(
+            "CREATE FUNCTION hookinbox_notify_new_message() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_notify('hookinbox_outbox', ''); RETURN NULL; END $$"
+        )
+        op.execute(
+            "CREATE TRIGGER hookinbox_outbox_notify AFTER INSERT ON hookinbox_outbox "
+            "FOR EACH ROW EXECUTE FUNCTION hookinbox_notify_new_message()"
+        )
+
+
+MIGRATIONS: tuple[Step, ...] = (_v1_events, _v2_outbox)
+"""Step N (1-based) brings a database from version N-1 to version N."""
+
+LATEST_VERSION = len(MIGRATIONS)
+
+
+def current_version(connection: Connection) -> int:
+    if not sa.inspect(connection).has_table(schema_versions.name):
+        return 0
+    version = connection.execute(sa.select(sa.func.max(schema_versions.c.version))).scalar()
+    return int(version or 0)
+
+
+def migrate(
+    engine: Engine, after: Sequence[AfterMigrate] = (), *, target: int = LATEST_VERSION
+) -> tuple[int, int]:
+    """Bring the schema to `target` (the latest version); returns (version before, after).
+
+    `after` callbacks run in the same transaction once hookinbox's steps are applied: an
+    application may create its own tables there (the bundled examples do). A database already
+    past `target` is left as it is (a Django migration pinned to an older version).
+    """
+    if not 0 < target <= LATEST_VERSION:
+        raise ConfigurationError(f"no schema version {target}: versions go 1 to {LATEST_VERSION}")
+    with translate_errors(), engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_KEY)))
+        schema_versions.create(connection, checkfirst=True)
+        before = current_version(connection)
+        if before > LATEST_VERSION:
+            raise ConfigurationError(
+                f"the database schema is version {before}, newer than this hookinbox "
+                f"understands ({LATEST_VERSION}); upgrade hookinbox"
+            )
+        from alembic.operations import Operations
+        from alembic.runtime.migration import MigrationContext
+
+        operations = Operations(MigrationContext.configure(connection))
+        for version in range(before + 1, target + 1):
+            MIGRATIONS[version - 1](operations)
+            connection.execute(
+                schema_versions.insert().values(version=version, applied_at=datetime.now(UTC))
+            )
+        for callback in after:
+            callback(connection)
+        return before, max(before, target)
+
+
+def check_version(engine: Engine) -> int:
+    """The schema version, or ConfigurationError when it is not the one this code expects."""
+    with translate_errors(), engine.connect() as connection:
+        version = current_version(connection)
+    if version != LATEST_VERSION:
+        raise ConfigurationError(
+            f"the database schema is version {version}, this hookinbox needs {LATEST_VERSION}: "
+            "run `hookinbox migrate`"
+        )
+    return version

@@ -1,0 +1,182 @@
+"""The live schema: the tables every query in this package is written against.
+
+`_migrations.py` builds the same schema step by step for existing databases; a test checks
+that a database migrated from nothing matches these tables exactly.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, MessageStatus, Status
+from hookinbox._storage._types import UTCDateTime
+
+metadata = MetaData()
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY (its rowid); PostgreSQL gets a bigint.
+RowId = BigInteger().with_variant(Integer(), "sqlite")
+
+schema_versions = Table(
+    "hookinbox_schema_versions",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("applied_at", UTCDateTime, nullable=False),
+)
+
+events = Table(
+    "hookinbox_events",
+    metadata,
+    Column("id", RowId, primary_key=True, autoincrement=True),
+    Column("source", String(64), nullable=False),
+    Column("event_id", String(255), nullable=False),
+    Column("event_type", String(255)),
+    Column("occurred_at", UTCDateTime),
+    Column("received_at", UTCDateTime, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Column("headers", Text, nullable=False),  # JSON object of the headers kept for audit
+    Column("body_sha256", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("outcome", String(32)),  # why it ended as it did: handled, business_duplicate, ...
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("lease_token", String(32)),  # set while a worker holds the event (status processing)
+    Column("lease_expires_at", UTCDateTime),
+    Column("deferred_since", UTCDateTime),  # first NotReady; the deadline counts from here
+    Column("deferrals", Integer, nullable=False),  # NotReady count: spaces the deferred retries
+    Column("last_error", Text),
+    Column("delivery_count", Integer, nullable=False),
+    Column("key_conflicts", Integer, nullable=False),
+    Column("last_delivery_at", UTCDateTime, nullable=False),
+    Column("processed_at", UTCDateTime),
+    UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
+)
+
+# Partial indexes stay small however many processed rows pile up: a worker's look-up for due
+# events reads only the waiting ones, even at tens of millions of rows.
+_waiting = events.c.status.in_([s.value for s in WAITING_STATUSES])
+_leased = events.c.status == Status.PROCESSING.value
+Index(
+    "ix_hookinbox_events_due",
+    events.c.next_attempt_at,
+    postgresql_where=_waiting,
+    sqlite_where=_waiting,
+)
+Index(
+    "ix_hookinbox_events_leased",
+    events.c.lease_expires_at,
+    postgresql_where=_leased,
+    sqlite_where=_leased,
+)
+Index("ix_hookinbox_events_received_at", events.c.received_at)
+# Every status that is not done (pending, deferred, processing, failed, stale): what operators
+# count, list and alert on stays a small index even when the done rows number millions.
+_open = events.c.status.not_in([s.value for s in DONE_STATUSES])
+Index(
+    "ix_hookinbox_events_open",
+    events.c.status,
+    events.c.received_at,
+    postgresql_where=_open,
+    sqlite_where=_open,
+)
+
+# One row per delivery, new or duplicate: the duplicate ratio over any window (the early
+# warning of a slow endpoint, seed 003) and each event's delivery history. Pruned with events.
+deliveries = Table(
+    "hookinbox_deliveries",
+    metadata,
+    Column("id", RowId, primary_key=True, autoincrement=True),
+    Column("source", String(64), nullable=False),
+    Column("event_id", String(255), nullable=False),
+    Column("received_at", UTCDateTime, nullable=False),
+    Column("duplicate", Boolean, nullable=False),
+    Column("key_conflict", Boolean, nullable=False),
+)
+Index("ix_hookinbox_deliveries_received_at", deliveries.c.received_at)
+Index("ix_hookinbox_deliveries_event", deliveries.c.source, deliveries.c.event_id)
+
+# Scheduled jobs (the daily pruner): the last run, claimed with a compare-and-set so that one
+# process of many runs each scheduled slot.
+jobs = Table(
+    "hookinbox_jobs",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("last_run_at", UTCDateTime, nullable=False),
+    Column("last_result", Text),
+)
+
+# The ordering guard's high-water marks: the newest position applied per object key.
+ordering = Table(
+    "hookinbox_ordering",
+    metadata,
+    Column("object_key", String(255), primary_key=True),
+    Column("position", BigInteger, nullable=False),
+    Column("source", String(64), nullable=False),
+    Column("event_id", String(255), nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# The transactional outbox: side effects written in the handler's transaction, delivered later
+# by the relay, at least once, with the key as the receiver's idempotency key.
+outbox = Table(
+    "hookinbox_outbox",
+    metadata,
+    Column("id", RowId, primary_key=True, autoincrement=True),
+    Column("destination", String(64), nullable=False),
+    Column("message_key", String(255), nullable=False),
+    Column("ordering_key", String(255)),
+    Column("payload", Text, nullable=False),  # JSON
+    Column("source", String(64)),
+    Column("event_id", String(255)),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("lease_token", String(32)),
+    Column("lease_expires_at", UTCDateTime),
+    Column("last_error", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("delivered_at", UTCDateTime),
+    UniqueConstraint("destination", "message_key", name="uq_hookinbox_outbox_destination_key"),
+)
+_message_due = outbox.c.status == MessageStatus.PENDING.value
+_message_leased = outbox.c.status == MessageStatus.DELIVERING.value
+_message_open = outbox.c.status.in_([MessageStatus.PENDING.value, MessageStatus.DELIVERING.value])
+Index(
+    "ix_hookinbox_outbox_due",
+    outbox.c.next_attempt_at,
+    postgresql_where=_message_due,
+    sqlite_where=_message_due,
+)
+Index(
+    "ix_hookinbox_outbox_leased",
+    outbox.c.lease_expires_at,
+    postgresql_where=_message_leased,
+    sqlite_where=_message_leased,
+)
+# "Is an earlier message with my ordering key still unsent?" stays an index probe.
+Index(
+    "ix_hookinbox_outbox_ordering",
+    outbox.c.ordering_key,
+    outbox.c.id,
+    postgresql_where=_message_open,
+    sqlite_where=_message_open,
+)
+Index("ix_hookinbox_outbox_created_at", outbox.c.created_at)
+_message_not_delivered = outbox.c.status != MessageStatus.DELIVERED.value
+Index(
+    "ix_hookinbox_outbox_open",
+    outbox.c.status,
+    postgresql_where=_message_not_delivered,
+    sqlite_where=_message_not_delivered,
+)

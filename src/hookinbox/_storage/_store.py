@@ -1,0 +1,154 @@
+"""`Store`: the narrow door to the database that every other layer goes through."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine
+from sqlalchemy.engine import URL
+
+from hookinbox._errors import StoreUnavailable
+from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
+from hookinbox._storage import _migrations
+from hookinbox._storage._deliveries import record_delivery
+from hookinbox._storage._engine import READ_ONLY, StoreOptions, build_engine
+from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._schema import events
+
+
+class Store:
+    """A database holding hookinbox's tables, reached through a pooled engine.
+
+    Every method translates "database unavailable" into `StoreUnavailable`. The schema is
+    created or upgraded on first use unless `auto_migrate=False`.
+    """
+
+    def __init__(
+        self,
+        url: str | URL,
+        options: StoreOptions | None = None,
+        *,
+        auto_migrate: bool = True,
+        after_migrate: Sequence[_migrations.AfterMigrate] = (),
+        engine: Engine | None = None,
+    ) -> None:
+        """`engine`: one built by a framework adapter (hookinbox.django); `url` names it."""
+        self.options = options or StoreOptions()
+        self.after_migrate = tuple(after_migrate)
+        self.engine: Engine = engine if engine is not None else build_engine(url, self.options)
+        self.auto_migrate = auto_migrate
+        self._schema_ready = False
+        self._schema_lock = threading.Lock()
+        # SQLite admits one writer. Left to SQLite alone, the threads of one process that wait
+        # for it poll with growing sleeps (SQLite's busy handler), and the holder may wait for
+        # the GIL while it holds the lock: throughput falls and p99 climbs to seconds. A
+        # process-wide lock queues this process's writers instead, handing over at once; the
+        # busy handler still arbitrates between processes. Re-entrant, so a handler that opens
+        # a second transaction fails on SQLite's timeout as before instead of hanging here.
+        self._writer = threading.RLock() if self.dialect == "sqlite" else None
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @property
+    def url(self) -> URL:
+        return self.engine.url
+
+    def migrate(self) -> tuple[int, int]:
+        """Create or upgrade the schema; returns (version before, version after)."""
+        result = _migrations.migrate(self.engine, self.after_migrate)
+        self._schema_ready = True
+        return result
+
+    def ensure_schema(self) -> None:
+        """Once per process: migrate (or, with auto_migrate off, check the version)."""
+        if self._schema_ready:
+            return
+        with self._schema_lock:
+            if self._schema_ready:
+                return
+            if self.auto_migrate:
+                self.migrate()
+            else:
+                _migrations.check_version(self.engine)
+                self._schema_ready = True
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """One transaction: committed on success, rolled back on any exception."""
+        self.ensure_schema()
+        if self._writer is None:
+            with self._begin() as connection:
+                yield connection
+            return
+        if not self._writer.acquire(timeout=self.options.busy_timeout):
+            raise StoreUnavailable("database unavailable: the SQLite write lock is busy")
+        try:
+            with self._begin() as connection:
+                yield connection
+        finally:
+            self._writer.release()
+
+    @contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        """Begin and end the database transaction (the Django store lets `atomic()` do it)."""
+        with translate_errors(), self.engine.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A read-only transaction: on SQLite a deferred BEGIN that does not take the write lock."""
+        self.ensure_schema()
+        with translate_errors(), self.engine.connect() as connection:
+            connection.execution_options(**{READ_ONLY: True})
+            with connection.begin():
+                yield connection
+
+    def ping(self) -> None:
+        """Raise `StoreUnavailable` unless the database answers."""
+        with translate_errors(), self.engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+
+    def record_delivery(self, delivery: NewDelivery) -> RecordedDelivery:
+        """Store a delivery durably in its own transaction (committed on return)."""
+        with self.transaction() as connection:
+            return record_delivery(connection, delivery)
+
+    def get_event(self, source: str, event_id: str) -> Event | None:
+        query = sa.select(events).where(events.c.source == source, events.c.event_id == event_id)
+        with self.reading() as connection:
+            row = connection.execute(query).mappings().first()
+        return event_from_row(row) if row else None
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def event_from_row(row: sa.RowMapping | dict[str, Any]) -> Event:
+    return Event(
+        row_id=row["id"],
+        source=row["source"],
+        id=row["event_id"],
+        type=row["event_type"],
+        occurred_at=row["occurred_at"],
+        received_at=row["received_at"],
+        body=bytes(row["body"]),
+        headers=json.loads(row["headers"]),
+        status=Status(row["status"]),
+        attempts=row["attempts"],
+        delivery_count=row["delivery_count"],
+        last_error=row["last_error"],
+        outcome=row["outcome"],
+        deferrals=row["deferrals"],
+        deferred_since=row["deferred_since"],
+        next_attempt_at=row["next_attempt_at"],
+        processed_at=row["processed_at"],
+        key_conflicts=row["key_conflicts"],
+        last_delivery_at=row["last_delivery_at"],
+    )

@@ -1,0 +1,95 @@
+"""GitLab, in its two forms.
+
+`GitLab`: the classic secret token. GitLab sends the configured token as it stands in
+`X-Gitlab-Token`; it is compared in constant time (as SHA-256 digests, so neither its content
+nor its length leaks). The token is a shared password, not a signature: anyone who sees one
+delivery can forge others, and nothing binds it to the body.
+
+`GitLabSigned`: GitLab's signed webhooks, which follow Standard Webhooks (`webhook-id`,
+`webhook-timestamp`, `webhook-signature`); the verification is `StandardWebhooks`' own.
+
+Keys. Token mode: `Idempotency-Key` (GitLab keeps it across retries of one delivery), falling
+back to `X-Gitlab-Event-UUID` for GitLab versions that send no `Idempotency-Key`; never
+`X-Gitlab-Webhook-UUID`, which the provider facts list as not stable. Signed mode: `webhook-id`,
+which is part of the signed bytes. The type is `X-Gitlab-Event` (`Push Hook`) in both modes;
+GitLab's bodies carry no common event time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+from datetime import timedelta
+
+from hookinbox._errors import BadSignature
+from hookinbox.sources._base import (
+    Headers,
+    Identity,
+    Source,
+    event_key,
+    matches_any,
+    optional_text,
+    parse_json_object,
+    require_header,
+    utf8_keys,
+)
+from hookinbox.sources._standard_webhooks import StandardWebhooks
+
+# GitLab does not retry on its own; a delivery is resent by hand from the hook's recent events,
+# which GitLab keeps for a few days (not confirmed how many): a week covers it.
+GITLAB_REDELIVERY = timedelta(days=7)
+GITLAB_HEADERS = (
+    "idempotency-key",
+    "x-gitlab-event",
+    "x-gitlab-event-uuid",
+    "x-gitlab-webhook-uuid",
+    "x-gitlab-instance",
+)
+
+
+def _gitlab_type(headers: Headers) -> str | None:
+    return optional_text(headers.get("x-gitlab-event"))
+
+
+class GitLab(Source):
+    """The secret token form: `X-Gitlab-Token`. Never stored with the event."""
+
+    default_name = "gitlab"
+    redelivery_window = GITLAB_REDELIVERY
+    stored_headers = GITLAB_HEADERS
+
+    def __init__(self, *, token: str | Sequence[str], name: str | None = None) -> None:
+        super().__init__(name=name)
+        self._digests = [hashlib.sha256(key).digest() for key in utf8_keys(token)]
+
+    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
+        given = require_header(headers, "x-gitlab-token")
+        try:
+            digest = hashlib.sha256(given.encode()).digest()
+        except UnicodeEncodeError as exc:
+            raise BadSignature("X-Gitlab-Token is not valid text") from exc
+        if not matches_any(digest, self._digests):
+            raise BadSignature("X-Gitlab-Token does not match a configured token")
+
+    def identify(self, headers: Headers, body: bytes) -> Identity:
+        payload = parse_json_object(body)
+        raw_key = headers.get("idempotency-key") or headers.get("x-gitlab-event-uuid")
+        return Identity(
+            event_id=event_key(raw_key, "Idempotency-Key or X-Gitlab-Event-UUID header"),
+            event_type=_gitlab_type(headers),
+            occurred_at=None,
+            payload=payload,
+        )
+
+
+class GitLabSigned(StandardWebhooks):
+    """The signed form: Standard Webhooks headers, keyed by the signed `webhook-id`."""
+
+    default_name = "gitlab"
+    redelivery_window = GITLAB_REDELIVERY
+    stored_headers = (*StandardWebhooks.stored_headers, *GITLAB_HEADERS)
+
+    def identify(self, headers: Headers, body: bytes) -> Identity:
+        identity = super().identify(headers, body)
+        return dataclasses.replace(identity, event_type=_gitlab_type(headers), occurred_at=None)
