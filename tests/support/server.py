@@ -32,9 +32,12 @@ def free_port() -> int:
     worker's server may take the same port between our check and its bind, and where every
     outgoing connection takes its local port. Each worker (gw0, gw1, ...) owns a range below
     the ephemeral range (32768 up on Linux), and walks it in turn, skipping ports in use.
+    Test runs of several checkouts at once set $HOOKINBOX_TEST_PORT_SLOT (0-3) apart: each
+    slot's two workers take two ranges of their own.
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-    index = int(worker) if worker.isdigit() else 0
+    slot = os.environ.get("HOOKINBOX_TEST_PORT_SLOT", "0")
+    index = (int(worker) if worker.isdigit() else 0) + 2 * (int(slot) if slot.isdigit() else 0)
     base = PORT_BASE + (index % 8) * PORTS_PER_RANGE
     for _ in range(PORTS_PER_RANGE):
         port = base + next(_next_port) % PORTS_PER_RANGE
