@@ -34,7 +34,10 @@ def page_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=_page_id)
 def test_every_python_block_runs(
-    page: Path, page_directory: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    page: Path,
+    page_directory: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     text = page.read_text()
     prefixes = set(REDIS_PREFIX.findall(text))
