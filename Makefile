@@ -22,6 +22,7 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)

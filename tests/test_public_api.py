@@ -1,31 +1,174 @@
-"""The public surface is small and explicit: what `__all__` lists is what users import."""
+"""The public surface is drawn: these modules and names, each documented in docs/api.md.
+
+A change to a list below is a change to the public API: it goes with a docs change and, when
+it removes or renames something, a deprecation (docs/api.md#deprecations).
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
 import hookinbox
-import hookinbox.claims
-import hookinbox.django
-import hookinbox.fastapi
-import hookinbox.flask
-import hookinbox.sources
+
+ROOT = Path(__file__).resolve().parents[1]
+API_PAGE = ROOT / "docs" / "api.md"
+
+PUBLIC: dict[str, list[str]] = {
+    "hookinbox": [
+        "AckDeadlinePassed",
+        "BadSignature",
+        "BaseInbox",
+        "BodyTooLarge",
+        "ConfigurationError",
+        "DeliveryIgnored",
+        "Event",
+        "GroupCommit",
+        "HandlerContext",
+        "HookinboxError",
+        "Inbox",
+        "Message",
+        "MissingHeader",
+        "NotReady",
+        "Outcome",
+        "PayloadError",
+        "ReceiverSettings",
+        "Reply",
+        "RetryPolicy",
+        "Settings",
+        "Status",
+        "Store",
+        "StoreOptions",
+        "StoreUnavailable",
+        "TimestampOutOfTolerance",
+        "UnknownSource",
+        "VerificationError",
+        "VerificationUnavailable",
+        "Worker",
+        "WorkerOptions",
+    ],
+    "hookinbox.sources": [
+        "GitHub",
+        "GitLab",
+        "GitLabSigned",
+        "HMACSource",
+        "Headers",
+        "Identity",
+        "LemonSqueezy",
+        "Mollie",
+        "MollieAPI",
+        "MollieClassic",
+        "Paddle",
+        "PayPal",
+        "PayPalAPI",
+        "Shopify",
+        "Slack",
+        "Source",
+        "Square",
+        "StandardWebhooks",
+        "Stripe",
+        "Twilio",
+    ],
+    "hookinbox.outbox": [
+        "CallableDestination",
+        "DeliveryError",
+        "Destination",
+        "HTTPDestination",
+        "Undeliverable",
+    ],
+    "hookinbox.http": ["receive_asgi", "receive_stream"],
+    "hookinbox.claims": [
+        "AlreadyDone",
+        "AsyncRedisClaims",
+        "Claim",
+        "ClaimContext",
+        "ClaimInbox",
+        "ClaimState",
+        "ClaimStoreUnavailable",
+        "ClaimTaken",
+        "InProgress",
+        "RedisClaims",
+    ],
+    "hookinbox.fastapi": ["receive", "respond", "router"],
+    "hookinbox.flask": ["blueprint", "receive", "respond"],
+    "hookinbox.django": ["DjangoInbox", "DjangoStore", "TransactionBroken", "webhook_view"],
+    "hookinbox.dashboard": ["dashboard_app"],
+    "hookinbox.simulate": [
+        "Latency",
+        "Plan",
+        "PlannedDelivery",
+        "SimulationConfig",
+        "SimulationReport",
+        "TargetUnreachable",
+        "Verification",
+        "build_plan",
+        "run_simulation",
+        "simulate",
+        "verify",
+        "wait_until_drained",
+    ],
+    "hookinbox.cli": ["main"],
+}
+
+CONVENTIONAL = re.compile(
+    r"^hookinbox\.(__main__|examples(\..*)?|django\.(apps|checks|urls|views|migrations(\..*)?"
+    r"|management(\..*)?))$"
+)
+"""Modules whose names other tools fix (Django's apps, urls, views, checks, migrations and
+management commands; `python -m hookinbox`), and the examples, which are code to copy."""
 
 
-def test_exports_are_sorted_and_importable() -> None:
-    adapters = (hookinbox.fastapi, hookinbox.flask, hookinbox.django)
-    for module in (hookinbox, hookinbox.sources, hookinbox.claims, *adapters):
-        assert module.__all__ == sorted(module.__all__)
-        for name in module.__all__:
-            assert getattr(module, name) is not None
+def _import(name: str) -> object:
+    return importlib.import_module(name)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_each_public_module_exports_exactly_its_names(name: str) -> None:
+    module = _import(name)
+    exported = getattr(module, "__all__", None)
+    assert exported == PUBLIC[name], f"{name}.__all__ changed: update PUBLIC and docs/api.md"
+    for attribute in exported:
+        assert getattr(module, attribute) is not None
+
+
+def test_every_other_module_is_private() -> None:
+    """A module is public (listed above), conventional, or has an underscore in its path."""
+    found = [hookinbox.__name__]
+    for info in pkgutil.walk_packages(hookinbox.__path__, "hookinbox."):
+        found.append(info.name)
+    stray = [
+        name
+        for name in found
+        if name not in PUBLIC
+        and not CONVENTIONAL.match(name)
+        and not any(part.startswith("_") for part in name.split(".")[1:])
+    ]
+    assert stray == [], "public-looking modules that docs/api.md does not list"
+
+
+def test_docs_api_lists_every_public_name_and_no_other() -> None:
+    """docs/api.md has a section per public module, naming each export once, in backticks."""
+    text = API_PAGE.read_text()
+    sections = dict(re.findall(r"^## `([\w.]+)`\n(.*?)(?=^## |\Z)", text, re.MULTILINE | re.DOTALL))
+    assert sorted(sections) == sorted(PUBLIC)
+    for module, names in PUBLIC.items():
+        listed = re.findall(r"^\| `(\w+)`", sections[module], re.MULTILINE)
+        assert sorted(listed) == sorted(names), f"docs/api.md, section {module}"
 
 
 def test_the_documented_entry_points_exist() -> None:
     from hookinbox import Inbox, NotReady
     from hookinbox.sources import GitHub, HMACSource, Shopify, StandardWebhooks, Stripe
 
-    inbox = Inbox("sqlite:///never-opened.db")
+    inbox = Inbox(
+        "sqlite:///never-opened.db",
+        sources=[Stripe(secret="whsec_x"), Shopify(secret="x")],
+    )
     for source in (
-        Stripe(secret="whsec_x"),
-        Shopify(secret="x"),
         GitHub(secret="x"),
         StandardWebhooks(secret="whsec_eHh4eA=="),
         HMACSource(name="acme", secret="x", signature_header="X-Acme-Signature"),

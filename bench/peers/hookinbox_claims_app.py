@@ -10,8 +10,8 @@ import os
 from datetime import timedelta
 
 from bench._common import SECRET
-from hookinbox import Event, Inbox
-from hookinbox.claims import ClaimContext, RedisClaims
+from hookinbox import Event
+from hookinbox.claims import ClaimContext, ClaimInbox, RedisClaims
 from hookinbox.sources import Stripe
 
 claims = RedisClaims.from_url(
@@ -19,8 +19,8 @@ claims = RedisClaims.from_url(
     prefix=os.environ.get("BENCH_CLAIMS_PREFIX", "bench-claims"),
     retention=timedelta(days=30),  # Stripe's redelivery window
 )
-inbox = Inbox(claims=claims)
-inbox.add_source(Stripe(secret=SECRET), inline=True)
+inbox = ClaimInbox(claims)
+inbox.add_source(Stripe(secret=SECRET))
 
 
 @inbox.handler("stripe", "checkout.session.completed")

@@ -20,17 +20,23 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
-from hookinbox._inbox import Inbox
+from hookinbox._inbox import BaseInbox, Inbox
 from hookinbox._model import Event, Message, Status
-from hookinbox._processing import HandlerContext, RetryPolicy, WorkerOptions
+from hookinbox._processing._context import HandlerContext
+from hookinbox._processing._policy import RetryPolicy
+from hookinbox._processing._worker import Worker, WorkerOptions
 from hookinbox._receiver import Outcome, Reply
-from hookinbox._storage import GroupCommit, StoreOptions
+from hookinbox._settings import ReceiverSettings, Settings
+from hookinbox._storage._engine import StoreOptions
+from hookinbox._storage._group_commit import GroupCommit
+from hookinbox._storage._store import Store
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AckDeadlinePassed",
     "BadSignature",
+    "BaseInbox",
     "BodyTooLarge",
     "ConfigurationError",
     "DeliveryIgnored",
@@ -44,14 +50,18 @@ __all__ = [
     "NotReady",
     "Outcome",
     "PayloadError",
+    "ReceiverSettings",
     "Reply",
     "RetryPolicy",
+    "Settings",
     "Status",
+    "Store",
     "StoreOptions",
     "StoreUnavailable",
     "TimestampOutOfTolerance",
     "UnknownSource",
     "VerificationError",
     "VerificationUnavailable",
+    "Worker",
     "WorkerOptions",
 ]

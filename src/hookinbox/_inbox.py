@@ -1,82 +1,193 @@
-"""`Inbox`: the one object users configure; it wires sources, storage, HTTP and handlers."""
+"""`Inbox`: the object users configure. It holds three things, each in its own module:
+
+- its settings (`_settings.Settings`), checked once, by the constructor;
+- its registry (`_registry.Registry`): sources, handlers, destinations, migration hooks;
+- its runtime (`_runtime.Runtime`): the store, receiver, processor, relay and workers, built
+  on first use.
+
+`BaseInbox` is what every inbox shares (sources, handlers, answering deliveries); the SQL
+`Inbox` adds storage, the worker and the outbox; `hookinbox.claims.ClaimInbox`, its sibling,
+claims events in Redis and keeps no database.
+"""
 
 from __future__ import annotations
 
-import os
-import threading
 import time
+import warnings
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import replace
+from datetime import timedelta
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from sqlalchemy import Connection
-from starlette.types import ASGIApp
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._operations import (
-    DEFAULT_RETENTION,
-    DailyJob,
-    PruneResult,
-    check_retention,
-    parse_daily_time,
-)
-from hookinbox._operations import prune as prune_events
-from hookinbox._processing import (
-    ANY_TYPE,
-    BusinessKey,
-    Handler,
-    HandlerRegistry,
-    Processor,
-    RetryPolicy,
-    Worker,
-    WorkerOptions,
-    WorkQueue,
-    is_async_function,
-)
-from hookinbox._processing._queues import EventQueue
-from hookinbox._receiver import (
+from hookinbox._operations._prune import DEFAULT_RETENTION, PruneResult, check_retention
+from hookinbox._processing._business import BusinessKey
+from hookinbox._processing._handlers import ANY_TYPE, Handler, is_async_function
+from hookinbox._processing._policy import RetryPolicy
+from hookinbox._processing._worker import Worker, WorkerOptions
+from hookinbox._receiver import BaseReceiver, Reply
+from hookinbox._registry import Registry, check_handler_source
+from hookinbox._runtime import Runtime, StoreFactory, open_store
+from hookinbox._settings import (
     DEFAULT_ACK_DEADLINE,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_RETRY_AFTER,
-    BaseReceiver,
-    Receiver,
-    Reply,
+    Settings,
+    current_overrides,
+    resolve_database_url,
+    resolve_group_commit,
+    resolve_prune_at,
+    resolve_receiver,
 )
-from hookinbox._storage import GroupCommit, GroupCommitter, Store, StoreOptions, parse_url
-from hookinbox._storage._notify import CHANNEL as EVENTS_CHANNEL
-from hookinbox._storage._notify import OUTBOX_CHANNEL
-from hookinbox.http import create_app
-from hookinbox.outbox import CallableDestination, Destination, MessageQueue, Relay
+from hookinbox._storage._engine import StoreOptions, parse_url
+from hookinbox._storage._group_commit import GroupCommit
+from hookinbox._storage._store import Store
+from hookinbox.outbox._destinations import CallableDestination, Destination
 from hookinbox.sources import Source
 
 if TYPE_CHECKING:
-    from hookinbox.claims import RedisClaims
+    from starlette.types import ASGIApp
 
-DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
-DEFAULT_DATABASE_URL = "sqlite:///hookinbox.db"
+    from hookinbox.claims import RedisClaims
 
 F = TypeVar("F", bound=Callable[..., Any])
 G = TypeVar("G", bound=Callable[[Connection], None])
 D = TypeVar("D", bound=Callable[..., Any])
+S = TypeVar("S", bound=Source)
 
 
-class Inbox:
+class BaseInbox(ABC):
+    """What every inbox does: keep sources and handlers, and answer deliveries.
+
+    The HTTP adapters (`hookinbox.http`, FastAPI, Flask, Django) take any `BaseInbox`.
+    """
+
+    _registry: Registry
+
+    SETTINGS: ClassVar[frozenset[str]] = frozenset({
+        "database_url", "store_options", "max_body_size", "body_timeout", "retry_after",
+        "ack_deadline", "retry", "outbox_retry", "retention", "allow_short_retention",
+        "prune_at", "auto_migrate", "group_commit", "clock", "in_progress_status",
+    })  # fmt: skip
+    """Arguments of the constructor: assigning one to a built inbox would change nothing."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.SETTINGS:
+            raise ConfigurationError(
+                f"inbox.{name} cannot be set on a built inbox: pass {name}= to its constructor"
+            )
+        super().__setattr__(name, value)
+
+    @property
+    def sources(self) -> Mapping[str, Source]:
+        """The sources added, by name (read-only)."""
+        return MappingProxyType(self._registry.sources)
+
+    @abstractmethod
+    def _receiver(self) -> BaseReceiver:
+        """The receiver deliveries go through; building it starts the inbox."""
+
+    @property
+    @abstractmethod
+    def started(self) -> bool:
+        """True once the inbox has answered, processed or migrated: its sources are fixed."""
+
+    def _register_handler(
+        self, source: str, event_type: str, function: Any, **handler: Any
+    ) -> None:
+        self._registry.add_handler(
+            Handler(
+                source=source,
+                event_type=event_type,
+                function=function,
+                is_async=is_async_function(function),
+                **handler,
+            ),
+            started=self.started,
+        )
+
+    def _check_not_started(self) -> None:
+        if self.started:
+            raise ConfigurationError("configure the inbox before it is first used")
+
+    def check(self) -> None:
+        """Raise `ConfigurationError` if a handler's source was never added.
+
+        Runs by itself when the inbox starts (its first delivery, `migrate`, `serve`,
+        `worker`, `process_due`); call it in your own start-up or tests to fail earlier.
+        """
+        self._registry.check()
+
+    def receive(
+        self,
+        source: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        body: bytes,
+    ) -> Reply:
+        """Framework-neutral ingest: verify, store, and say what to answer.
+
+        Pass the raw body bytes exactly as received. Answer with `reply.status_code`,
+        `reply.content` (JSON) and `reply.headers`. To read a body from a stream with the
+        size cap, use `hookinbox.http.receive_stream` instead.
+        """
+        return self._receiver().receive(source, headers, body)
+
+    def asgi(self, *, path: str = "/webhooks") -> ASGIApp:
+        """An ASGI app: `POST {path}/{source}`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
+
+        The inbox starts on the app's first request, so handlers may still be registered
+        after this call.
+        """
+        from hookinbox.http._app import create_app
+
+        return create_app(self._receiver, path=path)
+
+    @abstractmethod
+    def close(self) -> None:
+        """Finish what is in flight and release connections."""
+
+
+class Inbox(BaseInbox):
     """Verified, deduplicated, durable webhook ingest, and exactly-once processing.
 
     `database_url` defaults to `$HOOKINBOX_DATABASE_URL`, then to `sqlite:///hookinbox.db`.
     Nothing connects until the inbox is first used, so an `Inbox` can be built at import time
-    in every server process.
+    in every server process. Every argument is checked here: a wrong one raises
+    `ConfigurationError` at once. `inbox.settings` holds the result.
 
-    `claims=RedisClaims(...)` instead keeps no SQL database: each delivery is claimed in Redis
-    and its handlers run inline (docs/redis-claims.md). `in_progress_status` (409, or 200)
-    answers a copy that arrives while another copy's handlers run.
+    `sources`, if given, are added at once (as `add_source` would).
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        claims = kwargs.get("claims")
+        if claims is None:
+            return super().__new__(cls)
+        # Deprecated in 0.2: Redis claim mode is a class of its own now.
+        warnings.warn(
+            "Inbox(claims=...) is deprecated: use hookinbox.claims.ClaimInbox(claims, ...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if args or kwargs.get("database_url") is not None:
+            raise ConfigurationError("an inbox keeps claims in Redis or in a database, not both")
+        from hookinbox.claims import ClaimInbox
+
+        shared = ClaimInbox.ARGUMENTS
+        refused = sorted(name for name in kwargs if name not in shared and name != "database_url")
+        if refused:
+            raise ConfigurationError(f"an inbox with Redis claims takes no {', '.join(refused)}")
+        return ClaimInbox(**{k: v for k, v in kwargs.items() if k in shared})
 
     def __init__(
         self,
         database_url: str | None = None,
         *,
+        sources: Iterable[Source] = (),
         store_options: StoreOptions | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
@@ -93,75 +204,54 @@ class Inbox:
         claims: RedisClaims | None = None,
         in_progress_status: int | None = None,
     ) -> None:
-        if claims is not None and database_url is not None:
-            raise ConfigurationError("an inbox keeps claims in Redis or in a database, not both")
-        if claims is None and in_progress_status is not None:
+        if in_progress_status is not None:
             raise ConfigurationError("in_progress_status applies to an inbox with Redis claims")
-        if claims is not None:
-            from hookinbox.claims._receiver import check_in_progress_status
+        self.settings = Settings(
+            database_url=self._database_url(database_url),
+            receiver=resolve_receiver(
+                max_body_size=max_body_size,
+                body_timeout=body_timeout,
+                retry_after=retry_after,
+                ack_deadline=ack_deadline,
+                clock=clock,
+            ),
+            store_options=store_options or StoreOptions(),
+            retry=retry or RetryPolicy(),
+            outbox_retry=outbox_retry or RetryPolicy(),
+            retention=retention,
+            allow_short_retention=allow_short_retention,
+            prune_at=resolve_prune_at(prune_at),
+            auto_migrate=auto_migrate,
+            group_commit=resolve_group_commit(group_commit),
+        )
+        self._registry = Registry()
+        self._runtime = Runtime(self.settings, self._registry, self._store_factory())
+        for source in sources:
+            self.add_source(source)
 
-            check_in_progress_status(in_progress_status)  # refused now, not at the first delivery
-        self.claims = claims
-        self.in_progress_status = in_progress_status
-        self.database_url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
-        self.store_options = store_options or StoreOptions()
-        self.max_body_size = max_body_size
-        self.body_timeout = _check_body_timeout(body_timeout)
-        self.retry_after = retry_after
-        self.ack_deadline = _check_ack_deadline(ack_deadline)
-        self.auto_migrate = auto_migrate
-        # Concurrent deliveries share one transaction and one commit (docs/ingest.md).
-        self.group_commit = _group_commit(group_commit)
-        self.clock = clock
-        self.retry = retry or RetryPolicy()
-        self.outbox_retry = outbox_retry or RetryPolicy()
-        self.retention = retention
-        self.allow_short_retention = allow_short_retention
-        self.prune_at = parse_daily_time(prune_at) if prune_at else None
-        self.sources: dict[str, Source] = {}
-        self.source_retry: dict[str, RetryPolicy] = {}
-        self.inline_sources: set[str] = set()
-        self.handlers = HandlerRegistry()
-        self._store: Store | None = None
-        self._receiver: BaseReceiver | None = None
-        self._processor: Processor | None = None
-        self._relay: Relay | None = None
-        self._relay_wake = threading.Event()
-        self.destinations: dict[str, Destination] = {}
-        self._after_migrate: list[Callable[[Connection], None]] = []
-        self._wake = threading.Event()  # set on each new event: an in-process worker starts at once
-        self._lock = threading.RLock()
+    def _database_url(self, argument: str | None) -> str:
+        url = resolve_database_url(argument)
+        parse_url(url)  # a malformed or unsupported URL fails here, not at first use
+        return url
+
+    def _store_factory(self) -> StoreFactory:
+        return open_store
 
     # -- configuration -------------------------------------------------------------------
 
-    def add_source(
-        self, source: Source, *, inline: bool = False, retry: RetryPolicy | None = None
-    ) -> Source:
+    def add_source(self, source: S, *, inline: bool = False, retry: RetryPolicy | None = None) -> S:
         """Receive deliveries for `source` at `POST /webhooks/{source.name}`.
 
         `inline=True` runs the handlers inside the request, in the insert's transaction: the
         provider gets 200 only once they committed, and 503 (nothing kept) if they raised.
         `retry` overrides the inbox's retry policy for this source's events.
         """
-        if source.name in self.sources:
-            raise ConfigurationError(f"a source named {source.name!r} is already added")
         self._check_not_started()
-        retention = self.retention
-        if self.claims is not None:
-            if not inline:
-                raise ConfigurationError(
-                    "an inbox with Redis claims has no queue: add sources with inline=True"
-                )
-            from hookinbox.claims._protocol import check_source
-
-            check_source(source.name)  # now, not at the first delivery
-            retention = self.claims.retention
-        check_retention(retention, [source], force=self.allow_short_retention)
-        self.sources[source.name] = source
-        if inline:
-            self.inline_sources.add(source.name)
-        if retry is not None:
-            self.source_retry[source.name] = retry
+        if isinstance(source, Source):
+            check_retention(
+                self.settings.retention, [source], force=self.settings.allow_short_retention
+            )
+        self._registry.add_source(source, inline=inline, retry=retry)
         return source
 
     def handler(
@@ -179,27 +269,24 @@ class Inbox:
         one transaction. `max_attempts` and `retry` override the source's policy.
         `business_key` names unique constraints (`"orders.payment_id"`) whose violation means
         the effect already exists: the event is then processed as `business_duplicate`.
+
+        Mistakes are refused here, or when the inbox starts: a function that cannot take
+        `(event, ctx)`, one registered twice for the same events, a source never added.
         """
+        check_handler_source(source, event_type)
         keys = (business_key,) if isinstance(business_key, str) else business_key
-        if self.claims is not None and (keys or max_attempts is not None or retry is not None):
-            raise ConfigurationError(
-                "with Redis claims, handlers take no business_key, max_attempts or retry: "
-                "they run inline, and the provider's redelivery is the retry"
-            )
         policy = retry or RetryPolicy()
         if max_attempts is not None:
             policy = RetryPolicy(max_attempts=max_attempts).over(policy)
+        business_keys = tuple(BusinessKey.parse(key) for key in keys)
 
         def register(function: F) -> F:
-            self.handlers.add(
-                Handler(
-                    source=source,
-                    event_type=event_type,
-                    function=function,
-                    is_async=is_async_function(function),
-                    retry=policy if policy != RetryPolicy() else None,
-                    business_keys=tuple(BusinessKey.parse(k) for k in keys),
-                )
+            self._register_handler(
+                source,
+                event_type,
+                function,
+                retry=policy if policy != RetryPolicy() else None,
+                business_keys=business_keys,
             )
             return function
 
@@ -207,11 +294,8 @@ class Inbox:
 
     def add_destination(self, destination: Destination) -> Destination:
         """Deliver outbox messages sent to `destination.name` (e.g. an `HTTPDestination`)."""
-        if destination.name in self.destinations:
-            raise ConfigurationError(f"a destination named {destination.name!r} is already added")
         self._check_not_started()
-        self._check_sql("the outbox")
-        self.destinations[destination.name] = destination
+        self._registry.add_destination(destination)
         return destination
 
     def destination(
@@ -226,6 +310,8 @@ class Inbox:
             policy = RetryPolicy(max_attempts=max_attempts).over(policy)
 
         def register(function: D) -> D:
+            if not callable(function):
+                raise ConfigurationError(f"a destination must be a function, not {function!r}")
             self.add_destination(CallableDestination(name, function, policy))
             return function
 
@@ -237,137 +323,74 @@ class Inbox:
         For applications that keep their own tables beside the inbox and create them with
         `metadata.create_all(connection)`; applications with their own migrations do not need it.
         """
-        self._check_not_started()
-        self._check_sql("migrations")
-        self._after_migrate.append(function)
+        if self._runtime.store_opened:
+            raise ConfigurationError("configure the inbox before it is first used")
+        self._registry.add_after_migrate(function)
         return function
 
+    # -- deprecated setters (0.1): settings are arguments of the constructor now -----------
+
     def use_database(self, database_url: str) -> None:
-        """Point the inbox at another database (the CLI's --database-url) before first use."""
-        if database_url == self.database_url:
-            return
-        self._check_sql("--database-url")
-        self._check_not_started()
-        self.database_url = database_url
+        """Deprecated: pass the URL to `Inbox(...)`, or `--database-url` to the CLI."""
+        self._deprecated_setter("use_database", "database_url")
+        parse_url(database_url)
+        self._replace_settings(database_url=database_url)
 
     def use_group_commit(self, setting: GroupCommit | bool) -> None:
-        """Group concurrent deliveries into shared transactions (True: the defaults), or not."""
-        if self._receiver is not None:
-            raise ConfigurationError("configure the inbox before it is first used")
-        self.group_commit = _group_commit(setting)
+        """Deprecated: pass `group_commit=` to `Inbox(...)`, or `--no-group-commit`."""
+        self._deprecated_setter("use_group_commit", "group_commit")
+        self._replace_settings(group_commit=resolve_group_commit(setting))
 
     def use_ack_deadline(self, seconds: float | None) -> None:
-        """Answer 503 to a delivery not stored within `seconds` (None: wait as long as it takes)."""
-        if self._receiver is not None:
-            raise ConfigurationError("configure the inbox before it is first used")
-        self.ack_deadline = _check_ack_deadline(seconds)
+        """Deprecated: pass `ack_deadline=` to `Inbox(...)`, or `--ack-deadline`."""
+        self._deprecated_setter("use_ack_deadline", "ack_deadline")
+        self._replace_settings(receiver=replace(self.settings.receiver, ack_deadline=seconds))
 
     def use_body_timeout(self, seconds: float) -> None:
-        """Answer 408 to a delivery whose body has not arrived within `seconds`."""
-        if self._receiver is not None:
-            raise ConfigurationError("configure the inbox before it is first used")
-        self.body_timeout = _check_body_timeout(seconds)
+        """Deprecated: pass `body_timeout=` to `Inbox(...)`, or `--body-timeout`."""
+        self._deprecated_setter("use_body_timeout", "body_timeout")
+        self._replace_settings(receiver=replace(self.settings.receiver, body_timeout=seconds))
 
-    def _check_not_started(self) -> None:
-        if self._store is not None:
+    def _deprecated_setter(self, name: str, argument: str) -> None:
+        warnings.warn(
+            f"Inbox.{name}() is deprecated: pass {argument}= to Inbox(...)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        if self._runtime.store_opened or self.started:
             raise ConfigurationError("configure the inbox before it is first used")
 
-    def _check_sql(self, feature: str) -> None:
-        if self.claims is not None:
-            raise ConfigurationError(
-                f"no SQL database for {feature}: this inbox keeps its claims in Redis"
+    def _replace_settings(self, **changes: Any) -> None:
+        self.settings = replace(self.settings, **changes)
+        self._runtime = Runtime(self.settings, self._registry, self._store_factory())
+
+    def __getattr__(self, name: str) -> Any:
+        # Attributes of 0.1, read by some applications; gone in 0.3.
+        if name in _SETTING_ATTRIBUTES or name in _RUNTIME_ATTRIBUTES:
+            where = "inbox.settings" if name in _SETTING_ATTRIBUTES else "the public API"
+            warnings.warn(
+                f"Inbox.{name} is deprecated: use {where} (docs/api.md#deprecations)",
+                DeprecationWarning,
+                stacklevel=2,
             )
+            if name in _SETTING_ATTRIBUTES:
+                return _SETTING_ATTRIBUTES[name](self.settings)
+            return getattr(self._runtime, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- running -------------------------------------------------------------------------
 
     @property
+    def started(self) -> bool:
+        return self._runtime.started
+
+    def _receiver(self) -> BaseReceiver:
+        return self._runtime.receiver
+
+    @property
     def store(self) -> Store:
         """The storage, opened on first access (the schema is created on first query)."""
-        self._check_sql("the worker, prune, migrate and the operator commands")
-        if self._store is None:
-            with self._lock:
-                if self._store is None:
-                    self._store = Store(
-                        self.database_url,
-                        self.store_options,
-                        auto_migrate=self.auto_migrate,
-                        after_migrate=self._after_migrate,
-                    )
-        return self._store
-
-    @property
-    def receiver(self) -> BaseReceiver:
-        if self._receiver is None and self.claims is not None:
-            with self._lock:
-                if self._receiver is None:
-                    self._receiver = self._claim_receiver(self.claims)
-        if self._receiver is None:
-            with self._lock:
-                if self._receiver is None:
-                    inline = {name: self.processor.inline for name in self.inline_sources}
-                    self._receiver = Receiver(
-                        self.store,
-                        self.sources,
-                        max_body_size=self.max_body_size,
-                        body_timeout=self.body_timeout,
-                        retry_after=self.retry_after,
-                        inline=inline,
-                        on_new_event=self._wake.set,
-                        retention=self.retention,
-                        clock=self.clock,
-                        committer=(
-                            GroupCommitter(
-                                self.store,
-                                self.group_commit,
-                                statement_timeout=_statement_timeout(self.ack_deadline),
-                            )
-                            if self.group_commit
-                            else None
-                        ),
-                        ack_deadline=self.ack_deadline,
-                    )
-        return self._receiver
-
-    def _claim_receiver(self, claims: RedisClaims) -> BaseReceiver:
-        from hookinbox.claims import ClaimReceiver
-
-        return ClaimReceiver(
-            claims,
-            self.sources,
-            self.handlers,
-            in_progress_status=self.in_progress_status,
-            max_body_size=self.max_body_size,
-            body_timeout=self.body_timeout,
-            retry_after=self.retry_after,
-            clock=self.clock,
-            ack_deadline=self.ack_deadline,
-        )
-
-    @property
-    def processor(self) -> Processor:
-        if self._processor is None:
-            with self._lock:
-                if self._processor is None:
-                    self._processor = Processor(
-                        self.store,
-                        self.handlers,
-                        policy=self.retry,
-                        source_policies=self.source_retry,
-                        clock=self.clock,
-                        destinations=self.destinations.keys(),
-                        on_messages=self._relay_wake.set,
-                    )
-        return self._processor
-
-    @property
-    def relay(self) -> Relay:
-        if self._relay is None:
-            with self._lock:
-                if self._relay is None:
-                    self._relay = Relay(
-                        self.store, self.destinations, policy=self.outbox_retry, clock=self.clock
-                    )
-        return self._relay
+        return self._runtime.store
 
     def worker(
         self, options: WorkerOptions | None = None, *, prune: bool = True, relay: bool = True
@@ -378,46 +401,15 @@ class Inbox:
         `prune=False` or the inbox's `prune_at` is None, it also runs the daily pruner (once
         per day across all workers on the database).
         """
-        options = options or WorkerOptions()
-        queues: list[tuple[WorkQueue[Any], int, threading.Event]] = [
-            (EventQueue(self.processor, options.lease_seconds), options.concurrency, self._wake)
-        ]
-        channels = {EVENTS_CHANNEL: self._wake}
-        if relay:
-            queue = MessageQueue(self.relay, options.lease_seconds)
-            queues.append((queue, options.relay_concurrency, self._relay_wake))
-            channels[OUTBOX_CHANNEL] = self._relay_wake
-        jobs = []
-        if prune and self.prune_at is not None:
-            jobs.append(
-                DailyJob(
-                    self.store,
-                    lambda: self.prune().summary(),
-                    at=self.prune_at,
-                    clock=lambda: datetime.fromtimestamp(self.clock(), UTC),
-                )
-            )
-        return Worker(self.store, queues, options, jobs=jobs, channels=channels)
+        return self._runtime.worker(options or WorkerOptions(), prune=prune, relay=relay)
 
     def relay_only(self, options: WorkerOptions | None = None) -> Worker:
         """A worker that only delivers outbox messages (`hookinbox relay`)."""
-        options = options or WorkerOptions()
-        queue = MessageQueue(self.relay, options.lease_seconds)
-        return Worker(
-            self.store,
-            [(queue, options.relay_concurrency, self._relay_wake)],
-            options,
-            channels={OUTBOX_CHANNEL: self._relay_wake},
-        )
+        return self._runtime.relay_only(options or WorkerOptions())
 
     def prune(self, *, dry_run: bool = False) -> PruneResult:
         """Delete done events older than the retention, in small batches."""
-        return prune_events(
-            self.store,
-            now=datetime.fromtimestamp(self.clock(), UTC),
-            retention=self.retention,
-            dry_run=dry_run,
-        )
+        return self._runtime.prune(dry_run=dry_run)
 
     def process_due(self, *, timeout: float = 60.0) -> int:
         """Process every due event now, in this thread; returns the number of attempts run.
@@ -429,69 +421,45 @@ class Inbox:
 
     def migrate(self) -> tuple[int, int]:
         """Create or upgrade hookinbox's tables; returns (version before, version after)."""
+        self.check()
         return self.store.migrate()
-
-    def receive(
-        self,
-        source: str,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]],
-        body: bytes,
-    ) -> Reply:
-        """Framework-neutral ingest (Flask, Django, ...): verify, store, and say what to answer.
-
-        Pass the raw body bytes exactly as received. Answer with `reply.status_code`,
-        `reply.body` as JSON and `reply.headers`.
-        """
-        return self.receiver.receive(source, headers, body)
-
-    def asgi(self, *, path: str = "/webhooks") -> ASGIApp:
-        """An ASGI app: `POST {path}/{source}`, `GET /healthz`, `GET /readyz`."""
-        return create_app(self.receiver, path=path)
 
     def close(self) -> None:
         """Store what group commit holds, then release pooled connections."""
-        if self._receiver is not None and self._receiver.committer is not None:
-            self._receiver.committer.close()
-        if self._store is not None:
-            self._store.dispose()
-        if self.claims is not None:
-            self.claims.close()
+        self._runtime.close()
 
     def __repr__(self) -> str:
-        if self.claims is not None:
-            return f"Inbox({self.claims!r}, sources={sorted(self.sources)})"
-        url = parse_url(self.database_url).render_as_string(hide_password=True)
+        url = parse_url(self.settings.database_url).render_as_string(hide_password=True)
         return f"Inbox({url!r}, sources={sorted(self.sources)})"
 
 
-MAX_ACK_DEADLINE = 60.0
-MAX_BODY_TIMEOUT = 300.0
+_SETTING_ATTRIBUTES: dict[str, Callable[[Settings], Any]] = {
+    "database_url": lambda s: s.database_url,
+    "store_options": lambda s: s.store_options,
+    "max_body_size": lambda s: s.receiver.max_body_size,
+    "body_timeout": lambda s: s.receiver.body_timeout,
+    "retry_after": lambda s: s.receiver.retry_after,
+    "ack_deadline": lambda s: s.receiver.ack_deadline,
+    "clock": lambda s: s.receiver.clock,
+    "retry": lambda s: s.retry,
+    "outbox_retry": lambda s: s.outbox_retry,
+    "retention": lambda s: s.retention,
+    "allow_short_retention": lambda s: s.allow_short_retention,
+    "prune_at": lambda s: s.prune_at,
+    "auto_migrate": lambda s: s.auto_migrate,
+    "group_commit": lambda s: s.group_commit,
+}
+_RUNTIME_ATTRIBUTES = frozenset({"receiver", "processor", "relay"})
 
 
-def _check_ack_deadline(seconds: float | None) -> float | None:
-    """None turns the deadline off; otherwise a positive number of seconds, at most 60."""
-    if seconds is not None and not 0 < seconds <= MAX_ACK_DEADLINE:
+def check_overrides_applied(inbox: BaseInbox) -> None:
+    """Refuse an inbox built before the command line's settings could apply (its module was
+    imported earlier in this process), rather than silently serve another database."""
+    overrides = current_overrides()
+    if not isinstance(inbox, Inbox) or not overrides.database_url:
+        return
+    if overrides.database_url != inbox.settings.database_url:
         raise ConfigurationError(
-            f"ack_deadline must be between 0 and {MAX_ACK_DEADLINE:g} seconds (or None), "
-            f"not {seconds!r}"
+            "the app's inbox was built before --database-url could apply (its module was "
+            "imported earlier in this process)"
         )
-    return seconds
-
-
-def _statement_timeout(ack_deadline: float | None) -> float | None:
-    """A group-commit writer's statement timeout: a second past the ack deadline, so that the
-    requests of a stuck batch are answered by their deadline, not by the cancelled statement."""
-    return None if ack_deadline is None else ack_deadline + 1.0
-
-
-def _check_body_timeout(seconds: float) -> float:
-    """A positive number of seconds, at most 300 (senders give up after 30 s at most)."""
-    if not 0 < seconds <= MAX_BODY_TIMEOUT:
-        raise ConfigurationError(
-            f"body_timeout must be between 0 and {MAX_BODY_TIMEOUT:g} seconds, not {seconds!r}"
-        )
-    return seconds
-
-
-def _group_commit(setting: GroupCommit | bool) -> GroupCommit | None:
-    return GroupCommit() if setting is True else setting or None

@@ -10,6 +10,9 @@ from typing import Any
 
 from hookinbox._payload import decode_payload
 
+MAX_KEY_LENGTH = 255
+"""The longest event id or outbox key stored (the columns are VARCHAR(255))."""
+
 
 class Status(StrEnum):
     """Where an event is in its life.

@@ -9,6 +9,7 @@ nothing is answered 2xx before the transaction holding the event has committed.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import Connection
 
@@ -33,19 +34,12 @@ from hookinbox._errors import (
 )
 from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
+from hookinbox._settings import ReceiverSettings
 from hookinbox._storage import GroupCommitter, Store, record_delivery
-from hookinbox.sources import Source, normalize_headers
+from hookinbox.sources import Source
+from hookinbox.sources._base import normalize_headers
 
 log = logging.getLogger("hookinbox.ingest")
-
-DEFAULT_MAX_BODY_SIZE = 1024 * 1024
-DEFAULT_RETRY_AFTER = 5
-DEFAULT_ACK_DEADLINE = 3.0
-"""Seconds from a delivery's body read to its answer; past it, 503. Below Shopify's 5 s, the
-shortest timeout among the providers (../docs/ingest.md#the-ack-deadline)."""
-DEFAULT_BODY_TIMEOUT = 10.0
-"""Seconds a client may take to send a delivery's body: a stalled or trickling client (slowloris)
-would otherwise hold a connection and its buffer for as long as it likes."""
 
 InlineProcessor = Callable[[Connection, Event], None]
 """Runs an event's handlers inside the connection's transaction and marks it processed."""
@@ -80,9 +74,16 @@ class Reply:
     event_type: str | None = None
     key_conflict: bool = False
 
+    media_type: ClassVar[str] = "application/json"
+
     @property
     def ok(self) -> bool:
         return 200 <= self.status_code < 300
+
+    @property
+    def content(self) -> bytes:
+        """The JSON body to send, byte for byte the same from every adapter."""
+        return json.dumps(self.body, separators=(",", ":")).encode()
 
 
 def _reject(status_code: int, outcome: Outcome, detail: str, **headers: str) -> Reply:
@@ -117,13 +118,29 @@ class BaseReceiver(ABC):
     """
 
     sources: Mapping[str, Source]
-    max_body_size: int
-    retry_after: int
-    clock: Callable[[], float]
-    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    settings: ReceiverSettings
     retention: timedelta | None = None
     committer: GroupCommitter | None = None
-    ack_deadline: float | None = DEFAULT_ACK_DEADLINE
+
+    @property
+    def max_body_size(self) -> int:
+        return self.settings.max_body_size
+
+    @property
+    def body_timeout(self) -> float:
+        return self.settings.body_timeout
+
+    @property
+    def retry_after(self) -> int:
+        return self.settings.retry_after
+
+    @property
+    def ack_deadline(self) -> float | None:
+        return self.settings.ack_deadline
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.settings.clock
 
     def receive(
         self,
@@ -327,28 +344,20 @@ class Receiver(BaseReceiver):
         self,
         store: Store,
         sources: Mapping[str, Source],
+        settings: ReceiverSettings | None = None,
         *,
-        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
-        body_timeout: float = DEFAULT_BODY_TIMEOUT,
-        retry_after: int = DEFAULT_RETRY_AFTER,
         inline: Mapping[str, InlineProcessor] | None = None,
         on_new_event: Callable[[], None] | None = None,
         retention: timedelta | None = None,
-        clock: Callable[[], float] = time.time,
         committer: GroupCommitter | None = None,
-        ack_deadline: float | None = DEFAULT_ACK_DEADLINE,
     ) -> None:
         self.store = store
-        self.committer = committer
-        self.ack_deadline = ack_deadline
         self.sources = sources
-        self.max_body_size = max_body_size
-        self.body_timeout = body_timeout
-        self.retry_after = retry_after
+        self.settings = settings or ReceiverSettings()
+        self.committer = committer
         self.inline = inline or {}
         self.on_new_event = on_new_event
         self.retention = retention
-        self.clock = clock
 
     def ping(self) -> None:
         self.store.ping()

@@ -14,9 +14,8 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, Request, Response
 
-from hookinbox._inbox import Inbox
-from hookinbox._receiver import Reply
-from hookinbox.http._app import answer, encode_reply
+from hookinbox import BaseInbox, Reply
+from hookinbox.http import receive_asgi
 
 __all__ = ["receive", "respond", "router"]
 
@@ -25,7 +24,7 @@ CLIENT_GONE = 400
 
 
 def router(
-    inbox: Inbox,
+    inbox: BaseInbox,
     *,
     prefix: str = "/webhooks",
     tags: Sequence[str] = ("webhooks",),
@@ -54,23 +53,20 @@ def router(
     return api
 
 
-async def receive(inbox: Inbox, source: str, request: Request) -> Reply | None:
+async def receive(inbox: BaseInbox, source: str, request: Request) -> Reply | None:
     """Read `request`'s raw body with the cap, verify and store it; None if the client left.
 
     For an endpoint of your own: it must not declare a body parameter (FastAPI would consume
     and parse the body before hookinbox could read the bytes).
     """
-    return await answer(inbox.receiver, source, request.headers.raw, request.receive)
+    return await receive_asgi(inbox, source, request.headers.raw, request.receive)
 
 
-async def respond(inbox: Inbox, source: str, request: Request) -> Response:
+async def respond(inbox: BaseInbox, source: str, request: Request) -> Response:
     """`receive`, answered as the provider expects: JSON body, status code and headers."""
     reply = await receive(inbox, source, request)
     if reply is None:
         return Response(status_code=CLIENT_GONE)
     return Response(
-        encode_reply(reply),
-        reply.status_code,
-        headers=reply.headers,
-        media_type="application/json",
+        reply.content, reply.status_code, headers=reply.headers, media_type=reply.media_type
     )

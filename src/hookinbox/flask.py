@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from hookinbox._inbox import Inbox
-from hookinbox._receiver import Reply
-from hookinbox.http._app import encode_reply
-from hookinbox.http._blocking import answer_blocking
+from hookinbox import BaseInbox, Reply
+from hookinbox.http import receive_stream
 
 __all__ = ["blueprint", "receive", "respond"]
 
 
-def blueprint(inbox: Inbox, *, name: str = "hookinbox", url_prefix: str = "/webhooks") -> Blueprint:
+def blueprint(
+    inbox: BaseInbox, *, name: str = "hookinbox", url_prefix: str = "/webhooks"
+) -> Blueprint:
     """A blueprint with `POST {url_prefix}/<source>` for every source of `inbox`."""
     webhooks = Blueprint(name, __name__, url_prefix=url_prefix.rstrip("/"))
 
@@ -31,23 +31,20 @@ def blueprint(inbox: Inbox, *, name: str = "hookinbox", url_prefix: str = "/webh
     return webhooks
 
 
-def receive(inbox: Inbox, source: str) -> Reply:
+def receive(inbox: BaseInbox, source: str) -> Reply:
     """Read the current request's raw body with the cap, verify and store it."""
-    return answer_blocking(
-        inbox.receiver,
+    return receive_stream(
+        inbox,
         source,
         request.headers.items(),
-        request.headers.get("Content-Length"),
         request.stream.read,
+        request.headers.get("Content-Length"),
     )
 
 
-def respond(inbox: Inbox, source: str) -> Response:
+def respond(inbox: BaseInbox, source: str) -> Response:
     """`receive`, answered as the provider expects: JSON body, status code and headers."""
     reply = receive(inbox, source)
     return Response(
-        encode_reply(reply),
-        reply.status_code,
-        headers=reply.headers,
-        mimetype="application/json",
+        reply.content, reply.status_code, headers=reply.headers, mimetype=reply.media_type
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hookinbox import Inbox
 from hookinbox.sources import GitHub, Shopify, StandardWebhooks, Stripe
 
@@ -11,8 +13,8 @@ GITHUB_SECRET = "github-test-secret"
 STANDARD_SECRET = "whsec_dGVzdC1zdGFuZGFyZC13ZWJob29rcy1zZWNyZXQ="
 
 
-def build(database_url: str | None = None) -> Inbox:
-    inbox = Inbox(database_url)
+def build(database_url: str | None = None, **settings: Any) -> Inbox:
+    inbox = Inbox(database_url, **settings)
     inbox.add_source(Stripe(secret=STRIPE_SECRET))
     inbox.add_source(Shopify(secret=SHOPIFY_SECRET))
     inbox.add_source(GitHub(secret=GITHUB_SECRET))

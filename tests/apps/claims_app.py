@@ -16,8 +16,8 @@ import os
 import time
 from datetime import timedelta
 
-from hookinbox import Event, Inbox
-from hookinbox.claims import ClaimContext, RedisClaims
+from hookinbox import Event
+from hookinbox.claims import ClaimContext, ClaimInbox, RedisClaims
 from hookinbox.sources import Stripe
 
 STRIPE_SECRET = "whsec_test_claims_app"
@@ -29,8 +29,8 @@ claims = RedisClaims.from_url(
     lease_seconds=float(os.environ.get("CLAIMS_LEASE", "60")),
     retention=timedelta(days=30),
 )
-inbox = Inbox(claims=claims)
-inbox.add_source(Stripe(secret=STRIPE_SECRET), inline=True)
+inbox = ClaimInbox(claims)
+inbox.add_source(Stripe(secret=STRIPE_SECRET))
 
 
 def effects_key(prefix: str) -> str:

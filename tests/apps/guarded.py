@@ -31,7 +31,8 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy
-from hookinbox.dashboard import ADMIN_TOKEN_ENV, dashboard_app
+from hookinbox.dashboard import dashboard_app
+from hookinbox.dashboard._auth import ADMIN_TOKEN_ENV
 from hookinbox.http import create_app
 from hookinbox.sources import Paddle, StandardWebhooks, Stripe
 
@@ -81,4 +82,4 @@ def mounted() -> ASGIApp:
     dashboard = dashboard_app(
         inbox.store, os.environ[ADMIN_TOKEN_ENV], sources=sorted(inbox.sources)
     )
-    return Starlette(routes=[Mount(MOUNT, app=create_app(inbox.receiver, admin=dashboard))])
+    return Starlette(routes=[Mount(MOUNT, app=create_app(inbox._receiver, admin=dashboard))])

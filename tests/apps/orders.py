@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -52,13 +53,18 @@ def create_tables(database_url: str) -> None:
     engine.dispose()
 
 
-def build(database_url: str | None = None, *, ack_deadline: float | None = 3.0) -> Inbox:
+def build(
+    database_url: str | None = None,
+    *,
+    ack_deadline: float | None = 3.0,
+    clock: Callable[[], float] = time.time,
+) -> Inbox:
     retry = RetryPolicy(
         max_attempts=int(os.environ.get("ORDERS_MAX_ATTEMPTS", "10")),
         first_delay=float(os.environ.get("ORDERS_FIRST_DELAY", "5")),
     )
     sleep = float(os.environ.get("ORDERS_HANDLER_SLEEP", "0"))
-    inbox = Inbox(database_url, retry=retry, ack_deadline=ack_deadline)
+    inbox = Inbox(database_url, retry=retry, ack_deadline=ack_deadline, clock=clock)
     inbox.add_source(Stripe(secret=STRIPE_SECRET))
 
     @inbox.handler("stripe", "checkout.session.completed", business_key="orders.payment_id")

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from hookinbox import ConfigurationError, Event, Inbox, NotReady
-from hookinbox.claims import ClaimContext, ClaimState, RedisClaims
+from hookinbox import ConfigurationError, Event, Inbox, NotReady, RetryPolicy
+from hookinbox.claims import ClaimContext, ClaimInbox, ClaimState, RedisClaims
 from hookinbox.sources import GitHub, Stripe
 from tests.claims.conftest import PrivateRedis
 from tests.support.asgi import ASGIClient
@@ -33,8 +33,8 @@ class Effects:
         self.fail_next: BaseException | None = None
 
 
-def build(claims: RedisClaims, effects: Effects, **options: Any) -> Inbox:
-    inbox = Inbox(claims=claims, **options)
+def build(claims: RedisClaims, effects: Effects, **options: Any) -> ClaimInbox:
+    inbox = ClaimInbox(claims, **options)
     inbox.add_source(Stripe(secret=SECRET), inline=True)
 
     @inbox.handler("stripe", "checkout.session.completed")
@@ -67,19 +67,21 @@ def claims(redis_url: str, prefix: str) -> Iterator[RedisClaims]:
 
 
 @pytest.fixture
-def inbox(claims: RedisClaims, effects: Effects) -> Iterator[Inbox]:
+def inbox(claims: RedisClaims, effects: Effects) -> Iterator[ClaimInbox]:
     inbox = build(claims, effects)
     yield inbox
     inbox.close()
 
 
-def deliver(inbox: Inbox, event_id: str, event_type: str = "checkout.session.completed") -> Any:
+def deliver(
+    inbox: ClaimInbox, event_id: str, event_type: str = "checkout.session.completed"
+) -> Any:
     headers, body = stripe_delivery(stripe_event(event_id, event_type), SECRET)
     return inbox.receive("stripe", headers, body)
 
 
 def test_a_new_event_runs_its_handler_once_and_is_done(
-    inbox: Inbox, claims: RedisClaims, effects: Effects
+    inbox: ClaimInbox, claims: RedisClaims, effects: Effects
 ) -> None:
     reply = deliver(inbox, "evt_1")
     assert (reply.status_code, reply.body) == (200, {"status": "accepted", "event_id": "evt_1"})
@@ -89,12 +91,12 @@ def test_a_new_event_runs_its_handler_once_and_is_done(
     assert effects.done == ["evt_1"]
 
 
-def test_async_handlers_run_too(inbox: Inbox, effects: Effects) -> None:
+def test_async_handlers_run_too(inbox: ClaimInbox, effects: Effects) -> None:
     assert deliver(inbox, "evt_2", "invoice.paid").status_code == 200
     assert effects.done == ["async evt_2"]
 
 
-def test_an_event_without_handlers_is_claimed_done(inbox: Inbox, claims: RedisClaims) -> None:
+def test_an_event_without_handlers_is_claimed_done(inbox: ClaimInbox, claims: RedisClaims) -> None:
     assert deliver(inbox, "evt_3", "customer.created").body["status"] == "accepted"
     assert claims.state("stripe", "evt_3") is ClaimState.DONE
 
@@ -104,7 +106,7 @@ def test_an_event_without_handlers_is_claimed_done(inbox: Inbox, claims: RedisCl
     [(RuntimeError("index down"), "handler raised RuntimeError"), (NotReady("later"), "not ready")],
 )
 def test_a_failing_handler_releases_the_claim_and_the_retry_runs(
-    inbox: Inbox, claims: RedisClaims, effects: Effects, error: Exception, detail: str
+    inbox: ClaimInbox, claims: RedisClaims, effects: Effects, error: Exception, detail: str
 ) -> None:
     effects.fail_next = error
     reply = deliver(inbox, "evt_1")
@@ -120,7 +122,7 @@ def test_a_failing_handler_releases_the_claim_and_the_retry_runs(
     assert effects.done == ["evt_1"]
 
 
-def _hold_a_delivery(inbox: Inbox, effects: Effects) -> tuple[threading.Thread, list[Any]]:
+def _hold_a_delivery(inbox: ClaimInbox, effects: Effects) -> tuple[threading.Thread, list[Any]]:
     effects.gate.clear()
     replies: list[Any] = []
     first = threading.Thread(target=lambda: replies.append(deliver(inbox, "evt_1")))
@@ -130,7 +132,7 @@ def _hold_a_delivery(inbox: Inbox, effects: Effects) -> tuple[threading.Thread, 
 
 
 def test_a_copy_arriving_while_the_handler_runs_is_answered_409(
-    inbox: Inbox, claims: RedisClaims, effects: Effects
+    inbox: ClaimInbox, claims: RedisClaims, effects: Effects
 ) -> None:
     first, replies = _hold_a_delivery(inbox, effects)
     try:
@@ -159,7 +161,7 @@ def test_in_progress_may_be_answered_200_duplicate(claims: RedisClaims, effects:
 
 
 def test_a_foreign_value_under_the_prefix_is_a_500_not_a_traceback(
-    inbox: Inbox, claims: RedisClaims, prefix: str, effects: Effects
+    inbox: ClaimInbox, claims: RedisClaims, prefix: str, effects: Effects
 ) -> None:
     claims.client.set(f"{prefix}:stripe/evt_1", "not a claim")
     reply = deliver(inbox, "evt_1")
@@ -167,7 +169,7 @@ def test_a_foreign_value_under_the_prefix_is_a_500_not_a_traceback(
     assert effects.done == []
 
 
-def test_a_bad_signature_claims_nothing(inbox: Inbox, claims: RedisClaims) -> None:
+def test_a_bad_signature_claims_nothing(inbox: ClaimInbox, claims: RedisClaims) -> None:
     headers, body = stripe_delivery(stripe_event("evt_1"), "whsec_wrong")
     reply = inbox.receive("stripe", headers, body)
     assert reply.status_code == 401
@@ -211,7 +213,7 @@ def test_redis_gone_after_the_handler_answers_200_and_logs(
     assert "handlers ran but the claim could not be marked done" in caplog.text
 
 
-def test_the_http_app_serves_claim_mode(inbox: Inbox, redis_url: str) -> None:
+def test_the_http_app_serves_claim_mode(inbox: ClaimInbox, redis_url: str) -> None:
     client = ASGIClient(inbox.asgi())
     assert client.get("/readyz").status_code == 200
     headers, body = stripe_delivery(stripe_event("evt_9"), SECRET)
@@ -223,39 +225,48 @@ def test_the_http_app_serves_claim_mode(inbox: Inbox, redis_url: str) -> None:
     assert "hookinbox_store_up" not in metrics.text, "no database to report on"
 
 
-def test_redis_claims_need_inline_sources_and_no_sql_features(claims: RedisClaims) -> None:
-    inbox = Inbox(claims=claims)
-    with pytest.raises(ConfigurationError, match="inline=True"):
-        inbox.add_source(GitHub(secret="x"))
+def test_a_claim_inbox_refuses_what_needs_a_database(claims: RedisClaims) -> None:
+    inbox = ClaimInbox(claims)
+    with pytest.raises(ConfigurationError, match="its sources are always inline"):
+        inbox.add_source(GitHub(secret="x"), inline=False)
     with pytest.raises(ConfigurationError, match="no business_key, max_attempts or retry"):
         inbox.handler("github", "push", business_key="orders.payment_id")
     with pytest.raises(ConfigurationError, match="no business_key, max_attempts or retry"):
         inbox.handler("github", "push", max_attempts=3)
-    for needs_sql in (inbox.worker, inbox.migrate, inbox.prune, lambda: inbox.store):
-        with pytest.raises(ConfigurationError, match="keeps its claims in Redis"):
-            needs_sql()
-    with pytest.raises(ConfigurationError, match="no SQL database for the outbox"):
-        inbox.destination("mail")(lambda message: None)
-    with pytest.raises(ConfigurationError, match="no SQL database for --database-url"):
-        inbox.use_database("sqlite:///x.db")
+    for needs_sql in ("worker", "migrate", "prune", "store", "destination", "after_migrate"):
+        assert not hasattr(inbox, needs_sql), f"a ClaimInbox has no {needs_sql}"
     with pytest.raises(ConfigurationError, match="hash tag"):
-        inbox.add_source(GitHub(secret="x", name="{github}"), inline=True)
-    with pytest.raises(ConfigurationError, match="in Redis or in a database, not both"):
-        Inbox("sqlite:///x.db", claims=claims)
+        inbox.add_source(GitHub(secret="x", name="{github}"))
     with pytest.raises(ConfigurationError, match="in_progress_status is 409"):
-        Inbox(claims=claims, in_progress_status=202)
+        ClaimInbox(claims, in_progress_status=202)
     with pytest.raises(ConfigurationError, match="in_progress_status applies to an inbox with"):
         Inbox("sqlite:///x.db", in_progress_status=200)
-    assert "RedisClaims(prefix=" in repr(inbox)
+    with pytest.raises(ConfigurationError, match="takes a RedisClaims"):
+        ClaimInbox("redis://127.0.0.1:6379/0")  # type: ignore[arg-type]
+    assert "ClaimInbox(RedisClaims(prefix=" in repr(inbox)
+
+
+def test_inbox_with_claims_is_deprecated_for_claim_inbox(claims: RedisClaims) -> None:
+    with pytest.warns(DeprecationWarning, match="use hookinbox.claims.ClaimInbox"):
+        inbox = Inbox(claims=claims, in_progress_status=200)
+    assert isinstance(inbox, ClaimInbox)
+    assert inbox.in_progress_status == 200
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(ConfigurationError, match="in Redis or in a database, not both"),
+    ):
+        Inbox("sqlite:///x.db", claims=claims)
+    with pytest.warns(DeprecationWarning), pytest.raises(ConfigurationError, match="no retry"):
+        Inbox(claims=claims, retry=RetryPolicy(max_attempts=3))
 
 
 def test_the_retention_must_cover_the_redelivery_window(redis_url: str, prefix: str) -> None:
     week = RedisClaims.from_url(redis_url, prefix=prefix)  # the default: 7 days
     with pytest.raises(ConfigurationError, match=r"retention 7d is shorter than stripe's .*30d"):
-        Inbox(claims=week).add_source(Stripe(secret=SECRET), inline=True)
-    forced = Inbox(claims=week, allow_short_retention=True)
-    forced.add_source(Stripe(secret=SECRET), inline=True)
-    Inbox(claims=week).add_source(GitHub(secret="x"), inline=True)  # 3 days: fine
+        ClaimInbox(week).add_source(Stripe(secret=SECRET))
+    forced = ClaimInbox(week, allow_short_retention=True)
+    forced.add_source(Stripe(secret=SECRET))
+    ClaimInbox(week).add_source(GitHub(secret="x"))  # 3 days: fine
     week.close()
 
 
@@ -263,9 +274,9 @@ def test_the_cli_refuses_what_needs_a_database_in_one_line() -> None:
     worker = run_cli("worker", "tests.apps.claims_app:inbox")
     assert worker.returncode == 2
     assert worker.stderr.strip() == (
-        "error: no SQL database for the worker, prune, migrate and the operator commands: "
-        "this inbox keeps its claims in Redis"
+        "error: tests.apps.claims_app:inbox is a ClaimInbox: it keeps no database, and this "
+        "command works on an inbox's database"
     )
     served = run_cli("serve", "tests.apps.claims_app:inbox", "--database-url", "sqlite:///x.db")
     assert served.returncode == 2
-    assert "no SQL database for --database-url" in served.stderr
+    assert "a ClaimInbox keeps no SQL database: --database-url does not apply" in served.stderr

@@ -228,10 +228,9 @@ def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def shop(db_url: str) -> Iterator[Shop]:
     orders.create_tables(db_url)
-    inbox = orders.build(db_url)
-    inbox.add_source(Stripe(secret=CONNECT_SECRET, name="connect"))
     clock = ManualClock()
-    inbox.clock = clock  # before first use: the receiver and processor take it then
+    inbox = orders.build(db_url, clock=clock)
+    inbox.add_source(Stripe(secret=CONNECT_SECRET, name="connect"))
     shop = Shop(inbox, clock, db_url)
 
     @inbox.handler("stripe", "invoice.paid", max_attempts=2)

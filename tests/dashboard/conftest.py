@@ -81,7 +81,7 @@ def admin(shop: Shop) -> Iterator[Browser]:
     dashboard = dashboard_app(
         shop.inbox.store, TOKEN, sources=sorted(shop.inbox.sources), thresholds=Thresholds()
     )
-    yield Browser(create_app(shop.inbox.receiver, admin=dashboard))
+    yield Browser(create_app(shop.inbox._receiver, admin=dashboard))
 
 
 @pytest.fixture

@@ -152,8 +152,7 @@ def test_other_methods_are_405(client: ASGIClient, method: str) -> None:
 
 
 def test_a_body_over_the_limit_is_413(db_url: str) -> None:
-    inbox = build(db_url)
-    inbox.max_body_size = 1000
+    inbox = build(db_url, max_body_size=1000)
     event = stripe_event("evt_big", padding="x" * 2000)
     headers, body = stripe_delivery(event, STRIPE_SECRET)
     client = ASGIClient(inbox.asgi())
@@ -170,8 +169,9 @@ def test_health_and_readiness(client: ASGIClient) -> None:
 
 
 def test_an_unavailable_database_is_503_with_retry_after() -> None:
-    inbox = build("postgresql://postgres@127.0.0.1:1/none")
-    inbox.store_options = StoreOptions(connect_timeout=1)
+    inbox = build(
+        "postgresql://postgres@127.0.0.1:1/none", store_options=StoreOptions(connect_timeout=1)
+    )
     headers, body = stripe_delivery(stripe_event("evt_down"), STRIPE_SECRET)
     client = ASGIClient(inbox.asgi())
     response = client.post("/webhooks/stripe", headers=headers, content=body)

@@ -75,8 +75,7 @@ def test_a_failed_batch_answers_503_to_each_of_its_deliveries(inbox: Inbox) -> N
 
 
 def test_with_group_commit_off_each_delivery_commits_alone(db_url: str) -> None:
-    inbox = build(db_url)
-    inbox.use_group_commit(False)
+    inbox = build(db_url, group_commit=False)
     inbox.store.ensure_schema()
     ids = [f"evt_{n % 10}" for n in range(30)]
     with watched(inbox.store) as seen:

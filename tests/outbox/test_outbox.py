@@ -10,7 +10,8 @@ import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy, WorkerOptions
 from hookinbox._storage import outbox
-from hookinbox.outbox import HTTPDestination, Undeliverable, parse_retry_after
+from hookinbox.outbox import HTTPDestination, Undeliverable
+from hookinbox.outbox._destinations import parse_retry_after
 from hookinbox.sources import Stripe
 from tests.processing.conftest import checkout
 from tests.support.clock import ManualClock
@@ -297,7 +298,7 @@ def test_a_crashed_relay_delivery_is_sent_again(
 
     deliver(inbox, clock, checkout(1))
     process_events_only(inbox)
-    now = inbox.relay.now()
+    now = inbox._runtime.relay.now()
     assert lease_messages(inbox.store, limit=5, now=now, lease_until=now + timedelta(seconds=30))
     clock.advance(31)
     inbox.process_due()  # the sweeper gives it back; it is due after a short backoff

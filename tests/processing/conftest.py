@@ -25,8 +25,7 @@ def clock() -> ManualClock:
 @pytest.fixture
 def inbox(db_url: str, clock: ManualClock) -> Iterator[Inbox]:
     orders_app.create_tables(db_url)
-    inbox = orders_app.build(db_url)
-    inbox.clock = clock
+    inbox = orders_app.build(db_url, clock=clock)
     yield inbox
     inbox.close()
 

@@ -8,10 +8,16 @@ import pytest
 
 from hookinbox import ConfigurationError, Event, HandlerContext, Inbox, Status
 from hookinbox._processing import BusinessKey
+from hookinbox._processing._processor import Processor
 from hookinbox._storage import lease_due, sweep_expired
 from tests.apps.orders import applied_checkouts, orders
 from tests.processing.conftest import Deliver, checkout, count, stored
 from tests.support.clock import ManualClock
+
+
+def processor(inbox: Inbox) -> Processor:
+    """The inbox's processor, which these tests drive one step at a time."""
+    return inbox._runtime.processor
 
 
 def test_a_business_duplicate_is_processed_not_retried(inbox: Inbox, deliver: Deliver) -> None:
@@ -65,17 +71,17 @@ def test_a_worker_whose_lease_was_taken_over_runs_nothing(
     processes it; A wakes up: its claim matches no row and its handler never runs."""
     deliver(checkout(1))
     store = inbox.store
-    now = inbox.processor.now()
+    now = processor(inbox).now()
     [stalled] = lease_due(store, limit=1, now=now, lease_until=now + timedelta(seconds=30))
     clock.advance(31)
-    swept = sweep_expired(store, now=inbox.processor.now(), decide=inbox.processor.expired)
+    swept = sweep_expired(store, now=processor(inbox).now(), decide=processor(inbox).expired)
     assert [e.id for e in swept] == ["evt_1"]
     event = stored(inbox, "evt_1")
     assert event.status is Status.PENDING and event.attempts == 1
     assert event.last_error is not None and "worker lost" in event.last_error
     clock.advance(10)  # past the retry delay
     assert inbox.process_due() == 1  # worker B
-    assert inbox.processor.process(stalled) == "lost_lease"  # worker A, too late
+    assert processor(inbox).process(stalled) == "lost_lease"  # worker A, too late
     event = stored(inbox, "evt_1")
     assert (event.status, event.attempts) == (Status.PROCESSED, 2)
     assert count(inbox, applied_checkouts) == 1
@@ -88,10 +94,10 @@ def test_an_event_that_keeps_losing_its_worker_fails(
     store = inbox.store
     for _ in range(10):  # max_attempts of the orders app
         clock.advance(5000)  # past the longest backoff (an hour, plus 20 % jitter)
-        now = inbox.processor.now()
+        now = processor(inbox).now()
         assert lease_due(store, limit=1, now=now, lease_until=now + timedelta(seconds=30))
         clock.advance(31)
-        sweep_expired(store, now=inbox.processor.now(), decide=inbox.processor.expired)
+        sweep_expired(store, now=processor(inbox).now(), decide=processor(inbox).expired)
     event = stored(inbox, "evt_1")
     assert (event.status, event.outcome, event.attempts) == (Status.FAILED, "worker_lost", 10)
     assert count(inbox, applied_checkouts) == 0
@@ -99,18 +105,19 @@ def test_an_event_that_keeps_losing_its_worker_fails(
 
 def test_a_live_lease_is_not_swept(inbox: Inbox, deliver: Deliver, clock: ManualClock) -> None:
     deliver(checkout(1))
-    now = inbox.processor.now()
+    now = processor(inbox).now()
     lease_due(inbox.store, limit=1, now=now, lease_until=now + timedelta(seconds=30))
     clock.advance(29)
     assert (
-        sweep_expired(inbox.store, now=inbox.processor.now(), decide=inbox.processor.expired) == []
+        sweep_expired(inbox.store, now=processor(inbox).now(), decide=processor(inbox).expired)
+        == []
     )
     assert stored(inbox, "evt_1").status is Status.PROCESSING
 
 
 def test_leasing_skips_events_not_yet_due(inbox: Inbox, deliver: Deliver) -> None:
     deliver(checkout(1))
-    now = inbox.processor.now()
+    now = processor(inbox).now()
     earlier = now - timedelta(seconds=1)
     assert lease_due(inbox.store, limit=5, now=earlier, lease_until=now) == []
     assert len(lease_due(inbox.store, limit=5, now=now, lease_until=now)) == 1

@@ -28,7 +28,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from hookinbox._receiver import DEFAULT_ACK_DEADLINE
+from hookinbox._settings import DEFAULT_ACK_DEADLINE
 from hookinbox._storage import Store, events
 from tests.reliability._cluster import PostgresCluster
 from tests.reliability._load import (

@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import ConfigurationError, Inbox
-from hookinbox._receiver import DEFAULT_ACK_DEADLINE
+from hookinbox._settings import DEFAULT_ACK_DEADLINE
 from hookinbox._storage import deliveries, events
 from tests.apps import orders
 from tests.reliability._report import Trial, record

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hookinbox._errors import ConfigurationError
-from hookinbox.sources import GitHub, Identity, Stripe, normalize_headers
-from hookinbox.sources._base import parse_time
+from hookinbox.sources import GitHub, Identity, Stripe
+from hookinbox.sources._base import normalize_headers, parse_time
 
 
 def test_normalize_headers_lower_cases_names_not_values() -> None:

@@ -15,9 +15,8 @@ from uuid import UUID
 from sqlalchemy import Connection
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._model import Event
+from hookinbox._model import MAX_KEY_LENGTH, Event
 from hookinbox._storage import advance_ordering, enqueue
-from hookinbox.sources._base import MAX_KEY_LENGTH
 
 log = logging.getLogger("hookinbox.handler")
 

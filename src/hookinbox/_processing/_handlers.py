@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,9 @@ class HandlerRegistry:
 
     def __len__(self) -> int:
         return len(self._handlers)
+
+    def __iter__(self) -> Iterator[Handler]:
+        return iter(self._handlers)
 
 
 def is_async_function(function: Callable[..., Any]) -> bool:

@@ -5,7 +5,7 @@
         search_index.put(document)
 
 or, with no SQL database at all, as the deduplication of an inbox whose handlers run inline:
-`Inbox(claims=claims)`. Needs redis-py: `pip install 'hookinbox[redis]'`. The guarantees are
+`ClaimInbox(claims)`. Needs redis-py: `pip install 'hookinbox[redis]'`. The guarantees are
 weaker than the SQL path's; docs/redis-claims.md states them.
 """
 
@@ -16,8 +16,9 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from hookinbox._errors import AlreadyDone, ClaimStoreUnavailable, ClaimTaken, InProgress
 from hookinbox.claims._async import AsyncRedisClaims
+from hookinbox.claims._inbox import ClaimInbox
 from hookinbox.claims._protocol import Claim, ClaimState
-from hookinbox.claims._receiver import ClaimContext, ClaimReceiver
+from hookinbox.claims._receiver import ClaimContext
 from hookinbox.claims._redis import RedisClaims
 
 __all__ = [
@@ -25,7 +26,7 @@ __all__ = [
     "AsyncRedisClaims",
     "Claim",
     "ClaimContext",
-    "ClaimReceiver",
+    "ClaimInbox",
     "ClaimState",
     "ClaimStoreUnavailable",
     "ClaimTaken",

@@ -15,8 +15,7 @@ the only retry:
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from hookinbox._errors import (
     AlreadyDone,
@@ -30,16 +29,13 @@ from hookinbox._model import Event
 from hookinbox._processing import HandlerRegistry
 from hookinbox._processing._execute import call_handler
 from hookinbox._receiver import (
-    DEFAULT_ACK_DEADLINE,
-    DEFAULT_BODY_TIMEOUT,
-    DEFAULT_MAX_BODY_SIZE,
-    DEFAULT_RETRY_AFTER,
     BaseReceiver,
     Outcome,
     Reply,
     Verified,
     event_of,
 )
+from hookinbox._settings import ReceiverSettings
 from hookinbox.claims._protocol import Claim
 from hookinbox.claims._redis import RedisClaims, release_failed, warn_lost
 from hookinbox.sources import Source
@@ -88,23 +84,15 @@ class ClaimReceiver(BaseReceiver):
         claims: RedisClaims,
         sources: Mapping[str, Source],
         handlers: HandlerRegistry,
+        settings: ReceiverSettings | None = None,
         *,
         in_progress_status: int | None = None,
-        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
-        body_timeout: float = DEFAULT_BODY_TIMEOUT,
-        retry_after: int = DEFAULT_RETRY_AFTER,
-        clock: Callable[[], float] = time.time,
-        ack_deadline: float | None = DEFAULT_ACK_DEADLINE,
     ) -> None:
         self.claims = claims
         self.sources = sources
         self.handlers = handlers
+        self.settings = settings or ReceiverSettings()
         self.in_progress_status = check_in_progress_status(in_progress_status)
-        self.max_body_size = max_body_size
-        self.body_timeout = body_timeout
-        self.retry_after = retry_after
-        self.clock = clock
-        self.ack_deadline = ack_deadline
 
     def ping(self) -> None:
         self.claims.ping()

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 
-from starlette.types import ASGIApp
-
-from hookinbox._inbox import DATABASE_URL_ENV
 from hookinbox._operations import Thresholds
-from hookinbox.cli._loading import APP_ENV, load_inbox
-from hookinbox.dashboard import ADMIN_TOKEN_ENV, dashboard_app
-from hookinbox.http._app import create_app
+from hookinbox._settings import DATABASE_URL_ENV, Overrides
+from hookinbox.cli._loading import APP_ENV, load_app
+from hookinbox.dashboard import dashboard_app
+from hookinbox.dashboard._auth import ADMIN_TOKEN_ENV
+from hookinbox.http._app import ASGIApp, create_app
 
 GROUP_COMMIT_ENV = "HOOKINBOX_GROUP_COMMIT"
 ACK_DEADLINE_ENV = "HOOKINBOX_ACK_DEADLINE"
@@ -19,22 +18,28 @@ BODY_TIMEOUT_ENV = "HOOKINBOX_BODY_TIMEOUT"
 """Seconds, set by `serve --body-timeout` (or by hand)."""
 
 
+def overrides_from_environment() -> Overrides:
+    """The settings `hookinbox serve` hands its server processes (checked by `serve` first)."""
+    ack_deadline = os.environ.get(ACK_DEADLINE_ENV)
+    body_timeout = os.environ.get(BODY_TIMEOUT_ENV)
+    return Overrides(
+        database_url=os.environ.get(DATABASE_URL_ENV) or None,
+        group_commit=False if os.environ.get(GROUP_COMMIT_ENV) == "off" else None,
+        ack_deadline=float(ack_deadline) if ack_deadline else None,
+        body_timeout=float(body_timeout) if body_timeout else None,
+    )
+
+
 def app_from_environment() -> ASGIApp:
     """Build the ASGI app named by $HOOKINBOX_APP, set by `hookinbox serve` before it forks;
     with $HOOKINBOX_ADMIN_TOKEN set, the dashboard is served at /admin too."""
-    inbox = load_inbox(os.environ[APP_ENV], database_url=os.environ.get(DATABASE_URL_ENV))
-    if os.environ.get(GROUP_COMMIT_ENV) == "off":
-        inbox.use_group_commit(False)
-    ack_deadline = os.environ.get(ACK_DEADLINE_ENV)
-    if ack_deadline:  # checked by `serve` before it started this process
-        inbox.use_ack_deadline(float(ack_deadline) or None)
-    body_timeout = os.environ.get(BODY_TIMEOUT_ENV)
-    if body_timeout:
-        inbox.use_body_timeout(float(body_timeout))
+    from hookinbox._inbox import Inbox
+
+    inbox = load_app(os.environ[APP_ENV], overrides=overrides_from_environment())
     token = os.environ.get(ADMIN_TOKEN_ENV)
-    if not token:
+    if not token or not isinstance(inbox, Inbox):
         return inbox.asgi()  # the dashboard is off: /admin answers 404 like any unknown path
     admin = dashboard_app(
         inbox.store, token, sources=sorted(inbox.sources), thresholds=Thresholds.from_environment()
     )
-    return create_app(inbox.receiver, admin=admin)
+    return create_app(inbox._receiver, admin=admin)

@@ -9,11 +9,12 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._inbox import DATABASE_URL_ENV
 from hookinbox._operations import Thresholds
+from hookinbox._settings import DATABASE_URL_ENV
 from hookinbox.cli._loading import APP_ENV
 from hookinbox.cli._ops import opened
-from hookinbox.dashboard import ADMIN_TOKEN_ENV, check_token_strength, dashboard_app
+from hookinbox.dashboard import dashboard_app
+from hookinbox.dashboard._auth import ADMIN_TOKEN_ENV, check_token_strength
 from hookinbox.http._app import ADMIN_PATH
 
 admin_token_option = click.option(

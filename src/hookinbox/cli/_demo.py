@@ -14,7 +14,7 @@ from rich.table import Table
 
 from hookinbox._demo import DEFAULT_APP, DemoResult, run_demo
 from hookinbox.cli._simulate import incomplete, verification_table
-from hookinbox.simulate import render_report
+from hookinbox.simulate._report import render_report
 
 EXIT_NOT_EXACTLY_ONCE = 1
 

@@ -7,20 +7,40 @@ import os
 import sys
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._inbox import Inbox
+from hookinbox._inbox import BaseInbox, Inbox, check_overrides_applied
+from hookinbox._settings import Overrides, overriding
 
 APP_ENV = "HOOKINBOX_APP"
 
 
-def load_inbox(spec: str, *, database_url: str | None = None) -> Inbox:
-    """Import `module:attribute` (the attribute may be dotted) and check it is an `Inbox`."""
+def load_inbox(
+    spec: str, *, database_url: str | None = None, overrides: Overrides | None = None
+) -> Inbox:
+    """Import `module:attribute` naming an `Inbox` (with a database), the CLI's settings
+    (`overrides`, or just `database_url`) applied while the module builds it."""
+    inbox = load_app(spec, overrides=overrides or Overrides(database_url=database_url))
+    if not isinstance(inbox, Inbox):
+        raise ConfigurationError(
+            f"{spec} is a {type(inbox).__name__}: it keeps no database, and this command works "
+            "on an inbox's database"
+        )
+    return inbox
+
+
+def load_app(spec: str, *, overrides: Overrides | None = None) -> BaseInbox:
+    """Import `module:attribute` (the attribute may be dotted) and check it is an inbox.
+
+    The module is imported inside `overriding(overrides)`: the command line's settings apply
+    when the module constructs its inbox.
+    """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigurationError(f"APP must look like module:attribute, got {spec!r}")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's app is usually here
     try:
-        module = importlib.import_module(module_name)
+        with overriding(overrides or Overrides()):
+            module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
             raise ConfigurationError(f"cannot import {module_name!r}: no such module") from exc
@@ -35,8 +55,8 @@ def load_inbox(spec: str, *, database_url: str | None = None) -> Inbox:
             target = getattr(target, part)
         except AttributeError as exc:
             raise ConfigurationError(f"{module_name!r} has no attribute {attribute!r}") from exc
-    if not isinstance(target, Inbox):
+    if not isinstance(target, BaseInbox):
         raise ConfigurationError(f"{spec} is a {type(target).__name__}, not a hookinbox Inbox")
-    if database_url:
-        target.use_database(database_url)
+    with overriding(overrides or Overrides()):
+        check_overrides_applied(target)
     return target

@@ -19,19 +19,25 @@ from typing import Any
 import click
 
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
-from hookinbox._inbox import DATABASE_URL_ENV, Inbox
+from hookinbox._inbox import Inbox
 from hookinbox._metrics import MULTIPROCESS_ENV, serve_metrics
 from hookinbox._processing import Worker, WorkerOptions
+from hookinbox._settings import DATABASE_URL_ENV
 from hookinbox._storage import Store
-from hookinbox.cli._asgi import ACK_DEADLINE_ENV, BODY_TIMEOUT_ENV, GROUP_COMMIT_ENV
+from hookinbox.cli._asgi import (
+    ACK_DEADLINE_ENV,
+    BODY_TIMEOUT_ENV,
+    GROUP_COMMIT_ENV,
+    overrides_from_environment,
+)
 from hookinbox.cli._dashboard import admin_token_option, dashboard_settings
 from hookinbox.cli._dashboard import register as register_dashboard
 from hookinbox.cli._demo import register as register_demo
-from hookinbox.cli._loading import APP_ENV, load_inbox
+from hookinbox.cli._loading import APP_ENV, load_app, load_inbox
 from hookinbox.cli._ops import register as register_operations
 from hookinbox.cli._simulate import register as register_simulate
 from hookinbox.cli._supervise import WorkerSupervisor
-from hookinbox.dashboard import ADMIN_TOKEN_ENV
+from hookinbox.dashboard._auth import ADMIN_TOKEN_ENV
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -263,13 +269,8 @@ def serve(
     if not os.environ.get(MULTIPROCESS_ENV):
         own_metrics_dir = tempfile.mkdtemp(prefix="hookinbox-metrics-")
         os.environ[MULTIPROCESS_ENV] = own_metrics_dir
-    inbox = load_inbox(app, database_url=database_url)
-    if inbox.claims is not None:
-        no_worker = True  # Redis claim mode: handlers run in the request; no schema, no queue
-    else:
-        inbox.migrate()
-    inbox.close()
-    # Each server process re-imports APP through the factory, with the same overrides.
+    # This process and each server process (the factory re-imports APP) build the inbox with
+    # the same settings: the command line's, handed over in the environment.
     os.environ[APP_ENV] = app
     if database_url:
         os.environ[DATABASE_URL_ENV] = database_url
@@ -279,6 +280,12 @@ def serve(
         os.environ[ACK_DEADLINE_ENV] = f"{ack_deadline:g}"
     if body_timeout is not None:
         os.environ[BODY_TIMEOUT_ENV] = f"{body_timeout:g}"
+    inbox = load_app(app, overrides=overrides_from_environment())
+    if isinstance(inbox, Inbox):
+        inbox.migrate()
+    else:
+        no_worker = True  # Redis claim mode: handlers run in the request; no schema, no queue
+    inbox.close()
     if admin_token:
         os.environ[ADMIN_TOKEN_ENV] = admin_token
     supervisor = None
@@ -440,13 +447,15 @@ def run_until_stopped(inbox: Inbox, worker: Worker, metrics_port: int | None) ->
 def migrate(app: str | None, database_url: str | None) -> None:
     """Create or upgrade hookinbox's tables (for APP, or the database at --database-url)."""
     if app:
-        store = load_inbox(app, database_url=database_url).store
+        inbox = load_inbox(app, database_url=database_url)
+        before, after = inbox.migrate()  # checks the app's handlers and sources first
+        inbox.close()
     elif database_url:
         store = Store(database_url)
+        before, after = store.migrate()
+        store.dispose()
     else:
         raise ConfigurationError("give APP or --database-url")
-    before, after = store.migrate()
-    store.dispose()
     if before == after:
         click.echo(f"schema is up to date (version {after})")
     else:

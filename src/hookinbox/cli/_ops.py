@@ -22,7 +22,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._inbox import DATABASE_URL_ENV, Inbox
+from hookinbox._inbox import Inbox
 from hookinbox._model import Status
 from hookinbox._operations import (
     DEFAULT_RETENTION,
@@ -35,6 +35,7 @@ from hookinbox._operations import (
     prune,
     time_ago,
 )
+from hookinbox._settings import DATABASE_URL_ENV
 from hookinbox._storage import (
     EventFilter,
     ReplayResult,
@@ -76,9 +77,9 @@ def opened(app: str | None, database_url: str | None) -> Iterator[Target]:
     a mistyped URL is an error, not a fresh empty inbox that reports itself healthy."""
     if app:
         inbox = load_inbox(app, database_url=database_url)
-        inbox.auto_migrate = False
-        _require_existing(inbox.database_url)
-        target = Target(inbox.store, inbox)
+        url = inbox.settings.database_url
+        _require_existing(url)
+        target = Target(Store(url, inbox.settings.store_options, auto_migrate=False), inbox)
     elif database_url:
         _require_existing(database_url)
         target = Target(Store(database_url, auto_migrate=False), None)
@@ -480,7 +481,7 @@ def prune_command(
         check_retention(requested, [], force=force)  # positive
         ago(requested, older_than or "")  # a cutoff inside the calendar
     with opened(app, database_url) as target:
-        default = target.inbox.retention if target.inbox else DEFAULT_RETENTION
+        default = target.inbox.settings.retention if target.inbox else DEFAULT_RETENTION
         retention = requested or default
         sources = list(target.inbox.sources.values()) if target.inbox else []
         check_retention(retention, sources, force=force)

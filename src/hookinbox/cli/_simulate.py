@@ -17,15 +17,15 @@ from rich.console import Console
 from rich.table import Table
 
 from hookinbox.simulate import (
-    PROFILES,
     SimulationConfig,
     SimulationReport,
     Verification,
-    render_report,
     simulate,
     verify,
     wait_until_drained,
 )
+from hookinbox.simulate._providers import PROFILES
+from hookinbox.simulate._report import render_report
 
 EXIT_CHECK_FAILED = 1
 ENV = "HOOKINBOX_SIMULATE_"

@@ -11,8 +11,9 @@ from django.utils.module_loading import import_string
 from sqlalchemy import Connection
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._inbox import Inbox
-from hookinbox._storage import Store
+from hookinbox._inbox import BaseInbox, Inbox
+from hookinbox._runtime import StoreFactory
+from hookinbox._settings import current_overrides
 from hookinbox.django._store import DjangoStore
 
 SETTING = "HOOKINBOX_INBOX"
@@ -36,19 +37,22 @@ class DjangoInbox(Inbox):
                     f"a DjangoInbox takes no {name}: it uses settings.DATABASES[{using!r}] and "
                     "Django's migrations"
                 )
+        self.using = using
         # Each delivery commits in its own request's connection, as Django code expects (and
         # Django's TestCase can see and roll back), not in a writer thread's shared transaction.
         options.setdefault("group_commit", False)
-        super().__init__(f"django:{using}", auto_migrate=False, **options)
-        self.using = using
+        super().__init__(auto_migrate=False, **options)
 
-    @property
-    def store(self) -> Store:
-        if self._store is None:
-            with self._lock:
-                if self._store is None:
-                    self._store = DjangoStore(self.using, self.store_options)
-        return self._store
+    def _database_url(self, argument: str | None) -> str:
+        if current_overrides().database_url:
+            raise ConfigurationError(
+                f"a DjangoInbox uses settings.DATABASES[{self.using!r}]; change it there, "
+                "not with --database-url"
+            )
+        return f"django:{self.using}"
+
+    def _store_factory(self) -> StoreFactory:
+        return lambda settings, _registry: DjangoStore(self.using, settings.store_options)
 
     def use_database(self, database_url: str) -> None:
         raise ConfigurationError(
@@ -62,7 +66,7 @@ class DjangoInbox(Inbox):
         return f"DjangoInbox(using={self.using!r}, sources={sorted(self.sources)})"
 
 
-def configured_inbox() -> Inbox:
+def configured_inbox() -> BaseInbox:
     """The inbox named by `settings.HOOKINBOX_INBOX`, a dotted path like WSGI_APPLICATION's."""
     spec = getattr(settings, SETTING, None)
     if not isinstance(spec, str) or not spec:
@@ -73,6 +77,6 @@ def configured_inbox() -> Inbox:
         target = import_string(spec)
     except ImportError as error:
         raise ConfigurationError(f"{SETTING} = {spec!r} cannot be imported: {error}") from error
-    if not isinstance(target, Inbox):
+    if not isinstance(target, BaseInbox):
         raise ConfigurationError(f"{SETTING} = {spec!r} is a {type(target).__name__}, not an Inbox")
     return target

@@ -9,15 +9,14 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from hookinbox._inbox import Inbox
+from hookinbox import BaseInbox
 from hookinbox.django._inbox import DjangoInbox
-from hookinbox.http._app import encode_reply
-from hookinbox.http._blocking import answer_blocking
+from hookinbox.http import receive_stream
 
 View = Callable[[HttpRequest, str], HttpResponse]
 
 
-def webhook_view(inbox: Inbox) -> View:
+def webhook_view(inbox: BaseInbox) -> View:
     """A view for `path("webhooks/<str:source>", webhook_view(inbox))`.
 
     The body is read from the request stream with the inbox's cap (413 from Content-Length
@@ -30,18 +29,14 @@ def webhook_view(inbox: Inbox) -> View:
     @csrf_exempt
     @require_POST
     def receive_webhook(request: HttpRequest, source: str) -> HttpResponse:
-        reply = answer_blocking(
-            inbox.receiver,
-            source,
-            request.headers.items(),
-            request.META.get("CONTENT_LENGTH"),
-            request.read,
+        reply = receive_stream(
+            inbox, source, request.headers.items(), request.read, request.META.get("CONTENT_LENGTH")
         )
         return HttpResponse(
-            encode_reply(reply),
+            reply.content,
             status=reply.status_code,
             headers=reply.headers,
-            content_type="application/json",
+            content_type=reply.media_type,
         )
 
     using = inbox.using if isinstance(inbox, DjangoInbox) else DEFAULT_DB_ALIAS

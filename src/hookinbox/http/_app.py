@@ -6,27 +6,36 @@ for an inline source, stores it in a worker thread: storage is synchronous SQLAl
 with `Inbox.receive` and the worker), and writes the reply. All decisions about status codes
 live in the receiver.
 
-The delivery path is a plain ASGI callable; everything else (probes, metrics) goes to
-a small Starlette app behind it. A profile of the ingest path showed Starlette's request,
-middleware and response layers at about a fifth of the CPU per delivery, for nothing the
-delivery path needs: it parses no form, sets no cookie, and handles its own errors.
+The whole app is plain ASGI, with no web framework: a profile of the ingest path showed
+Starlette's request, middleware and response layers at about a fifth of the CPU per delivery,
+for nothing the delivery path needs (it parses no form, sets no cookie, and handles its own
+errors), and the core install carries no framework. Only the dashboard, a Starlette app of
+its own (the `dashboard` extra), is mounted at `/admin` when it is served.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hookinbox._errors import BodyTooLarge, StoreUnavailable
+from hookinbox._errors import BodyTooLarge, ConfigurationError, StoreUnavailable
 from hookinbox._receiver import BaseReceiver, Reply
+
+if TYPE_CHECKING:
+    from hookinbox._inbox import BaseInbox
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+INTERNAL_ERROR = Reply(500, {"status": "error", "error": "internal"})
+ReceiverSource = Callable[[], BaseReceiver]
+"""Where the app finds its receiver, at its first request: an inbox starts when first used."""
 
 log = logging.getLogger("hookinbox.http")
 
@@ -74,23 +83,36 @@ async def read_body(receive: Receive, declared: bytes | None, limit: int) -> byt
             return b"".join(chunks)
 
 
-def encode_reply(reply: Reply) -> bytes:
-    """The JSON body of a reply, byte for byte the same from every adapter."""
-    return json.dumps(reply.body, separators=(",", ":")).encode()
-
-
 async def send_reply(send: Send, reply: Reply) -> None:
-    body = encode_reply(reply)
+    await send_json(send, reply.status_code, reply.content, reply.headers)
+
+
+async def send_json(
+    send: Send, status: int, body: bytes, extra_headers: dict[str, str] | None = None
+) -> None:
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         *(
             (name.encode("latin-1"), value.encode("latin-1"))
-            for name, value in reply.headers.items()
+            for name, value in (extra_headers or {}).items()
         ),
     ]
-    await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def receive_asgi(
+    inbox: BaseInbox, source: str, headers: list[tuple[bytes, bytes]], receive: Receive
+) -> Reply | None:
+    """Read one delivery from an ASGI `receive` callable and decide its reply.
+
+    For adapters of ASGI frameworks: `headers` are the scope's raw header pairs. The body is
+    read with the inbox's size cap and body timeout, verified exactly as it came, and stored
+    within the ack deadline. None means the client left before its body arrived: nobody is
+    left to answer.
+    """
+    return await answer(inbox._receiver(), source, headers, receive)
 
 
 async def answer(
@@ -109,7 +131,7 @@ async def answer(
         return receiver.reject_slow_body(source)
     except Exception:  # a bug in hookinbox: log it, answer without the traceback
         log.exception("unexpected error receiving a delivery")
-        return Reply(500, {"status": "error", "error": "internal"})
+        return INTERNAL_ERROR
 
 
 async def _deliver(
@@ -168,37 +190,43 @@ def _on_asyncio() -> bool:
 
 
 PROBES = frozenset({"healthz", "readyz", "metrics"})
-"""Paths of the fallback app, never taken for a source name under a mount point."""
+"""Paths of the probes, never taken for a source name under a mount point."""
+ADMIN_PATH = "/admin"
 
 
 class WebhookApp:
-    """Deliveries (`{path}/{source}`) handled directly; any other request goes to `fallback`."""
+    """Deliveries (`{path}/{source}`) handled directly; probes and `/admin` beside them."""
 
-    def __init__(self, receiver: BaseReceiver, path: str, fallback: ASGIApp) -> None:
+    def __init__(self, receiver: ReceiverSource, path: str, admin: ASGIApp | None = None) -> None:
         self.receiver = receiver
         self.prefix = path.rstrip("/") + "/"
-        self.fallback = fallback
+        self.admin = _mounted(admin) if admin is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(self.receiver, receive, send)
+            return
+        if scope["type"] != "http":
+            return  # no websockets: the server closes the connection
         source = self._source(scope)
         if source is None:
-            await self.fallback(scope, receive, send)
+            await self._other(scope, receive, send)
             return
         if scope["method"] != "POST":
-            await send_not_allowed(send)
+            await send_not_allowed(send, "POST")
             return
-        reply = await answer(self.receiver, source, scope["headers"], receive)
+        try:
+            receiver = self.receiver()  # the first request starts the inbox
+        except ConfigurationError as error:  # `hookinbox serve` refuses to start instead
+            log.error("the inbox cannot start: %s", error)
+            await send_reply(send, INTERNAL_ERROR)
+            return
+        reply = await answer(receiver, source, scope["headers"], receive)
         if reply is not None:
             await send_reply(send, reply)
 
     def _source(self, scope: Scope) -> str | None:
-        if scope["type"] != "http":
-            return None
-        path: str = scope["path"]
-        root: str = scope.get("root_path", "")
-        mounted = bool(root) and path.startswith(root)
-        if mounted:
-            path = path[len(root) :]
+        path, mounted = _local_path(scope)
         if path.startswith(self.prefix):
             source = path[len(self.prefix) :]
         elif mounted and path.startswith("/") and path[1:] not in PROBES:
@@ -209,11 +237,85 @@ class WebhookApp:
             return None
         return source if source and "/" not in source else None
 
+    async def _other(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path, _ = _local_path(scope)
+        if self.admin is not None and (path == ADMIN_PATH or path.startswith(ADMIN_PATH + "/")):
+            await self.admin(scope, receive, send)
+            return
+        probe = {"/healthz": self._healthz, "/readyz": self._readyz, "/metrics": self._metrics}
+        respond = probe.get(path)
+        if respond is None:
+            await send_text(send, 404, b"Not Found")
+        elif scope["method"] not in ("GET", "HEAD"):
+            await send_not_allowed(send, "GET, HEAD")
+        else:
+            await respond(send)
 
-async def send_not_allowed(send: Send) -> None:
+    async def _healthz(self, send: Send) -> None:
+        await send_json(send, 200, b'{"status":"ok"}')
+
+    async def _readyz(self, send: Send) -> None:
+        receiver = self.receiver()
+        try:
+            await anyio.to_thread.run_sync(receiver.ping)
+        except StoreUnavailable as error:
+            await send_reply(send, receiver.unavailable(error.message))
+            return
+        await send_json(send, 200, b'{"status":"ready"}')
+
+    async def _metrics(self, send: Send) -> None:
+        body, content_type = await anyio.to_thread.run_sync(self.receiver().metrics)
+        await send_text(send, 200, body, content_type)
+
+
+def _local_path(scope: Scope) -> tuple[str, bool]:
+    """The request path under the app's mount point, and whether the app is mounted."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root) :], True
+    return path, False
+
+
+def _mounted(admin: ASGIApp) -> ASGIApp:
+    """The dashboard (a Starlette app, from the `dashboard` extra) mounted at /admin."""
+    from starlette.routing import Mount, Router
+
+    return Router(routes=[Mount(ADMIN_PATH, app=admin)])
+
+
+async def _lifespan(receiver: ReceiverSource, receive: Receive, send: Send) -> None:
+    """Start the inbox when the server starts, so that a configuration mistake stops the
+    server with its one-line message instead of failing each delivery."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            try:
+                receiver()
+            except ConfigurationError as error:
+                await send({"type": "lifespan.startup.failed", "message": str(error)})
+                return
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def send_text(
+    send: Send, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8"
+) -> None:
+    headers = [
+        (b"content-type", content_type.encode("latin-1")),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_not_allowed(send: Send, allow: str) -> None:
     body = b"Method Not Allowed"
     headers = [
-        (b"allow", b"POST"),
+        (b"allow", allow.encode("latin-1")),
         (b"content-type", b"text/plain; charset=utf-8"),
         (b"content-length", str(len(body)).encode()),
     ]
@@ -221,42 +323,13 @@ async def send_not_allowed(send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _respond(reply: Reply) -> Response:
-    return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
-
-
-ADMIN_PATH = "/admin"
-
-
 def create_app(
-    receiver: BaseReceiver, *, path: str = "/webhooks", admin: ASGIApp | None = None
+    receiver: ReceiverSource, *, path: str = "/webhooks", admin: ASGIApp | None = None
 ) -> ASGIApp:
-    """An ASGI app serving `receiver`; mount it under any prefix.
+    """An ASGI app serving the receiver `receiver()` returns; mount it under any prefix.
 
     `admin` (the dashboard) is served at `/admin`, beside the probes: only requests the
     delivery path did not take reach it, so `{path}/admin/...` never does (a source name has
     no slash), and `{path}/admin` is a delivery to a source named `admin`.
     """
-
-    async def healthz(_request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
-    async def readyz(_request: Request) -> Response:
-        try:
-            await anyio.to_thread.run_sync(receiver.ping)
-        except StoreUnavailable as error:
-            return _respond(receiver.unavailable(error.message))
-        return JSONResponse({"status": "ready"})
-
-    async def metrics(_request: Request) -> Response:
-        body, content_type = await anyio.to_thread.run_sync(receiver.metrics)
-        return Response(body, media_type=content_type)
-
-    routes: list[BaseRoute] = [
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-    ]
-    if admin is not None:
-        routes.append(Mount(ADMIN_PATH, app=admin))
-    return WebhookApp(receiver, path, Starlette(routes=routes))
+    return WebhookApp(receiver, path, admin)

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from hookinbox._errors import BodyTooLarge
 from hookinbox._receiver import BaseReceiver, Reply
+
+if TYPE_CHECKING:
+    from hookinbox._inbox import BaseInbox
 
 log = logging.getLogger("hookinbox.http")
 
@@ -38,6 +42,24 @@ def read_capped(read: Callable[[int], bytes], declared: str | None, limit: int) 
         if size > limit:
             raise BodyTooLarge()
         chunks.append(chunk)
+
+
+def receive_stream(
+    inbox: BaseInbox,
+    source: str,
+    headers: Mapping[str, str] | Iterable[tuple[str, str]],
+    read: Callable[[int], bytes],
+    content_length: str | None = None,
+) -> Reply:
+    """Read one delivery through `read(n)` and decide its reply (blocking).
+
+    For adapters of WSGI frameworks: `read` is the request stream's read function and
+    `content_length` the Content-Length header, if any. An unknown source is answered before
+    a byte is read; a body over the inbox's size cap is refused (413) before it is buffered
+    (at once when Content-Length announces it). Errors raised by `read` itself (a client that
+    hung up mid-body) propagate, for the framework to answer.
+    """
+    return answer_blocking(inbox._receiver(), source, headers, content_length, read)
 
 
 def answer_blocking(

@@ -1,4 +1,10 @@
-"""The transactional outbox: destinations, and the relay that delivers to them."""
+"""The transactional outbox's destinations: where `ctx.outbox.send(...)` messages go.
+
+A handler writes a message in its own transaction; the relay (in `hookinbox worker`, or
+`hookinbox relay`) delivers it at least once, under a stable key, through the destination
+named in the message: an `HTTPDestination`, or a function registered with
+`@inbox.destination(name)`. See docs/outbox.md.
+"""
 
 from hookinbox.outbox._destinations import (
     CallableDestination,
@@ -6,17 +12,12 @@ from hookinbox.outbox._destinations import (
     Destination,
     HTTPDestination,
     Undeliverable,
-    parse_retry_after,
 )
-from hookinbox.outbox._relay import MessageQueue, Relay
 
 __all__ = [
     "CallableDestination",
     "DeliveryError",
     "Destination",
     "HTTPDestination",
-    "MessageQueue",
-    "Relay",
     "Undeliverable",
-    "parse_retry_after",
 ]

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from hookinbox._errors import HookinboxError
 from hookinbox._model import Message
@@ -40,6 +40,7 @@ class Undeliverable(HookinboxError):
     """The receiver refused the message for good; it will not be retried."""
 
 
+@runtime_checkable
 class Destination(Protocol):
     name: str
     retry: RetryPolicy | None

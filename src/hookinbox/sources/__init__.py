@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from hookinbox.sources._base import Headers, Identity, Source, normalize_headers
+from hookinbox.sources._base import Headers, Identity, Source
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
@@ -60,5 +60,4 @@ __all__ = [
     "StandardWebhooks",
     "Stripe",
     "Twilio",
-    "normalize_headers",
 ]

@@ -38,11 +38,11 @@ from hookinbox._errors import (
     PayloadError,
     TimestampOutOfTolerance,
 )
+from hookinbox._model import MAX_KEY_LENGTH
 
 Headers = Mapping[str, str]
 """Request headers with lower-case names (see `normalize_headers`)."""
 
-MAX_KEY_LENGTH = 255
 DEFAULT_TOLERANCE = 300.0
 
 

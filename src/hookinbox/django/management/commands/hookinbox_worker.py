@@ -6,9 +6,9 @@ import os
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from hookinbox._processing import WorkerOptions
+from hookinbox import Inbox, WorkerOptions
 from hookinbox.django._inbox import configured_inbox
 
 # (flag, type, default, help): each defaults to HOOKINBOX_<FLAG>, as `hookinbox worker` does.
@@ -65,6 +65,8 @@ class Command(BaseCommand):
         from hookinbox.cli._main import run_until_stopped  # click, rich: only for this command
 
         inbox = configured_inbox()
+        if not isinstance(inbox, Inbox):
+            raise CommandError(f"{inbox!r} keeps no queue: its handlers run in the request")
         if options["until_idle"]:
             attempts = inbox.process_due()
             self.stdout.write(f"{attempts} attempt(s) run; nothing else is due")

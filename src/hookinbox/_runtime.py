@@ -1,0 +1,175 @@
+"""What an `Inbox` runs on, built in one place from its settings and registry, on first use.
+
+Nothing connects when an inbox is constructed (it is built at import time in every server
+and worker process); the store opens on first access, and the receiver, processor and relay
+are built the first time something needs them. Once the receiver or processor exists, the
+inbox has started: the registry is checked (`Registry.check`) and sources can no longer be
+added.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from hookinbox._operations._prune import PruneResult
+from hookinbox._operations._prune import prune as prune_events
+from hookinbox._operations._schedule import DailyJob
+from hookinbox._processing._loop import WorkQueue
+from hookinbox._processing._processor import Processor
+from hookinbox._processing._queues import EventQueue
+from hookinbox._processing._worker import Worker, WorkerOptions
+from hookinbox._receiver import Receiver
+from hookinbox._registry import Registry
+from hookinbox._settings import Settings
+from hookinbox._storage._group_commit import GroupCommitter
+from hookinbox._storage._notify import CHANNEL as EVENTS_CHANNEL
+from hookinbox._storage._notify import OUTBOX_CHANNEL
+from hookinbox._storage._store import Store
+from hookinbox.outbox._relay import MessageQueue, Relay
+
+StoreFactory = Callable[[Settings, Registry], Store]
+
+
+def open_store(settings: Settings, registry: Registry) -> Store:
+    """The default store: the settings' database URL, migrated on first use if allowed."""
+    return Store(
+        settings.database_url,
+        settings.store_options,
+        auto_migrate=settings.auto_migrate,
+        after_migrate=registry.after_migrate,
+    )
+
+
+class Runtime:
+    """The store, receiver, processor, relay and workers of one inbox; each built once."""
+
+    def __init__(
+        self, settings: Settings, registry: Registry, store_factory: StoreFactory = open_store
+    ) -> None:
+        self.settings = settings
+        self.registry = registry
+        self._store_factory = store_factory
+        self._lock = threading.RLock()
+        self._store: Store | None = None
+        self._receiver: Receiver | None = None
+        self._processor: Processor | None = None
+        self._relay: Relay | None = None
+        self.wake = threading.Event()  # set on each new event: an in-process worker starts at once
+        self.relay_wake = threading.Event()
+
+    @property
+    def started(self) -> bool:
+        return self._receiver is not None or self._processor is not None
+
+    @property
+    def store_opened(self) -> bool:
+        return self._store is not None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    self._store = self._store_factory(self.settings, self.registry)
+        return self._store
+
+    @property
+    def receiver(self) -> Receiver:
+        if self._receiver is None:
+            with self._lock:
+                if self._receiver is None:
+                    self.registry.check()
+                    settings = self.settings
+                    registry = self.registry
+                    committer = (
+                        GroupCommitter(
+                            self.store,
+                            settings.group_commit,
+                            statement_timeout=settings.statement_timeout,
+                        )
+                        if settings.group_commit
+                        else None
+                    )
+                    self._receiver = Receiver(
+                        self.store,
+                        registry.sources,
+                        settings.receiver,
+                        inline={name: self.processor.inline for name in registry.inline_sources},
+                        on_new_event=self.wake.set,
+                        retention=settings.retention,
+                        committer=committer,
+                    )
+        return self._receiver
+
+    @property
+    def processor(self) -> Processor:
+        if self._processor is None:
+            with self._lock:
+                if self._processor is None:
+                    self.registry.check()
+                    self._processor = Processor(
+                        self.store,
+                        self.registry.handlers,
+                        policy=self.settings.retry,
+                        source_policies=self.registry.source_retry,
+                        clock=self.settings.clock,
+                        destinations=self.registry.destinations.keys(),
+                        on_messages=self.relay_wake.set,
+                    )
+        return self._processor
+
+    @property
+    def relay(self) -> Relay:
+        if self._relay is None:
+            with self._lock:
+                if self._relay is None:
+                    self._relay = Relay(
+                        self.store,
+                        self.registry.destinations,
+                        policy=self.settings.outbox_retry,
+                        clock=self.settings.clock,
+                    )
+        return self._relay
+
+    def worker(self, options: WorkerOptions, *, prune: bool, relay: bool) -> Worker:
+        queues: list[tuple[WorkQueue[Any], int, threading.Event]] = [
+            (EventQueue(self.processor, options.lease_seconds), options.concurrency, self.wake)
+        ]
+        channels = {EVENTS_CHANNEL: self.wake}
+        if relay:
+            queue = MessageQueue(self.relay, options.lease_seconds)
+            queues.append((queue, options.relay_concurrency, self.relay_wake))
+            channels[OUTBOX_CHANNEL] = self.relay_wake
+        jobs = []
+        prune_at = self.settings.prune_at
+        if prune and prune_at is not None:
+            jobs.append(DailyJob(self.store, lambda: self.prune().summary(), at=prune_at,
+                                 clock=self.now))  # fmt: skip
+        return Worker(self.store, queues, options, jobs=jobs, channels=channels)
+
+    def relay_only(self, options: WorkerOptions) -> Worker:
+        queue = MessageQueue(self.relay, options.lease_seconds)
+        return Worker(
+            self.store,
+            [(queue, options.relay_concurrency, self.relay_wake)],
+            options,
+            channels={OUTBOX_CHANNEL: self.relay_wake},
+        )
+
+    def prune(self, *, dry_run: bool = False) -> PruneResult:
+        return prune_events(
+            self.store, now=self.now(), retention=self.settings.retention, dry_run=dry_run
+        )
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.settings.clock(), UTC)
+
+    def close(self) -> None:
+        """Store what group commit holds, then release pooled connections."""
+        if self._receiver is not None and self._receiver.committer is not None:
+            self._receiver.committer.close()
+        if self._store is not None:
+            self._store.dispose()

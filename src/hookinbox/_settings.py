@@ -1,0 +1,213 @@
+"""An inbox's settings: every knob in one frozen value, checked once, when the inbox is built.
+
+Where a setting comes from (the first that gives one wins):
+
+1. the command line: `hookinbox serve APP --database-url ...` imports APP inside
+   `overriding(...)`, so its flags (and their `HOOKINBOX_*` variables) apply while the user's
+   module constructs its `Inbox`; nothing is patched into an inbox after it was built;
+2. the constructor's argument;
+3. the environment: `$HOOKINBOX_DATABASE_URL` when no URL is given;
+4. the default.
+
+A wrong value is a `ConfigurationError` raised by the constructor, with one line that names
+the setting: the application fails at import, not at its first delivery.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import time as time_of_day
+from datetime import timedelta
+
+from hookinbox._errors import ConfigurationError
+from hookinbox._operations._prune import DEFAULT_RETENTION
+from hookinbox._operations._schedule import parse_daily_time
+from hookinbox._processing._policy import RetryPolicy
+from hookinbox._storage._engine import StoreOptions
+from hookinbox._storage._group_commit import GroupCommit
+
+DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
+DEFAULT_DATABASE_URL = "sqlite:///hookinbox.db"
+DEFAULT_MAX_BODY_SIZE = 1024 * 1024
+DEFAULT_RETRY_AFTER = 5
+DEFAULT_ACK_DEADLINE = 3.0
+"""Seconds from a delivery's body read to its answer; past it, 503. Below Shopify's 5 s, the
+shortest timeout among the providers (../docs/ingest.md#the-ack-deadline)."""
+DEFAULT_BODY_TIMEOUT = 10.0
+"""Seconds a client may take to send a delivery's body: a stalled or trickling client (slowloris)
+would otherwise hold a connection and its buffer for as long as it likes."""
+MAX_ACK_DEADLINE = 60.0
+MAX_BODY_TIMEOUT = 300.0
+"""Senders give up after 30 s at most; a body still arriving after 300 s is an attack."""
+MAX_RETRY_AFTER = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverSettings:
+    """What answering a delivery needs; shared by `Inbox` and `ClaimInbox`."""
+
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    """Bytes; a longer body is refused with 413 before it is buffered."""
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    """Seconds a client may take to send the body; then 408."""
+    retry_after: int = DEFAULT_RETRY_AFTER
+    """Seconds sent as `Retry-After` with every 503."""
+    ack_deadline: float | None = DEFAULT_ACK_DEADLINE
+    """Seconds from the body read to the answer; a delivery not stored by then gets 503."""
+    clock: Callable[[], float] = field(default=time.time, compare=False)
+    """Seconds since the epoch: signature tolerances, timestamps and schedules use it."""
+
+    def __post_init__(self) -> None:
+        _check_int("max_body_size", self.max_body_size, 1, 1 << 31)
+        _check_int("retry_after", self.retry_after, 1, MAX_RETRY_AFTER)
+        if self.ack_deadline is not None:
+            _check_seconds("ack_deadline", self.ack_deadline, MAX_ACK_DEADLINE, "(or None)")
+        _check_seconds("body_timeout", self.body_timeout, MAX_BODY_TIMEOUT)
+        if not callable(self.clock):
+            raise ConfigurationError(
+                f"clock must be a function returning seconds, not {self.clock!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """An `Inbox`'s settings (`inbox.settings`); built and checked by the constructor."""
+
+    database_url: str
+    receiver: ReceiverSettings
+    store_options: StoreOptions = field(default_factory=StoreOptions)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    outbox_retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retention: timedelta = DEFAULT_RETENTION
+    allow_short_retention: bool = False
+    prune_at: time_of_day | None = None
+    auto_migrate: bool = True
+    group_commit: GroupCommit | None = field(default_factory=GroupCommit)
+
+    def __post_init__(self) -> None:
+        for name, kind in (
+            ("store_options", StoreOptions),
+            ("retry", RetryPolicy),
+            ("outbox_retry", RetryPolicy),
+        ):
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigurationError(f"{name} must be a {kind.__name__}")
+        if not isinstance(self.retention, timedelta) or self.retention <= timedelta(0):
+            raise ConfigurationError(
+                f"retention must be a positive timedelta, not {self.retention!r}"
+            )
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.receiver.clock
+
+    @property
+    def statement_timeout(self) -> float | None:
+        """A group-commit writer's statement timeout: a second past the ack deadline, so that
+        the requests of a stuck batch are answered by their deadline, not by the cancelled
+        statement."""
+        deadline = self.receiver.ack_deadline
+        return None if deadline is None else deadline + 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """Settings given on the command line; they beat the application's own arguments."""
+
+    database_url: str | None = None
+    group_commit: bool | None = None
+    """False turns group commit off (`--no-group-commit`); None leaves the app's setting."""
+    ack_deadline: float | None = None
+    """Seconds; 0 turns the deadline off; None leaves the app's setting."""
+    body_timeout: float | None = None
+
+    def __bool__(self) -> bool:
+        return any(value is not None for value in (
+            self.database_url, self.group_commit, self.ack_deadline, self.body_timeout
+        ))  # fmt: skip
+
+
+_OVERRIDES: ContextVar[Overrides | None] = ContextVar("hookinbox_overrides", default=None)
+
+
+@contextmanager
+def overriding(overrides: Overrides) -> Iterator[None]:
+    """Inboxes constructed inside this block take `overrides` over their own arguments."""
+    token = _OVERRIDES.set(overrides)
+    try:
+        yield
+    finally:
+        _OVERRIDES.reset(token)
+
+
+def current_overrides() -> Overrides:
+    return _OVERRIDES.get() or Overrides()
+
+
+def resolve_database_url(argument: str | None) -> str:
+    """The URL an inbox opens: the command line's, the argument, the environment, the default."""
+    return (
+        current_overrides().database_url
+        or argument
+        or os.environ.get(DATABASE_URL_ENV)
+        or DEFAULT_DATABASE_URL
+    )
+
+
+def resolve_receiver(
+    *,
+    max_body_size: int,
+    body_timeout: float,
+    retry_after: int,
+    ack_deadline: float | None,
+    clock: Callable[[], float],
+) -> ReceiverSettings:
+    """Receiver settings from the arguments, with the command line's overrides applied."""
+    overrides = current_overrides()
+    if overrides.ack_deadline is not None:
+        ack_deadline = overrides.ack_deadline or None  # 0: off
+    if overrides.body_timeout is not None:
+        body_timeout = overrides.body_timeout
+    return ReceiverSettings(
+        max_body_size=max_body_size,
+        body_timeout=body_timeout,
+        retry_after=retry_after,
+        ack_deadline=ack_deadline,
+        clock=clock,
+    )
+
+
+def resolve_group_commit(setting: GroupCommit | bool) -> GroupCommit | None:
+    if current_overrides().group_commit is False:
+        return None
+    if setting is True:
+        return GroupCommit()
+    if setting is False or setting is None:
+        return None
+    if not isinstance(setting, GroupCommit):
+        raise ConfigurationError(f"group_commit is True, False or a GroupCommit, not {setting!r}")
+    return setting
+
+
+def resolve_prune_at(text: str | None) -> time_of_day | None:
+    return parse_daily_time(text) if text else None
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigurationError(
+            f"{name} must be a whole number from {low} to {high}, not {value!r}"
+        )
+
+
+def _check_seconds(name: str, value: object, high: float, alternative: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= high:
+        unless = f" {alternative}" if alternative else ""
+        raise ConfigurationError(
+            f"{name} must be between 0 and {high:g} seconds{unless}, not {value!r}"
+        )
