@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hookinbox import Inbox
-from tests.docs.blocks import PAGES, ROOT, blocks, parse, run, skip_directives
+from tests.docs.blocks import PAGES, ROOT, blocks, close_inboxes, parse, run, skip_directives
 
 REDIS_PREFIX = re.compile(r'prefix="([^"]+)"')
 RUNNABLE = [page for page in PAGES if any(blocks(parse(page)))]
@@ -56,7 +55,7 @@ def test_every_python_block_runs(
             error.add_note(f"({attempt})")
             raise
         finally:
-            _close_inboxes(document.namespace)
+            close_inboxes(document.namespace)
         accounted = sorted(done.ran + [line for line, _ in done.skipped])
         assert accounted == [block.line for block in blocks(document)]
 
@@ -84,12 +83,6 @@ def test_python_is_fenced_as_python() -> None:
 def _fenced(text: str) -> Iterator[tuple[str, str]]:
     for match in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
         yield match[1], match[2]
-
-
-def _close_inboxes(namespace: dict[str, object]) -> None:
-    for value in list(namespace.values()):
-        if isinstance(value, Inbox):
-            value.close()
 
 
 def _delete_keys(redis_url: str, prefixes: set[str]) -> None:

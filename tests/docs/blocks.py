@@ -168,6 +168,16 @@ def _headings(text: str) -> Iterator[tuple[str, int]]:
         position += len(line)
 
 
+def close_inboxes(namespace: dict[str, Any]) -> None:
+    """Close every inbox a page left in its namespace (engines, writer threads, Redis)."""
+    from hookinbox import Inbox
+    from hookinbox.claims import ClaimInbox
+
+    for value in list(namespace.values()):
+        if isinstance(value, Inbox | ClaimInbox):
+            value.close()
+
+
 def _where(page: Path) -> str:
     try:
         return str(page.relative_to(ROOT))

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from hookinbox import Inbox, Status
 from hookinbox._storage import Store
-from tests.docs.blocks import ROOT, FileBlock, parse, run, section
+from tests.docs.blocks import ROOT, FileBlock, close_inboxes, parse, run, section
 from tests.support.asgi import ASGIClient
 from tests.support.server import free_port, serving
 from tests.support.signing import stripe_delivery, stripe_event
@@ -50,9 +50,7 @@ def section_namespace() -> Iterator[Any]:
 
     yield run_section
     for namespace in namespaces:
-        for value in namespace.values():
-            if isinstance(value, Inbox):
-                value.close()
+        close_inboxes(namespace)
 
 
 def test_the_fastapi_section_alone_serves_the_mount_and_the_router(

@@ -15,16 +15,21 @@ LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 EXTERNAL = ("http://", "https://", "mailto:")
 
 
+def _outside_code_blocks(text: str) -> str:
+    return re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+
+
 def _prose(text: str) -> str:
     """The text outside code blocks and inline code, where links are links."""
-    text = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
-    return re.sub(r"`[^`\n]*`", "", text)
+    return re.sub(r"`[^`\n]*`", "", _outside_code_blocks(text))
 
 
 def _anchors(page: Path) -> set[str]:
-    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    """GitHub's heading anchors: lower case, punctuation (backticks too) dropped, spaces to
+    hyphens."""
     anchors: set[str] = set()
-    for heading in re.findall(r"^#+ (.+)$", _prose(page.read_text()), re.MULTILINE):
+    text = _outside_code_blocks(page.read_text())
+    for heading in re.findall(r"^#+ (.+)$", text, re.MULTILINE):
         slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
         anchor, number = slug, 0
         while anchor in anchors:  # a repeated heading gets -1, -2, ...
@@ -73,3 +78,4 @@ def test_the_checker_sees_links_and_anchors() -> None:
     """The README links to a section of ingest.md: found as a link, its anchor as a heading."""
     assert "docs/ingest.md#group-commit" in set(_links(ROOT / "README.md"))
     assert "group-commit" in _anchors(ROOT / "docs" / "ingest.md")
+    assert "hookinbox-status" in _anchors(ROOT / "docs" / "operations.md")  # `hookinbox status`
