@@ -1,48 +1,88 @@
-"""Every ```python block in the README and docs runs, page by page, in a fresh directory."""
+"""Every ```python block of README.md and docs/ runs as written (sybil; conventions in
+tests/docs/blocks.py): page by page, top to bottom, one namespace per page, in a fresh
+directory; and again in the same directory, as a reader who runs a page twice would."""
 
 from __future__ import annotations
 
 import os
 import re
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
-PAGES = [
-    page
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    if BLOCK.search(page.read_text())
-]
-
+from tests.docs.blocks import PAGES, ROOT, blocks, close_inboxes, parse, run, skip_directives
 
 REDIS_PREFIX = re.compile(r'prefix="([^"]+)"')
+RUNNABLE = [page for page in PAGES if any(blocks(parse(page)))]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_python_examples_run(
-    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+def _page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+@pytest.fixture
+def page_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the pages' mkdtemp() too
+    monkeypatch.delenv("HOOKINBOX_DATABASE_URL", raising=False)
+    yield tmp_path
+    assert Path.cwd() == tmp_path, "a block changed the working directory"
+
+
+@pytest.mark.parametrize("page", RUNNABLE, ids=_page_id)
+def test_every_python_block_runs(
+    page: Path,
+    page_directory: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     text = page.read_text()
-    blocks = BLOCK.findall(text)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("HOOKINBOX_DATABASE_URL", raising=False)
-    if "hookinbox.claims" in text:  # a Redis claims page: its examples run on the test Redis
+    prefixes = set(REDIS_PREFIX.findall(text))
+    redis_url = ""
+    if "hookinbox.claims" in text:  # a Redis claims page: its blocks run on the test Redis
         redis_url = request.getfixturevalue("redis_url")
         monkeypatch.setenv("REDIS_URL", redis_url)
-        prefixes = set(REDIS_PREFIX.findall(text))
-        _delete_keys(redis_url, prefixes)  # a run that crashed may have left some
         request.addfinalizer(lambda: _delete_keys(redis_url, prefixes))
-    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
-    for number, source in enumerate(blocks, 1):
-        code = compile(source, f"{page.name} block {number}", "exec")
-        exec(code, namespace)
-    inbox = namespace.get("inbox")
-    close = getattr(inbox, "close", None)
-    if callable(close):
-        close()
-    assert os.getcwd() == str(tmp_path)
+    for attempt in ("first run", "second run, same directory"):
+        if redis_url:  # a fresh Redis each time (and whatever a crashed run left, gone)
+            _delete_keys(redis_url, prefixes)
+        document = parse(page)
+        try:
+            done = run(document)
+        except BaseException as error:
+            error.add_note(f"({attempt})")
+            raise
+        finally:
+            close_inboxes(document.namespace)
+        accounted = sorted(done.ran + [line for line, _ in done.skipped])
+        assert accounted == [block.line for block in blocks(document)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_page_id)
+def test_every_skipped_block_says_why(page: Path) -> None:
+    for line, action, reason in skip_directives(parse(page)):
+        assert action == "next", f"{_page_id(page)}:{line}: skip one block at a time"
+        assert reason and reason.strip().startswith('"'), (
+            f'{_page_id(page)}:{line}: write <!-- skip: next "why it cannot run here" -->'
+        )
+
+
+def test_python_is_fenced_as_python() -> None:
+    """A block of Python fenced ```text would escape the run: only the few marked ones may."""
+    python_like = re.compile(r"^(from \S+ import |import \S+$|@\w[\w.]*\(|def \w+\()", re.MULTILINE)
+    offenders = []
+    for page in PAGES:
+        for number, (language, body) in enumerate(_fenced(page.read_text()), 1):
+            if language != "python" and python_like.search(body):
+                offenders.append(f"{_page_id(page)}: block {number} ({language or 'no language'})")
+    assert offenders == []
+
+
+def _fenced(text: str) -> Iterator[tuple[str, str]]:
+    for match in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+        yield match[1], match[2]
 
 
 def _delete_keys(redis_url: str, prefixes: set[str]) -> None:
@@ -56,3 +96,10 @@ def _delete_keys(redis_url: str, prefixes: set[str]) -> None:
                 client.delete(*keys)
     finally:
         client.close()
+
+
+def test_the_pages_run_where_the_tests_expect() -> None:
+    """The runner finds the pages (a moved docs/ would otherwise pass by running nothing)."""
+    assert ROOT / "README.md" in RUNNABLE
+    assert len(RUNNABLE) >= 20
+    assert os.path.isdir(ROOT / "docs" / "sources")
