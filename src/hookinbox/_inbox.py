@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection
-from starlette.types import ASGIApp
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._operations import (
@@ -47,6 +46,7 @@ from hookinbox._storage import GroupCommit, GroupCommitter, Store, StoreOptions,
 from hookinbox._storage._notify import CHANNEL as EVENTS_CHANNEL
 from hookinbox._storage._notify import OUTBOX_CHANNEL
 from hookinbox.http import create_app
+from hookinbox.http._types import ASGIApp
 from hookinbox.outbox import CallableDestination, Destination, MessageQueue, Relay
 from hookinbox.sources import Source
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 
-from starlette.types import ASGIApp
-
 from hookinbox._inbox import DATABASE_URL_ENV
 from hookinbox._operations import Thresholds
 from hookinbox.cli._loading import APP_ENV, load_inbox
 from hookinbox.dashboard import ADMIN_TOKEN_ENV, dashboard_app
 from hookinbox.http._app import create_app
+from hookinbox.http._types import ASGIApp
 
 GROUP_COMMIT_ENV = "HOOKINBOX_GROUP_COMMIT"
 ACK_DEADLINE_ENV = "HOOKINBOX_ACK_DEADLINE"

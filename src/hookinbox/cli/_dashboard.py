@@ -14,7 +14,7 @@ from hookinbox._operations import Thresholds
 from hookinbox.cli._loading import APP_ENV
 from hookinbox.cli._ops import opened
 from hookinbox.dashboard import ADMIN_TOKEN_ENV, check_token_strength, dashboard_app
-from hookinbox.http._app import ADMIN_PATH
+from hookinbox.http._probes import ADMIN_PATH
 
 admin_token_option = click.option(
     "--admin-token",

@@ -6,8 +6,8 @@ for an inline source, stores it in a worker thread: storage is synchronous SQLAl
 with `Inbox.receive` and the worker), and writes the reply. All decisions about status codes
 live in the receiver.
 
-The delivery path is a plain ASGI callable; everything else (probes, metrics) goes to
-a small Starlette app behind it. A profile of the ingest path showed Starlette's request,
+The delivery path is a plain ASGI callable; everything else (probes, metrics, the dashboard)
+goes to `_probes.Probes` behind it. A profile of the ingest path showed Starlette's request,
 middleware and response layers at about a fifth of the CPU per delivery, for nothing the
 delivery path needs: it parses no form, sets no cookie, and handles its own errors.
 """
@@ -19,14 +19,11 @@ import json
 import logging
 
 import anyio.to_thread
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hookinbox._errors import BodyTooLarge, StoreUnavailable
+from hookinbox._errors import BodyTooLarge
 from hookinbox._receiver import BaseReceiver, Reply
+from hookinbox.http._probes import PROBES, Probes, send_text
+from hookinbox.http._types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("hookinbox.http")
 
@@ -167,10 +164,6 @@ def _on_asyncio() -> bool:
     return True
 
 
-PROBES = frozenset({"healthz", "readyz", "metrics"})
-"""Paths of the fallback app, never taken for a source name under a mount point."""
-
-
 class WebhookApp:
     """Deliveries (`{path}/{source}`) handled directly; any other request goes to `fallback`."""
 
@@ -185,7 +178,7 @@ class WebhookApp:
             await self.fallback(scope, receive, send)
             return
         if scope["method"] != "POST":
-            await send_not_allowed(send)
+            await send_text(send, 405, "Method Not Allowed", allow="POST")
             return
         reply = await answer(self.receiver, source, scope["headers"], receive)
         if reply is not None:
@@ -210,24 +203,6 @@ class WebhookApp:
         return source if source and "/" not in source else None
 
 
-async def send_not_allowed(send: Send) -> None:
-    body = b"Method Not Allowed"
-    headers = [
-        (b"allow", b"POST"),
-        (b"content-type", b"text/plain; charset=utf-8"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    await send({"type": "http.response.start", "status": 405, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-def _respond(reply: Reply) -> Response:
-    return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
-
-
-ADMIN_PATH = "/admin"
-
-
 def create_app(
     receiver: BaseReceiver, *, path: str = "/webhooks", admin: ASGIApp | None = None
 ) -> ASGIApp:
@@ -237,26 +212,4 @@ def create_app(
     delivery path did not take reach it, so `{path}/admin/...` never does (a source name has
     no slash), and `{path}/admin` is a delivery to a source named `admin`.
     """
-
-    async def healthz(_request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
-    async def readyz(_request: Request) -> Response:
-        try:
-            await anyio.to_thread.run_sync(receiver.ping)
-        except StoreUnavailable as error:
-            return _respond(receiver.unavailable(error.message))
-        return JSONResponse({"status": "ready"})
-
-    async def metrics(_request: Request) -> Response:
-        body, content_type = await anyio.to_thread.run_sync(receiver.metrics)
-        return Response(body, media_type=content_type)
-
-    routes: list[BaseRoute] = [
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-    ]
-    if admin is not None:
-        routes.append(Mount(ADMIN_PATH, app=admin))
-    return WebhookApp(receiver, path, Starlette(routes=routes))
+    return WebhookApp(receiver, path, Probes(receiver, admin))
