@@ -35,7 +35,9 @@ EXTRAS: dict[str, Extra] = {
         ("starlette", "jinja2", "itsdangerous", "uvicorn"),
     ),
     "cli": Extra("colour tables (rich)", ("rich",)),
-    "paypal": Extra("PayPal's certificate checks (cryptography, httpx)", ("cryptography", "httpx")),
+    "paypal": Extra(
+        "PayPal's certificate checks (cryptography, httpx)", ("cryptography", "httpx", "certifi")
+    ),
     "mollie": Extra("an HTTP client for Mollie's API (httpx)", ("httpx",)),
     "http": Extra("an HTTP client (httpx)", ("httpx",)),
     "simulate": Extra("the simulator (httpx, rich)", ("httpx", "rich")),

@@ -1,7 +1,27 @@
 """The operator dashboard: `hookinbox serve` mounts it at `/admin` when an admin token is set;
-`hookinbox dashboard APP` serves it alone. See docs/dashboard.md."""
+`hookinbox dashboard APP` serves it alone. See docs/dashboard.md.
 
-from hookinbox.dashboard._app import dashboard_app
-from hookinbox.dashboard._auth import ADMIN_TOKEN_ENV, check_token_strength
+`dashboard_app` needs the `[dashboard]` extra (starlette, jinja2, itsdangerous); it is loaded
+on first use, so the token's variable and check are there without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from hookinbox._extras import importing
+from hookinbox.dashboard._token import ADMIN_TOKEN_ENV, check_token_strength
+
+if TYPE_CHECKING:
+    from hookinbox.dashboard._app import dashboard_app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "dashboard_app":
+        with importing("hookinbox.dashboard", "dashboard"):
+            return importlib.import_module("hookinbox.dashboard._app").dashboard_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ADMIN_TOKEN_ENV", "check_token_strength", "dashboard_app"]
