@@ -20,7 +20,12 @@ with importing("hookinbox.simulate", "simulate"):  # httpx and rich: the [simula
     from hookinbox.simulate._report import Latency, SimulationReport, render_report
     from hookinbox.simulate._run import TargetUnreachable, run_simulation, simulate
     from hookinbox.simulate._signing import Signer
-    from hookinbox.simulate._verify import SHOP_EFFECTS_SQL, Verification, verify, wait_until_drained
+    from hookinbox.simulate._verify import (
+        SHOP_EFFECTS_SQL,
+        Verification,
+        verify,
+        wait_until_drained,
+    )
 
 __all__ = [
     "DUPLICATE_RATE",
