@@ -7,15 +7,10 @@ import os
 from hookinbox._inbox import DATABASE_URL_ENV
 from hookinbox._operations import Thresholds
 from hookinbox.cli._loading import APP_ENV, load_inbox
-from hookinbox.dashboard import ADMIN_TOKEN_ENV, dashboard_app
+from hookinbox.cli._options import ACK_DEADLINE_ENV, BODY_TIMEOUT_ENV, GROUP_COMMIT_ENV
+from hookinbox.dashboard import ADMIN_TOKEN_ENV
 from hookinbox.http._app import create_app
 from hookinbox.http._types import ASGIApp
-
-GROUP_COMMIT_ENV = "HOOKINBOX_GROUP_COMMIT"
-ACK_DEADLINE_ENV = "HOOKINBOX_ACK_DEADLINE"
-"""Seconds, set by `serve --ack-deadline` (or by hand); 0 turns the deadline off."""
-BODY_TIMEOUT_ENV = "HOOKINBOX_BODY_TIMEOUT"
-"""Seconds, set by `serve --body-timeout` (or by hand)."""
 
 
 def app_from_environment() -> ASGIApp:
@@ -33,6 +28,8 @@ def app_from_environment() -> ASGIApp:
     token = os.environ.get(ADMIN_TOKEN_ENV)
     if not token:
         return inbox.asgi()  # the dashboard is off: /admin answers 404 like any unknown path
+    from hookinbox.dashboard import dashboard_app  # the [dashboard] extra: only when it is on
+
     admin = dashboard_app(
         inbox.store, token, sources=sorted(inbox.sources), thresholds=Thresholds.from_environment()
     )
