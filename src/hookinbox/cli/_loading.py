@@ -68,10 +68,11 @@ def _import(module_name: str) -> object:
         raise ConfigurationError(
             f"importing {module_name!r} failed: {location}SyntaxError: {exc.msg}"
         ) from exc
-    except OSError as exc:  # a file of the app that cannot be read (permissions, a dead mount)
+    except OSError as exc:  # a file the app reads cannot be (permissions, missing, a dead mount)
         what = _shown(exc.filename) if exc.filename else module_name
         raise ConfigurationError(
-            f"importing {module_name!r} failed: cannot read {what}: {exc.strerror or exc}"
+            f"importing {module_name!r} failed: {_where(exc)}cannot read {what}: "
+            f"{exc.strerror or exc}"
         ) from exc
     except HookinboxError as exc:  # the inbox refused its own set-up: say where it was made
         raise ConfigurationError(f"{_where(exc)}{exc}") from exc

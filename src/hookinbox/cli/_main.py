@@ -65,8 +65,10 @@ class LazyGroup(click.Group):
         except Exception as error:  # a bug: one line, unless the traceback is asked for
             if os.environ.get(DEBUG_ENV):
                 raise
+            first_line = (str(error).strip().splitlines() or [""])[0]
             fail(
-                f"unexpected {type(error).__name__}: {error} (set {DEBUG_ENV}=1 to see where)",
+                f"unexpected {type(error).__name__}: {first_line} "
+                f"(set {DEBUG_ENV}=1 for the traceback)",
                 EXIT_FAILURE,
             )
 
