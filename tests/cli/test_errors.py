@@ -42,6 +42,9 @@ def test_without_app_or_database_url_is_a_usage_error() -> None:
         assert error_line(result, 2) == expected, args
 
 
+GIVE = "give [APP] SOURCE EVENT_ID, or --status"
+
+
 def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'never-opened.db'}"
     cases = [
@@ -52,9 +55,9 @@ def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
         (["prune", "--older-than", "999999d"], "'999999d' reaches outside the calendar"),
         (["prune", "--older-than", "0"], "the retention must be positive"),
         (["status", "--check", "--max-pending-age", "15 minutes"], "not a duration"),
-        (["replay"], "give [APP] SOURCE EVENT_ID, or --status"),
-        (["replay", APP, "stripe", "evt_1", "extra"], "give [APP] SOURCE EVENT_ID, or --status"),
-        (["replay", APP, "stripe", "--status", "failed"], "give [APP] SOURCE EVENT_ID, or --status"),
+        (["replay"], GIVE),
+        (["replay", APP, "stripe", "evt_1", "extra"], GIVE),
+        (["replay", APP, "stripe", "--status", "failed"], GIVE),
         (["replay", "--status", "processing"], "cannot be replayed"),
     ]
 
