@@ -82,9 +82,7 @@ def test_prune_refuses_a_retention_shorter_than_a_redelivery_window(shop: Shop) 
     assert "--force" in line
     assert ("stripe", "evt_1") in shop.statuses()
 
-    forced = hookinbox(
-        "prune", APP, "--database-url", shop.db_url, "--older-than", "1d", "--force"
-    )
+    forced = hookinbox("prune", APP, "--database-url", shop.db_url, "--older-than", "1d", "--force")
 
     assert (forced.returncode, forced.stderr) == (0, "")
     assert summary("deleted", 1, 1, "1d").fullmatch(forced.stdout), forced.stdout
@@ -97,7 +95,7 @@ def test_prune_reports_counts_and_rate_as_json(shop: Shop) -> None:
     shop.process()
     shop.set_received_at(["evt_1", "evt_2"], ago(days=100))
 
-    counted, = hookinbox_all(["prune", APP, "--database-url", shop.db_url, "--dry-run", "--json"])
+    (counted,) = hookinbox_all(["prune", APP, "--database-url", shop.db_url, "--dry-run", "--json"])
     dry_run = parsed(counted)
     pruned = parsed(hookinbox("prune", APP, "--database-url", shop.db_url, "--json"))
 
