@@ -125,6 +125,21 @@ async def metrics():
     print(f"/metrics: {sent[0]['status']}, {len(body.splitlines())} line: {body.strip()}")
 
 
+def claims():
+    import hookinbox.claims
+
+
+def dashboard():
+    from hookinbox.dashboard import dashboard_app
+
+
+def simulator():
+    import hookinbox.simulate
+
+
+attempt("hookinbox.claims", claims)
+attempt("hookinbox.dashboard", dashboard)
+attempt("hookinbox.simulate", simulator)
 attempt("PayPal source", paypal)
 attempt("HTTPDestination", http_destination)
 attempt("postgresql URL", postgres)
@@ -243,6 +258,16 @@ def test_each_library_feature_needing_an_extra_says_which(core: Core) -> None:
 
     assert result.returncode == 0, result.stderr
     lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
+    assert lines["hookinbox.claims"] == (
+        "hookinbox.claims needs the Redis client (redis): pip install 'hookinbox[redis]'"
+    )
+    assert lines["hookinbox.dashboard"] == (
+        "hookinbox.dashboard needs the dashboard's web stack (starlette, jinja2, itsdangerous, "
+        "uvicorn): pip install 'hookinbox[dashboard]'"
+    )
+    assert lines["hookinbox.simulate"] == (
+        "hookinbox.simulate needs the simulator (httpx, rich): pip install 'hookinbox[simulate]'"
+    )
     assert lines["PayPal source"] == (
         "hookinbox.sources.PayPal needs PayPal's certificate checks (cryptography, httpx): "
         "pip install 'hookinbox[paypal]'"
