@@ -429,3 +429,10 @@ def test_the_cli_reads_the_variables_the_library_reads() -> None:
     assert _options.DATABASE_URL_ENV == DATABASE_URL_ENV
     assert _options.APP_ENV == _loading.APP_ENV
     assert list(STATUSES.choices) == [s.value for s in Statuses]
+
+
+def test_a_misspelt_command_gets_a_hint() -> None:
+    (misspelt,) = hookinbox_all(["stauts"])
+    assert error_line(misspelt, 2) == (
+        "error: No such command 'stauts'. Did you mean 'status'?; see `hookinbox --help`"
+    )

@@ -10,6 +10,7 @@ SQLAlchemy, uvicorn and rich, are imported only by the command that needs them.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
@@ -40,6 +41,18 @@ class LazyGroup(click.Group):
         command = getattr(importlib.import_module(module), attribute)
         assert isinstance(command, click.Command), entry.target
         return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, with its "did you mean" hint (click draws it from registered commands;
+        these are only named)."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list from `COMMANDS`, without importing a single command."""
