@@ -25,16 +25,21 @@ class Target:
         """Refuse a source name neither the app nor the database knows, with a hint.
 
         Called when a look-up by source found nothing, so a well-spelled name costs nothing
-        and a typo (`strpe`) is an error that says what was probably meant."""
+        and a typo (`strpe`) is an error that says what was probably meant. With APP the
+        app's sources are the authority. Without it only the database speaks, and it does
+        not know a configured source that has no events yet: then the name is refused only
+        when a known one is close to it (a typo), else the look-up's own answer stands."""
         if name is None:
             return
         from hookinbox._storage import known_sources
 
-        known = set(self.inbox.sources) if self.inbox else set()
-        if name in known or self.store_has(name):
+        configured = set(self.inbox.sources) if self.inbox else set()
+        if name in configured or self.store_has(name):
             return
-        known |= set(known_sources(self.store))
-        raise ConfigurationError(f"no source is named {name!r}{did_you_mean(name, known)}")
+        known = configured | set(known_sources(self.store))
+        hint = did_you_mean(name, known)
+        if self.inbox is not None or hint.startswith(" (did you mean"):
+            raise ConfigurationError(f"no source is named {name!r}{hint}")
 
     def store_has(self, source: str) -> bool:
         from hookinbox._storage import source_exists
