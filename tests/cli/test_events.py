@@ -143,7 +143,7 @@ def test_show_an_event_with_its_deliveries(shop: Shop) -> None:
         ["events", "show", "stripe", "evt_1"],
         ["events", "show", "stripe", "evt_nope"],
         ["events", "show", "connect", "evt_1"],
-        ["events", "show", "conect", "evt_1"],
+        ["events", "show", "strpe", "evt_1"],
         ["events", "list", "--json"],
     )
 
@@ -173,5 +173,5 @@ def test_show_an_event_with_its_deliveries(shop: Shop) -> None:
 
     assert error_line(unknown, 1) == "error: no event stripe evt_nope"
     assert error_line(other_source, 1) == "error: no event connect evt_1"
-    assert error_line(misspelt, 2) == "error: no source is named 'conect' (did you mean 'connect'?)"
+    assert error_line(misspelt, 2) == "error: no source is named 'strpe' (did you mean 'stripe'?)"
     assert shop.event("evt_1").status is Status.FAILED  # reading changed nothing
