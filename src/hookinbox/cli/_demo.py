@@ -18,6 +18,7 @@ from hookinbox.cli._options import (
     json_option,
     resolve_app,
 )
+from hookinbox.cli._output import console
 
 # The demo runs the simulator against `hookinbox serve`: both extras, checked before its
 # options (which name the example shop) are even shown.
@@ -92,8 +93,8 @@ def demo(
     missing extra (hookinbox[simulate,server]).
     """  # fmt: skip
     app = resolve_app(app, app_option, explicit=from_command_line("app")) or DEFAULT_APP
-    out = Console()
-    progress = Console(stderr=True)
+    out = console()
+    progress = console(err=True)
     if not as_json:
         out.rule("[bold]hookinbox demo[/bold]")
         out.print(INTRO)

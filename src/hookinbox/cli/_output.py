@@ -90,9 +90,16 @@ def _show_rich(table: Table, err: bool) -> None:
 
 
 def console(err: bool = False) -> Any:
+    """A rich console. Off a terminal rich would lay tables out for 80 columns and wrap
+    their cells; a wide page keeps each row on one line (the reports of `simulate` and
+    `demo`, whose `--json` is the form for scripts)."""
     from rich.console import Console
 
-    return Console(stderr=err, highlight=False)
+    width = None if _stream(err).isatty() else REPORT_WIDTH
+    return Console(stderr=err, highlight=False, width=width)
+
+
+REPORT_WIDTH = 160
 
 
 def say(text: str, *, style: str | None = None, err: bool = False) -> None:

@@ -16,12 +16,12 @@ import click
 
 from hookinbox._extras import require
 from hookinbox.cli._commands import short_help
+from hookinbox.cli._output import console
 
 # The options are drawn from the simulator's own profiles and defaults, so the simulator (the
 # [simulate] extra) is needed as soon as the command is: for its --help too.
 require("hookinbox simulate", "simulate")
 
-from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from hookinbox.simulate import (  # noqa: E402
@@ -174,8 +174,8 @@ def simulate_command(
     1 not so, or the target is unreachable; 2 bad usage or a missing extra (hookinbox[simulate]).
     """
     config = SimulationConfig(**settings)
-    stdout = Console()
-    stderr = Console(stderr=True)
+    stdout = console()
+    stderr = console(err=True)
     report = simulate(config, console=stderr)
     verification = None
     drained = None
