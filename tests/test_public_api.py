@@ -32,6 +32,7 @@ PUBLIC: dict[str, list[str]] = {
         "HookinboxError",
         "Inbox",
         "Message",
+        "MissingExtra",
         "MissingHeader",
         "NotReady",
         "Outcome",

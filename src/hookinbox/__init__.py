@@ -4,6 +4,9 @@ Verify each delivery on its raw bytes, store each event once and durably before 
 then process it where the claim and the handler's own writes commit in one transaction.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from hookinbox._errors import (
     AckDeadlinePassed,
     BadSignature,
@@ -11,6 +14,7 @@ from hookinbox._errors import (
     ConfigurationError,
     DeliveryIgnored,
     HookinboxError,
+    MissingExtra,
     MissingHeader,
     NotReady,
     PayloadError,
@@ -20,18 +24,55 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
-from hookinbox._inbox import BaseInbox, Inbox
-from hookinbox._model import Event, Message, Status
-from hookinbox._processing._context import HandlerContext
-from hookinbox._processing._policy import RetryPolicy
-from hookinbox._processing._worker import Worker, WorkerOptions
-from hookinbox._receiver import Outcome, Reply
-from hookinbox._settings import ReceiverSettings, Settings
-from hookinbox._storage._engine import StoreOptions
-from hookinbox._storage._group_commit import GroupCommit
-from hookinbox._storage._store import Store
+
+if TYPE_CHECKING:
+    from hookinbox._inbox import BaseInbox, Inbox
+    from hookinbox._model import Event, Message, Status
+    from hookinbox._processing._context import HandlerContext
+    from hookinbox._processing._policy import RetryPolicy
+    from hookinbox._processing._worker import Worker, WorkerOptions
+    from hookinbox._receiver import Outcome, Reply
+    from hookinbox._settings import ReceiverSettings, Settings
+    from hookinbox._storage._engine import StoreOptions
+    from hookinbox._storage._group_commit import GroupCommit
+    from hookinbox._storage._store import Store
 
 __version__ = "0.1.0"
+
+# Loaded on first use (PEP 562): `import hookinbox`, and so the `hookinbox` command's start-up
+# and `--help`, does not pay for SQLAlchemy until an inbox is wanted. The errors above are
+# plain classes and load at once.
+_LAZY = {
+    "BaseInbox": "hookinbox._inbox",
+    "Event": "hookinbox._model",
+    "GroupCommit": "hookinbox._storage._group_commit",
+    "HandlerContext": "hookinbox._processing._context",
+    "Inbox": "hookinbox._inbox",
+    "Message": "hookinbox._model",
+    "Outcome": "hookinbox._receiver",
+    "ReceiverSettings": "hookinbox._settings",
+    "Reply": "hookinbox._receiver",
+    "RetryPolicy": "hookinbox._processing._policy",
+    "Settings": "hookinbox._settings",
+    "Status": "hookinbox._model",
+    "Store": "hookinbox._storage._store",
+    "StoreOptions": "hookinbox._storage._engine",
+    "Worker": "hookinbox._processing._worker",
+    "WorkerOptions": "hookinbox._processing._worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # the next look-up is a plain attribute
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AckDeadlinePassed",
@@ -46,6 +87,7 @@ __all__ = [
     "HookinboxError",
     "Inbox",
     "Message",
+    "MissingExtra",
     "MissingHeader",
     "NotReady",
     "Outcome",

@@ -2,6 +2,8 @@
 
     HookinboxError
     ├── ConfigurationError          the application is set up wrongly (bad URL, unknown source name)
+    │   └── MissingExtra            a feature's optional dependencies are not installed (also
+    │                               an ImportError); its message names the extra to install
     ├── VerificationError           the delivery is not authentic              -> HTTP 401
     │   ├── MissingHeader
     │   ├── BadSignature
@@ -44,6 +46,20 @@ class HookinboxError(Exception):
 
 class ConfigurationError(HookinboxError):
     """hookinbox is configured wrongly."""
+
+
+class MissingExtra(ConfigurationError, ImportError):
+    """A feature's optional dependencies are not installed.
+
+    One line naming the feature and the extra that installs it (`pip install
+    'hookinbox[server]'`). Also an `ImportError`, so code that probes for an optional feature
+    with `except ImportError` keeps working.
+    """
+
+    def __init__(self, feature: str, extras: tuple[str, ...], what: str) -> None:
+        super().__init__(f"{feature} needs {what}: pip install 'hookinbox[{','.join(extras)}]'")
+        self.feature = feature
+        self.extras = extras
 
 
 class VerificationError(HookinboxError):

@@ -51,9 +51,8 @@ from hookinbox.outbox._destinations import CallableDestination, Destination
 from hookinbox.sources import Source
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp
-
     from hookinbox.claims import RedisClaims
+    from hookinbox.http._types import ASGIApp
 
 F = TypeVar("F", bound=Callable[..., Any])
 G = TypeVar("G", bound=Callable[[Connection], None])

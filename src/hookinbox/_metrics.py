@@ -15,6 +15,9 @@ type comes from the (verified) delivery, and a sender may use any number of type
 `type` label keeps only the types the application has handlers for (per source) and counts
 every other type as `other`. Handlers register at import time, and every process that counts
 (the HTTP servers, the worker) imports the application, so all of them fold alike.
+
+prometheus_client is an extra (`hookinbox[metrics]`, also brought by `[server]`). Without it
+every count is a no-op, and `/metrics` and `--metrics-port` say which extra to install.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from hookinbox._errors import StoreUnavailable
+from hookinbox._errors import HookinboxError, StoreUnavailable
+from hookinbox._extras import installed, require
 from hookinbox._model import Status
 
 if TYPE_CHECKING:
@@ -34,6 +38,10 @@ if TYPE_CHECKING:
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2000)
+
+METRICS_MISSING_STATUS = 501
+"""`/metrics` without prometheus_client: the server cannot do what was asked (Not Implemented),
+and the one-line body names the extra."""
 
 OTHER_TYPE = "other"
 """The `type` label of every event type no handler is registered for."""
@@ -57,12 +65,34 @@ def type_label(source: str, event_type: str | None) -> str:
     return event_type if event_type in _handled_types.get(source, ()) else OTHER_TYPE
 
 
+class _Uncounted:
+    """What an instrument is without prometheus_client: every call does nothing."""
+
+    def labels(self, *_values: str) -> _Uncounted:
+        return self
+
+    def inc(self, _amount: float = 1) -> None:
+        pass
+
+    def observe(self, _value: float) -> None:
+        pass
+
+
 def _instrument(name: str) -> Any:
     if not _instruments:
         with _lock:
             if not _instruments:
-                _instruments.update(_create())
+                if installed("prometheus_client"):
+                    _instruments.update(_create())
+                else:
+                    _instruments.update(dict.fromkeys(INSTRUMENTS, _Uncounted()))
     return _instruments[name]
+
+
+INSTRUMENTS = (
+    "deliveries", "key_conflicts", "ack_latency", "attempts", "messages", "delivery_latency",
+    "processing_latency", "batch_size",
+)  # fmt: skip
 
 
 def _create() -> dict[str, Any]:
@@ -208,8 +238,10 @@ def _age(name: str, documentation: str, since: datetime | None, now: datetime) -
 def exposition(store: Store | None) -> tuple[bytes, str]:
     """The `/metrics` body: this process's (or every process's) counters, and the gauges.
 
-    Without a store (Redis claim mode keeps no events) there are counters only.
+    Without a store (Redis claim mode keeps no events) there are counters only. Without
+    prometheus_client, `MissingExtra`: the HTTP layer answers it with `METRICS_MISSING_STATUS`.
     """
+    require("/metrics", "metrics")
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
     _instrument("deliveries")  # registers the counters even before the first delivery
@@ -228,8 +260,14 @@ def exposition(store: Store | None) -> tuple[bytes, str]:
 
 def serve_metrics(store: Store, port: int, host: str = "127.0.0.1") -> None:
     """Serve this process's metrics and the gauges on `port` (a worker run on its own)."""
+    require("--metrics-port", "metrics")
     from prometheus_client import REGISTRY, start_http_server
 
     _instrument("deliveries")
+    try:
+        start_http_server(port, addr=host)
+    except OSError as error:  # a busy port, most often: one line, not a traceback
+        raise HookinboxError(
+            f"cannot serve metrics on {host}:{port}: {error.strerror or error}"
+        ) from error
     REGISTRY.register(StoreCollector(store))
-    start_http_server(port, addr=host)

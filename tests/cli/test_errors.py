@@ -19,7 +19,7 @@ def test_an_unreachable_database_fails_with_one_line() -> None:
         ["events", "show", "stripe", "evt_1"],
         ["replay", "stripe", "evt_1"],
         ["replay", "--status", "failed"],
-        ["prune", "--app", APP],
+        ["prune", APP],
     ]
 
     results = hookinbox_all(*([*args, "--database-url", UNREACHABLE] for args in commands))
@@ -38,7 +38,11 @@ def test_without_app_or_database_url_is_a_usage_error() -> None:
     ]
 
     for args, result in zip(commands, hookinbox_all(*commands), strict=True):
-        assert error_line(result, 2) == "error: give --app or --database-url", args
+        expected = "error: give APP (or set HOOKINBOX_APP) or --database-url"
+        assert error_line(result, 2) == expected, args
+
+
+GIVE = "give [APP] SOURCE EVENT_ID, or --status"
 
 
 def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
@@ -51,8 +55,9 @@ def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
         (["prune", "--older-than", "999999d"], "'999999d' reaches outside the calendar"),
         (["prune", "--older-than", "0"], "the retention must be positive"),
         (["status", "--check", "--max-pending-age", "15 minutes"], "not a duration"),
-        (["replay"], "give SOURCE EVENT_ID, or --status"),
-        (["replay", "stripe"], "give SOURCE EVENT_ID, or --status"),
+        (["replay"], GIVE),
+        (["replay", APP, "stripe", "evt_1", "extra"], GIVE),
+        (["replay", APP, "stripe", "--status", "failed"], GIVE),
         (["replay", "--status", "processing"], "cannot be replayed"),
     ]
 

@@ -24,8 +24,10 @@ LIST_FIELDS = {
     "received_at",
     "next_attempt_at",
     "processed_at",
+    "last_delivery_at",
     "last_error",
 }
+"""The fields of an event in every JSON document (docs/cli.md, JSON output)."""
 
 
 def ids(rows: list[dict[str, Any]]) -> list[str]:
@@ -65,6 +67,7 @@ def test_list_filters_newest_first(shop: Shop) -> None:
         aware_iso,
         table,
         empty_table,
+        misspelt,
     ) = shop.cli_all(
         ["events", "list", "--json"],
         ["events", "list", "--status", "failed", "--json"],
@@ -76,13 +79,13 @@ def test_list_filters_newest_first(shop: Shop) -> None:
          "--json"],
         ["events", "list", "--status", "unhandled", "--since", one_day_ago_at_plus_2, "--json"],
         ["events", "list", "--limit", "3"],
-        ["events", "list", "--source", "nowhere"],
+        ["events", "list", "--source", "stripe", "--type", "no.such.type"],
+        ["events", "list", "--source", "strpe"],
     )  # fmt: skip
 
     rows = parsed(everything)
     assert ids(rows) == ["evt_7", "evt_6", "evt_5", "evt_4", "evt_3", "evt_2", "evt_1"]
-    assert all(LIST_FIELDS <= set(row) for row in rows)
-    assert all(not {"body", "headers", "lease_token"} & set(row) for row in rows)  # `show` has
+    assert all(set(row) == LIST_FIELDS for row in rows)  # no body, no headers: `show` has them
     received = [when(row["received_at"]) for row in rows]
     assert received == sorted(received, reverse=True)
     newest = rows[0]
@@ -121,8 +124,9 @@ def test_list_filters_newest_first(shop: Shop) -> None:
     assert table.returncode == 0, table.stderr
     assert all(f"evt_{n}" in table.stdout for n in (7, 6, 5))
     assert "evt_4" not in table.stdout
-    assert empty_table.returncode == 0
+    assert (empty_table.returncode, empty_table.stdout) == (0, "")
     assert "no events match" in empty_table.stderr
+    assert error_line(misspelt, 2) == "error: no source is named 'strpe' (did you mean 'stripe'?)"
 
 
 def test_show_an_event_with_its_deliveries(shop: Shop) -> None:
@@ -134,17 +138,22 @@ def test_show_an_event_with_its_deliveries(shop: Shop) -> None:
     shop.clock.advance(10)
     shop.process()  # both attempts met the outage
 
-    as_json, table, unknown, other_source = shop.cli_all(
+    as_json, table, unknown, other_source, misspelt, listed = shop.cli_all(
         ["events", "show", "stripe", "evt_1", "--json"],
         ["events", "show", "stripe", "evt_1"],
         ["events", "show", "stripe", "evt_nope"],
         ["events", "show", "connect", "evt_1"],
+        ["events", "show", "strpe", "evt_1"],
+        ["events", "list", "--json"],
     )
 
     shown = parsed(as_json)
+    # One schema: the list's fields, plus what only `show` has.
+    assert set(shown) == LIST_FIELDS | {"headers", "body", "deliveries"}
+    assert {name: shown[name] for name in LIST_FIELDS} == parsed(listed)[0]
     assert shown["body"] == event  # parsed, and the first body: the stored one
     assert (shown["source"], shown["event_id"]) == ("stripe", "evt_1")
-    assert shown["type"] == "invoice.paid"
+    assert shown["event_type"] == "invoice.paid"
     assert (shown["status"], shown["outcome"], shown["attempts"]) == ("failed", "max_attempts", 2)
     assert (shown["delivery_count"], shown["key_conflicts"]) == (3, 1)
     assert shown["last_error"].startswith("RuntimeError: payments API down\n")
@@ -164,4 +173,5 @@ def test_show_an_event_with_its_deliveries(shop: Shop) -> None:
 
     assert error_line(unknown, 1) == "error: no event stripe evt_nope"
     assert error_line(other_source, 1) == "error: no event connect evt_1"
+    assert error_line(misspelt, 2) == "error: no source is named 'strpe' (did you mean 'stripe'?)"
     assert shop.event("evt_1").status is Status.FAILED  # reading changed nothing

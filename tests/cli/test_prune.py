@@ -12,16 +12,19 @@ from tests.cli.conftest import (
     error_line,
     hookinbox,
     hookinbox_all,
+    parsed,
     stale_checkout,
 )
 from tests.processing.conftest import checkout, subscription_update
 
 
 def summary(verb: str, events: int, deliveries: int, retention: str) -> re.Pattern[str]:
-    """The one line `prune` prints (later parts, such as other tables' counts, may follow)."""
+    """The one line `prune` prints (later parts, such as other tables' counts, may follow);
+    a real prune also says how long it took and its rate."""
+    rate = r" in [0-9.]+ s \([0-9,]+ events/s\)" if verb == "deleted" else ""
     return re.compile(
         rf"{verb} {events} events(,| and) {deliveries} delivery log rows.*"
-        rf" \(older than {retention}\)\n"
+        rf" older than {retention}{rate}\n"
     )
 
 
@@ -47,7 +50,7 @@ def test_prune_deletes_only_done_events_past_the_retention(shop: Shop) -> None:
     assert shop.statuses() == before
     assert shop.delivery_count() == 8
 
-    pruned = hookinbox("prune", "--app", APP, "--database-url", shop.db_url)  # the app's 90d
+    pruned = hookinbox("prune", APP, "--database-url", shop.db_url)  # the app's 90d
 
     assert (pruned.returncode, pruned.stderr) == (0, "")
     assert summary("deleted", 2, 3, "90d").fullmatch(pruned.stdout), pruned.stdout
@@ -67,7 +70,7 @@ def test_prune_refuses_a_retention_shorter_than_a_redelivery_window(shop: Shop) 
     shop.set_received_at(["evt_1"], ago(days=2))  # an UPDATE: two days old
 
     with_app, without_app = hookinbox_all(
-        ["prune", "--app", APP, "--database-url", shop.db_url, "--older-than", "1d"],
+        ["prune", APP, "--database-url", shop.db_url, "--older-than", "1d"],
         ["prune", "--database-url", shop.db_url, "--older-than", "1d"],
     )
 
@@ -75,14 +78,29 @@ def test_prune_refuses_a_retention_shorter_than_a_redelivery_window(shop: Shop) 
     assert "retention 1d is shorter than stripe's redelivery window (30d)" in line
     assert "--force" in line
     line = error_line(without_app, 2)
-    assert "without --app the sources' redelivery windows are unknown" in line
+    assert "without APP the sources' redelivery windows are unknown" in line
     assert "--force" in line
     assert ("stripe", "evt_1") in shop.statuses()
 
-    forced = hookinbox(
-        "prune", "--app", APP, "--database-url", shop.db_url, "--older-than", "1d", "--force"
-    )
+    forced = hookinbox("prune", APP, "--database-url", shop.db_url, "--older-than", "1d", "--force")
 
     assert (forced.returncode, forced.stderr) == (0, "")
     assert summary("deleted", 1, 1, "1d").fullmatch(forced.stdout), forced.stdout
     assert shop.statuses() == {}
+
+
+def test_prune_reports_counts_and_rate_as_json(shop: Shop) -> None:
+    for number in range(1, 4):
+        shop.deliver(checkout(number))
+    shop.process()
+    shop.set_received_at(["evt_1", "evt_2"], ago(days=100))
+
+    (counted,) = hookinbox_all(["prune", APP, "--database-url", shop.db_url, "--dry-run", "--json"])
+    dry_run = parsed(counted)
+    pruned = parsed(hookinbox("prune", APP, "--database-url", shop.db_url, "--json"))
+
+    assert dry_run["dry_run"] is True and dry_run["events_per_second"] is None
+    assert (dry_run["events"], dry_run["deliveries"], dry_run["older_than"]) == (2, 2, "90d")
+    assert (pruned["dry_run"], pruned["events"], pruned["deliveries"]) == (False, 2, 2)
+    assert pruned["seconds"] >= 0 and pruned["events_per_second"] > 0
+    assert set(shop.statuses()) == {("stripe", "evt_3")}

@@ -37,7 +37,6 @@ def test_the_demo_fails_on_a_broken_handler() -> None:
         "--seed",
         "5",
         "--json",
-        "--app",
         "tests.apps.broken_shop:inbox",
         timeout=240,
     )

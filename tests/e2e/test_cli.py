@@ -15,7 +15,7 @@ from tests.support.server import run_cli
         (["serve", "tests.apps.basic:nothing"], "has no attribute 'nothing'"),
         (["serve", "tests.apps.basic:STRIPE_SECRET"], "not a hookinbox Inbox"),
         (["serve", "tests.apps.basic"], "module:attribute"),
-        (["migrate"], "give APP or --database-url"),
+        (["migrate"], "give APP (or set HOOKINBOX_APP) or --database-url"),
         (["migrate", "--database-url", "mysql://x@y/z"], "unsupported database"),
     ],
 )

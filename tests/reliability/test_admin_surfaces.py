@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from hookinbox.dashboard._auth import ADMIN_TOKEN_ENV
+from hookinbox.dashboard._token import ADMIN_TOKEN_ENV
 from tests.apps import guarded
 from tests.reliability._report import Trial, record
 from tests.support.server import free_port, hookinbox_command, run_cli, serving

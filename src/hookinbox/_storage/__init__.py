@@ -8,6 +8,7 @@ from hookinbox._storage._admin import (
     count_events,
     count_prunable,
     delivery_history,
+    known_sources,
     last_job_run,
     list_events,
     messages_for_event,
@@ -16,6 +17,7 @@ from hookinbox._storage._admin import (
     record_job_result,
     replay_matching,
     replay_one,
+    source_exists,
 )
 from hookinbox._storage._batch import record_deliveries
 from hookinbox._storage._deliveries import record_delivery
@@ -92,6 +94,7 @@ __all__ = [
     "events",
     "has_due",
     "has_message_due",
+    "known_sources",
     "last_job_run",
     "lease_due",
     "lease_messages",
@@ -116,6 +119,7 @@ __all__ = [
     "report",
     "set_outcome",
     "settle",
+    "source_exists",
     "supports_listen",
     "sweep_expired",
     "sweep_messages",

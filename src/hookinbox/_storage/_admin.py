@@ -78,6 +78,20 @@ def list_events(
         return [dict(row) for row in connection.execute(query).mappings()]
 
 
+def source_exists(store: Store, source: str) -> bool:
+    """Whether any event of `source` is stored: one look-up in the (source, event_id) index."""
+    query = sa.select(events.c.id).where(events.c.source == source).limit(1)
+    with store.reading() as connection:
+        return connection.execute(query).first() is not None
+
+
+def known_sources(store: Store) -> list[str]:
+    """Every source name with stored events (a scan of the index: for hints, not hot paths)."""
+    query = sa.select(events.c.source).distinct().order_by(events.c.source)
+    with store.reading() as connection:
+        return list(connection.execute(query).scalars())
+
+
 def delivery_history(store: Store, source: str, event_id: str) -> list[dict[str, Any]]:
     query = (
         sa.select(deliveries.c.received_at, deliveries.c.duplicate, deliveries.c.key_conflict)

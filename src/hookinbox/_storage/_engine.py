@@ -12,6 +12,7 @@ from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError
 
 from hookinbox._errors import ConfigurationError
+from hookinbox._extras import require
 
 HIDE_PARAMETERS = True
 """SQLAlchemy's errors quote a failed statement's parameters, and the inbox's statements carry
@@ -45,6 +46,7 @@ def parse_url(url: str | URL) -> URL:
         raise ConfigurationError(f"not a database URL: {url!r}") from exc
     backend = parsed.get_backend_name()
     if backend in ("postgresql", "postgres"):
+        require(f"a {backend}:// database URL", "postgres")  # the driver is an extra
         return parsed.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         if parsed.get_driver_name() not in ("pysqlite", ""):

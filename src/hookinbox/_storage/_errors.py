@@ -17,10 +17,23 @@ def is_unavailable(error: BaseException) -> bool:
     if isinstance(error, exc.TimeoutError):  # no pooled connection came free in time
         return True
     if isinstance(error, exc.DBAPIError):
-        return error.connection_invalidated or isinstance(
-            error, exc.OperationalError | exc.InterfaceError
+        return (
+            error.connection_invalidated
+            or isinstance(error, exc.OperationalError | exc.InterfaceError)
+            or _unreadable_sqlite_file(error.orig)
         )
     return False
+
+
+SQLITE_CORRUPT = 11
+SQLITE_NOTADB = 26
+
+
+def _unreadable_sqlite_file(original: BaseException | None) -> bool:
+    """A SQLite file that is damaged or is not a database at all: sqlite3 raises a plain
+    DatabaseError for it, yet nothing can be stored or read until an operator restores it."""
+    code = getattr(original, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)
 
 
 @contextmanager

@@ -9,10 +9,10 @@ or, with no SQL database at all, as the deduplication of an inbox whose handlers
 weaker than the SQL path's; docs/redis-claims.md states them.
 """
 
-try:
+from hookinbox._extras import importing
+
+with importing("hookinbox.claims", "redis"):  # redis-py: the [redis] extra
     import redis  # noqa: F401
-except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError("hookinbox.claims needs redis-py: pip install 'hookinbox[redis]'") from error
 
 from hookinbox._errors import AlreadyDone, ClaimStoreUnavailable, ClaimTaken, InProgress
 from hookinbox.claims._async import AsyncRedisClaims

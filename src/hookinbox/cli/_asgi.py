@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import os
 
+from hookinbox._inbox import Inbox
 from hookinbox._operations import Thresholds
-from hookinbox._settings import DATABASE_URL_ENV, Overrides
-from hookinbox.cli._loading import APP_ENV, load_app
-from hookinbox.dashboard import dashboard_app
-from hookinbox.dashboard._auth import ADMIN_TOKEN_ENV
-from hookinbox.http._app import ASGIApp, create_app
-
-GROUP_COMMIT_ENV = "HOOKINBOX_GROUP_COMMIT"
-ACK_DEADLINE_ENV = "HOOKINBOX_ACK_DEADLINE"
-"""Seconds, set by `serve --ack-deadline` (or by hand); 0 turns the deadline off."""
-BODY_TIMEOUT_ENV = "HOOKINBOX_BODY_TIMEOUT"
-"""Seconds, set by `serve --body-timeout` (or by hand)."""
+from hookinbox._settings import Overrides
+from hookinbox.cli._loading import load_app
+from hookinbox.cli._options import (
+    ACK_DEADLINE_ENV,
+    APP_ENV,
+    BODY_TIMEOUT_ENV,
+    DATABASE_URL_ENV,
+    GROUP_COMMIT_ENV,
+)
+from hookinbox.dashboard._token import ADMIN_TOKEN_ENV
+from hookinbox.http._app import create_app
+from hookinbox.http._types import ASGIApp
 
 
 def overrides_from_environment() -> Overrides:
@@ -33,12 +35,12 @@ def overrides_from_environment() -> Overrides:
 def app_from_environment() -> ASGIApp:
     """Build the ASGI app named by $HOOKINBOX_APP, set by `hookinbox serve` before it forks;
     with $HOOKINBOX_ADMIN_TOKEN set, the dashboard is served at /admin too."""
-    from hookinbox._inbox import Inbox
-
     inbox = load_app(os.environ[APP_ENV], overrides=overrides_from_environment())
     token = os.environ.get(ADMIN_TOKEN_ENV)
     if not token or not isinstance(inbox, Inbox):
         return inbox.asgi()  # the dashboard is off: /admin answers 404 like any unknown path
+    from hookinbox.dashboard import dashboard_app  # the [dashboard] extra: only when it is on
+
     admin = dashboard_app(
         inbox.store, token, sources=sorted(inbox.sources), thresholds=Thresholds.from_environment()
     )

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import click
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
-from starlette.routing import Mount, Route
+from typing import TYPE_CHECKING
 
-from hookinbox._errors import ConfigurationError
-from hookinbox._operations import Thresholds
-from hookinbox._settings import DATABASE_URL_ENV
-from hookinbox.cli._loading import APP_ENV
-from hookinbox.cli._ops import opened
-from hookinbox.dashboard import dashboard_app
-from hookinbox.dashboard._auth import ADMIN_TOKEN_ENV, check_token_strength
-from hookinbox.http._app import ADMIN_PATH
+import click
+
+from hookinbox._errors import ConfigurationError, HookinboxError
+from hookinbox._extras import require
+from hookinbox.cli._commands import short_help
+from hookinbox.cli._options import app_argument, database_url_option
+from hookinbox.cli._ports import check_port_free, url
+from hookinbox.dashboard._token import ADMIN_TOKEN_ENV, check_token_strength
+
+if TYPE_CHECKING:
+    from hookinbox._operations import Thresholds
 
 admin_token_option = click.option(
     "--admin-token",
@@ -28,6 +27,8 @@ admin_token_option = click.option(
 
 def dashboard_settings(admin_token: str | None) -> tuple[str, Thresholds]:
     """The token (refused when missing or short) and the thresholds, checked before serving."""
+    from hookinbox._operations import Thresholds
+
     if not admin_token:
         raise ConfigurationError(
             f"the dashboard is off without an admin token: set {ADMIN_TOKEN_ENV} or --admin-token"
@@ -35,9 +36,9 @@ def dashboard_settings(admin_token: str | None) -> tuple[str, Thresholds]:
     return check_token_strength(admin_token), Thresholds.from_environment()
 
 
-@click.command()
-@click.argument("app", required=False, envvar=APP_ENV)
-@click.option("--database-url", envvar=DATABASE_URL_ENV, show_envvar=True, help="Database URL.")
+@click.command(short_help=short_help("dashboard"))
+@app_argument(required=False)
+@database_url_option
 @admin_token_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=8001, show_default=True, type=click.IntRange(0, 65535))
@@ -48,13 +49,28 @@ def dashboard(
 
     It reads and replays events; it receives no webhooks and processes nothing (a worker
     processes what it replays). Thresholds come from the HOOKINBOX_MAX_* variables, as for
-    `hookinbox status --check`.
-    """
-    import uvicorn
+    `hookinbox status --check`. Prints its URL, then serves until SIGTERM or SIGINT. Needs
+    hookinbox[dashboard].
 
+    Exit codes: 0 stopped; 1 the database is unavailable or the port is taken; 2 bad usage or
+    configuration (no token, a short one, a missing extra).
+    """
+    require("hookinbox dashboard", "dashboard")
     token, thresholds = dashboard_settings(admin_token)
     if not app and not database_url:
-        raise ConfigurationError("give APP or --database-url")
+        raise ConfigurationError("give APP (or set HOOKINBOX_APP) or --database-url")
+    port = check_port_free(host, port, "hookinbox dashboard")
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import RedirectResponse, Response
+    from starlette.routing import Mount, Route
+
+    from hookinbox.cli._target import opened
+    from hookinbox.dashboard import dashboard_app
+    from hookinbox.http._probes import ADMIN_PATH
+
     with opened(app, database_url) as target:
         sources = sorted(target.inbox.sources) if target.inbox else []
         admin = dashboard_app(target.store, token, sources=sources, thresholds=thresholds)
@@ -63,8 +79,12 @@ def dashboard(
             return RedirectResponse(ADMIN_PATH + "/", 303)
 
         root = Starlette(routes=[Route("/", to_dashboard), Mount(ADMIN_PATH, app=admin)])
-        uvicorn.run(root, host=host, port=port, log_level="warning", access_log=False)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(dashboard)
+        click.echo(f"hookinbox dashboard: {url(host, port, ADMIN_PATH + '/')}")
+        click.echo("sign in with the admin token; stop with Ctrl+C")
+        try:
+            uvicorn.run(root, host=host, port=port, log_level="warning", access_log=False)
+        except SystemExit as stopped:  # the port was taken after our check (a race)
+            if stopped.code not in (0, None):
+                raise HookinboxError(
+                    f"the dashboard stopped at start-up on {host}:{port}"
+                ) from None

@@ -9,12 +9,27 @@ import tempfile
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from hookinbox._demo import DEFAULT_APP, DemoResult, run_demo
-from hookinbox.cli._simulate import incomplete, verification_table
-from hookinbox.simulate._report import render_report
+from hookinbox._extras import require
+from hookinbox.cli._commands import short_help
+from hookinbox.cli._options import (
+    deprecated_app_option,
+    from_command_line,
+    json_option,
+    resolve_app,
+)
+from hookinbox.cli._output import console
+
+# The demo runs the simulator against `hookinbox serve`: both extras, checked before its
+# options (which name the example shop) are even shown.
+require("hookinbox demo", "simulate", "server")
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from hookinbox._demo import DEFAULT_APP, DemoResult, run_demo  # noqa: E402
+from hookinbox.cli._simulate import incomplete, verification_table  # noqa: E402
+from hookinbox.simulate._report import render_report  # noqa: E402
 
 EXIT_NOT_EXACTLY_ONCE = 1
 
@@ -28,7 +43,9 @@ INTRO = (
 )
 
 
-@click.command()
+@click.command(short_help=short_help("demo"))
+@click.argument("app", required=False, envvar="HOOKINBOX_DEMO_APP")
+@deprecated_app_option
 @click.option(
     "--events",
     default=1500,
@@ -37,14 +54,6 @@ INTRO = (
     envvar="HOOKINBOX_DEMO_EVENTS",
     show_envvar=True,
     help="Valid events to send.",
-)
-@click.option(
-    "--app",
-    default=DEFAULT_APP,
-    show_default=True,
-    envvar="HOOKINBOX_DEMO_APP",
-    show_envvar=True,
-    help="The shop to run (module:attribute).",
 )
 @click.option(
     "--database-url",
@@ -61,10 +70,11 @@ INTRO = (
     help="Seconds to wait for the worker and the relay to finish.",
 )
 @click.option("--keep", is_flag=True, help="Keep the temporary directory (database, server log).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def demo(
+    app: str | None,
+    app_option: str | None,
     events: int,
-    app: str,
     database_url: str | None,
     seed: int | None,
     drain_timeout: float,
@@ -73,11 +83,18 @@ def demo(
 ) -> None:
     """Run the example shop on a throwaway database, send it a storm, check exactly-once.
 
+    APP is the shop to run (module:attribute; $HOOKINBOX_DEMO_APP), by default the example
+    shop, hookinbox.examples.shop:inbox.
+
     Exits 0 only if every acknowledged event was applied exactly once, nothing forged got in,
     and every order got exactly one receipt.
+
+    Exit codes: 0 exactly-once held; 1 it did not, or the shop did not start; 2 bad usage or a
+    missing extra (hookinbox[simulate,server]).
     """  # fmt: skip
-    out = Console()
-    progress = Console(stderr=True)
+    app = resolve_app(app, app_option, explicit=from_command_line("app")) or DEFAULT_APP
+    out = console()
+    progress = console(err=True)
     if not as_json:
         out.rule("[bold]hookinbox demo[/bold]")
         out.print(INTRO)
@@ -153,7 +170,3 @@ def to_dict(result: DemoResult) -> dict[str, object]:
         "drained": result.drained,
         "problems": result.problems,
     }
-
-
-def register(group: click.Group) -> None:
-    group.add_command(demo)

@@ -17,23 +17,11 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
 
-from hookinbox._errors import ConfigurationError
+from hookinbox.dashboard._token import check_token_strength
 
-ADMIN_TOKEN_ENV = "HOOKINBOX_ADMIN_TOKEN"
 COOKIE = "hookinbox_admin"
 SESSION_SECONDS = 12 * 3600
 """A login lasts a working day; then the token is asked for again."""
-MIN_TOKEN_LENGTH = 16
-
-
-def check_token_strength(token: str) -> str:
-    """A token short enough to guess is refused when the dashboard starts."""
-    if len(token.strip()) < MIN_TOKEN_LENGTH:  # sixteen spaces are no token
-        raise ConfigurationError(
-            f"the admin token must be at least {MIN_TOKEN_LENGTH} characters "
-            "(make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
-        )
-    return token
 
 
 @dataclass(frozen=True, slots=True)

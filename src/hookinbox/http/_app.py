@@ -17,25 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
-from hookinbox._errors import BodyTooLarge, ConfigurationError, StoreUnavailable
+from hookinbox._errors import BodyTooLarge, ConfigurationError
 from hookinbox._receiver import BaseReceiver, Reply
+from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_body, send_text
+from hookinbox.http._types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from hookinbox._inbox import BaseInbox
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 INTERNAL_ERROR = Reply(500, {"status": "error", "error": "internal"})
-ReceiverSource = Callable[[], BaseReceiver]
-"""Where the app finds its receiver, at its first request: an inbox starts when first used."""
 
 log = logging.getLogger("hookinbox.http")
 
@@ -84,22 +78,7 @@ async def read_body(receive: Receive, declared: bytes | None, limit: int) -> byt
 
 
 async def send_reply(send: Send, reply: Reply) -> None:
-    await send_json(send, reply.status_code, reply.content, reply.headers)
-
-
-async def send_json(
-    send: Send, status: int, body: bytes, extra_headers: dict[str, str] | None = None
-) -> None:
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        *(
-            (name.encode("latin-1"), value.encode("latin-1"))
-            for name, value in (extra_headers or {}).items()
-        ),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send_body(send, reply.status_code, reply.content, reply.media_type, **reply.headers)
 
 
 async def receive_asgi(
@@ -189,31 +168,21 @@ def _on_asyncio() -> bool:
     return True
 
 
-PROBES = frozenset({"healthz", "readyz", "metrics"})
-"""Paths of the probes, never taken for a source name under a mount point."""
-ADMIN_PATH = "/admin"
-
-
 class WebhookApp:
-    """Deliveries (`{path}/{source}`) handled directly; probes and `/admin` beside them."""
+    """Deliveries (`{path}/{source}`) handled directly; any other request goes to `fallback`."""
 
-    def __init__(self, receiver: ReceiverSource, path: str, admin: ASGIApp | None = None) -> None:
+    def __init__(self, receiver: ReceiverSource, path: str, fallback: ASGIApp) -> None:
         self.receiver = receiver
         self.prefix = path.rstrip("/") + "/"
-        self.admin = _mounted(admin) if admin is not None else None
+        self.fallback = fallback
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await _lifespan(self.receiver, receive, send)
-            return
-        if scope["type"] != "http":
-            return  # no websockets: the server closes the connection
         source = self._source(scope)
         if source is None:
-            await self._other(scope, receive, send)
+            await self.fallback(scope, receive, send)
             return
         if scope["method"] != "POST":
-            await send_not_allowed(send, "POST")
+            await send_text(send, 405, "Method Not Allowed", allow="POST")
             return
         try:
             receiver = self.receiver()  # the first request starts the inbox
@@ -226,7 +195,13 @@ class WebhookApp:
             await send_reply(send, reply)
 
     def _source(self, scope: Scope) -> str | None:
-        path, mounted = _local_path(scope)
+        if scope["type"] != "http":
+            return None
+        path: str = scope["path"]
+        root: str = scope.get("root_path", "")
+        mounted = bool(root) and path.startswith(root)
+        if mounted:
+            path = path[len(root) :]
         if path.startswith(self.prefix):
             source = path[len(self.prefix) :]
         elif mounted and path.startswith("/") and path[1:] not in PROBES:
@@ -237,99 +212,16 @@ class WebhookApp:
             return None
         return source if source and "/" not in source else None
 
-    async def _other(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path, _ = _local_path(scope)
-        if self.admin is not None and (path == ADMIN_PATH or path.startswith(ADMIN_PATH + "/")):
-            await self.admin(scope, receive, send)
-            return
-        probe = {"/healthz": self._healthz, "/readyz": self._readyz, "/metrics": self._metrics}
-        respond = probe.get(path)
-        if respond is None:
-            await send_text(send, 404, b"Not Found")
-        elif scope["method"] not in ("GET", "HEAD"):
-            await send_not_allowed(send, "GET, HEAD")
-        else:
-            await respond(send)
-
-    async def _healthz(self, send: Send) -> None:
-        await send_json(send, 200, b'{"status":"ok"}')
-
-    async def _readyz(self, send: Send) -> None:
-        receiver = self.receiver()
-        try:
-            await anyio.to_thread.run_sync(receiver.ping)
-        except StoreUnavailable as error:
-            await send_reply(send, receiver.unavailable(error.message))
-            return
-        await send_json(send, 200, b'{"status":"ready"}')
-
-    async def _metrics(self, send: Send) -> None:
-        body, content_type = await anyio.to_thread.run_sync(self.receiver().metrics)
-        await send_text(send, 200, body, content_type)
-
-
-def _local_path(scope: Scope) -> tuple[str, bool]:
-    """The request path under the app's mount point, and whether the app is mounted."""
-    path: str = scope["path"]
-    root: str = scope.get("root_path", "")
-    if root and path.startswith(root):
-        return path[len(root) :], True
-    return path, False
-
-
-def _mounted(admin: ASGIApp) -> ASGIApp:
-    """The dashboard (a Starlette app, from the `dashboard` extra) mounted at /admin."""
-    from starlette.routing import Mount, Router
-
-    return Router(routes=[Mount(ADMIN_PATH, app=admin)])
-
-
-async def _lifespan(receiver: ReceiverSource, receive: Receive, send: Send) -> None:
-    """Start the inbox when the server starts, so that a configuration mistake stops the
-    server with its one-line message instead of failing each delivery."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            try:
-                receiver()
-            except ConfigurationError as error:
-                await send({"type": "lifespan.startup.failed", "message": str(error)})
-                return
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
-
-async def send_text(
-    send: Send, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8"
-) -> None:
-    headers = [
-        (b"content-type", content_type.encode("latin-1")),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def send_not_allowed(send: Send, allow: str) -> None:
-    body = b"Method Not Allowed"
-    headers = [
-        (b"allow", allow.encode("latin-1")),
-        (b"content-type", b"text/plain; charset=utf-8"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    await send({"type": "http.response.start", "status": 405, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
 
 def create_app(
     receiver: ReceiverSource, *, path: str = "/webhooks", admin: ASGIApp | None = None
 ) -> ASGIApp:
     """An ASGI app serving the receiver `receiver()` returns; mount it under any prefix.
 
-    `admin` (the dashboard) is served at `/admin`, beside the probes: only requests the
-    delivery path did not take reach it, so `{path}/admin/...` never does (a source name has
-    no slash), and `{path}/admin` is a delivery to a source named `admin`.
+    The receiver is asked for at the server's lifespan startup, or at the first request when
+    the app is mounted in another (whose lifespan does not reach it): an inbox starts when it
+    is first used. `admin` (the dashboard) is served at `/admin`, beside the probes: only
+    requests the delivery path did not take reach it, so `{path}/admin/...` never does (a
+    source name has no slash), and `{path}/admin` is a delivery to a source named `admin`.
     """
-    return WebhookApp(receiver, path, admin)
+    return WebhookApp(receiver, path, Probes(receiver, admin))

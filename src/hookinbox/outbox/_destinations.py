@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from hookinbox._errors import HookinboxError
+from hookinbox._extras import require
 from hookinbox._model import Message
 from hookinbox._processing import RetryPolicy
 
@@ -86,6 +87,10 @@ class HTTPDestination:
     timeout: float = 10.0
     retry: RetryPolicy | None = None
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # When the destination is declared, not at its first delivery in the relay.
+        require("HTTPDestination", "http")
 
     @property
     def client(self) -> httpx.Client:

@@ -11,11 +11,14 @@ The modules, in the order a run uses them: `_events` (realistic bodies per provi
 and the ledger a correct receiver must match), `_verify` (that match, read from a database).
 """
 
-from hookinbox.simulate._config import SimulationConfig
-from hookinbox.simulate._plan import Plan, PlannedDelivery, build_plan
-from hookinbox.simulate._report import Latency, SimulationReport
-from hookinbox.simulate._run import TargetUnreachable, run_simulation, simulate
-from hookinbox.simulate._verify import Verification, verify, wait_until_drained
+from hookinbox._extras import importing
+
+with importing("hookinbox.simulate", "simulate"):  # httpx and rich: the [simulate] extra
+    from hookinbox.simulate._config import SimulationConfig
+    from hookinbox.simulate._plan import Plan, PlannedDelivery, build_plan
+    from hookinbox.simulate._report import Latency, SimulationReport
+    from hookinbox.simulate._run import TargetUnreachable, run_simulation, simulate
+    from hookinbox.simulate._verify import Verification, verify, wait_until_drained
 
 __all__ = [
     "Latency",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from hookinbox._extras import importing
 from hookinbox.sources._base import Headers, Identity, Source
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
@@ -24,18 +25,21 @@ if TYPE_CHECKING:
     from hookinbox.sources._paypal import PayPal
     from hookinbox.sources._paypal_api import PayPalAPI
 
-# Loaded on first use: they import cryptography and httpx, which would add about a quarter of
-# a second to every process that imports hookinbox (the CLI, each server and worker process).
+# Loaded on first use: they need cryptography and httpx, extras the core install does not have
+# (and that would add about a quarter of a second to every process importing hookinbox).
+# Without them, the import names the extra to install.
 _LAZY = {
-    "MollieAPI": "hookinbox.sources._mollie_api",
-    "PayPal": "hookinbox.sources._paypal",
-    "PayPalAPI": "hookinbox.sources._paypal_api",
+    "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
+    "PayPal": ("hookinbox.sources._paypal", "paypal"),
+    "PayPalAPI": ("hookinbox.sources._paypal_api", "paypal"),
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        module, extra = _LAZY[name]
+        with importing(f"hookinbox.sources.{name}", extra):
+            return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

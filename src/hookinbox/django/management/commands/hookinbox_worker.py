@@ -62,7 +62,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from hookinbox.cli._main import run_until_stopped  # click, rich: only for this command
+        from hookinbox.cli._worker import run_until_stopped  # click: only for this command
 
         inbox = configured_inbox()
         if not isinstance(inbox, Inbox):

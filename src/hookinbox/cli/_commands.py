@@ -1,0 +1,68 @@
+"""Where each command lives, and the one line `hookinbox --help` shows for it.
+
+The group imports a command's module only when that command runs (or its own `--help` is
+asked for), so `hookinbox --help` must know each command's short help without importing it:
+it is written here, and each command passes the same line as its `short_help` (a test checks).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Entry(NamedTuple):
+    target: str
+    """`module:attribute` of the click command."""
+    short_help: str
+
+
+COMMANDS: dict[str, Entry] = {
+    "serve": Entry(
+        "hookinbox.cli._serve:serve",
+        "Receive APP's webhooks over HTTP, and process them.",
+    ),
+    "worker": Entry(
+        "hookinbox.cli._worker:worker",
+        "Process APP's stored events and deliver its outbox.",
+    ),
+    "relay": Entry(
+        "hookinbox.cli._worker:relay",
+        "Deliver APP's outbox messages only.",
+    ),
+    "migrate": Entry(
+        "hookinbox.cli._migrate:migrate",
+        "Create or upgrade hookinbox's tables.",
+    ),
+    "status": Entry(
+        "hookinbox.cli._status:status",
+        "Counts, duplicate ratio, backlog; --check for probes.",
+    ),
+    "events": Entry(
+        "hookinbox.cli._events:events",
+        "Find and read stored events.",
+    ),
+    "replay": Entry(
+        "hookinbox.cli._replay:replay",
+        "Put events back to pending, to run them again.",
+    ),
+    "prune": Entry(
+        "hookinbox.cli._prune:prune",
+        "Delete done events older than the retention.",
+    ),
+    "dashboard": Entry(
+        "hookinbox.cli._dashboard:dashboard",
+        "Serve the operator dashboard on its own.",
+    ),
+    "simulate": Entry(
+        "hookinbox.cli._simulate:simulate_command",
+        "Send provider-faithful deliveries to an endpoint.",
+    ),
+    "demo": Entry(
+        "hookinbox.cli._demo:demo",
+        "Run the example shop under a storm, check exactly-once.",
+    ),
+}
+
+
+def short_help(name: str) -> str:
+    return COMMANDS[name].short_help

@@ -1,0 +1,153 @@
+"""`hookinbox events list [APP]` and `hookinbox events show [APP] SOURCE EVENT_ID`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from hookinbox.cli._commands import short_help
+from hookinbox.cli._options import (
+    app_argument,
+    database_url_option,
+    deprecated_app_option,
+    from_command_line,
+    json_option,
+    resolve_app,
+    split_app,
+)
+from hookinbox.cli._output import Table, emit_json, say, show, show_json
+
+STATUSES = click.Choice(
+    ["pending", "processing", "deferred", "processed", "unhandled", "failed", "stale"]
+)
+"""`Status`'s values (a test checks they agree), spelt out so `--help` imports no storage."""
+
+
+@click.group(short_help=short_help("events"))
+def events() -> None:
+    """Find and read stored events."""
+
+
+@events.command("list")
+@app_argument(required=False)
+@deprecated_app_option
+@database_url_option
+@click.option("--status", "state", type=STATUSES)
+@click.option("--source")
+@click.option("--type", "event_type")
+@click.option("--since", help="1h, 2d, or an ISO 8601 time.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@json_option
+def list_command(
+    app: str | None,
+    app_option: str | None,
+    database_url: str | None,
+    state: str | None,
+    source: str | None,
+    event_type: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Events, newest first.
+
+    Exit codes: 0 listed (none may match); 1 the database is unavailable; 2 bad usage or
+    configuration (an unknown source name, with a hint).
+    """
+    from hookinbox._model import Status
+    from hookinbox._operations import parse_time
+    from hookinbox._storage import EventFilter, list_events
+    from hookinbox.cli._documents import event_summary
+    from hookinbox.cli._target import opened
+
+    app = resolve_app(app, app_option, explicit=from_command_line("app"))
+    now = datetime.now(UTC)
+    after = None if since is None else parse_time(since, now)
+    filters = EventFilter(Status(state) if state else None, source, event_type, after)
+    with opened(app, database_url) as target:
+        rows = list_events(target.store, filters, limit)
+        if not rows:
+            target.check_source(source)
+    documents = [event_summary(row) for row in rows]
+    if as_json:
+        emit_json(documents)
+        return
+    table = Table(
+        ["received", "source", "event id", "type", "status", "attempts", "deliveries",
+         "outcome / last error"],
+        right=frozenset({"attempts", "deliveries"}),
+    )  # fmt: skip
+    for row, document in zip(rows, documents, strict=True):
+        note = row["outcome"] or (row["last_error"] or "").split("\n", 1)[0]
+        table.add_row(
+            row["received_at"].strftime("%Y-%m-%d %H:%M:%S"),
+            document["source"],
+            document["event_id"],
+            document["event_type"] or "-",
+            document["status"],
+            document["attempts"],
+            document["delivery_count"],
+            note[:80],
+        )
+    if rows:
+        show(table)
+    else:
+        say("no events match", err=True)
+
+
+@events.command("show")
+@click.argument("arguments", nargs=-1, metavar="[APP] SOURCE EVENT_ID")
+@deprecated_app_option
+@database_url_option
+@json_option
+def show_command(
+    arguments: tuple[str, ...], app_option: str | None, database_url: str | None, as_json: bool
+) -> None:
+    """One event: its fields, body, last error and every delivery.
+
+    Exit codes: 0 shown; 1 no such event, or the database is unavailable; 2 bad usage or
+    configuration (an unknown source name, with a hint).
+    """
+    from hookinbox._storage import delivery_history
+    from hookinbox.cli._documents import delivery_document, event_document
+    from hookinbox.cli._target import opened
+
+    app, (source, event_id) = split_app(arguments, ("SOURCE", "EVENT_ID"))
+    app = resolve_app(app, app_option, explicit=len(arguments) == 3)
+    with opened(app, database_url) as target:
+        event = target.store.get_event(source, event_id)
+        if event is None:
+            target.check_source(source)
+            raise click.ClickException(f"no event {source} {event_id}")
+        history = [
+            delivery_document(row) for row in delivery_history(target.store, source, event_id)
+        ]
+    fields = event_document(event)
+    try:
+        body: Any = event.payload
+    except ValueError:
+        body = event.body.decode("utf-8", "replace")
+    if as_json:
+        emit_json({**fields, "headers": event.headers, "body": body, "deliveries": history})
+        return
+    table = Table(["field", "value"], header=False)
+    for name, value in fields.items():
+        if name != "last_error":
+            table.add_row(name, value)
+    show(table)
+    say("headers", style="bold")
+    show_json(event.headers)
+    say("body", style="bold")
+    if isinstance(body, str):
+        click.echo(body)
+    else:
+        show_json(body)
+    if event.last_error:
+        say("last error", style="bold")
+        click.echo(event.last_error)
+    deliveries = Table(["received", "duplicate", "key conflict"], "deliveries")
+    for entry in history:
+        deliveries.add_row(entry["received_at"], entry["duplicate"], entry["key_conflict"])
+    show(deliveries)

@@ -1,0 +1,143 @@
+"""Arguments and options several commands share, and the variables behind them.
+
+Only click is imported here: a command's `--help` shows these without loading hookinbox's
+storage. The variable names are the ones the library reads (a test checks they agree).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+APP_ENV = "HOOKINBOX_APP"
+DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
+GROUP_COMMIT_ENV = "HOOKINBOX_GROUP_COMMIT"
+ACK_DEADLINE_ENV = "HOOKINBOX_ACK_DEADLINE"
+"""Seconds, set by `serve --ack-deadline` (or by hand); 0 turns the deadline off."""
+BODY_TIMEOUT_ENV = "HOOKINBOX_BODY_TIMEOUT"
+"""Seconds, set by `serve --body-timeout` (or by hand)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def app_argument(*, required: bool) -> Callable[[F], F]:
+    """APP, the first argument of every command that loads the user's inbox."""
+    return click.argument("app", required=required, envvar=APP_ENV)
+
+
+deprecated_app_option = click.option(
+    "--app",
+    "app_option",
+    hidden=True,  # one way to name the app: APP; this spelling goes in the next release
+    help="Deprecated: give APP as the first argument.",
+)
+
+
+def resolve_app(app: str | None, app_option: str | None, *, explicit: bool) -> str | None:
+    """APP, or the deprecated `--app` (with a warning on stderr).
+
+    `explicit`: APP was given on the command line (not taken from $HOOKINBOX_APP); then an
+    `--app` naming another app is a mistake, not a choice between them.
+    """
+    if app_option is None:
+        return app
+    click.echo(
+        "warning: --app is deprecated and goes in the next release; give APP as the first "
+        "argument (hookinbox COMMAND APP ...) or set HOOKINBOX_APP",
+        err=True,
+    )
+    if explicit and app is not None and app != app_option:
+        raise click.UsageError(f"APP is given twice: {app} and --app {app_option}")
+    return app_option
+
+
+def from_command_line(name: str) -> bool:
+    """Whether parameter `name` of the running command was given on its command line."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source is click.core.ParameterSource.COMMANDLINE
+
+
+database_url_option = click.option(
+    "--database-url",
+    envvar=DATABASE_URL_ENV,
+    show_envvar=True,
+    help="Database URL (sqlite:///file.db or postgresql://...); overrides the app's own.",
+)
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON document (docs/cli.md, JSON output)."
+)
+log_level_option = click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    envvar="HOOKINBOX_LOG_LEVEL",
+    show_envvar=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+log_format_option = click.option(
+    "--log-format",
+    default="text",
+    show_default=True,
+    envvar="HOOKINBOX_LOG_FORMAT",
+    show_envvar=True,
+    type=click.Choice(["text", "json"]),
+    help="json: one JSON object per line with source, event_id, outcome, latency_ms, ...",
+)
+concurrency_option = click.option(
+    "--concurrency",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    envvar="HOOKINBOX_CONCURRENCY",
+    show_envvar=True,
+    help="Events processed at once by the worker (threads).",
+)
+relay_concurrency_option = click.option(
+    "--relay-concurrency",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    envvar="HOOKINBOX_RELAY_CONCURRENCY",
+    show_envvar=True,
+    help="Outbox messages delivered at once (threads).",
+)
+lease_option = click.option(
+    "--lease-seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0.5, 86400),
+    envvar="HOOKINBOX_LEASE_SECONDS",
+    show_envvar=True,
+    help="How soon an event held by a killed worker is retried.",
+)
+grace_option = click.option(
+    "--grace-period",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0, 3600),
+    envvar="HOOKINBOX_GRACE_PERIOD",
+    show_envvar=True,
+    help="On SIGTERM, seconds to let attempts in flight finish.",
+)
+metrics_port_option = click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    envvar="HOOKINBOX_METRICS_PORT",
+    show_envvar=True,
+    help="Serve Prometheus metrics on this port (needs hookinbox[metrics]).",
+)
+
+
+def split_app(values: tuple[str, ...], names: tuple[str, ...]) -> tuple[str | None, list[str]]:
+    """`[APP] NAME...`: with one value more than `names`, the first is APP; with as many, APP
+    comes from $HOOKINBOX_APP (or is not given: --database-url alone)."""
+    import os
+
+    if len(values) == len(names) + 1:
+        return values[0], list(values[1:])
+    if len(values) == len(names):
+        return os.environ.get(APP_ENV) or None, list(values)
+    expected = " ".join(("[APP]", *names))
+    raise click.UsageError(f"expected {expected}, got {len(values)} argument(s)")

@@ -1,0 +1,33 @@
+"""A port taken by another process is one line and exit 1, not a server's traceback or its
+"startup complete" followed by a puzzling exit code."""
+
+from __future__ import annotations
+
+import socket
+
+from hookinbox._errors import HookinboxError
+
+
+def check_port_free(host: str, port: int, what: str) -> int:
+    """Bind `host:port` as uvicorn will (SO_REUSEADDR) and let go of it at once.
+
+    Returns the port (the kernel's pick when `port` is 0). Another process could take the port
+    between this check and the server's bind; the server's own failure is caught as well, so
+    that rare case is one line too.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as error:
+            raise HookinboxError(
+                f"{what} cannot listen on {host}:{port}: {error.strerror or error}"
+            ) from error
+        bound: int = sock.getsockname()[1]
+        return bound
+
+
+def url(host: str, port: int, path: str = "") -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{path}"

@@ -1,0 +1,100 @@
+"""`hookinbox prune [APP]`: delete done events past the retention, with counts and rate."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import click
+
+from hookinbox._errors import ConfigurationError
+from hookinbox.cli._commands import short_help
+from hookinbox.cli._options import (
+    app_argument,
+    database_url_option,
+    deprecated_app_option,
+    from_command_line,
+    json_option,
+    resolve_app,
+)
+from hookinbox.cli._output import emit_json, progress
+
+SHORTEST_WITHOUT_APP = timedelta(days=30)
+"""Stripe's manual resend window: without APP the sources' windows are unknown."""
+
+
+@click.command("prune", short_help=short_help("prune"))
+@app_argument(required=False)
+@deprecated_app_option
+@database_url_option
+@click.option("--older-than", help="Retention (90d, 36h); default: the app's, else 90d.")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option(
+    "--force", is_flag=True, help="Allow a retention shorter than a source's redelivery window."
+)
+@json_option
+def prune(
+    app: str | None,
+    app_option: str | None,
+    database_url: str | None,
+    older_than: str | None,
+    dry_run: bool,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Delete processed and unhandled events (and the delivery log) older than the retention.
+
+    Pending, deferred, processing, failed and stale events are never deleted. Prints what was
+    deleted, how long it took and the rate (events per second); on a terminal, a live count.
+
+    Exit codes: 0 done (or --dry-run); 1 the database is unavailable; 2 bad usage or
+    configuration (a retention shorter than a source's redelivery window without --force).
+    """  # fmt: skip
+    from hookinbox._operations import (
+        DEFAULT_RETENTION,
+        check_retention,
+        format_duration,
+        parse_duration,
+        time_ago,
+    )
+    from hookinbox._operations import prune as prune_events
+    from hookinbox.cli._target import opened
+
+    app = resolve_app(app, app_option, explicit=from_command_line("app"))
+    now = datetime.now(UTC)
+    requested = parse_duration(older_than) if older_than else None  # bad input before I/O
+    if requested is not None:
+        check_retention(requested, [], force=force)  # positive
+        time_ago(now, requested, older_than or "")  # a cutoff inside the calendar
+    with opened(app, database_url) as target:
+        default = target.inbox.settings.retention if target.inbox else DEFAULT_RETENTION
+        retention = requested or default
+        sources = list(target.inbox.sources.values()) if target.inbox else []
+        check_retention(retention, sources, force=force)
+        if not target.inbox and not force and retention < SHORTEST_WITHOUT_APP:
+            raise ConfigurationError(
+                "without APP the sources' redelivery windows are unknown; a retention under "
+                "30d (Stripe's resend window) needs --force"
+            )
+        started = time.monotonic()
+        with progress("pruning", None) as advance:
+            result = prune_events(
+                target.store, now=now, retention=retention, dry_run=dry_run, progress=advance
+            )
+        seconds = time.monotonic() - started
+    rate = result.events / seconds if seconds > 0 and not dry_run else None
+    if as_json:
+        emit_json({
+            "dry_run": dry_run,
+            "older_than": format_duration(retention),
+            "events": result.events,
+            "deliveries": result.deliveries,
+            "messages": result.messages,
+            "seconds": round(seconds, 3),
+            "events_per_second": None if rate is None else round(rate, 1),
+        })  # fmt: skip
+        return
+    line = f"{result.summary()} older than {format_duration(retention)}"
+    if rate is not None:
+        line += f" in {seconds:.1f} s ({rate:,.0f} events/s)"
+    click.echo(line)

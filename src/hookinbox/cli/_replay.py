@@ -1,0 +1,166 @@
+"""`hookinbox replay [APP] SOURCE EVENT_ID` or `replay [APP] --status S`: back to pending."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import click
+
+from hookinbox._errors import ConfigurationError
+from hookinbox.cli._commands import short_help
+from hookinbox.cli._events import STATUSES
+from hookinbox.cli._options import (
+    database_url_option,
+    deprecated_app_option,
+    json_option,
+    resolve_app,
+    split_app,
+)
+from hookinbox.cli._output import emit_json, progress
+
+if TYPE_CHECKING:
+    from hookinbox.cli._target import Target
+
+DEFAULT_CONFIRM_ABOVE = 100
+"""A bulk replay of more events than this asks first (`--yes` does not)."""
+
+
+@click.command(short_help=short_help("replay"))
+@click.argument("arguments", nargs=-1, metavar="[APP] [SOURCE EVENT_ID]")
+@deprecated_app_option
+@database_url_option
+@click.option("--status", "state", type=STATUSES, help="Replay every event in it.")
+@click.option("--source", "source_filter", help="With --status: only this source.")
+@click.option("--type", "event_type", help="With --status: only this type.")
+@click.option("--since", help="With --status: received since (1h, 2d, ISO 8601).")
+@click.option("--force", is_flag=True, help="Also replay processed events (runs them again).")
+@click.option("--dry-run", is_flag=True, help="Say what would be replayed; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask, however many events match.")
+@click.option(
+    "--confirm-above",
+    default=DEFAULT_CONFIRM_ABOVE,
+    show_default=True,
+    type=click.IntRange(0),
+    envvar="HOOKINBOX_REPLAY_CONFIRM_ABOVE",
+    show_envvar=True,
+    help="Ask before replaying more events than this.",
+)
+@json_option
+def replay(
+    arguments: tuple[str, ...],
+    app_option: str | None,
+    database_url: str | None,
+    state: str | None,
+    source_filter: str | None,
+    event_type: str | None,
+    since: str | None,
+    force: bool,
+    dry_run: bool,
+    yes: bool,
+    confirm_above: int,
+    as_json: bool,
+) -> None:
+    """Put events back to pending, attempts reset: `replay SOURCE EVENT_ID` or `--status failed`.
+
+    Replaying an event that was processed runs its handlers again: their database writes
+    happen a second time unless a business key or an idempotent write absorbs them. That is
+    why it needs --force. A replay of more than --confirm-above events asks first (on a
+    terminal; elsewhere it needs --yes).
+
+    Exit codes: 0 replayed (or --dry-run); 1 no such event, the event is being processed or
+    needs --force, the confirmation was declined, or the database is unavailable; 2 bad usage
+    or configuration (an unknown source name, more than --confirm-above events without --yes
+    off a terminal).
+    """
+    from hookinbox._model import Status
+    from hookinbox._operations import parse_time
+    from hookinbox._storage import EventFilter, count_events, replay_matching
+    from hookinbox.cli._target import opened
+
+    names = ("SOURCE", "EVENT_ID") if state is None else ()
+    if len(arguments) not in (len(names), len(names) + 1):
+        raise ConfigurationError("give [APP] SOURCE EVENT_ID, or --status (with optional filters)")
+    app, key = split_app(arguments, names)
+    app = resolve_app(app, app_option, explicit=len(arguments) > len(names))
+    if state == Status.PROCESSING.value:
+        raise ConfigurationError("processing events are held by a worker; they cannot be replayed")
+    if state == Status.PROCESSED.value and not force:
+        raise ConfigurationError("replaying processed events runs them again; add --force")
+    now = datetime.now(UTC)
+    since_time = None if since is None else parse_time(since, now)  # refused before any I/O
+    with opened(app, database_url) as target:
+        if state is None:
+            _replay_one(target, key[0], key[1], force=force, dry_run=dry_run, as_json=as_json)
+            return
+        chosen = Status(state)
+        filters = EventFilter(chosen, source_filter, event_type, since_time)
+        total = count_events(target.store, filters)
+        if total == 0:
+            target.check_source(source_filter)
+        if not dry_run and total > confirm_above and not yes:
+            _confirm(total, chosen.value, confirm_above)
+        replayed = 0
+        if not dry_run:
+            with progress("replaying", total) as advance:
+                for batch in replay_matching(target.store, filters, now):
+                    replayed += batch
+                    advance(batch)
+    if as_json:
+        emit_json({"status": chosen.value, "matched": total, "replayed": replayed,
+                   "dry_run": dry_run})  # fmt: skip
+    elif dry_run:
+        click.echo(f"would replay {total} {chosen.value} events (dry run: nothing changed)")
+    else:
+        click.echo(f"replayed {replayed} {chosen.value} events")
+
+
+def _confirm(total: int, status: str, threshold: int) -> None:
+    if not sys.stdin.isatty():
+        raise ConfigurationError(
+            f"{total} {status} events match, more than --confirm-above {threshold}: add --yes "
+            "to replay them all (or --dry-run to see the count only)"
+        )
+    click.confirm(f"Replay {total} {status} events?", abort=True, err=True)
+
+
+def _replay_one(
+    target: Target, source: str, event_id: str, *, force: bool, dry_run: bool, as_json: bool
+) -> None:
+    from hookinbox._model import Status
+    from hookinbox._storage import ReplayResult, replay_one
+
+    if dry_run:  # the same refusals as a replay, read without a write
+        event = target.store.get_event(source, event_id)
+        previous = None if event is None else event.status
+        if previous is None:
+            result = ReplayResult.NOT_FOUND
+        elif previous is Status.PROCESSING:
+            result = ReplayResult.IN_PROGRESS
+        elif previous is Status.PROCESSED and not force:
+            result = ReplayResult.NEEDS_FORCE
+        else:
+            result = ReplayResult.REPLAYED
+    else:
+        result, previous = replay_one(
+            target.store, source, event_id, datetime.now(UTC), force=force
+        )
+    if result is ReplayResult.NOT_FOUND:
+        target.check_source(source)
+        raise click.ClickException(f"no event {source} {event_id}")
+    if result is ReplayResult.IN_PROGRESS:
+        raise click.ClickException(f"{source} {event_id} is being processed right now; try later")
+    assert previous is not None
+    if result is ReplayResult.NEEDS_FORCE:
+        raise click.ClickException(
+            f"{source} {event_id} is {previous.value}: replaying runs its handlers again and "
+            "repeats their effects unless they are idempotent; add --force if that is intended"
+        )
+    if as_json:
+        emit_json({"source": source, "event_id": event_id, "status": "pending",
+                   "previous_status": previous.value, "dry_run": dry_run})  # fmt: skip
+    elif dry_run:
+        click.echo(f"{source} {event_id}: {previous.value} -> pending (dry run: nothing changed)")
+    else:
+        click.echo(f"{source} {event_id}: {previous.value} -> pending")

@@ -1,0 +1,87 @@
+"""The database an operator command reads: the app's (APP) or a bare URL (--database-url)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hookinbox._errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from hookinbox._inbox import Inbox
+    from hookinbox._storage import Store
+
+
+@dataclass
+class Target:
+    store: Store
+    inbox: Inbox | None
+
+    def check_source(self, name: str | None) -> None:
+        """Refuse a source name neither the app nor the database knows, with a hint.
+
+        Called when a look-up by source found nothing, so a well-spelled name costs nothing
+        and a typo (`strpe`) is an error that says what was probably meant. With APP the
+        app's sources are the authority. Without it only the database speaks, and it does
+        not know a configured source that has no events yet: then the name is refused only
+        when a known one is close to it (a typo), else the look-up's own answer stands."""
+        if name is None:
+            return
+        from hookinbox._storage import known_sources
+
+        configured = set(self.inbox.sources) if self.inbox else set()
+        if name in configured or self.store_has(name):
+            return
+        known = configured | set(known_sources(self.store))
+        hint = did_you_mean(name, known)
+        if self.inbox is not None or hint.startswith(" (did you mean"):
+            raise ConfigurationError(f"no source is named {name!r}{hint}")
+
+    def store_has(self, source: str) -> bool:
+        from hookinbox._storage import source_exists
+
+        return source_exists(self.store, source)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """` (did you mean 'stripe'?)`, ` (known: a, b)`, or nothing when nothing is known."""
+    choices = sorted(set(known))
+    close = difflib.get_close_matches(name, choices, n=1)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f" (known: {', '.join(choices)})" if choices else ""
+
+
+@contextmanager
+def opened(app: str | None, database_url: str | None) -> Iterator[Target]:
+    """The inbox's database, as it is: operator commands never create or upgrade a schema, so
+    a mistyped URL is an error, not a fresh empty inbox that reports itself healthy."""
+    from hookinbox._storage import Store
+    from hookinbox.cli._loading import load_inbox
+
+    if app:
+        inbox = load_inbox(app, database_url=database_url)
+        url = inbox.settings.database_url
+        _require_existing(url)
+        target = Target(Store(url, inbox.settings.store_options, auto_migrate=False), inbox)
+    elif database_url:
+        _require_existing(database_url)
+        target = Target(Store(database_url, auto_migrate=False), None)
+    else:
+        raise ConfigurationError("give APP (or set HOOKINBOX_APP) or --database-url")
+    try:
+        yield target
+    finally:
+        target.store.dispose()
+
+
+def _require_existing(database_url: str) -> None:
+    from hookinbox._storage import parse_url
+
+    url = parse_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
+        raise ConfigurationError(f"no database at {url.database} (run `hookinbox migrate` first)")

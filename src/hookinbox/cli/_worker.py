@@ -1,0 +1,155 @@
+"""`hookinbox worker APP` and `hookinbox relay APP`: processing and the outbox, until SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from hookinbox._extras import require
+from hookinbox.cli._commands import short_help
+from hookinbox.cli._options import (
+    app_argument,
+    concurrency_option,
+    database_url_option,
+    grace_option,
+    lease_option,
+    log_format_option,
+    log_level_option,
+    metrics_port_option,
+    relay_concurrency_option,
+)
+
+if TYPE_CHECKING:
+    from hookinbox._inbox import Inbox
+    from hookinbox._processing import Worker
+
+EXIT_NOT_DRAINED = 1
+
+
+@click.command(short_help=short_help("worker"))
+@app_argument(required=True)
+@database_url_option
+@concurrency_option
+@lease_option
+@grace_option
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(0.01, 3600),
+    default=None,
+    envvar="HOOKINBOX_POLL_INTERVAL",
+    show_envvar=True,
+    help="Seconds between checks when nothing wakes the worker [default: 0.05 SQLite, 1 PG].",
+)
+@click.option("--parent-pid", type=int, default=None, hidden=True)
+@metrics_port_option
+@click.option(
+    "--no-relay",
+    is_flag=True,
+    envvar="HOOKINBOX_NO_RELAY",
+    show_envvar=True,
+    help="Do not deliver outbox messages (run `hookinbox relay` elsewhere).",
+)
+@relay_concurrency_option
+@log_level_option
+@log_format_option
+def worker(
+    app: str,
+    database_url: str | None,
+    concurrency: int,
+    lease_seconds: float,
+    grace_period: float,
+    poll_interval: float | None,
+    parent_pid: int | None,
+    metrics_port: int | None,
+    no_relay: bool,
+    relay_concurrency: int,
+    log_level: str,
+    log_format: str,
+) -> None:
+    """Process APP's stored events, and deliver its outbox messages, until SIGTERM or SIGINT.
+
+    On SIGTERM the worker stops leasing and lets the attempts in flight finish within
+    --grace-period, then exits 0; if some are still running it exits 1 at once, and those
+    attempts roll back with the process (their events are retried after their lease expires).
+    Run as many workers as you like, on any number of machines.
+
+    Exit codes: 0 stopped and drained; 1 attempts outlived the grace period, the database is
+    unavailable, or the metrics port is taken; 2 bad usage or configuration.
+    """
+    if metrics_port is not None:
+        require("--metrics-port", "metrics")
+    from hookinbox._processing import WorkerOptions
+    from hookinbox.cli._loading import load_inbox
+    from hookinbox.cli._logs import configure_logging
+
+    configure_logging(log_level, log_format)
+    inbox = load_inbox(app, database_url=database_url)
+    options = WorkerOptions(
+        concurrency=concurrency,
+        relay_concurrency=relay_concurrency,
+        lease_seconds=lease_seconds,
+        grace_period=grace_period,
+        poll_interval=poll_interval,
+        parent_pid=parent_pid,
+    )
+    run_until_stopped(inbox, inbox.worker(options, relay=not no_relay), metrics_port)
+
+
+@click.command(short_help=short_help("relay"))
+@app_argument(required=True)
+@database_url_option
+@relay_concurrency_option
+@lease_option
+@grace_option
+@metrics_port_option
+@log_level_option
+@log_format_option
+def relay(
+    app: str,
+    database_url: str | None,
+    relay_concurrency: int,
+    lease_seconds: float,
+    grace_period: float,
+    metrics_port: int | None,
+    log_level: str,
+    log_format: str,
+) -> None:
+    """Deliver APP's outbox messages until SIGTERM (`worker` does this too, unless --no-relay).
+
+    Exit codes: as `hookinbox worker`.
+    """
+    if metrics_port is not None:
+        require("--metrics-port", "metrics")
+    from hookinbox._processing import WorkerOptions
+    from hookinbox.cli._loading import load_inbox
+    from hookinbox.cli._logs import configure_logging
+
+    configure_logging(log_level, log_format)
+    inbox = load_inbox(app, database_url=database_url)
+    options = WorkerOptions(
+        relay_concurrency=relay_concurrency, lease_seconds=lease_seconds, grace_period=grace_period
+    )
+    run_until_stopped(inbox, inbox.relay_only(options), metrics_port)
+
+
+def run_until_stopped(inbox: Inbox, worker: Worker, metrics_port: int | None) -> None:
+    """Run a worker until SIGTERM; exit 1 at once if attempts outlive the grace period."""
+    from hookinbox._metrics import serve_metrics
+
+    try:
+        if metrics_port is not None:
+            serve_metrics(inbox.store, metrics_port)  # a busy port: one line, exit 1
+        drained = worker.run()
+    finally:
+        inbox.close()
+    if not drained:
+        # Handler threads are still running; a normal exit would wait for them (and let the
+        # cut-off attempts commit after the grace period). End the process now instead.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_NOT_DRAINED)

@@ -1,0 +1,126 @@
+"""Everything the ASGI app serves beside deliveries: `GET /healthz`, `/readyz`, `/metrics`,
+the ASGI lifespan, and (when given) the dashboard at `/admin`.
+
+Plain ASGI, like the delivery path: the core install has no web framework, and three fixed
+GET routes do not need one. The dashboard is a Starlette app (the `[dashboard]` extra), and
+is mounted with Starlette's own `Mount` only when it is served, so its redirects and sub-paths
+behave as Starlette's routing makes them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import anyio.to_thread
+
+from hookinbox._errors import ConfigurationError, MissingExtra, StoreUnavailable
+from hookinbox._metrics import METRICS_MISSING_STATUS
+from hookinbox._receiver import BaseReceiver
+from hookinbox.http._types import ASGIApp, Receive, Scope, Send
+
+ReceiverSource = Callable[[], BaseReceiver]
+"""Where the app finds its receiver when first needed: an inbox starts when first used."""
+
+ADMIN_PATH = "/admin"
+PROBES = frozenset({"healthz", "readyz", "metrics"})
+"""Paths of the probes, never taken for a source name under a mount point."""
+
+
+class Probes:
+    """The app behind the delivery path: probes, lifespan, the dashboard, else 404."""
+
+    def __init__(self, receiver: ReceiverSource, admin: ASGIApp | None = None) -> None:
+        self.receiver = receiver
+        self.admin: ASGIApp | None = None
+        if admin is not None:
+            from starlette.applications import Starlette
+            from starlette.routing import Mount
+
+            self.admin = Starlette(routes=[Mount(ADMIN_PATH, app=admin)])
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            probe = route_path(scope).removeprefix("/")
+            if probe in PROBES:
+                await self._probe(probe, scope, send)
+                return
+        if scope["type"] == "lifespan":
+            await lifespan(self.receiver, receive, send)
+        elif self.admin is not None:  # it answers /admin and 404 as Starlette does
+            await self.admin(scope, receive, send)
+        elif scope["type"] == "http":
+            await send_text(send, 404, "Not Found")
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1000})
+
+    async def _probe(self, probe: str, scope: Scope, send: Send) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            await send_text(send, 405, "Method Not Allowed", allow="GET, HEAD")
+        elif probe == "healthz":
+            await send_json(send, 200, {"status": "ok"})
+        elif probe == "readyz":
+            try:
+                receiver = self.receiver()
+            except ConfigurationError as error:  # never ready: the inbox cannot start
+                await send_json(send, 503, {"status": "not ready", "detail": str(error)})
+                return
+            try:
+                await anyio.to_thread.run_sync(receiver.ping)
+            except StoreUnavailable as error:
+                reply = receiver.unavailable(error.message)
+                await send_json(send, reply.status_code, reply.body, **reply.headers)
+                return
+            await send_json(send, 200, {"status": "ready"})
+        else:
+            try:
+                body, content_type = await anyio.to_thread.run_sync(self.receiver().metrics)
+            except MissingExtra as error:  # one line naming the extra, not a 500
+                await send_text(send, METRICS_MISSING_STATUS, f"{error}\n")
+                return
+            await send_body(send, 200, body, content_type)
+
+
+def route_path(scope: Scope) -> str:
+    """The path below the app's mount point (its `root_path`), as Starlette computes it."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+async def lifespan(receiver: ReceiverSource, receive: Receive, send: Send) -> None:
+    """Start the inbox when the server starts, so that a configuration mistake stops the
+    server with its one-line message instead of failing each delivery; nothing to stop."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            try:
+                receiver()
+            except ConfigurationError as error:
+                await send({"type": "lifespan.startup.failed", "message": str(error)})
+                return
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def send_body(
+    send: Send, status: int, body: bytes, content_type: str, **headers: str
+) -> None:
+    raw = [
+        (b"content-type", content_type.encode("latin-1")),
+        (b"content-length", str(len(body)).encode()),
+        *((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_json(send: Send, status: int, document: object, **headers: str) -> None:
+    body = json.dumps(document, separators=(",", ":")).encode()
+    await send_body(send, status, body, "application/json", **headers)
+
+
+async def send_text(send: Send, status: int, text: str, **headers: str) -> None:
+    await send_body(send, status, text.encode(), "text/plain; charset=utf-8", **headers)
