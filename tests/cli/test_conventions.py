@@ -425,11 +425,10 @@ def test_shell_completion_is_clicks() -> None:
 def test_the_cli_reads_the_variables_the_library_reads() -> None:
     from hookinbox._settings import DATABASE_URL_ENV
     from hookinbox._model import Status as Statuses
-    from hookinbox.cli import _loading, _options
+    from hookinbox.cli import _options
     from hookinbox.cli._events import STATUSES
 
     assert _options.DATABASE_URL_ENV == DATABASE_URL_ENV
-    assert _options.APP_ENV == _loading.APP_ENV
     assert list(STATUSES.choices) == [s.value for s in Statuses]
 
 
