@@ -423,8 +423,8 @@ def test_shell_completion_is_clicks() -> None:
 
 
 def test_the_cli_reads_the_variables_the_library_reads() -> None:
-    from hookinbox._settings import DATABASE_URL_ENV
     from hookinbox._model import Status as Statuses
+    from hookinbox._settings import DATABASE_URL_ENV
     from hookinbox.cli import _options
     from hookinbox.cli._events import STATUSES
 
