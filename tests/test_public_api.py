@@ -113,6 +113,19 @@ PUBLIC: dict[str, list[str]] = {
         "wait_until_drained",
     ],
     "hookinbox.cli": ["main"],
+    "hookinbox.testing": [
+        "PayPalTestCertificate",
+        "github_push",
+        "paypal_test_certificate",
+        "register_signer",
+        "shopify_order",
+        "sign",
+        "standard_event",
+        "stripe_checkout_session",
+        "stripe_event",
+        "stripe_invoice",
+        "stripe_subscription",
+    ],
 }
 
 CONVENTIONAL = re.compile(
