@@ -114,6 +114,9 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "hookinbox.cli": ["main"],
     "hookinbox.testing": [
+        "Answer",
+        "Clock",
+        "InboxHarness",
         "PayPalTestCertificate",
         "github_push",
         "paypal_test_certificate",
@@ -130,10 +133,11 @@ PUBLIC: dict[str, list[str]] = {
 
 CONVENTIONAL = re.compile(
     r"^hookinbox\.(__main__|examples(\..*)?|django\.(apps|checks|urls|views|migrations(\..*)?"
-    r"|management(\..*)?))$"
+    r"|management(\..*)?)|testing\.pytest)$"
 )
 """Modules whose names other tools fix (Django's apps, urls, views, checks, migrations and
-management commands; `python -m hookinbox`), and the examples, which are code to copy."""
+management commands; `python -m hookinbox`; the pytest plugin `hookinbox.testing.pytest`,
+named in `pytest_plugins`), and the examples, which are code to copy."""
 
 
 def _import(name: str) -> object:

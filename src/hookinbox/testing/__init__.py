@@ -12,6 +12,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from hookinbox._extras import importing
+from hookinbox.testing._asgi import Answer
+from hookinbox.testing._clock import Clock
 from hookinbox.testing._events import (
     github_push,
     shopify_order,
@@ -21,6 +23,7 @@ from hookinbox.testing._events import (
     stripe_invoice,
     stripe_subscription,
 )
+from hookinbox.testing._harness import InboxHarness
 from hookinbox.testing._signing import register_signer, sign
 
 if TYPE_CHECKING:
@@ -41,6 +44,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Answer",
+    "Clock",
+    "InboxHarness",
     "PayPalTestCertificate",
     "github_push",
     "paypal_test_certificate",
