@@ -116,8 +116,11 @@ PUBLIC: dict[str, list[str]] = {
     "hookinbox.testing": [
         "Answer",
         "Clock",
+        "ExactlyOnceReport",
+        "ExactlyOnceViolation",
         "InboxHarness",
         "PayPalTestCertificate",
+        "check_exactly_once",
         "github_push",
         "paypal_test_certificate",
         "register_signer",

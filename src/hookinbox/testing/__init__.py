@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hookinbox._extras import importing
 from hookinbox.testing._asgi import Answer
+from hookinbox.testing._check import ExactlyOnceReport, ExactlyOnceViolation, check_exactly_once
 from hookinbox.testing._clock import Clock
 from hookinbox.testing._events import (
     github_push,
@@ -46,8 +47,11 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Answer",
     "Clock",
+    "ExactlyOnceReport",
+    "ExactlyOnceViolation",
     "InboxHarness",
     "PayPalTestCertificate",
+    "check_exactly_once",
     "github_push",
     "paypal_test_certificate",
     "register_signer",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import anyio.to_thread
@@ -50,10 +50,13 @@ class InboxHarness:
         self._stack = ExitStack()
         self.clock = clock or Clock()
         url = self._stack.enter_context(throwaway_database(database_url))
-        self.inbox = inbox.with_settings(database_url=url, clock=self.clock, **settings)
+        self.inbox = self._copy(inbox, database_url=url, clock=self.clock, **settings)
         self._stack.callback(self.inbox.close)
         self.path = path.rstrip("/")
         self.app = self.inbox.asgi(path=self.path)
+
+    def _copy(self, inbox: Inbox, **settings: Any) -> Inbox:
+        return inbox.with_settings(**settings)
 
     @property
     def database_url(self) -> str:
@@ -143,7 +146,7 @@ class InboxHarness:
     def close(self) -> None:
         self._stack.close()
 
-    def __enter__(self) -> InboxHarness:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
