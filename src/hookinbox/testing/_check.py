@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import anyio
 from sqlalchemy import Connection
 
 from hookinbox._errors import HookinboxError
@@ -41,7 +40,6 @@ from hookinbox._inbox import Inbox
 from hookinbox._model import Event, Status
 from hookinbox._processing._handlers import ANY_TYPE, Handler
 from hookinbox._runtime import Runtime
-from hookinbox.testing._asgi import Answer
 from hookinbox.testing._harness import InboxHarness
 from hookinbox.testing._signing import Body
 
@@ -234,6 +232,7 @@ def check_exactly_once(
     database_url: str | None = None,
     reset: Callable[[], None] | None = None,
     seed: int | None = None,
+    max_workers: int = 3,
     use_hypothesis: bool | None = None,
 ) -> ExactlyOnceReport:
     """Deliver `events` to a copy of `inbox` in many schedules; each `expected` effect once.
@@ -244,15 +243,16 @@ def check_exactly_once(
     found exactly once (a mapping also gives each key's expected final state).
     `reset()` runs before each schedule: clear what `effects` reads outside the database.
     `database_url`: a PostgreSQL server to make each schedule's database on (see
-    `InboxHarness`); default, SQLite files.
+    `InboxHarness`); default, SQLite files. `max_workers`: at most this many threads process
+    at once (1 under Django's test runner, whose connections are per thread).
 
     Raises `ExactlyOnceViolation` (an `AssertionError`) with the failing schedule, minimal
     when hypothesis searched; returns an `ExactlyOnceReport` when every schedule held.
     """
     if not events:
         raise ValueError("check_exactly_once needs at least one event")
-    if copies < 1 or examples < 1:
-        raise ValueError("copies and examples must be at least 1")
+    if copies < 1 or examples < 1 or max_workers < 1:
+        raise ValueError("copies, examples and max_workers must be at least 1")
     wanted = _expected(expected)
     names = [_name(spec, i) for i, spec in enumerate(events)]
 
@@ -263,10 +263,11 @@ def check_exactly_once(
     if use_hypothesis and hypothesis is None:
         raise ValueError("use_hypothesis=True, but hypothesis is not installed")
     if hypothesis is not None:
-        failure, verdicts = _search(hypothesis, run, len(events), copies, examples, seed)
+        shape = Shape(len(events), copies, max_workers)
+        failure, verdicts = _search(hypothesis, run, shape, examples, seed)
         how = "hypothesis"
     else:
-        failure, verdicts = _sample(run, len(events), copies, examples, seed)
+        failure, verdicts = _sample(run, Shape(len(events), copies, max_workers), examples, seed)
         how = "random"
     if failure is not None:
         schedule, outcome = failure
@@ -345,24 +346,14 @@ def _run(
 
 
 def _send(harness: _CheckedHarness, chunk: list[tuple[str, Body, dict[str, Any]]]) -> list[str]:
-    """Send a batch at once; resend what was not acknowledged, as the provider would."""
-
-    async def send_all() -> list[Answer]:
-        answers: list[Answer | None] = [None] * len(chunk)
-
-        async def one(index: int) -> None:
-            source, payload, fields = chunk[index]
-            headers, body = harness.sign(source, payload, **fields)
-            answers[index] = await harness.apost(source, headers, body)
-
-        async with anyio.create_task_group() as group:
-            for index in range(len(chunk)):
-                group.start_soon(one, index)
-        return [a for a in answers if a is not None]
-
+    """Send a batch at once; resend what was not acknowledged, as the provider would.
+    Under Django the batch goes one delivery after another, on the test's connection."""
     problems = []
+    concurrently = not harness.in_django
     for attempt in range(MAX_RESENDS):
-        answers = anyio.run(send_all)
+        requests = [(source, *harness.sign(source, payload, **fields))
+                    for source, payload, fields in chunk]  # fmt: skip
+        answers = harness.send(requests, concurrently=concurrently)
         failed = [c for c, a in zip(chunk, answers, strict=True) if not a.ok]
         if not failed:
             return []
@@ -391,14 +382,23 @@ def _name(spec: EventSpec, index: int) -> str:
     return f"{spec[0]}#{index}"
 
 
-def _worst_case(events: int, copies: int) -> Schedule:
+@dataclass(frozen=True)
+class Shape:
+    events: int
+    copies: int
+    max_workers: int
+
+
+def _worst_case(shape: Shape) -> Schedule:
     """Every copy at once, every first attempt dying, two workers: tried first."""
-    order = tuple(i for _ in range(copies) for i in range(events))
-    return Schedule(order, (len(order),), (False,), frozenset(range(events)), 2)
+    order = tuple(i for _ in range(shape.copies) for i in range(shape.events))
+    workers = min(2, shape.max_workers)
+    return Schedule(order, (len(order),), (False,), frozenset(range(shape.events)), workers)
 
 
-def _random_schedule(rng: random.Random, events: int, copies: int) -> Schedule:
-    order = [i for i in range(events) for _ in range(copies)]
+def _random_schedule(rng: random.Random, shape: Shape) -> Schedule:
+    events = shape.events
+    order = [i for i in range(events) for _ in range(shape.copies)]
     rng.shuffle(order)
     batches = []
     remaining = len(order)
@@ -411,7 +411,7 @@ def _random_schedule(rng: random.Random, events: int, copies: int) -> Schedule:
         tuple(batches),
         tuple(rng.random() < 0.5 for _ in batches),
         frozenset(i for i in range(events) if rng.random() < 0.5),
-        rng.randint(1, 3),
+        rng.randint(1, shape.max_workers),
     )
 
 
@@ -419,12 +419,12 @@ Failure = tuple[Schedule, _Outcome] | None
 
 
 def _sample(
-    run: Callable[[Schedule], _Outcome], events: int, copies: int, examples: int, seed: int | None
+    run: Callable[[Schedule], _Outcome], shape: Shape, examples: int, seed: int | None
 ) -> tuple[Failure, list[EffectsVerdict]]:
     rng = random.Random(seed)
     verdicts = []
-    schedules = [_worst_case(events, copies)]
-    schedules += [_random_schedule(rng, events, copies) for _ in range(examples - 1)]
+    schedules = [_worst_case(shape)]
+    schedules += [_random_schedule(rng, shape) for _ in range(examples - 1)]
     for schedule in schedules:
         outcome = run(schedule)
         verdicts.append(outcome.verdict)
@@ -444,12 +444,12 @@ def _hypothesis() -> Any:
 def _search(
     hypothesis: Any,
     run: Callable[[Schedule], _Outcome],
-    events: int,
-    copies: int,
+    shape: Shape,
     examples: int,
     seed: int | None,
 ) -> tuple[Failure, list[EffectsVerdict]]:
     st = hypothesis.strategies
+    events, copies = shape.events, shape.copies
     failures: list[tuple[Schedule, _Outcome]] = []
     verdicts: list[EffectsVerdict] = []
 
@@ -465,7 +465,11 @@ def _search(
         process_after = tuple(draw(st.booleans()) for _ in batches)
         crashes = frozenset(draw(st.sets(st.integers(0, events - 1))))
         return Schedule(
-            tuple(order), tuple(batches), process_after, crashes, draw(st.integers(1, 3))
+            tuple(order),
+            tuple(batches),
+            process_after,
+            crashes,
+            draw(st.integers(1, shape.max_workers)),
         )
 
     class _Failed(Exception):
@@ -481,7 +485,7 @@ def _search(
         print_blob=False,
         verbosity=hypothesis.Verbosity.quiet,
     )
-    @hypothesis.example(_worst_case(events, copies))  # type: ignore[untyped-decorator]
+    @hypothesis.example(_worst_case(shape))  # type: ignore[untyped-decorator]
     @hypothesis.given(schedules())  # type: ignore[untyped-decorator]
     def check(schedule: Schedule) -> None:
         outcome = run(schedule)

@@ -9,7 +9,8 @@ runs the worker's processing here, in this thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import timedelta
 from typing import Any, Self
@@ -31,6 +32,9 @@ class InboxHarness:
     `database_url`: a PostgreSQL server URL to create a throwaway database on (its user
     needs CREATEDB), or a SQLite URL to use as it is; default, a temporary SQLite file.
     `settings` override the inbox's other settings (`retry=...`, `group_commit=False`).
+    `transport`: `"asgi"` (the inbox's ASGI app, the default) or `"direct"` (`Inbox.receive`
+    in the calling thread, what the Flask and Django adapters call; the default for a
+    `DjangoInbox`, which uses Django's test database as it stands).
     Use it as a context manager, or call `close()`.
     """
 
@@ -43,17 +47,41 @@ class InboxHarness:
         database_url: str | None = None,
         clock: Clock | None = None,
         path: str = "/webhooks",
+        transport: str | None = None,
         **settings: Any,
     ) -> None:
         if not isinstance(inbox, Inbox):
             raise TypeError(f"InboxHarness takes an Inbox, not {inbox!r}")
         self._stack = ExitStack()
         self.clock = clock or Clock()
-        url = self._stack.enter_context(throwaway_database(database_url))
-        self.inbox = self._copy(inbox, database_url=url, clock=self.clock, **settings)
+        # A DjangoInbox keeps its tables in Django's database: under Django's test runner,
+        # that is the test database already, and its connection is per thread, so each
+        # delivery is answered in the calling thread (`Inbox.receive`, as Django's view
+        # does) rather than by the ASGI app's worker threads.
+        self.in_django = inbox.settings.database_url.startswith("django:")
+        self.transport = transport or ("direct" if self.in_django else "asgi")
+        if self.transport not in ("asgi", "direct"):
+            raise ValueError("transport is 'asgi' or 'direct'")
+        if not self.in_django:
+            url = self._stack.enter_context(throwaway_database(database_url))
+            settings["database_url"] = url
+        self.inbox = self._copy(inbox, clock=self.clock, **settings)
         self._stack.callback(self.inbox.close)
         self.path = path.rstrip("/")
         self.app = self.inbox.asgi(path=self.path)
+        if self.in_django:
+            self._wipe()
+
+    def _wipe(self) -> None:
+        """Start from an empty inbox: a TransactionTestCase's flush leaves hookinbox's tables
+        (they belong to no Django model), so one test's events would be the next one's
+        duplicates. Inside a TestCase this is rolled back with the test."""
+        from hookinbox._storage._schema import metadata
+
+        with self.inbox.store.transaction() as connection:
+            for table in reversed(metadata.sorted_tables):
+                if table.name != "hookinbox_schema_versions":
+                    connection.execute(table.delete())
 
     def _copy(self, inbox: Inbox, **settings: Any) -> Inbox:
         return inbox.with_settings(**settings)
@@ -78,42 +106,52 @@ class InboxHarness:
         Each copy is signed at the clock's time with the same ids, as a provider's retry is;
         `concurrently=True` sends them all at once. Returns the answers, in order.
         """
-        return anyio.run(self._deliver, source, payload, copies, concurrently, fields)
+        requests = [(source, *self.sign(source, payload, **fields)) for _ in range(copies)]
+        return self.send(requests, concurrently=concurrently)
 
-    async def adeliver(
-        self, source: str, payload: Body, *, copies: int = 1, concurrently: bool = False,
-        **fields: Any,
-    ) -> list[Answer]:  # fmt: skip
-        """`deliver`, awaited (inside a running event loop: an async test)."""
-        return await self._deliver(source, payload, copies, concurrently, fields)
-
-    async def _deliver(
-        self, source: str, payload: Body, copies: int, concurrently: bool, fields: dict[str, Any]
+    def send(
+        self, requests: Sequence[tuple[str, Mapping[str, str], bytes]], *, concurrently: bool
     ) -> list[Answer]:
-        requests = [self.sign(source, payload, **fields) for _ in range(copies)]
-        answers: list[Answer | None] = [None] * copies
-        if not concurrently:
-            for index, (headers, body) in enumerate(requests):
-                answers[index] = await self.apost(source, headers, body)
-        else:
+        """POST each `(source, headers, body)`, one after another or all at once."""
+        if self.transport == "direct":
+            # In the calling thread, and outside any event loop: Django refuses its ORM
+            # inside one. Concurrent deliveries take a thread each.
+            if not concurrently or len(requests) < 2:
+                return [self._receive(*request) for request in requests]
+            with ThreadPoolExecutor(len(requests)) as pool:
+                return list(pool.map(lambda request: self._receive(*request), requests))
+        return anyio.run(self._send_asgi, requests, concurrently)
 
-            async def one(index: int, headers: dict[str, str], body: bytes) -> None:
-                answers[index] = await self.apost(source, headers, body)
+    async def _send_asgi(
+        self, requests: Sequence[tuple[str, Mapping[str, str], bytes]], concurrently: bool
+    ) -> list[Answer]:
+        answers: list[Answer | None] = [None] * len(requests)
 
+        async def one(index: int) -> None:
+            answers[index] = await self.apost(*requests[index])
+
+        if concurrently:
             async with anyio.create_task_group() as group:
-                for index, (headers, body) in enumerate(requests):
-                    group.start_soon(one, index, headers, body)
+                for index in range(len(requests)):
+                    group.start_soon(one, index)
+        else:
+            for index in range(len(requests)):
+                await one(index)
         return [answer for answer in answers if answer is not None]
 
     def post(self, source: str, headers: Mapping[str, str], body: bytes) -> Answer:
         """POST a delivery as it stands (a forgery, a malformed body, a replayed capture)."""
-        return anyio.run(self.apost, source, headers, body)
+        return self.send([(source, headers, body)], concurrently=False)[0]
 
     async def apost(self, source: str, headers: Mapping[str, str], body: bytes) -> Answer:
-        # The receiver reads the store in threads: the first request must not race its own
-        # schema creation, so the store is made ready here, once.
-        await anyio.to_thread.run_sync(self.inbox.store.ensure_schema)
+        """`post`, awaited (inside a running event loop: an async test; not for Django)."""
+        if self.transport == "direct":
+            return await anyio.to_thread.run_sync(self._receive, source, headers, body)
         return await post(self.app, f"{self.path}/{source}", headers, body)
+
+    def _receive(self, source: str, headers: Mapping[str, str], body: bytes) -> Answer:
+        reply = self.inbox.receive(source, headers, body)
+        return Answer(reply.status_code, reply.content, dict(reply.headers))
 
     # -- processing and time ---------------------------------------------------------------
 
