@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ HERE = Path(__file__).parent
 def oracle_dir() -> Path:
     default = Path.home() / ".cache" / "hookinbox-npm-oracles"
     target = Path(os.environ.get("HOOKINBOX_TEST_NPM_DIR", default))
+    target.parent.mkdir(parents=True, exist_ok=True)
     wanted = (HERE / "package.json").read_text()
     installed = target / "package.json"
     if not (
@@ -34,15 +36,24 @@ def oracle_dir() -> Path:
             if os.environ.get("HOOKINBOX_REQUIRE_NODE"):
                 pytest.fail("Node and npm are needed for the npm oracles")
             pytest.skip("Node and npm are not installed")
-        target.mkdir(parents=True, exist_ok=True)
-        installed.write_text(wanted)
+        # Installed beside the target, then renamed into place: two test processes (xdist)
+        # may install at once, and neither may see the other's half-made directory.
+        staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+        (staging / "package.json").write_text(wanted)
         subprocess.run(
             ["npm", "install", "--no-audit", "--no-fund", "--silent"],
-            cwd=target,
+            cwd=staging,
             check=True,
             timeout=300,
         )
-    shutil.copyfile(HERE / "oracle.mjs", target / "oracle.mjs")
+        shutil.rmtree(target, ignore_errors=True)
+        try:
+            staging.rename(target)
+        except OSError:  # another process put its copy there first
+            shutil.rmtree(staging, ignore_errors=True)
+    script = target / "oracle.mjs"
+    if not script.exists() or script.read_text() != (HERE / "oracle.mjs").read_text():
+        shutil.copyfile(HERE / "oracle.mjs", script)
     return target
 
 

@@ -98,3 +98,22 @@ def test_a_forgery_and_a_stale_capture_are_refused(hookinbox: InboxHarness) -> N
     hookinbox.clock.advance(timedelta(minutes=10))  # past Stripe's 5-minute tolerance
     assert hookinbox.post("stripe", headers, body).status_code == 401
     assert list(hookinbox.events()) == []
+
+
+def test_an_update_whose_checkout_never_comes_fails_at_the_deadline(
+    hookinbox: InboxHarness,
+) -> None:
+    update = stripe_event("customer.subscription.updated", stripe_subscription())
+    hookinbox.deliver("stripe", update)
+    hookinbox.run_due()
+    for _ in range(3 * 4):  # three days of worker passes, in no time
+        hookinbox.advance(timedelta(hours=6))
+        stored = hookinbox.event("stripe", update["id"])
+        assert stored is not None
+        if stored.status is not Status.DEFERRED:
+            break
+    hookinbox.advance(timedelta(hours=1))
+    stored = hookinbox.event("stripe", update["id"])
+    assert stored is not None
+    assert (stored.status, stored.outcome) == (Status.FAILED, "not_ready_deadline")
+    assert stored.attempts == 0  # NotReady spends no attempt

@@ -10,7 +10,8 @@ asks the user's `effects` function what was applied:
 - chosen events' first attempt dies after the handlers ran and before the commit, as a
   worker killed there would (the transaction is rolled back; whatever the handlers did
   outside it stays done), and is retried;
-- the clock moves on until every retry and NotReady deferral has run.
+- the clock moves on until every retry and NotReady deferral has run;
+- every event is delivered once more, late, and processing runs again.
 
 Then each expected effect must be found exactly once: the oracle `hookinbox simulate --verify`
 uses (`hookinbox._exactly_once`). With hypothesis installed, schedules are searched and a
@@ -98,6 +99,7 @@ class Schedule:
             if process:
                 lines.append(f"process with {self.workers} worker(s)")
         lines.append(f"then process with {self.workers} worker(s) until done, moving the clock")
+        lines.append("then deliver every event once more, and process")
         if self.crashes:
             crashed = ", ".join(names[i] for i in sorted(self.crashes))
             lines.append(f"the first attempt of {crashed} dies after its handlers, before commit")
@@ -321,11 +323,11 @@ def _run(
             problems += _send(harness, chunk)
             if process:
                 harness.process()
-        for _ in range(MAX_ROUNDS):
-            harness.process()
-            if not harness.open_events():
-                break
-            harness.clock.advance(STEP)
+        _settle(harness)
+        # A late redelivery of every event (a provider's last retry, a manual resend from its
+        # dashboard), once all is processed: answered as a duplicate, applied no more.
+        problems += _send(harness, signed)
+        _settle(harness)
         for event in harness.events():
             if event.status in OPEN:
                 problems.append(f"{event.source} {event.id} still {event.status.value}")
@@ -343,6 +345,15 @@ def _run(
             states.setdefault(str(key), state)
     verdict = judge_effects(expected, counts, states)
     return _Outcome(verdict, [*verdict.problems(), *problems])
+
+
+def _settle(harness: _CheckedHarness) -> None:
+    """Process, moving the clock past each backoff and deferral, until nothing is open."""
+    for _ in range(MAX_ROUNDS):
+        harness.process()
+        if not harness.open_events():
+            return
+        harness.clock.advance(STEP)
 
 
 def _send(harness: _CheckedHarness, chunk: list[tuple[str, Body, dict[str, Any]]]) -> list[str]:

@@ -29,8 +29,8 @@ from hookinbox.testing._signing import Body, sign
 class InboxHarness:
     """The application's inbox on a throwaway database, driven by hand.
 
-    `database_url`: a PostgreSQL server URL to create a throwaway database on (its user
-    needs CREATEDB), or a SQLite URL to use as it is; default, a temporary SQLite file.
+    `database_url`: a PostgreSQL URL to make a throwaway schema in (its user needs CREATE
+    on that database), or a SQLite URL to use as it is; default, a temporary SQLite file.
     `settings` override the inbox's other settings (`retry=...`, `group_commit=False`).
     `transport`: `"asgi"` (the inbox's ASGI app, the default) or `"direct"` (`Inbox.receive`
     in the calling thread, what the Flask and Django adapters call; the default for a

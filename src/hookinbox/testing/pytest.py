@@ -12,8 +12,8 @@ overriding the `hookinbox_app` fixture. Fixtures:
 - `run_due()`: process what is due now, in the test's thread;
 - `hookinbox_clock`: the `Clock` the copy reads (`advance(seconds)`).
 
-`--hookinbox-db postgresql://...` runs each test on a fresh database created on that server
-instead of a SQLite file.
+`--hookinbox-db postgresql://...` runs each test in a fresh schema of that database instead of
+a SQLite file.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--hookinbox-db",
         dest="hookinbox_db",
         default=None,
-        help="a PostgreSQL server URL: each test gets a fresh database there (default: SQLite)",
+        help="a PostgreSQL URL: each test gets a fresh schema in that database (default: SQLite)",
     )
     parser.addini("hookinbox_app", "the inbox under test, as module:attribute", default="")
 
@@ -74,7 +74,7 @@ def hookinbox_settings() -> dict[str, Any]:
 
 @pytest.fixture
 def hookinbox_database(request: pytest.FixtureRequest) -> str | None:
-    """Where each test's database is made: `--hookinbox-db`'s server, or None for SQLite.
+    """Where each test's database is made: `--hookinbox-db`'s PostgreSQL, or None for SQLite.
     Override it to choose per test (a parametrized fixture runs on both)."""
     option: str | None = request.config.getoption("hookinbox_db")
     return option
