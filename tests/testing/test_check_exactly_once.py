@@ -154,6 +154,7 @@ def check(shop: Shop, server: str | None, **options: Any) -> object:
         database_url=server,
         reset=shop.reset,
         examples=options.pop("examples", 6),
+        shrink_budget=3,  # a few: the shrinking itself is hypothesis', not under test here
         seed=1,
         **options,
     )
@@ -171,7 +172,8 @@ def test_a_write_or_a_call_outside_the_transaction_is_caught(
     with pytest.raises(ExactlyOnceViolation) as caught:
         check(shop_of(handler), server)
     assert any("more than once" in p for p in caught.value.problems), caught.value
-    assert "dies after its handlers, before commit" in caught.value.schedule
+    if handler == "direct_call":  # only a retried attempt calls twice: the death is in it
+        assert "dies after its handlers, before commit" in caught.value.schedule
 
 
 def test_a_check_then_insert_without_a_constraint_is_caught_on_postgresql(

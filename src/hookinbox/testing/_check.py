@@ -235,6 +235,7 @@ def check_exactly_once(
     reset: Callable[[], None] | None = None,
     seed: int | None = None,
     max_workers: int = 3,
+    shrink_budget: int = 30,
     use_hypothesis: bool | None = None,
 ) -> ExactlyOnceReport:
     """Deliver `events` to a copy of `inbox` in many schedules; each `expected` effect once.
@@ -247,6 +248,8 @@ def check_exactly_once(
     `database_url`: a PostgreSQL server to make each schedule's database on (see
     `InboxHarness`); default, SQLite files. `max_workers`: at most this many threads process
     at once (1 under Django's test runner, whose connections are per thread).
+    `shrink_budget`: how many more schedules hypothesis may run, once one failed, to find a
+    smaller one (each runs on a fresh database: a second or so on PostgreSQL).
 
     Raises `ExactlyOnceViolation` (an `AssertionError`) with the failing schedule, minimal
     when hypothesis searched; returns an `ExactlyOnceReport` when every schedule held.
@@ -266,7 +269,7 @@ def check_exactly_once(
         raise ValueError("use_hypothesis=True, but hypothesis is not installed")
     if hypothesis is not None:
         shape = Shape(len(events), copies, max_workers)
-        failure, verdicts = _search(hypothesis, run, shape, examples, seed)
+        failure, verdicts = _search(hypothesis, run, shape, examples, seed, shrink_budget)
         how = "hypothesis"
     else:
         failure, verdicts = _sample(run, Shape(len(events), copies, max_workers), examples, seed)
@@ -385,12 +388,14 @@ def _expected(expected: Collection[Hashable] | Mapping[Hashable, Any]) -> dict[s
 
 
 def _name(spec: EventSpec, index: int) -> str:
+    """`source:id (type)` when the payload names them, else `source#index`."""
     payload = spec[1]
-    if isinstance(payload, Mapping):
-        for field_name in ("id", "event_id", "type"):
-            if isinstance(payload.get(field_name), str):
-                return f"{spec[0]}:{payload[field_name]}"
-    return f"{spec[0]}#{index}"
+    if not isinstance(payload, Mapping):
+        return f"{spec[0]}#{index}"
+    ident = next((payload[f] for f in ("id", "event_id") if isinstance(payload.get(f), str)), None)
+    kind = payload.get("type") if isinstance(payload.get("type"), str) else None
+    name = f"{spec[0]}:{ident}" if ident else f"{spec[0]}#{index}"
+    return f"{name} ({kind})" if kind else name
 
 
 @dataclass(frozen=True)
@@ -458,10 +463,13 @@ def _search(
     shape: Shape,
     examples: int,
     seed: int | None,
+    shrink_budget: int,
 ) -> tuple[Failure, list[EffectsVerdict]]:
     st = hypothesis.strategies
     events, copies = shape.events, shape.copies
-    failures: list[tuple[Schedule, _Outcome]] = []
+    failing: dict[Schedule, _Outcome] = {}
+    raised: list[Schedule] = []
+    searched_before_failure = [0]
     verdicts: list[EffectsVerdict] = []
 
     @st.composite  # type: ignore[untyped-decorator]
@@ -496,19 +504,31 @@ def _search(
         print_blob=False,
         verbosity=hypothesis.Verbosity.quiet,
     )
-    @hypothesis.example(_worst_case(shape))  # type: ignore[untyped-decorator]
     @hypothesis.given(schedules())  # type: ignore[untyped-decorator]
     def check(schedule: Schedule) -> None:
-        outcome = run(schedule)
-        verdicts.append(outcome.verdict)
-        if not outcome.ok:
-            failures.append((schedule, outcome))
+        outcome = failing.get(schedule)  # hypothesis replaying what failed: not run again
+        if outcome is None:
+            if failing and len(verdicts) - searched_before_failure[0] > shrink_budget:
+                return  # the shrinking budget is spent: the smallest failure so far stands
+            outcome = run(schedule)
+            verdicts.append(outcome.verdict)
+            if not outcome.ok:
+                searched_before_failure[0] = searched_before_failure[0] or len(verdicts)
+                failing[schedule] = outcome
+        if not outcome.ok:  # one place raises: hypothesis compares where failures come from
+            raised.append(schedule)
             raise _Failed()
 
+    # The worst case first, outside hypothesis: a failing explicit example is reported as it
+    # stands, never shrunk, so it only stands in when the search finds nothing smaller.
+    worst = _worst_case(shape)
+    outcome = run(worst)
+    verdicts.append(outcome.verdict)
     if seed is not None:
         check = hypothesis.seed(seed)(check)
     try:
         check()
     except _Failed:
-        return failures[-1], verdicts  # hypothesis replays the minimal example last
-    return None, verdicts
+        minimal = raised[-1]  # hypothesis replays the minimal example last
+        return (minimal, failing[minimal]), verdicts
+    return (None if outcome.ok else (worst, outcome)), verdicts
