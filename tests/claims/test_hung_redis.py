@@ -14,6 +14,7 @@ for the lease (60 s): every retry in that time was answered 409 `in_progress`.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import uuid
@@ -24,7 +25,7 @@ import httpx
 import pytest
 import redis
 
-from hookinbox.claims import ClaimState, ClaimStoreUnavailable, RedisClaims
+from hookinbox.claims import AsyncRedisClaims, ClaimState, ClaimStoreUnavailable, RedisClaims
 from tests.apps.claims_app import effects_key
 from tests.claims.conftest import PrivateRedis
 from tests.claims.test_processes import claim_server, signed
@@ -61,6 +62,26 @@ def test_a_claim_timed_out_on_a_hung_redis_is_withdrawn(private_redis: PrivateRe
         assert claims.complete(claim)
     finally:
         claims.close()
+
+
+def test_an_async_claim_timed_out_on_a_hung_redis_is_withdrawn(
+    private_redis: PrivateRedis,
+) -> None:
+    prefix = f"hung-async-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> ClaimState | None:
+        claims = AsyncRedisClaims.from_url(private_redis.url, prefix=prefix, timeout=TIMEOUT)
+        try:
+            await claims.ping()  # a warm connection
+            with frozen(private_redis), pytest.raises(ClaimStoreUnavailable):
+                await claims.claim("stripe", "evt_hung")
+            state = await claims.state("stripe", "evt_hung")
+            await claims.complete(await claims.claim("stripe", "evt_hung"))
+            return state
+        finally:
+            await claims.close()
+
+    assert asyncio.run(scenario()) is None
 
 
 def test_a_retry_after_a_hung_redis_is_accepted(private_redis: PrivateRedis) -> None:

@@ -252,9 +252,19 @@ def _withdraw(connection: Any, claim: Claim) -> None:
             "EVAL", RELEASE_SCRIPT, 1, claim.key, claim.in_progress_value, check_health=False
         )
     except Exception as error:  # the socket is gone: so is the SET, unless Redis had it
-        log.warning("%s: could not withdraw the unanswered claim (%s)", claim.key, error)
+        withdraw_failed(claim, error)
     finally:
         connection.disconnect()
+
+
+def withdraw_failed(claim: Claim, error: Exception) -> None:
+    log.warning(
+        "%s: could not withdraw the unanswered claim (%s); if Redis had it, it expires after "
+        "its %g s lease",
+        claim.key,
+        error,
+        claim.lease_seconds,
+    )
 
 
 def release_failed(claim: Claim, error: Exception) -> None:
