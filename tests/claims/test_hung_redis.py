@@ -64,6 +64,19 @@ def test_a_claim_timed_out_on_a_hung_redis_is_withdrawn(private_redis: PrivateRe
         claims.close()
 
 
+def test_a_claim_on_a_redis_that_is_down_withdraws_nothing(
+    closed_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing was sent: no second connection attempt, no warning on every delivery."""
+    claims = RedisClaims.from_url(f"redis://127.0.0.1:{closed_port}/0", timeout=TIMEOUT)
+    try:
+        with pytest.raises(ClaimStoreUnavailable):
+            claims.claim("stripe", "evt_down")
+    finally:
+        claims.close()
+    assert "withdraw" not in caplog.text
+
+
 def test_an_async_claim_timed_out_on_a_hung_redis_is_withdrawn(
     private_redis: PrivateRedis,
 ) -> None:

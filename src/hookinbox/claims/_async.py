@@ -34,15 +34,13 @@ async def _pooled_connection(pool: Any) -> Any:
 
 
 async def _withdraw(connection: Any, claim: Claim) -> None:
-    """Queue the release of `claim` behind its unanswered SET, then drop the connection."""
+    """Queue the release of `claim` behind its unanswered SET (the caller then closes it)."""
     try:
         await connection.send_command(
             "EVAL", RELEASE_SCRIPT, 1, claim.key, claim.in_progress_value, check_health=False
         )
     except Exception as error:  # the socket is gone: so is the SET, unless Redis had it
         withdraw_failed(claim, error)
-    finally:
-        await connection.disconnect()
 
 
 P = ParamSpec("P")
@@ -80,15 +78,19 @@ class AsyncRedisClaims(ClaimStoreBase[Redis | RedisCluster]):
             return bool(await self.client.set(claim.key, value, nx=True, px=lease_ms))
         pool: Any = self.client.connection_pool
         connection = await _pooled_connection(pool)
+        sent = False
         try:
             await connection.send_command(
                 "SET", claim.key, claim.in_progress_value, "NX", "PX", lease_ms
             )
+            sent = True
             reply = await connection.read_response(disconnect_on_error=False)
         except ResponseError:
             raise  # an answer: the connection is in step
         except BaseException:
-            await _withdraw(connection, claim)
+            if sent:  # unsent (Redis down, a write cut short), there is nothing to withdraw
+                await _withdraw(connection, claim)
+            await connection.disconnect()
             raise
         finally:
             await pool.release(connection)

@@ -219,8 +219,10 @@ def _set_if_free(client: Redis | RedisCluster, claim: Claim, lease_ms: int) -> b
         node = cluster.get_redis_connection(cluster.get_node_from_key(claim.key))
     pool = node.connection_pool
     connection = _pooled_connection(pool)
+    sent = False
     try:
         connection.send_command("SET", claim.key, claim.in_progress_value, "NX", "PX", lease_ms)
+        sent = True
         reply = connection.read_response(disconnect_on_error=False)
     except (MovedError, AskError, TryAgainError):
         # Cluster resharding: the answer came (a redirect), nothing was set; let the cluster
@@ -231,7 +233,9 @@ def _set_if_free(client: Redis | RedisCluster, claim: Claim, lease_ms: int) -> b
         pool.release(connection)  # an answer: the connection is in step
         raise
     except BaseException:
-        _withdraw(connection, claim)
+        if sent:  # unsent (Redis down, a write cut short), there is nothing to withdraw
+            _withdraw(connection, claim)
+        connection.disconnect()
         pool.release(connection)
         raise
     pool.release(connection)
@@ -246,15 +250,13 @@ def _pooled_connection(pool: Any) -> Any:
 
 
 def _withdraw(connection: Any, claim: Claim) -> None:
-    """Queue the release of `claim` behind its unanswered SET, then drop the connection."""
+    """Queue the release of `claim` behind its unanswered SET (the caller then closes it)."""
     try:
         connection.send_command(
             "EVAL", RELEASE_SCRIPT, 1, claim.key, claim.in_progress_value, check_health=False
         )
     except Exception as error:  # the socket is gone: so is the SET, unless Redis had it
         withdraw_failed(claim, error)
-    finally:
-        connection.disconnect()
 
 
 def withdraw_failed(claim: Claim, error: Exception) -> None:
