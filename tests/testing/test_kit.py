@@ -114,3 +114,16 @@ def test_importing_the_kit_imports_no_test_tool() -> None:
 def test_a_harness_refuses_what_is_not_an_inbox() -> None:
     with pytest.raises(TypeError, match="takes an Inbox"):
         InboxHarness("myapp:inbox")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_an_async_test_delivers_inside_its_event_loop(tmp_path: Path) -> None:
+    inbox = Inbox("sqlite:///never-opened.db", sources=[GitHub(secret="g")])
+    with InboxHarness(inbox, database_url=f"sqlite:///{tmp_path / 'h.db'}") as harness:
+        answers = await harness.adeliver("github", github_push(), copies=2, concurrently=True)
+        assert sorted(a.status for a in answers) == ["accepted", "duplicate"]

@@ -109,6 +109,18 @@ class InboxHarness:
         requests = [(source, *self.sign(source, payload, **fields)) for _ in range(copies)]
         return self.send(requests, concurrently=concurrently)
 
+    async def adeliver(
+        self, source: str, payload: Body, *, copies: int = 1, concurrently: bool = False,
+        **fields: Any,
+    ) -> list[Answer]:  # fmt: skip
+        """`deliver`, awaited: for an async test, inside its running event loop."""
+        requests = [(source, *self.sign(source, payload, **fields)) for _ in range(copies)]
+        if self.transport == "direct":
+            return await anyio.to_thread.run_sync(
+                lambda: self.send(requests, concurrently=concurrently)
+            )
+        return await self._send_asgi(requests, concurrently)
+
     def send(
         self, requests: Sequence[tuple[str, Mapping[str, str], bytes]], *, concurrently: bool
     ) -> list[Answer]:
