@@ -4,7 +4,8 @@ clock moved by hand instead of sleeping through retries."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from hookinbox.examples import shop
 from hookinbox.testing import (
     Answer,
     InboxHarness,
+    check_exactly_once,
     stripe_checkout_session,
     stripe_event,
     stripe_subscription,
@@ -117,3 +119,40 @@ def test_an_update_whose_checkout_never_comes_fails_at_the_deadline(
     assert stored is not None
     assert (stored.status, stored.outcome) == (Status.FAILED, "not_ready_deadline")
     assert stored.attempts == 0  # NotReady spends no attempt
+
+
+def test_the_shop_applies_each_event_exactly_once(hookinbox_database: str | None) -> None:
+    """Its checkout, a receipt through the outbox, two subscription updates (the older one
+    may arrive last, either may come before the checkout): one order, one receipt, the
+    subscription in its newest state, in every schedule tried."""
+    from hookinbox._storage._schema import outbox
+
+    created = int(time.time())
+    subscription = stripe_subscription(id="sub_1", customer="cus_1")
+    events = [
+        ("stripe", stripe_event("checkout.session.completed",
+                                stripe_checkout_session(customer="cus_1", payment_intent="pi_1"),
+                                created=created)),
+        ("stripe", stripe_event("customer.subscription.updated",
+                                subscription | {"status": "past_due"}, created=created + 10)),
+        ("stripe", stripe_event("customer.subscription.updated",
+                                subscription | {"status": "active"}, created=created + 20)),
+    ]  # fmt: skip
+
+    def effects(connection: sa.Connection) -> Iterator[object]:
+        yield from connection.execute(sa.select(shop.orders.c.payment_id)).scalars()
+        columns = (shop.subscriptions.c.subscription_id, shop.subscriptions.c.status)
+        yield from (tuple(row) for row in connection.execute(sa.select(*columns)))
+        yield from connection.execute(sa.select(outbox.c.message_key)).scalars()
+
+    report = check_exactly_once(
+        shop.inbox,
+        events,
+        effects=effects,
+        expected={"pi_1": None, "sub_1": "active", "receipt:pi_1": None},
+        database_url=hookinbox_database,
+        examples=5,
+        shrink_budget=3,
+        seed=7,
+    )
+    assert report.schedules == 6 and report.deliveries == 9
