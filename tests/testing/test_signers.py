@@ -302,3 +302,17 @@ def test_a_field_the_provider_has_not_is_refused() -> None:
 def test_the_body_is_sent_as_given() -> None:
     raw = json.dumps(EVENT, indent=2).encode()
     assert sign(Stripe(secret="whsec_test"), raw)[1] == raw
+
+
+def test_every_source_class_has_a_signer() -> None:
+    """A source added to hookinbox.sources without a signer here fails this test."""
+    import hookinbox.sources
+    from hookinbox.testing._signing import signer_for
+
+    classes = [getattr(hookinbox.sources, name) for name in hookinbox.sources.__all__]
+    sources = [c for c in classes if isinstance(c, type) and issubclass(c, Source)]
+    concrete = [c for c in sources if c is not Source]
+    assert len(concrete) == 15
+    for cls in concrete:
+        instance = cls.__new__(cls)  # the signer is chosen by class; nothing is configured
+        assert signer_for(instance) is not None, cls.__name__
