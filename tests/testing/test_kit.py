@@ -6,10 +6,11 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from hookinbox import ConfigurationError, Inbox, RetryPolicy
+from hookinbox import ConfigurationError, Inbox, RetryPolicy, Status
 from hookinbox.sources import GitHub, Shopify, StandardWebhooks, Stripe
 from hookinbox.sources._base import normalize_headers
 from hookinbox.testing import (
@@ -127,3 +128,26 @@ async def test_an_async_test_delivers_inside_its_event_loop(tmp_path: Path) -> N
     with InboxHarness(inbox, database_url=f"sqlite:///{tmp_path / 'h.db'}") as harness:
         answers = await harness.adeliver("github", github_push(), copies=2, concurrently=True)
         assert sorted(a.status for a in answers) == ["accepted", "duplicate"]
+
+
+def test_backoff_is_waited_out_by_moving_the_clock(tmp_path: Path) -> None:
+    inbox = Inbox("sqlite:///never-opened.db", sources=[GitHub(secret="g")])
+    calls: list[int] = []
+
+    @inbox.handler("github", "push")
+    def flaky(event: object, ctx: Any) -> None:
+        calls.append(ctx.attempt)
+        if ctx.attempt < 3:
+            raise RuntimeError("the API we call is down")
+
+    retry = RetryPolicy(first_delay=60, factor=2, jitter=0)
+    with InboxHarness(inbox, retry=retry) as harness:
+        push = github_push()
+        harness.deliver("github", push)
+        assert harness.run_due() == 1 and calls == [1]
+        assert harness.advance(59) == 0  # the first retry waits a minute
+        assert harness.advance(1) == 1 and calls == [1, 2]
+        assert harness.advance(119) == 0  # the second, two
+        assert harness.advance(1) == 1 and calls == [1, 2, 3]
+        delivery = harness.events().__next__()
+        assert (delivery.status, delivery.attempts) == (Status.PROCESSED, 3)
