@@ -33,7 +33,7 @@ from starlette.types import ASGIApp
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy
 from hookinbox.dashboard import dashboard_app
 from hookinbox.dashboard._token import ADMIN_TOKEN_ENV
-from hookinbox.http import create_app
+from hookinbox.http._app import create_app
 from hookinbox.sources import Paddle, StandardWebhooks, Stripe
 
 SECRET_ENV = "GUARDED_STRIPE_SECRET"

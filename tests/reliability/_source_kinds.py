@@ -39,8 +39,8 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
-    normalize_headers,
 )
+from hookinbox.sources._base import normalize_headers
 from tests.support import paypal
 from tests.support.pki import paypal_signing
 

@@ -52,8 +52,8 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
-    normalize_headers,
 )
+from hookinbox.sources._base import normalize_headers
 from hookinbox.sources._mollie import RESOURCE_ID
 
 T = 1_700_000_000
