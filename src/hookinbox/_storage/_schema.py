@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, MessageStatus, Status
-from hookinbox._storage._types import UTCDateTime
+from hookinbox._storage._types import SafeText, UTCDateTime
 
 metadata = MetaData()
 
@@ -55,7 +55,7 @@ events = Table(
     Column("lease_expires_at", UTCDateTime),
     Column("deferred_since", UTCDateTime),  # first NotReady; the deadline counts from here
     Column("deferrals", Integer, nullable=False),  # NotReady count: spaces the deferred retries
-    Column("last_error", Text),
+    Column("last_error", SafeText),
     Column("delivery_count", Integer, nullable=False),
     Column("key_conflicts", Integer, nullable=False),
     Column("last_delivery_at", UTCDateTime, nullable=False),
@@ -113,7 +113,7 @@ jobs = Table(
     metadata,
     Column("name", String(64), primary_key=True),
     Column("last_run_at", UTCDateTime, nullable=False),
-    Column("last_result", Text),
+    Column("last_result", SafeText),
 )
 
 # The ordering guard's high-water marks: the newest position applied per object key.
@@ -144,7 +144,7 @@ outbox = Table(
     Column("next_attempt_at", UTCDateTime, nullable=False),
     Column("lease_token", String(32)),
     Column("lease_expires_at", UTCDateTime),
-    Column("last_error", Text),
+    Column("last_error", SafeText),
     Column("created_at", UTCDateTime, nullable=False),
     Column("delivered_at", UTCDateTime),
     UniqueConstraint("destination", "message_key", name="uq_hookinbox_outbox_destination_key"),

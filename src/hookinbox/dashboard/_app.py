@@ -41,6 +41,7 @@ from hookinbox._storage import (
     replay_one,
     report,
 )
+from hookinbox._text import safe_text
 from hookinbox.dashboard._auth import (
     COOKIE,
     Session,
@@ -66,10 +67,22 @@ SECURITY_HEADERS = [
 ]  # fmt: skip
 """No page may be framed (clickjacking a replay button), cached, or load anything foreign."""
 
+
+def _printable(value: Any) -> Any:
+    """Every `{{ ... }}` passes here: a body, header or error may hold a lone surrogate or a
+    NUL, which would make the page unencodable (a 500); they are shown escaped instead."""
+    if not isinstance(value, str):
+        return value
+    if hasattr(value, "__html__"):  # markup already escaped (the chart): keep it markup
+        return type(value)(safe_text(str(value)))
+    return safe_text(value)
+
+
 _templates = jinja2.Environment(
     loader=jinja2.PackageLoader("hookinbox.dashboard", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
+    finalize=_printable,
 )
 
 
