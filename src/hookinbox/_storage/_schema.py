@@ -127,6 +127,15 @@ ordering = Table(
     Column("updated_at", UTCDateTime, nullable=False),
 )
 
+# Dashboard sessions signed out before their cookie expired: the cookie is signed, not stored,
+# so signing out records its session id here until the cookie could no longer be valid anyway.
+revoked_sessions = Table(
+    "hookinbox_revoked_sessions",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("expires_at", UTCDateTime, nullable=False),
+)
+
 # The transactional outbox: side effects written in the handler's transaction, delivered later
 # by the relay, at least once, with the key as the receiver's idempotency key.
 outbox = Table(

@@ -8,8 +8,9 @@ JavaScript (there is none); state changes are POST forms carrying a CSRF token.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
@@ -40,12 +41,17 @@ from hookinbox._storage import (
     replay_matching,
     replay_one,
     report,
+    revoke_session,
+    session_revoked,
 )
 from hookinbox._text import safe_text
 from hookinbox.dashboard._auth import (
     COOKIE,
+    SESSION_SECONDS,
     Session,
     Sessions,
+    SignInLimiter,
+    client_address,
     cross_site,
     csrf_matches,
     mount_path,
@@ -198,6 +204,7 @@ class Dashboard:
     ) -> None:
         self.store = store
         self.sessions = Sessions(token)
+        self.limiter = SignInLimiter()
         self.sources = list(sources)
         self.thresholds = thresholds
 
@@ -224,11 +231,21 @@ class Dashboard:
     def redirect(self, request: Request, path: str) -> RedirectResponse:
         return RedirectResponse(mount_path(request) + path, 303)
 
+    async def session(self, request: Request) -> Session | None:
+        """The request's session; a signed-in one only if it was not signed out since (a
+        look-up in the database: the cookie alone cannot know)."""
+        session = self.sessions.read(request)
+        if session is None or not session.authenticated:
+            return session
+        if await _off_loop(session_revoked, self.store, session.sid):
+            return None
+        return session
+
     def page(self, handler: Callable[[Request, Session], Awaitable[Response]]) -> Handler:
         """A page for signed-in operators; anyone else is sent to the login form."""
 
         async def guarded(request: Request) -> Response:
-            session = self.sessions.read(request)
+            session = await self.session(request)
             if session is None or not session.authenticated:
                 return self.redirect(request, "/login")
             return await handler(request, session)
@@ -239,7 +256,7 @@ class Dashboard:
         """A POST's form, refused (403) unless same-site, signed in and with the CSRF token."""
         if cross_site(request):
             raise HTTPException(403, "cross-site request refused")
-        session = self.sessions.read(request)
+        session = await self.session(request)
         if session is None or (signed_in and not session.authenticated):
             raise HTTPException(403, "not signed in (or the session expired): sign in again")
         form = await read_form(request)
@@ -250,7 +267,7 @@ class Dashboard:
     # -- sign in and out -------------------------------------------------------------------
 
     async def login_form(self, request: Request) -> Response:
-        session = self.sessions.read(request)
+        session = await self.session(request)
         if session is not None and session.authenticated:
             return self.redirect(request, "/")
         if session is None:  # a session before sign-in, for the login form's CSRF token
@@ -261,6 +278,12 @@ class Dashboard:
         return self.render(request, "login.html", session, error=None)
 
     async def login(self, request: Request) -> Response:
+        wait = self.limiter.attempt(client_address(request))
+        if wait:
+            retry_after = str(math.ceil(wait))
+            raise HTTPException(
+                429, "too many sign-in attempts: retry later", {"Retry-After": retry_after}
+            )
         form = await self.checked_form(request, signed_in=False)
         given = form.get("token")
         if not isinstance(given, str) or not self.sessions.token_matches(given):
@@ -273,6 +296,13 @@ class Dashboard:
 
     async def logout(self, request: Request) -> Response:
         await self.checked_form(request)
+        session = self.sessions.read(request)
+        assert session is not None  # checked_form refused anything else
+        now = _now()
+        # Server-side: a copy of this cookie (a shared machine, a proxy's log) is worth nothing
+        # from now on, in every process; deleting the cookie only tidies this browser.
+        until = now + timedelta(seconds=SESSION_SECONDS)
+        await _off_loop(lambda: revoke_session(self.store, session.sid, expires_at=until, now=now))
         response = self.redirect(request, "/login")
         response.delete_cookie(COOKIE, path=mount_path(request) + "/")
         return response
@@ -414,7 +444,10 @@ class Dashboard:
             assert isinstance(exc, HTTPException)
             status, message = exc.status_code, str(exc.detail)
         session = self.sessions.read(request)
-        return self.render(request, "error.html", session, status, code=status, message=message)
+        response = self.render(request, "error.html", session, status, code=status, message=message)
+        if isinstance(exc, HTTPException) and exc.headers:
+            response.headers.update(exc.headers)  # Retry-After of a 429
+        return response
 
 
 _STYLESHEET = resources.files("hookinbox.dashboard").joinpath("static/dashboard.css").read_bytes()
