@@ -60,6 +60,9 @@ events = Table(
     Column("key_conflicts", Integer, nullable=False),
     Column("last_delivery_at", UTCDateTime, nullable=False),
     Column("processed_at", UTCDateTime),
+    # The last replay of this event while it was processed (`--force`): its first run's writes
+    # are still in place, so a failure of the re-run does not mean "no effect".
+    Column("forced_replay_at", UTCDateTime),
     UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
 )
 

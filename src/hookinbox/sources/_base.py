@@ -50,6 +50,9 @@ MAX_SIGNATURE_HEADER = 4096
 covers), in characters. Real ones are under 1 KiB (PayPal's 4096-bit RSA signature in base64
 is 684); a longer one is refused (401) before anything in it is parsed or hashed."""
 
+UTF8_BOM = b"\xef\xbb\xbf"
+"""A byte order mark: RFC 8259 forbids JSON senders to add one, and no provider does."""
+
 MAX_SIGNATURES = 16
 """The most signature entries one header may list (Stripe's `v1`, Paddle's `h1`, Standard
 Webhooks' `v1,`): a provider sends one per active secret, two while a secret is rolled."""
@@ -370,6 +373,12 @@ class Source(ABC):
         """
         check_signature_headers(headers, self.signature_headers)
         self.verify(headers, body, now=now)
+        if body.startswith(UTF8_BOM):
+            # Python's json.loads(bytes) would skip it, but a handler or a library that
+            # decodes the body as text first (stripe-node, the standardwebhooks package,
+            # json.loads(body.decode())) refuses it: acknowledging such an event would
+            # store one that cannot be read. Every source refuses it (400), after verifying.
+            raise PayloadError("body starts with a byte order mark (U+FEFF)")
         answer = self.handshake(headers, body)
         if answer is not None:
             raise Handshake(answer)
