@@ -47,5 +47,11 @@ def insert_order(event: Event, ctx: HandlerContext) -> None:
     ctx.db.execute(orders.insert().values(**row))
 
 
-inbox.handler("stripe", "checkout.session.completed")(insert_order)
-inbox.handler("stripe", "checkout.session.completed")(insert_order)  # the legacy copy
+@inbox.handler("stripe", "checkout.session.completed")
+def create_order(event: Event, ctx: HandlerContext) -> None:
+    insert_order(event, ctx)
+
+
+@inbox.handler("stripe", "checkout.session.completed")
+def legacy_create_order(event: Event, ctx: HandlerContext) -> None:  # never removed
+    insert_order(event, ctx)

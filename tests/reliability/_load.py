@@ -68,7 +68,7 @@ def __getattr__(name: str) -> Inbox:
         from hookinbox.examples import shop
 
         _shop = shop.inbox
-        _shop.retry = QUICK_RETRY
+        _shop._replace_settings(retry=QUICK_RETRY)  # before first use: nothing built yet
         pause = float(os.environ.get(HANDLER_SLEEP_ENV, "0"))
         if pause:
 

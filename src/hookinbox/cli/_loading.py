@@ -44,17 +44,17 @@ def load_app(spec: str, *, overrides: Overrides | None = None) -> BaseInbox:
     _refuse_path(module_name, attribute)
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's app is usually here
+    # The attribute is read inside the overrides too: a module `__getattr__` may build the
+    # inbox on first access.
     with overriding(overrides or Overrides()):
-        module = _import(module_name)
-    target: object = module
-    for part in attribute.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError as exc:
-            raise ConfigurationError(f"{module_name!r} has no attribute {attribute!r}") from exc
-    if not isinstance(target, BaseInbox):
-        raise ConfigurationError(f"{spec} is a {type(target).__name__}, not a hookinbox Inbox")
-    with overriding(overrides or Overrides()):
+        target: object = _import(module_name)
+        for part in attribute.split("."):
+            try:
+                target = getattr(target, part)
+            except AttributeError as exc:
+                raise ConfigurationError(f"{module_name!r} has no attribute {attribute!r}") from exc
+        if not isinstance(target, BaseInbox):
+            raise ConfigurationError(f"{spec} is a {type(target).__name__}, not a hookinbox Inbox")
         check_overrides_applied(target)
     return target
 
