@@ -74,7 +74,7 @@ def test_replay_of_an_unknown_or_held_event_fails(shop: Shop) -> None:
     unknown, held = shop.cli_all(["replay", "stripe", "evt_nope"], ["replay", "stripe", "evt_1"])
 
     assert error_line(unknown, 1) == "error: no event stripe evt_nope"
-    assert "stripe evt_1 is being processed right now" in error_line(held, 1)
+    assert "stripe evt_1 is held by a worker right now" in error_line(held, 1)
     assert shop.event("evt_1").status is Status.PROCESSING
 
 

@@ -10,8 +10,8 @@ import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy, WorkerOptions
 from hookinbox._storage import outbox
-from hookinbox.outbox import HTTPDestination, Undeliverable
-from hookinbox.outbox._destinations import parse_retry_after
+from hookinbox.outbox import DeliveryError, HTTPDestination, Undeliverable
+from hookinbox.outbox._destinations import RETRY_AFTER_CEILING, parse_retry_after
 from hookinbox.sources import Stripe
 from tests.processing.conftest import checkout
 from tests.support.clock import ManualClock
@@ -159,8 +159,8 @@ def test_a_definitive_refusal_fails_the_message(
     assert "answered 400" in message["last_error"]
 
 
-def test_retry_after_is_honoured(inbox: Inbox, clock: ManualClock, receiver: Receiver) -> None:
-    receiver.plan = lambda _key, attempt: "429:120" if attempt == 1 else "ok"
+def first_try_of_one_message(inbox: Inbox, clock: ManualClock) -> tuple[float, sa.RowMapping]:
+    """One event whose handler sends one message to "shipping", tried once: (time, message)."""
 
     @inbox.handler("stripe", "checkout.session.completed")
     def book(event: Event, ctx: HandlerContext) -> None:
@@ -170,6 +170,12 @@ def test_retry_after_is_honoured(inbox: Inbox, clock: ManualClock, receiver: Rec
     before = clock()
     inbox.process_due()
     [message] = messages(inbox)
+    return before, message
+
+
+def test_retry_after_is_honoured(inbox: Inbox, clock: ManualClock, receiver: Receiver) -> None:
+    receiver.plan = lambda _key, attempt: "429:120" if attempt == 1 else "ok"
+    before, message = first_try_of_one_message(inbox, clock)
     assert message["next_attempt_at"].timestamp() - before >= 119.999  # not the 5 s backoff
     clock.advance(60)
     inbox.process_due()
@@ -284,6 +290,69 @@ def test_retry_after_parsing() -> None:
     assert parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=1445412420) == 60
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({}) is None
+
+
+HOSTILE_RETRY_AFTER = [
+    "31536000", "99999999999999999999", "9" * 5000, "Fri, 31 Dec 9999 23:59:59 GMT",
+    "Wed, 21 Oct 2015 07:28:00 -0000", "Sun, 00 Xyz 0000 99:99:99 GMT", "-5", "1e400", "nan",
+    "\u0665", " 12 ", "",
+]  # fmt: skip
+"""`Retry-After` values a hostile or broken receiver may send: huge, far, past, garbage."""
+
+
+@pytest.mark.parametrize("value", HOSTILE_RETRY_AFTER)
+def test_retry_after_parsing_never_raises_and_stays_bounded(value: str) -> None:
+    seconds = parse_retry_after({"retry-after": value}, now=1445412420)
+    assert seconds is None or 0 <= seconds <= RETRY_AFTER_CEILING
+
+
+FAR = ["31536000", "99999999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT"]
+CAPPED = RetryPolicy(max_attempts=5, max_delay=2, jitter=0)
+"""No jitter: the delay after a far `Retry-After` is exactly max_delay."""
+
+
+@pytest.mark.parametrize("value", FAR)
+def test_a_hostile_retry_after_is_clamped_to_the_policy(
+    db_url: str, receiver: Receiver, clock: ManualClock, value: str
+) -> None:
+    receiver.plan = lambda _key, attempt: f"429:{value}" if attempt == 1 else "ok"
+    inbox = Inbox(db_url, clock=clock, outbox_retry=CAPPED)
+    inbox.add_source(Stripe(secret=SECRET))
+    inbox.add_destination(HTTPDestination("shipping", url=receiver.url, timeout=1))
+    before, message = first_try_of_one_message(inbox, clock)
+    assert (message["status"], message["attempts"]) == ("pending", 1)
+    assert message["next_attempt_at"].timestamp() - before <= 2.001  # the max_delay
+    clock.advance(2.5)
+    inbox.process_due()
+    assert (messages(inbox)[0]["status"], messages(inbox)[0]["attempts"]) == ("delivered", 2)
+    inbox.close()
+
+
+@pytest.mark.parametrize("retry_after", [float("inf"), float("nan"), -1e300, "soon", 1e308])
+def test_a_callable_destinations_retry_after_is_clamped(
+    db_url: str, clock: ManualClock, retry_after: object
+) -> None:
+    inbox = Inbox(db_url, clock=clock, outbox_retry=CAPPED)
+    inbox.add_source(Stripe(secret=SECRET))
+    tries: list[int] = []
+
+    @inbox.destination("mail")
+    def mail(message: object) -> None:
+        tries.append(1)
+        if len(tries) == 1:
+            raise DeliveryError("later", retry_after=retry_after)  # type: ignore[arg-type]
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def book(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("mail", {"order": 1})
+
+    deliver(inbox, clock, checkout(1))
+    inbox.process_due()
+    assert messages(inbox)[0]["status"] == "pending"
+    clock.advance(2.5)
+    inbox.process_due()
+    assert (messages(inbox)[0]["status"], len(tries)) == ("delivered", 2)
+    inbox.close()
 
 
 def test_a_crashed_relay_delivery_is_sent_again(

@@ -100,6 +100,12 @@ def _recorded(store: Store, ids: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def _finished(found: dict[str, Any]) -> bool:
+    """The failing event and the message it sent have both been given up on."""
+    messages = found["messages"]
+    return found["failed"].status == "failed" and bool(messages) and messages[0].status == "failed"
+
+
 def _assert_recorded(found: dict[str, Any], note: str) -> None:
     # What a handler reads: JSON joins an escaped surrogate pair into one code point.
     note = json.loads(json.dumps(note))
@@ -166,11 +172,7 @@ def test_worker_cli_and_dashboard_processes_record_and_show_a_lone_surrogate(
     worker = WorkerProcess(db_url, app=APP)
     try:
         wait_for(
-            lambda: all(
-                _recorded(store, each)["failed"].status == "failed"
-                and _recorded(store, each)["messages"][0].status == "failed"
-                for each in ids.values()
-            ),
+            lambda: all(_finished(_recorded(store, each)) for each in ids.values()),
             timeout=30,
             what="the worker to record each failed event and message",
             describe=worker.describe,

@@ -107,8 +107,9 @@ def ingest_checkouts(database_url: str, numbers: Iterable[int]) -> None:
 
 
 @contextmanager
-def opened_store(database_url: str) -> Iterator[Store]:
-    store = Store(database_url)
+def opened_store(database_url: str, *, migrate: bool = True) -> Iterator[Store]:
+    """`migrate=False` to read while a worker holds SQLite's write lock."""
+    store = Store(database_url, auto_migrate=migrate)
     try:
         yield store
     finally:

@@ -128,7 +128,8 @@ class ReplayResult(StrEnum):
     no handler, so it replays freely: that is how events get processed by a handler added
     after they arrived.)"""
     IN_PROGRESS = "in_progress"
-    """A worker holds it right now."""
+    """A worker holds it right now (its status is processing, or its row is locked): refused at
+    once, never waited for."""
 
 
 def _replay_values(now: datetime) -> dict[str, object]:
@@ -158,12 +159,29 @@ def notify_workers(connection: Connection) -> None:
 def replay_one(
     store: Store, source: str, event_id: str, now: datetime, *, force: bool
 ) -> tuple[ReplayResult, Status | None]:
-    """Back to pending with attempts reset; returns the result and the status it had."""
+    """Back to pending with attempts reset; returns the result and the status it had.
+
+    Never waits for a worker: an operator's action must not queue behind a handler (that
+    held a pooled connection per waiting replay, and enough of them starved ingest). An event
+    being processed is refused from a plain read first, which takes no lock (on SQLite, not
+    even the write lock a worker's transaction holds); on PostgreSQL the row is then locked
+    `SKIP LOCKED`, so a row a worker has claimed since is refused too, not waited for.
+    """
     key = (events.c.source == source, events.c.event_id == event_id)
+    status = sa.select(events.c.status).where(*key)
+    with store.reading() as connection:
+        seen = connection.execute(status).first()
+    if seen is None:
+        return ReplayResult.NOT_FOUND, None
+    if seen.status == Status.PROCESSING.value:
+        return ReplayResult.IN_PROGRESS, Status.PROCESSING
     with store.transaction() as connection:
-        row = connection.execute(sa.select(events.c.status).where(*key).with_for_update()).first()
-        if row is None:
-            return ReplayResult.NOT_FOUND, None
+        row = connection.execute(status.with_for_update(skip_locked=True)).first()
+        if row is None:  # gone since (pruned), or locked: SKIP LOCKED hides a held row
+            row = connection.execute(status).first()
+            if row is None:
+                return ReplayResult.NOT_FOUND, None
+            return ReplayResult.IN_PROGRESS, Status(row.status)
         previous = Status(row.status)
         if previous is Status.PROCESSING:
             return ReplayResult.IN_PROGRESS, previous

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from hookinbox._errors import ConfigurationError
+from hookinbox._storage._engine import READ_ONLY
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._schema import schema_versions
 from hookinbox._storage._types import UTCDateTime
@@ -250,6 +251,9 @@ def migrate(
 def check_version(engine: Engine) -> int:
     """The schema version, or ConfigurationError when it is not the one this code expects."""
     with translate_errors(), engine.connect() as connection:
+        # Read-only: on SQLite, an operator command must not queue for the write lock that a
+        # worker's transaction holds while its handler runs just to read the version.
+        connection.execution_options(**{READ_ONLY: True})
         version = current_version(connection)
     if version != LATEST_VERSION:
         raise ConfigurationError(

@@ -5,13 +5,15 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from redis.asyncio import Redis, RedisCluster
+from redis.exceptions import ResponseError
 
 from hookinbox.claims._errors import translated
 from hookinbox.claims._protocol import (
     CLAIM_ATTEMPTS,
+    RELEASE_SCRIPT,
     Claim,
     ClaimState,
     check_lease,
@@ -21,7 +23,25 @@ from hookinbox.claims._protocol import (
     settle,
     still_changing,
 )
-from hookinbox.claims._redis import ClaimStoreBase, release_failed, warn_lost
+from hookinbox.claims._redis import ClaimStoreBase, release_failed, warn_lost, withdraw_failed
+
+
+async def _pooled_connection(pool: Any) -> Any:
+    try:
+        return await pool.get_connection()
+    except TypeError:  # redis-py before 5.3 wants the command's name
+        return await pool.get_connection("SET")
+
+
+async def _withdraw(connection: Any, claim: Claim) -> None:
+    """Queue the release of `claim` behind its unanswered SET (the caller then closes it)."""
+    try:
+        await connection.send_command(
+            "EVAL", RELEASE_SCRIPT, 1, claim.key, claim.in_progress_value, check_health=False
+        )
+    except Exception as error:  # the socket is gone: so is the SET, unless Redis had it
+        withdraw_failed(claim, error)
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -43,11 +63,38 @@ class AsyncRedisClaims(ClaimStoreBase[Redis | RedisCluster]):
         lease_ms = milliseconds(claim.lease_seconds)
         with translated("claim"):
             for _ in range(CLAIM_ATTEMPTS):
-                if await self.client.set(claim.key, claim.in_progress_value, nx=True, px=lease_ms):
+                if await self._set_if_free(claim, lease_ms):
                     return claim
                 if settle(claim, await self.client.get(claim.key)):
                     return claim
         raise still_changing(claim.key)
+
+    async def _set_if_free(self, claim: Claim, lease_ms: int) -> bool:
+        """As `RedisClaims` does (see `_redis._set_if_free`): a `SET NX` whose answer does not
+        come in time is withdrawn behind itself, on its own connection, which is then closed.
+        A Cluster client sends it itself: there a timed-out claim expires with its lease."""
+        if isinstance(self.client, RedisCluster):
+            value = claim.in_progress_value
+            return bool(await self.client.set(claim.key, value, nx=True, px=lease_ms))
+        pool: Any = self.client.connection_pool
+        connection = await _pooled_connection(pool)
+        sent = False
+        try:
+            await connection.send_command(
+                "SET", claim.key, claim.in_progress_value, "NX", "PX", lease_ms
+            )
+            sent = True
+            reply = await connection.read_response(disconnect_on_error=False)
+        except ResponseError:
+            raise  # an answer: the connection is in step
+        except BaseException:
+            if sent:  # unsent (Redis down, a write cut short), there is nothing to withdraw
+                await _withdraw(connection, claim)
+            await connection.disconnect()
+            raise
+        finally:
+            await pool.release(connection)
+        return reply is not None
 
     async def complete(self, claim: Claim) -> bool:
         with translated("mark the claim done"):

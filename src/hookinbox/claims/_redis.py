@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any, ClassVar, Generic, ParamSpec, Self, TypeVar
 
 from redis import Redis, RedisCluster
+from redis.exceptions import AskError, MovedError, ResponseError, TryAgainError
 
 from hookinbox.claims._errors import translated
 from hookinbox.claims._protocol import (
@@ -121,7 +122,7 @@ class RedisClaims(ClaimStoreBase[Redis | RedisCluster]):
         lease_ms = milliseconds(claim.lease_seconds)
         with translated("claim"):
             for _ in range(CLAIM_ATTEMPTS):
-                if self.client.set(claim.key, claim.in_progress_value, nx=True, px=lease_ms):
+                if _set_if_free(self.client, claim, lease_ms):
                     return claim
                 if settle(claim, self.client.get(claim.key)):
                     return claim
@@ -200,6 +201,72 @@ class RedisClaims(ClaimStoreBase[Redis | RedisCluster]):
             return run_once
 
         return decorate
+
+
+def _set_if_free(client: Redis | RedisCluster, claim: Claim, lease_ms: int) -> bool:
+    """`SET key progress:<token> NX PX lease`, withdrawn when its answer does not come in time.
+
+    A command that timed out is not gone: it waits in the socket, and a hung Redis runs it when
+    it wakes up. The key would then say "in progress" for the whole lease, though the delivery
+    was answered 503 and no handler runs, and every retry would be answered 409 until it
+    expired. So on a timeout the compare-and-delete of this claim's token is sent on the same
+    connection, behind the SET: Redis runs one connection's commands in order, so whenever the
+    SET runs, the release runs right after it. That connection is then closed, never reused.
+    """
+    node: Any = client
+    if isinstance(client, RedisCluster):  # the node that serves the key's slot
+        cluster: Any = client
+        node = cluster.get_redis_connection(cluster.get_node_from_key(claim.key))
+    pool = node.connection_pool
+    connection = _pooled_connection(pool)
+    sent = False
+    try:
+        connection.send_command("SET", claim.key, claim.in_progress_value, "NX", "PX", lease_ms)
+        sent = True
+        reply = connection.read_response(disconnect_on_error=False)
+    except (MovedError, AskError, TryAgainError):
+        # Cluster resharding: the answer came (a redirect), nothing was set; let the cluster
+        # client follow it and refresh its slot map.
+        pool.release(connection)
+        return bool(client.set(claim.key, claim.in_progress_value, nx=True, px=lease_ms))
+    except ResponseError:
+        pool.release(connection)  # an answer: the connection is in step
+        raise
+    except BaseException:
+        if sent:  # unsent (Redis down, a write cut short), there is nothing to withdraw
+            _withdraw(connection, claim)
+        connection.disconnect()
+        pool.release(connection)
+        raise
+    pool.release(connection)
+    return reply is not None
+
+
+def _pooled_connection(pool: Any) -> Any:
+    try:
+        return pool.get_connection()
+    except TypeError:  # redis-py before 5.3 wants the command's name
+        return pool.get_connection("SET")
+
+
+def _withdraw(connection: Any, claim: Claim) -> None:
+    """Queue the release of `claim` behind its unanswered SET (the caller then closes it)."""
+    try:
+        connection.send_command(
+            "EVAL", RELEASE_SCRIPT, 1, claim.key, claim.in_progress_value, check_health=False
+        )
+    except Exception as error:  # the socket is gone: so is the SET, unless Redis had it
+        withdraw_failed(claim, error)
+
+
+def withdraw_failed(claim: Claim, error: Exception) -> None:
+    log.warning(
+        "%s: could not withdraw the unanswered claim (%s); if Redis had it, it expires after "
+        "its %g s lease",
+        claim.key,
+        error,
+        claim.lease_seconds,
+    )
 
 
 def release_failed(claim: Claim, error: Exception) -> None:

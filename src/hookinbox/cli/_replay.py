@@ -69,10 +69,10 @@ def replay(
     why it needs --force. A replay of more than --confirm-above events asks first (on a
     terminal; elsewhere it needs --yes).
 
-    Exit codes: 0 replayed (or --dry-run); 1 no such event, the event is being processed or
-    needs --force, the confirmation was declined, or the database is unavailable; 2 bad usage
-    or configuration (an unknown source name, more than --confirm-above events without --yes
-    off a terminal).
+    Exit codes: 0 replayed (or --dry-run); 1 no such event, a worker holds the event right
+    now (refused at once, never waited for) or it needs --force, the confirmation was
+    declined, or the database is unavailable; 2 bad usage or configuration (an unknown source
+    name, more than --confirm-above events without --yes off a terminal).
     """
     from hookinbox._model import Status
     from hookinbox._operations import parse_time
@@ -150,7 +150,10 @@ def _replay_one(
         target.check_source(source)
         raise click.ClickException(f"no event {source} {event_id}")
     if result is ReplayResult.IN_PROGRESS:
-        raise click.ClickException(f"{source} {event_id} is being processed right now; try later")
+        raise click.ClickException(
+            f"{source} {event_id} is held by a worker right now (being processed): replay it "
+            "once it is done"
+        )
     assert previous is not None
     if result is ReplayResult.NEEDS_FORCE:
         raise click.ClickException(

@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl
 
 import anyio.to_thread
 import jinja2
+from anyio import CapacityLimiter
 from starlette.applications import Starlette
 from starlette.datastructures import FormData, QueryParams, UploadFile
 from starlette.exceptions import HTTPException
@@ -110,9 +111,12 @@ _templates.filters["age"] = _age
 _templates.filters["when"] = lambda t: "-" if t is None else t.strftime("%Y-%m-%d %H:%M:%S")
 
 
-async def _off_loop(function: Callable[..., T], *args: Any) -> T:
-    """Storage is synchronous SQLAlchemy: it runs in a worker thread, off the event loop."""
-    return await anyio.to_thread.run_sync(function, *args)
+OPERATOR_CONCURRENCY = 2
+"""Database operations the dashboard runs at once; the rest wait their turn on the event loop.
+
+The dashboard shares the inbox's connection pool when `serve` mounts it: capped, operator
+work can hold at most this many of the pool's connections (and threads), whatever the number
+of operators or requests, so ingest and the probes always find one (issue 19)."""
 
 
 def _bad_request(message: str) -> HTTPException:
@@ -204,9 +208,15 @@ class Dashboard:
     ) -> None:
         self.store = store
         self.sessions = Sessions(token)
-        self.limiter = SignInLimiter()
+        self.sign_ins = SignInLimiter()
         self.sources = list(sources)
         self.thresholds = thresholds
+        self.limiter = CapacityLimiter(OPERATOR_CONCURRENCY)
+
+    async def off_loop(self, function: Callable[..., T], *args: Any) -> T:
+        """Storage is synchronous SQLAlchemy: it runs in a worker thread, off the event loop,
+        within the dashboard's own cap (`OPERATOR_CONCURRENCY`)."""
+        return await anyio.to_thread.run_sync(function, *args, limiter=self.limiter)
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -237,7 +247,7 @@ class Dashboard:
         session = self.sessions.read(request)
         if session is None or not session.authenticated:
             return session
-        if await _off_loop(session_revoked, self.store, session.sid):
+        if await self.off_loop(session_revoked, self.store, session.sid):
             return None
         return session
 
@@ -278,7 +288,7 @@ class Dashboard:
         return self.render(request, "login.html", session, error=None)
 
     async def login(self, request: Request) -> Response:
-        wait = self.limiter.attempt(client_address(request))
+        wait = self.sign_ins.attempt(client_address(request))
         if wait:
             retry_after = str(math.ceil(wait))
             raise HTTPException(
@@ -301,8 +311,8 @@ class Dashboard:
         now = _now()
         # Server-side: a copy of this cookie (a shared machine, a proxy's log) is worth nothing
         # from now on, in every process; deleting the cookie only tidies this browser.
-        until = now + timedelta(seconds=SESSION_SECONDS)
-        await _off_loop(lambda: revoke_session(self.store, session.sid, expires_at=until, now=now))
+        until, sid = now + timedelta(seconds=SESSION_SECONDS), session.sid
+        await self.off_loop(lambda: revoke_session(self.store, sid, expires_at=until, now=now))
         response = self.redirect(request, "/login")
         response.delete_cookie(COOKIE, path=mount_path(request) + "/")
         return response
@@ -316,7 +326,7 @@ class Dashboard:
             with self.store.reading() as connection:
                 return report(connection, now), duplicate_series(connection, now)
 
-        figures, series = await _off_loop(read)
+        figures, series = await self.off_loop(read)
         counts: dict[tuple[str, str], int] = figures.counts
         return self.render(
             request,
@@ -336,7 +346,7 @@ class Dashboard:
         filters = parse_filters(request.query_params, _now())
         before_text = request.query_params.get("before")
         before = parse_cursor(before_text) if before_text else None
-        rows = await _off_loop(
+        rows = await self.off_loop(
             lambda: list_events(self.store, filters, PAGE_SIZE + 1, before=before)
         )
         older = encode_cursor(rows[PAGE_SIZE - 1]) if len(rows) > PAGE_SIZE else None
@@ -361,7 +371,7 @@ class Dashboard:
             history = delivery_history(self.store, source, event_id)
             return event, history, messages_for_event(self.store, source, event_id)
 
-        event, history, messages = await _off_loop(read)
+        event, history, messages = await self.off_loop(read)
         return self.render(
             request,
             "event.html",
@@ -376,7 +386,7 @@ class Dashboard:
 
     async def replay_confirm(self, request: Request, session: Session) -> Response:
         source, event_id = self._event_key(request.query_params)
-        event = await _off_loop(self.store.get_event, source, event_id)
+        event = await self.off_loop(self.store.get_event, source, event_id)
         if event is None:
             raise HTTPException(404, f"no event {source} {event_id}")
         return self.render(request, "replay_one.html", session, event=event)
@@ -385,13 +395,15 @@ class Dashboard:
         form = await self.checked_form(request)
         source, event_id = self._event_key(form)
         force = form.get("force") == "1"
-        result, _previous = await _off_loop(
+        result, _previous = await self.off_loop(
             lambda: replay_one(self.store, source, event_id, _now(), force=force)
         )
         if result is ReplayResult.NOT_FOUND:
             raise HTTPException(404, f"no event {source} {event_id}")
         if result is ReplayResult.IN_PROGRESS:
-            raise HTTPException(409, f"{source} {event_id} is being processed right now; retry")
+            raise HTTPException(
+                409, f"{source} {event_id} is held by a worker right now; replay it once it is done"
+            )
         if result is ReplayResult.NEEDS_FORCE:
             raise HTTPException(409, f"{source} {event_id} was processed meanwhile; confirm again")
         response = self.redirect(request, "/event")
@@ -401,7 +413,7 @@ class Dashboard:
 
     async def bulk_confirm(self, request: Request, session: Session) -> Response:
         filters = self._failed_only(parse_filters(request.query_params, _now()))
-        count = await _off_loop(count_events, self.store, filters)
+        count = await self.off_loop(count_events, self.store, filters)
         return self.render(
             request, "replay_bulk.html", session, filters=filters,
             fields=filter_fields(filters), count=count, replayed=None,
@@ -410,7 +422,7 @@ class Dashboard:
     async def bulk_replay(self, request: Request) -> Response:
         form = await self.checked_form(request)
         filters = self._failed_only(parse_filters(form, _now()))
-        replayed = await _off_loop(lambda: sum(replay_matching(self.store, filters, _now())))
+        replayed = await self.off_loop(lambda: sum(replay_matching(self.store, filters, _now())))
         session = self.sessions.read(request)
         return self.render(
             request, "replay_bulk.html", session, filters=filters,

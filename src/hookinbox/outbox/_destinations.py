@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from hookinbox._errors import HookinboxError
@@ -121,16 +122,28 @@ class HTTPDestination:
             self._client.close()
 
 
+RETRY_AFTER_CEILING = 366 * 86_400.0
+"""The longest `Retry-After` read, in seconds; anything longer (or a date further away) reads as
+this. The relay then clamps it to its policy's `max_delay`."""
+
+
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds from a `Retry-After` header: delta-seconds or an HTTP date; None if absent/bad."""
-    value = headers.get("retry-after")
+    """Seconds from a `Retry-After` header: delta-seconds or an HTTP date; None if absent/bad.
+
+    The header comes from a server we do not control: a value of any length or form gives a
+    finite number in [0, RETRY_AFTER_CEILING] or None, never an exception.
+    """
+    value = (headers.get("retry-after") or "").strip()
     if not value:
         return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        # A long digit string overflows a float (or int() refuses it): it only means "far".
+        return RETRY_AFTER_CEILING if len(value) > 9 else min(float(value), RETRY_AFTER_CEILING)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, IndexError):
         return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    if when.tzinfo is None:  # "-0000": a time in UTC whose zone is not known locally
+        when = when.replace(tzinfo=UTC)
+    seconds = when.timestamp() - (time.time() if now is None else now)
+    return min(max(0.0, seconds), RETRY_AFTER_CEILING)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -99,8 +100,11 @@ class Relay:
         if message.attempts >= schedule.max_attempts:
             return Settlement(MessageStatus.FAILED, now, error)
         delay = schedule.delay(message.attempts, self.rng)
-        if retry_after is not None:
-            delay = max(delay, retry_after)  # the receiver said when; never sooner
+        asked = _seconds(retry_after)
+        if asked is not None:
+            # The receiver said when: never sooner, but never past the policy's longest delay
+            # (a hostile value must not park the message for a year, or overflow the clock).
+            delay = max(delay, min(max(0.0, asked), schedule.max_delay))
         return Settlement(MessageStatus.PENDING, now + timedelta(seconds=delay), error)
 
     def _settle(self, leased: LeasedMessage, settlement: Settlement) -> str:
@@ -119,6 +123,17 @@ class Relay:
         """For the sweeper: the relay delivering `message` died; it was maybe sent, maybe not."""
         error = "relay lost while delivering: killed or crashed before its lease expired"
         return self._retry(message, error, None)
+
+
+def _seconds(retry_after: object) -> float | None:
+    """A destination's `retry_after` as seconds; None when it is not a number (or NaN)."""
+    if retry_after is None:
+        return None
+    try:
+        seconds = float(retry_after)  # type: ignore[arg-type]  # a callable may raise anything
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None if math.isnan(seconds) else seconds
 
 
 class MessageQueue:
