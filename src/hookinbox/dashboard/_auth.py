@@ -121,8 +121,8 @@ class SignInLimiter:
 
 
 def client_address(request: Request) -> str:
-    """Who is signing in: the peer's address (uvicorn puts a trusted proxy's
-    X-Forwarded-For there when `--forwarded-allow-ips` names the proxy)."""
+    """Who is signing in: the peer's address, or the X-Forwarded-For of a proxy uvicorn
+    trusts (127.0.0.1, or the addresses in $FORWARDED_ALLOW_IPS)."""
     return request.client.host if request.client else "-"
 
 

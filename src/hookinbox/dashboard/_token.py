@@ -16,8 +16,8 @@ MIN_TOKEN_BITS = 64
 Shannon entropy of the string times its length). `secrets.token_urlsafe(32)` shows about 180;
 `aaaaaaaaaaaaaaaa` shows 0, `abcdabcdabcdabcd` 32."""
 MAX_STEP_SHARE = 0.5
-"""The largest share of neighbouring characters one step apart by the same amount: a run such
-as `0123456789abcdef` or `abababab...` is a pattern, not a secret."""
+"""The largest share of neighbouring pairs one step apart by the same amount: a run such as
+`0123456789abcdef` (every step +1) is a pattern, however many distinct characters it has."""
 HOW_TO_MAKE_ONE = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
