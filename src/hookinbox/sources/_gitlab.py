@@ -59,6 +59,7 @@ class GitLab(Source):
     default_name = "gitlab"
     redelivery_window = GITLAB_REDELIVERY
     stored_headers = GITLAB_HEADERS
+    signature_headers = ("x-gitlab-token",)
 
     def __init__(self, *, token: str | Sequence[str], name: str | None = None) -> None:
         super().__init__(name=name)
