@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.testing.npm_oracles import npm_verifies, oracle_dir
 from twilio.request_validator import RequestValidator
 
 from hookinbox import Inbox
@@ -313,3 +314,50 @@ def test_handlers_read_a_form_body_as_fields(tmp_path: Path) -> None:
     assert event.body == body  # stored exactly as received, so it can be verified again
     assert event.payload == STATUS
     inbox.close()
+
+
+# -- the escaped-query URL form (twilio-node's "legacy querystring") ---------------------------
+
+QUERY_URL = "https://example.com/webhooks/twilio?sites=north,south&next=/done&note=a+b%21"
+# Node's querystring.stringify of the parsed query: `,` and `/` escaped, `+` a space (%20).
+ESCAPED_URL = "https://example.com/webhooks/twilio?sites=north%2Csouth&next=%2Fdone&note=a%20b!"
+
+
+@pytest.fixture(scope="module")
+def npm() -> Path:
+    return oracle_dir()
+
+
+@pytest.mark.parametrize("signed", [QUERY_URL, ESCAPED_URL], ids=["as-configured", "escaped"])
+def test_both_query_forms_verify_as_twilio_node_accepts_them(signed: str, npm: Path) -> None:
+    headers, body = form_delivery(STATUS, url=signed)
+    assert npm_verifies(npm, "twilio", TOKEN, headers, body, url=QUERY_URL)["valid"]
+    source(url=QUERY_URL).verify(headers, body, now=NOW)
+    json_headers, json_body = json_delivery({"id": "EZ1"}, url=signed)
+    called = f"{QUERY_URL}&bodySHA256={hashlib.sha256(json_body).hexdigest()}"
+    assert npm_verifies(npm, "twilio", TOKEN, json_headers, json_body, url=called)["valid"]
+    source(url=QUERY_URL).verify(json_headers, json_body, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("configured", "escaped"),
+    [
+        ("https://example.com/t?b=2&a=1&b=3", "https://example.com/t?b=2&b=3&a=1"),
+        ("https://example.com/t?2=x&1=y&z", "https://example.com/t?1=y&2=x&z="),
+        ("https://example.com/t?q=%zz&r=é", "https://example.com/t?q=%25zz&r=%C3%A9"),
+    ],
+    ids=["repeated-key-grouped", "index-keys-first", "malformed-escape-and-utf8"],
+)
+def test_the_escaped_form_follows_node_querystring(
+    configured: str, escaped: str, npm: Path
+) -> None:
+    headers, body = form_delivery(STATUS, url=escaped)
+    assert npm_verifies(npm, "twilio", TOKEN, headers, body, url=configured)["valid"]
+    source(url=configured).verify(headers, body, now=NOW)
+
+
+def test_another_escaping_is_still_bad_signature(npm: Path) -> None:
+    headers, body = form_delivery(STATUS, url=QUERY_URL.replace(",", "%2c"))
+    assert not npm_verifies(npm, "twilio", TOKEN, headers, body, url=QUERY_URL)["valid"]
+    with pytest.raises(BadSignature):
+        source(url=QUERY_URL).verify(headers, body, now=NOW)

@@ -1,4 +1,4 @@
-"""The npm SDKs that verify GitHub's and Shopify's signatures, run by Node as test oracles.
+"""The npm SDKs that verify GitHub's, Shopify's and Twilio's signatures: test oracles, run by Node.
 
 Installed once into a cache directory (`$HOOKINBOX_TEST_NPM_DIR`, default
 `~/.cache/hookinbox-npm-oracles`) from tests/testing/package.json. Without Node or npm the
@@ -58,13 +58,21 @@ def oracle_dir() -> Path:
 
 
 def npm_verifies(
-    directory: Path, provider: str, secret: str, headers: dict[str, str], body: bytes
+    directory: Path,
+    provider: str,
+    secret: str,
+    headers: dict[str, str],
+    body: bytes,
+    *,
+    url: str | None = None,
 ) -> dict[str, Any]:
+    """The npm SDK's verdict; `url` is the URL called, for providers that sign it (Twilio)."""
     request = {
         "provider": provider,
         "secret": secret,
         "headers": headers,
         "body": base64.b64encode(body).decode(),
+        "url": url,
     }
     done = subprocess.run(
         ["node", str(directory / "oracle.mjs")],

@@ -1,9 +1,11 @@
 // Official verifiers from npm, as test oracles for hookinbox.testing's signers.
-// stdin: {"provider": "github"|"shopify", "secret": "...", "headers": {...}, "body": "<base64>"}
+// stdin: {"provider": "github"|"shopify"|"twilio", "secret": "...", "headers": {...},
+//         "body": "<base64>", "url": "..." (twilio: the URL Twilio called)}
 // stdout: {"valid": true|false, "detail": "..."}
 import { verify } from "@octokit/webhooks-methods";
 import "@shopify/shopify-api/adapters/web-api";
 import { shopifyApi, ApiVersion } from "@shopify/shopify-api";
+import twilio from "twilio";
 
 const chunks = [];
 for await (const chunk of process.stdin) chunks.push(chunk);
@@ -34,6 +36,22 @@ if (request.provider === "github") {
   });
   const result = await shopify.webhooks.validate({ rawBody: body.toString("utf8"), rawRequest });
   answer = { valid: result.valid, detail: JSON.stringify(result) };
+} else if (request.provider === "twilio") {
+  // validateRequest takes the form's fields; a JSON body goes through validateRequestWithBody.
+  const signature = header("x-twilio-signature");
+  const algorithm = twilio.getSignatureAlgorithm(header("x-twilio-webhooks-signature-settings"));
+  let valid;
+  if ((header("content-type") || "").startsWith("application/json")) {
+    valid = twilio.validateRequestWithBody(
+      request.secret, signature, request.url, body.toString("utf8"), algorithm);
+  } else {
+    const params = {};
+    for (const [name, value] of new URLSearchParams(body.toString("utf8"))) {
+      params[name] = name in params ? [].concat(params[name], value) : value;
+    }
+    valid = twilio.validateRequest(request.secret, signature, request.url, params, algorithm);
+  }
+  answer = { valid, detail: "" };
 } else {
   answer = { valid: false, detail: `no oracle for ${request.provider}` };
 }

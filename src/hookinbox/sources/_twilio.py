@@ -4,9 +4,11 @@ Form bodies (`application/x-www-form-urlencoded`): the signed text is the URL fo
 field name and value, names sorted, each name's distinct values sorted. JSON bodies: Twilio
 adds `bodySHA256=<hex SHA-256 of the body>` to the URL's query and signs that URL alone; the
 source rebuilds the same URL from the body, so a changed body changes the URL and fails.
-Twilio signs URLs both with and without the default port; both forms are accepted, as in
-Twilio's own validator. The HMAC is SHA-1 with the auth token, or SHA-256 when the
-`X-Twilio-Webhooks-Signature-Settings` header names `algorithm=HMAC_SHA256` (shared keys).
+Twilio signs URLs both with and without the default port, and some of its back ends sign the
+query escaped as Node's `querystring` module escapes it (`,` as `%2C`, `/` as `%2F`): every
+such form is accepted, as in Twilio's own validator (twilio-node). The HMAC is SHA-1 with the
+auth token, or SHA-256 when the `X-Twilio-Webhooks-Signature-Settings` header names
+`algorithm=HMAC_SHA256` (shared keys).
 
 The key is `I-Twilio-Idempotency-Token`, which Twilio keeps across retries of one request;
 without it, the status callback's resource and status (docs/sources/twilio.md lists the rules,
@@ -16,10 +18,11 @@ and `key_fields` replaces them).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import quote, unquote_plus, urlparse
 
 from hookinbox._errors import BadSignature, ConfigurationError, PayloadError
 from hookinbox._payload import FORM, decode_payload, form_fields, media_type
@@ -65,6 +68,42 @@ def url_forms(url: str) -> tuple[str, str]:
     )
 
 
+# What Node's `querystring.escape` leaves as it is, besides letters, digits and `-_.~`.
+NODE_SAFE = "!'()*"
+# A JavaScript object lists integer-like keys (array indices) first, in ascending order.
+ARRAY_INDEX = re.compile(r"0|[1-9][0-9]{0,9}")
+
+
+def node_escaped_query(url: str) -> str:
+    """`url` with its query parsed and written again as Node's `querystring` module does it.
+
+    twilio-node checks this form too ("legacy querystring"): values unescaped (`+` is a
+    space), then escaped again, so `,` and `/` become `%2C` and `%2F` and a space `%20`.
+    Node keeps fields in a plain object: a repeated name's values follow its first place,
+    and integer-like names come first.
+    """
+    base, mark, query = url.partition("?")
+    if not mark or not query:
+        return url
+    fields: dict[str, list[str]] = {}
+    for part in query.split("&"):
+        if part:
+            name, _, value = part.partition("=")
+            fields.setdefault(unquote_plus(name), []).append(unquote_plus(value))
+    indices = sorted((n for n in fields if _is_index(n)), key=int)
+    names = [*indices, *(n for n in fields if not _is_index(n))]
+    escaped = "&".join(
+        f"{quote(name, safe=NODE_SAFE)}={quote(value, safe=NODE_SAFE)}"
+        for name in names
+        for value in fields[name]
+    )
+    return f"{base}?{escaped}"
+
+
+def _is_index(name: str) -> bool:
+    return ARRAY_INDEX.fullmatch(name) is not None and int(name) < 2**32 - 1
+
+
 def signed_form(body: bytes) -> bytes:
     """Field names and values in Twilio's order, as one text after the URL."""
     try:
@@ -101,9 +140,12 @@ class Twilio(SecretSource):
         super().__init__(secret=secret, name=name)
         self.url = configured_url(url, "url")
         try:
-            self._url_forms = url_forms(self.url)
+            plain = url_forms(self.url)
         except ValueError as exc:  # a port that is not a number
             raise ConfigurationError(f"url is not a valid URL: {exc}") from exc
+        # The escaped forms keep the query's place, so a JSON body's `bodySHA256` (hex, which
+        # escaping leaves alone) is appended to them as to the plain ones.
+        self._url_forms = tuple(dict.fromkeys([*plain, *map(node_escaped_query, plain)]))
         self._has_query = bool(urlparse(self.url).query)
         if key_fields is not None and (
             isinstance(key_fields, str) or not key_fields or not all(key_fields)
