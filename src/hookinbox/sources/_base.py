@@ -24,8 +24,9 @@ import base64
 import binascii
 import hmac
 import json
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal
@@ -37,6 +38,7 @@ from hookinbox._errors import (
     MissingHeader,
     PayloadError,
     TimestampOutOfTolerance,
+    VerificationError,
 )
 from hookinbox._model import MAX_KEY_LENGTH
 
@@ -72,14 +74,98 @@ class Identity:
     itself carries only an id, and the fetched resource is what handlers need."""
 
 
-def normalize_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Lower-case header names; repeated headers are joined with ", " as HTTP allows."""
+class HeaderValues(Mapping[str, str]):
+    """Request headers with lower-case names, each name's values kept apart.
+
+    As a mapping it is `Headers`: a repeated header reads as its values joined with ", ", as
+    HTTP allows a recipient to combine them. `getall` gives the values as they came, which a
+    source needs where a provider repeats a header on purpose (Mollie sends one
+    `X-Mollie-Signature` per secret while one is rotated).
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, list[str]]) -> None:
+        self._values = {name: list(found) for name, found in values.items() if found}
+
+    def __getitem__(self, name: str) -> str:
+        return ", ".join(self._values[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def getall(self, name: str) -> list[str]:
+        """Every value of the header `name` (lower case), in the order they came."""
+        return list(self._values.get(name, ()))
+
+    def __repr__(self) -> str:
+        return f"HeaderValues({self._values!r})"
+
+
+def normalize_headers(
+    headers: Mapping[str, str] | Iterable[tuple[str, str]],
+) -> HeaderValues:
+    """Lower-case header names, a repeated header's values kept apart (see `HeaderValues`)."""
+    if isinstance(headers, HeaderValues):
+        return headers
     items = headers.items() if isinstance(headers, Mapping) else headers
-    result: dict[str, str] = {}
+    values: dict[str, list[str]] = {}
     for name, value in items:
-        key = name.lower()
-        result[key] = f"{result[key]}, {value}" if key in result else value
-    return result
+        values.setdefault(name.lower(), []).append(value)
+    return HeaderValues(values)
+
+
+def header_values(headers: Headers, *names: str) -> list[str]:
+    """Every value of the first of `names` present, or `MissingHeader`.
+
+    A plain mapping (a source called directly) holds one value per name. A value a server
+    has already combined with others (a WSGI server joins repeated headers with ",") is
+    one value here; `signature_items` splits it again where the format allows.
+    """
+    for name in names:
+        getall = getattr(headers, "getall", None)
+        found = getall(name) if callable(getall) else [headers[name]] if name in headers else []
+        found = [value for value in found if value]
+        if found:
+            return found
+    raise MissingHeader(f"missing header {names[0]}")
+
+
+def signature_items(headers: Headers, *names: str, what: str) -> list[str]:
+    """The signatures in every value of a signature header whose format has no comma (hex,
+    base64, `sha256=<hex>`): each value, split at commas, so a header repeated on purpose
+    (one signature per secret during a rotation) gives one candidate per signature, whether
+    the values arrive apart (ASGI, `receive`) or joined by the server (WSGI)."""
+    items = [item.strip() for value in header_values(headers, *names) for item in value.split(",")]
+    items = [item for item in items if item]
+    check_signature_count(len(items), what)
+    if not items:
+        raise BadSignature(f"{what} is empty")
+    return items
+
+
+def decode_digests(
+    headers: Headers,
+    *names: str,
+    what: str,
+    encoding: Literal["hex", "base64"] = "hex",
+    prefix: str = "",
+) -> list[bytes]:
+    """Every well-formed digest among `signature_items`; a malformed one is skipped (another
+    may match), and when none is well-formed the first one's fault is the answer."""
+    items = signature_items(headers, *names, what=what)
+    digests = []
+    for item in items:
+        try:
+            digests.append(decode_digest(item, what=what, encoding=encoding, prefix=prefix))
+        except BadSignature:
+            continue
+    if not digests:
+        decode_digest(items[0], what=what, encoding=encoding, prefix=prefix)  # raises
+    return digests
 
 
 def secrets_tuple(secret: str | Sequence[str]) -> tuple[str, ...]:
@@ -258,12 +344,12 @@ def fields_identity(
 
 
 def check_prefixed_hex_hmac(
-    header: str, body: bytes, keys: Sequence[bytes], *, prefix: str, name: str
+    headers: Headers, body: bytes, keys: Sequence[bytes], *, prefix: str, name: str
 ) -> None:
-    """`header` is `prefix` + the hex HMAC-SHA256 of `body` under one of `keys` (GitHub, Mollie,
-    Lemon Squeezy). Raises `BadSignature` naming the header `name` when the shape is wrong or
-    nothing matches."""
-    require_match(keys, [decode_digest(header, what=name, prefix=prefix)], body)
+    """The header `name` (or one of its values) is `prefix` + the hex HMAC-SHA256 of `body`
+    under one of `keys` (GitHub, Mollie, Lemon Squeezy). Raises `BadSignature` naming the
+    header when no value is well-formed or none matches."""
+    require_match(keys, decode_digests(headers, name.lower(), what=name, prefix=prefix), body)
 
 
 def parse_json(body: bytes) -> Any:
@@ -434,22 +520,54 @@ class SignatureListSource(TimestampedSource):
     joiner: ClassVar[bytes]
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        timestamp_text, candidates = timestamped_signatures(
-            require_header(headers, self.signature_header),
-            what=self.header_label,
-            separator=self.separator,
-            timestamp_name=self.timestamp_name,
-            signature_name=self.signature_name,
-        )
-        verify_timestamped(
-            self._keys,
-            candidates,
-            timestamp_text,
-            body,
-            now=now,
-            tolerance=self.tolerance,
-            separator=self.joiner,
-        )
+        """Each timestamp with its signatures is checked on its own: a header repeated (its
+        values apart, or joined by a WSGI server) lists several, and one verifying is enough."""
+        # The values joined as a server would: `t=1` and `v1=...` sent apart are one group.
+        # A WSGI server joins the values with ","; each value starts with its timestamp, so a
+        # comma before a timestamp entry separates too (Paddle's separator is ";").
+        joined = self.separator.join(header_values(headers, self.signature_header))
+        joined = re.sub(rf",\s*(?={re.escape(self.timestamp_name)}=)", self.separator, joined)
+        groups = timestamp_groups(joined, self.separator, self.timestamp_name)
+        check_signature_count(len(groups), self.header_label)
+        failures: list[VerificationError] = []
+        for group in groups:
+            try:
+                timestamp_text, candidates = timestamped_signatures(
+                    group,
+                    what=self.header_label,
+                    separator=self.separator,
+                    timestamp_name=self.timestamp_name,
+                    signature_name=self.signature_name,
+                )
+                verify_timestamped(
+                    self._keys,
+                    candidates,
+                    timestamp_text,
+                    body,
+                    now=now,
+                    tolerance=self.tolerance,
+                    separator=self.joiner,
+                )
+                return
+            except VerificationError as exc:
+                failures.append(exc)
+        # A genuine but late signature says more than a forged one beside it.
+        late = [f for f in failures if isinstance(f, TimestampOutOfTolerance)]
+        raise (late or failures)[0]
+
+
+def timestamp_groups(value: str, separator: str, timestamp_name: str) -> list[str]:
+    """`t=1,v1=a,t=2,v1=b` (two headers a server joined) as `t=1,v1=a` and `t=2,v1=b`: a new
+    group starts at each timestamp entry after the first."""
+    groups: list[list[str]] = [[]]
+    for item in value.split(separator):
+        name = item.strip().partition("=")[0]
+        if name == timestamp_name and any(
+            i.strip().partition("=")[0] == timestamp_name for i in groups[-1]
+        ):
+            groups.append([])
+        groups[-1].append(item)
+    return [separator.join(group) for group in groups]
 
 
 def parse_timestamp(raw: str) -> int:

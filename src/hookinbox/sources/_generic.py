@@ -17,7 +17,7 @@ from hookinbox.sources._base import (
     Headers,
     Identity,
     Source,
-    decode_digest,
+    decode_digests,
     event_key,
     lookup,
     optional_text,
@@ -81,18 +81,19 @@ class HMACSource(Source):
         self.signature_headers = tuple(h for h in configured[:2] if h)
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        candidate = decode_digest(
-            require_header(headers, self.signature_header),
+        candidates = decode_digests(
+            headers,
+            self.signature_header,
             what=self.signature_header,
             encoding=self.encoding,
             prefix=self.signature_prefix,
         )
         if self.timestamp_header is None:
-            require_match(self._keys, [candidate], body, algorithm=self.algorithm)
+            require_match(self._keys, candidates, body, algorithm=self.algorithm)
             return
         verify_timestamped(
             self._keys,
-            [candidate],
+            candidates,
             require_header(headers, self.timestamp_header),
             body,
             now=now,

@@ -27,12 +27,14 @@ from hookinbox.sources._base import (
     Headers,
     Identity,
     Source,
+    check_signature_count,
     event_key,
+    header_values,
     matches_any,
     optional_text,
     parse_json_object,
-    require_header,
     secrets_tuple,
+    signature_items,
     utf8_keys,
 )
 from hookinbox.sources._standard_webhooks import StandardWebhooks
@@ -67,12 +69,23 @@ class GitLab(Source):
         self._tokens = secrets_tuple(token)  # for hookinbox.testing's signer
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        given = require_header(headers, "x-gitlab-token")
-        try:
-            digest = hashlib.sha256(given.encode()).digest()
-        except UnicodeEncodeError as exc:
-            raise BadSignature("X-Gitlab-Token is not valid text") from exc
-        if not matches_any(digest, self._digests):
+        # Every value, and (for values a WSGI server joined) each comma-separated part: a
+        # token may hold a comma, a signature list cannot, so both are candidates.
+        values = header_values(headers, "x-gitlab-token")
+        given = list(
+            dict.fromkeys(
+                [*values, *signature_items(headers, "x-gitlab-token", what="X-Gitlab-Token")]
+            )
+        )
+        check_signature_count(len(given), "X-Gitlab-Token")
+        found = False
+        for token in given:
+            try:
+                digest = hashlib.sha256(token.encode()).digest()
+            except UnicodeEncodeError as exc:
+                raise BadSignature("X-Gitlab-Token is not valid text") from exc
+            found |= matches_any(digest, self._digests)
+        if not found:
             raise BadSignature("X-Gitlab-Token does not match a configured token")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:

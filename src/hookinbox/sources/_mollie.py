@@ -40,7 +40,6 @@ from hookinbox.sources._base import (
     optional_text,
     parse_json_object,
     parse_time,
-    require_header,
     secrets_tuple,
 )
 
@@ -86,8 +85,8 @@ class Mollie(Source):
     signature_headers = ("x-mollie-signature",)
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        header = require_header(headers, "x-mollie-signature")
-        check_prefixed_hex_hmac(header, body, self._keys, prefix=PREFIX, name="X-Mollie-Signature")
+        # During a rotation Mollie sends one header per secret: any of them may match.
+        check_prefixed_hex_hmac(headers, body, self._keys, prefix=PREFIX, name="X-Mollie-Signature")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)

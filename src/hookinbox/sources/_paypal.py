@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import os
 import zlib
 from collections.abc import Iterable, Sequence
@@ -40,6 +41,7 @@ from hookinbox.sources._base import (
     parse_json_object,
     parse_time,
     require_header,
+    signature_items,
 )
 from hookinbox.sources._paypal_api import PayPalAPI, Transmission
 from hookinbox.sources._paypal_certs import (
@@ -109,18 +111,23 @@ class PayPal(Source):
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         transmission = _transmission(headers)
-        signature = _signature(transmission.transmission_sig)
+        signatures = _signatures(headers)
         timestamp = self._timestamp(transmission.transmission_time)
         if self.online is not None:
             online = self.online
-            if not any(online.verify(transmission, w, body) for w in self.webhook_ids):
+            # One question to PayPal per signature the header lists (at most MAX_SIGNATURES).
+            asked = [
+                dataclasses.replace(transmission, transmission_sig=text) for text, _ in signatures
+            ]
+            if not any(online.verify(t, w, body) for t in asked for w in self.webhook_ids):
                 raise BadSignature("PayPal's API says the delivery is not its own")
         else:
             key = self._key(transmission.cert_url, now)
             crc = zlib.crc32(body) & 0xFFFFFFFF
             prefix = f"{transmission.transmission_id}|{transmission.transmission_time}|"
             signed = [f"{prefix}{w}|{crc}".encode("ascii") for w in self.webhook_ids]
-            if not any([_rsa_matches(key, signature, message) for message in signed]):
+            checks = [_rsa_matches(key, s, m) for _, s in signatures for m in signed]
+            if not any(checks):
                 raise BadSignature()
         if timestamp is not None:
             check_tolerance(timestamp, now=now, tolerance=self.tolerance)
@@ -197,6 +204,21 @@ def _transmission(headers: Headers) -> Transmission:
     if not _usable(transmission.transmission_time):
         raise BadSignature("PAYPAL-TRANSMISSION-TIME is not usable")
     return transmission
+
+
+def _signatures(headers: Headers) -> list[tuple[str, bytes]]:
+    """Every well-formed signature of PAYPAL-TRANSMISSION-SIG, as text and bytes; when none
+    is well-formed, the first one's fault."""
+    items = signature_items(headers, "paypal-transmission-sig", what="PAYPAL-TRANSMISSION-SIG")
+    found = []
+    for text in items:
+        try:
+            found.append((text, _signature(text)))
+        except BadSignature:
+            continue
+    if not found:
+        _signature(items[0])  # raises
+    return found
 
 
 def _signature(encoded: str) -> bytes:

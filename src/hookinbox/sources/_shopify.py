@@ -17,12 +17,11 @@ from hookinbox.sources._base import (
     Headers,
     Identity,
     Source,
-    decode_digest,
+    decode_digests,
     event_key,
     optional_text,
     parse_json,
     parse_time,
-    require_header,
     require_match,
     utf8_keys,
 )
@@ -55,9 +54,14 @@ class Shopify(Source):
         self._keys = utf8_keys(secret)
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        encoded = require_header(headers, "x-shopify-hmac-sha256", "shopify-hmac-sha256")
-        candidate = decode_digest(encoded, what="X-Shopify-Hmac-Sha256", encoding="base64")
-        require_match(self._keys, [candidate], body)
+        candidates = decode_digests(
+            headers,
+            "x-shopify-hmac-sha256",
+            "shopify-hmac-sha256",
+            what="X-Shopify-Hmac-Sha256",
+            encoding="base64",
+        )
+        require_match(self._keys, candidates, body)
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json(body)

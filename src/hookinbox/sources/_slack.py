@@ -17,7 +17,7 @@ from hookinbox.sources._base import (
     Headers,
     Identity,
     TimestampedSource,
-    decode_digest,
+    decode_digests,
     event_key,
     lookup,
     optional_text,
@@ -43,12 +43,13 @@ class Slack(TimestampedSource):
     signature_headers = ("x-slack-signature", "x-slack-request-timestamp")
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        signature = require_header(headers, "x-slack-signature")
+        candidates = decode_digests(
+            headers, "x-slack-signature", what="X-Slack-Signature", prefix="v0="
+        )
         timestamp_text = require_header(headers, "x-slack-request-timestamp")
-        candidate = decode_digest(signature, what="X-Slack-Signature", prefix="v0=")
         verify_timestamped(
             self._keys,
-            [candidate],
+            candidates,
             timestamp_text,
             body,
             now=now,

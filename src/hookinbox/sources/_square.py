@@ -16,9 +16,8 @@ from hookinbox.sources._base import (
     Identity,
     SecretSource,
     configured_url,
-    decode_digest,
+    decode_digests,
     fields_identity,
-    require_header,
     require_match,
 )
 
@@ -42,12 +41,13 @@ class Square(SecretSource):
         self._url = self.notification_url.encode()
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        candidate = decode_digest(
-            require_header(headers, "x-square-hmacsha256-signature"),
+        candidates = decode_digests(
+            headers,
+            "x-square-hmacsha256-signature",
             what="x-square-hmacsha256-signature",
             encoding="base64",
         )
-        require_match(self._keys, [candidate], self._url + body)
+        require_match(self._keys, candidates, self._url + body)
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         return fields_identity(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from datetime import timedelta
 
 from hookinbox._errors import BadSignature, ConfigurationError
@@ -21,6 +22,7 @@ from hookinbox.sources._base import (
     check_signature_count,
     check_tolerance,
     event_key,
+    header_values,
     lookup,
     optional_text,
     parse_json_object,
@@ -31,6 +33,8 @@ from hookinbox.sources._base import (
 )
 
 SECRET_PREFIX = "whsec_"
+VERSION = re.compile(r"v[0-9]+[a-z]*")
+"""A signature's version label (`v1`, `v1a`): the token before the signature itself."""
 
 
 def decode_secret(secret: str) -> bytes:
@@ -45,17 +49,24 @@ def decode_secret(secret: str) -> bytes:
     return key
 
 
-def decode_signatures(header: str) -> list[bytes]:
-    """The `v1` signatures of a `webhook-signature` header; malformed entries are skipped."""
+def decode_signatures(*values: str) -> list[bytes]:
+    """The `v1` signatures of the `webhook-signature` header's values; malformed entries are
+    skipped.
+
+    Entries are `<version>,<base64>`, separated by spaces. A header repeated reaches here as
+    several values, or as one a WSGI server joined with commas (`v1,a,v1,b`): the text is
+    read as a stream of tokens, each version label taking the token after it (base64 holds
+    neither a comma nor a space).
+    """
+    tokens = [t for value in values for t in re.split(r"[\s,]+", value) if t]
+    labels = [i for i, t in enumerate(tokens) if VERSION.fullmatch(t)]
+    check_signature_count(max(len(labels), len(tokens) // 2), "webhook-signature")
     signatures = []
-    entries = header.split()
-    check_signature_count(len(entries), "webhook-signature")
-    for entry in entries:
-        version, sep, encoded = entry.partition(",")
-        if version != "v1" or not sep:
+    for i in labels:
+        if tokens[i] != "v1" or i + 1 >= len(tokens) or VERSION.fullmatch(tokens[i + 1]):
             continue
         try:
-            signatures.append(base64.b64decode(encoded, validate=True))
+            signatures.append(base64.b64decode(tokens[i + 1], validate=True))
         except (binascii.Error, ValueError):
             continue
     return signatures
@@ -83,7 +94,7 @@ class StandardWebhooks(TimestampedSource):
         message_id = require_header(headers, "webhook-id", "svix-id")
         timestamp_text = require_header(headers, "webhook-timestamp", "svix-timestamp")
         candidates = decode_signatures(
-            require_header(headers, "webhook-signature", "svix-signature")
+            *header_values(headers, "webhook-signature", "svix-signature")
         )
         if not candidates:
             raise BadSignature("webhook-signature has no v1 signature")

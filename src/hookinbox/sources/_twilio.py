@@ -31,11 +31,10 @@ from hookinbox.sources._base import (
     Identity,
     SecretSource,
     configured_url,
-    decode_digest,
+    decode_digests,
     event_key,
     lookup,
     optional_text,
-    require_header,
     require_match,
 )
 
@@ -154,10 +153,8 @@ class Twilio(SecretSource):
         self.key_fields = tuple(key_fields) if key_fields is not None else None
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        candidate = decode_digest(
-            require_header(headers, "x-twilio-signature"),
-            what="X-Twilio-Signature",
-            encoding="base64",
+        candidates = decode_digests(
+            headers, "x-twilio-signature", what="X-Twilio-Signature", encoding="base64"
         )
         algorithm = self._algorithm(headers.get("x-twilio-webhooks-signature-settings", ""))
         if media_type(headers.get("content-type")) == "application/json":
@@ -167,7 +164,7 @@ class Twilio(SecretSource):
         else:
             fields = signed_form(body)
             signed = [form.encode() + fields for form in self._url_forms]
-        require_match(self._keys, [candidate], *signed, algorithm=algorithm)
+        require_match(self._keys, candidates, *signed, algorithm=algorithm)
 
     @staticmethod
     def _algorithm(settings: str) -> str:
