@@ -3,8 +3,10 @@
 Repeated headers: Mollie sends one `X-Mollie-Signature` per secret while one is rotated, so
 every source reads every value of its signature header, whether they arrive apart (ASGI,
 `inbox.receive`) or joined by the WSGI server (Flask on werkzeug, Django on its own server).
-The WSGI apps run on real servers in subprocesses; the ASGI app is
-called in process with raw header bytes.
+Header bytes: one rule everywhere, a value is the text its bytes spell in UTF-8, so a token
+typed with accents matches over HTTP as it does through `inbox.receive`, given the text or
+a framework's latin-1 form of the bytes. The WSGI apps run on real servers in subprocesses;
+the ASGI app is called in process with raw header bytes.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import httpx
 import pytest
 
 from hookinbox._storage import Store
-from hookinbox.sources import GitLabSigned, PayPal, Source, StandardWebhooks
+from hookinbox.sources import GitLab, GitLabSigned, PayPal, Source, StandardWebhooks
 from hookinbox.testing import paypal_test_certificate, sign
 from tests.http.header_sources import (
+    GITLAB_TOKEN,
     SIGNATURE_HEADER,
     build_inbox,
     build_sources,
@@ -37,7 +40,7 @@ Post = Callable[[str, Pairs, bytes], tuple[int, dict[str, Any]]]
 PEM = paypal_test_certificate().pem
 SOURCES = build_sources(PEM)
 SIGNED = [s for s in SOURCES if s.name in SIGNATURE_HEADER]
-ENTRY_POINTS = ["receive", "asgi", "flask", "django"]
+ENTRY_POINTS = ["receive", "receive-latin1", "asgi", "flask", "django"]
 
 
 class EntryPoint:
@@ -63,7 +66,7 @@ def entry_points(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     root = tmp_path_factory.mktemp("headers")
     pem_file = root / "paypal.pem"
     pem_file.write_text(PEM)
-    urls = {kind: f"sqlite:///{root / kind}.db" for kind in ENTRY_POINTS}
+    urls = {kind: f"sqlite:///{root / kind}.db" for kind in ("receive", "asgi", "flask", "django")}
     inboxes = {
         kind: build_inbox(urls[kind], PEM) for kind in ("receive", "asgi", "flask", "django")
     }
@@ -78,6 +81,13 @@ def entry_points(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         reply = receive_inbox.receive(source, text, body)
         return reply.status_code, dict(reply.body)
 
+    def via_receive_latin1(source: str, pairs: Pairs, body: bytes) -> tuple[int, dict[str, Any]]:
+        # A framework's headers handed over as they come: one latin-1 character per byte
+        # (Flask's and Django's request.headers, Starlette's), as docs/ingest.md's example does.
+        text = [(k.decode(), v.decode("latin-1")) for k, v in pairs]
+        reply = receive_inbox.receive(source, text, body)
+        return reply.status_code, dict(reply.body)
+
     def via_asgi(source: str, pairs: Pairs, body: bytes) -> tuple[int, dict[str, Any]]:
         async def post() -> httpx.Response:
             transport = httpx.ASGITransport(app=app)
@@ -89,6 +99,7 @@ def entry_points(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
 
     points = {
         "receive": EntryPoint("receive", urls["receive"], via_receive),
+        "receive-latin1": EntryPoint("receive-latin1", urls["receive"], via_receive_latin1),
         "asgi": EntryPoint("asgi", urls["asgi"], via_asgi),
     }
     try:
@@ -191,6 +202,65 @@ def _same_ids(source: Source, headers: dict[str, str]) -> dict[str, Any]:
     if isinstance(source, StandardWebhooks):
         return {"message_id": lower["webhook-id"]}
     return {}
+
+
+# -- header bytes ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ENTRY_POINTS)
+@pytest.mark.parametrize("source", SOURCES, ids=lambda s: s.name)
+def test_utf8_header_bytes_reach_every_source_as_their_text(
+    entry_points: dict[str, EntryPoint], kind: str, source: Source
+) -> None:
+    """A UTF-8 value is stored as the text it spells, on every entry point alike."""
+    headers, body, _ = _signed(source)
+    agent = "hookinbox-tëst ☕"
+    others = _split(headers, "User-Agent")[0] if _has(headers, "User-Agent") else _raw(headers)
+    pairs = [*others, (b"User-Agent", agent.encode())]
+    status, answer = entry_points[kind].post(source.name, pairs, body)
+    assert (status, answer["status"]) == (200, "accepted"), answer
+    stored = entry_points[kind].stored_headers(source.name, answer["event_id"])
+    assert stored["user-agent"] == agent
+
+
+@pytest.mark.parametrize("kind", ENTRY_POINTS)
+@pytest.mark.parametrize("source", SIGNED, ids=lambda s: s.name)
+@pytest.mark.parametrize("extra", ["é".encode(), b"\xff\xfe"], ids=["utf8-accent", "not-utf8"])
+def test_non_ascii_bytes_in_a_signature_header_are_refused_401(
+    entry_points: dict[str, EntryPoint], kind: str, source: Source, extra: bytes
+) -> None:
+    headers, body, _ = _signed(source)
+    name = SIGNATURE_HEADER[source.name]
+    others, genuine = _split(headers, name)
+    pairs = [*others, (name.encode(), genuine + extra)]
+    status, answer = entry_points[kind].post(source.name, pairs, body)
+    assert (status, answer["error"]) == (401, "invalid_signature"), answer
+
+
+@pytest.mark.parametrize("kind", ENTRY_POINTS)
+def test_a_non_ascii_gitlab_token_matches_on_every_entry_point(
+    entry_points: dict[str, EntryPoint], kind: str
+) -> None:
+    source = next(s for s in SOURCES if isinstance(s, GitLab))
+    headers, body, _ = _signed(source)
+    assert headers["X-Gitlab-Token"] == GITLAB_TOKEN
+    status, answer = entry_points[kind].post(source.name, _raw(headers), body)
+    assert (status, answer["status"]) == (200, "accepted"), answer
+
+
+@pytest.mark.parametrize("kind", ENTRY_POINTS)
+@pytest.mark.parametrize(
+    "source", [s for s in SOURCES if isinstance(s, StandardWebhooks)], ids=lambda s: s.name
+)
+def test_a_signed_non_ascii_message_id_verifies_and_keys_the_event(
+    entry_points: dict[str, EntryPoint], kind: str, source: Source
+) -> None:
+    """The id is signed as UTF-8 (the standardwebhooks package's way): it must come back
+    as the same text to verify."""
+    message_id = f"msg_ünï_{_tag()}"
+    headers, body, _ = _signed(source, message_id=message_id)
+    status, answer = entry_points[kind].post(source.name, _raw(headers), body)
+    assert (status, answer) == (200, {"status": "accepted", "event_id": message_id})
 
 
 def test_every_source_class_is_covered() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from hookinbox._errors import ConfigurationError
 from hookinbox.sources import GitHub, Identity, Stripe
-from hookinbox.sources._base import normalize_headers, parse_time
+from hookinbox.sources._base import normalize_headers, parse_time, wire_text
 
 
 def test_normalize_headers_lower_cases_names_not_values() -> None:
@@ -42,6 +42,21 @@ def test_normalize_headers_keeps_empty_values() -> None:
     assert result == {"x-a": ""}
     assert result.getall("x-a") == [""] and result.getall("x-b") == []
     assert normalize_headers([]) == {}
+
+
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        ("plain ascii", "plain ascii"),
+        ("jÃ©ton â\x98\x95", "jéton ☕"),  # UTF-8 bytes as a server hands them over (latin-1)
+        ("jéton", "jéton"),  # text already decoded, or a latin-1 byte that is not UTF-8
+        ("jéton ☕", "jéton ☕"),  # past U+00FF: decoded text, kept
+        ("\xff\xfe", "\xff\xfe"),  # not UTF-8: kept, one character per byte
+    ],
+)
+def test_header_values_are_read_as_utf8_bytes(given: str, read: str) -> None:
+    assert wire_text(given) == read
+    assert normalize_headers([("X-Gitlab-Token", given)])["x-gitlab-token"] == read
 
 
 def test_joined_stripe_signature_headers_still_verify() -> None:

@@ -53,7 +53,7 @@ from hookinbox.sources import (
     Stripe,
     Twilio,
 )
-from hookinbox.sources._base import normalize_headers
+from hookinbox.sources._base import normalize_headers, wire_text
 from hookinbox.sources._mollie import RESOURCE_ID
 
 T = 1_700_000_000
@@ -685,8 +685,9 @@ def test_normalize_headers_properties(pairs: list[tuple[str, str]]) -> None:
     result = normalize_headers(pairs)
     assert set(result) == {name.lower() for name, _ in pairs}
     for key, value in result.items():
-        values = [v for name, v in pairs if name.lower() == key]
+        values = [wire_text(v) for name, v in pairs if name.lower() == key]
         assert value == ", ".join(values)
+        assert result.getall(key) == values
 
 
 # -- Mollie classic: the call is never trusted, the fetched resource decides ----------------------

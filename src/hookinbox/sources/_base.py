@@ -108,14 +108,34 @@ class HeaderValues(Mapping[str, str]):
 def normalize_headers(
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
 ) -> HeaderValues:
-    """Lower-case header names, a repeated header's values kept apart (see `HeaderValues`)."""
+    """Lower-case header names, a repeated header's values kept apart (see `HeaderValues`),
+    each value read by the one rule for header bytes (`wire_text`)."""
     if isinstance(headers, HeaderValues):
         return headers
     items = headers.items() if isinstance(headers, Mapping) else headers
     values: dict[str, list[str]] = {}
     for name, value in items:
-        values.setdefault(name.lower(), []).append(value)
+        values.setdefault(name.lower(), []).append(wire_text(value))
     return HeaderValues(values)
+
+
+def wire_text(value: str) -> str:
+    """A header value as the text its bytes spell in UTF-8: the rule on every entry point.
+
+    Servers hand header bytes over as latin-1 text, one character per byte (the ASGI app,
+    PEP 3333's WSGI environ, Starlette, Django), and providers send UTF-8 where they send
+    anything but ASCII, while sources compare and sign the UTF-8 bytes of the text they get
+    (a GitLab token typed with accents, a signed Standard Webhooks id). So a value whose
+    characters are bytes that form UTF-8 is read as that UTF-8. Any other value is kept as it
+    is: text already decoded (`inbox.receive` given "é" or "☕"), or bytes that are not UTF-8,
+    which then match no secret.
+    """
+    if value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode()
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
 
 
 def header_values(headers: Headers, *names: str) -> list[str]:
