@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 import standardwebhooks
 
+from hookinbox import Inbox
 from hookinbox._errors import (
     BadSignature,
     ConfigurationError,
@@ -166,3 +169,40 @@ def test_signed_webhooks_refuse_what_standard_webhooks_refuses() -> None:
 def test_signed_webhooks_store_gitlab_headers_too() -> None:
     kept = GitLabSigned(secret=SIGNING_SECRET).headers_to_store(signed_headers())
     assert {"webhook-id", "webhook-signature", "x-gitlab-event", "idempotency-key"} <= set(kept)
+
+
+def test_a_32_byte_whsec_signing_token_as_gitlab_shows_it() -> None:
+    """`whsec_` and a 32-byte key in base64 (GitLab's format), signed by standardwebhooks."""
+    secret = "whsec_" + base64.b64encode(bytes(range(32))).decode()
+    when = datetime.fromtimestamp(T, UTC)
+    signature = standardwebhooks.Webhook(secret).sign(IDEMPOTENCY_KEY, when, BODY.decode())
+    headers = {
+        "webhook-id": IDEMPOTENCY_KEY,
+        "webhook-timestamp": str(T),
+        "webhook-signature": signature,
+        "idempotency-key": IDEMPOTENCY_KEY,
+    }
+    source = GitLabSigned(secret=secret)
+    source.verify(headers, BODY, now=NOW)
+    assert source.identify(headers, BODY).event_id == IDEMPOTENCY_KEY
+
+
+def test_switching_to_a_signing_token_under_the_same_name_keeps_the_keys(tmp_path: Path) -> None:
+    """GitLab sends the delivery's Idempotency-Key as the signed webhook-id: an event stored
+    by the token source is a duplicate when the signed source receives it again."""
+    url = f"sqlite:///{tmp_path / 'gitlab.db'}"
+    before = Inbox(url)
+    try:
+        before.add_source(GitLab(token=TOKEN))
+        reply = before.receive("gitlab", token_headers(), BODY)
+        assert (reply.status_code, reply.body["event_id"]) == (200, IDEMPOTENCY_KEY)
+    finally:
+        before.close()
+    after = Inbox(url)
+    try:
+        after.add_source(GitLabSigned(secret=SIGNING_SECRET, name="gitlab"))
+        signed = signed_headers(msg_id=IDEMPOTENCY_KEY, timestamp=int(time.time()))
+        reply = after.receive("gitlab", signed, BODY)
+        assert reply.body == {"status": "duplicate", "event_id": IDEMPOTENCY_KEY}
+    finally:
+        after.close()

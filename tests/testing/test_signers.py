@@ -316,3 +316,8 @@ def test_every_source_class_has_a_signer() -> None:
     for cls in concrete:
         instance = cls.__new__(cls)  # the signer is chosen by class; nothing is configured
         assert signer_for(instance) is not None, cls.__name__
+
+
+def test_gitlab_signed_sends_its_idempotency_key_as_the_webhook_id() -> None:
+    headers, _ = sign(GitLabSigned(secret=STANDARD_SECRET), EVENT)
+    assert headers["Idempotency-Key"] == headers["webhook-id"]

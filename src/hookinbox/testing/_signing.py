@@ -240,7 +240,9 @@ def _gitlab_signed(
     source: GitLabSigned, body: bytes, t: int, fields: dict[str, Any]
 ) -> dict[str, str]:
     event = fields.pop("event", "Push Hook")
-    return {**_standard_headers(source, body, t, fields), "X-Gitlab-Event": event}
+    headers = _standard_headers(source, body, t, fields)
+    # GitLab sends the delivery's Idempotency-Key as the signed webhook-id.
+    return {**headers, "X-Gitlab-Event": event, "Idempotency-Key": headers["webhook-id"]}
 
 
 @register_signer(GitLab)
