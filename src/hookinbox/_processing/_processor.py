@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Connection
 
 from hookinbox._errors import NotReady, StoreUnavailable
+from hookinbox._logging import logger
 from hookinbox._metrics import count_attempt
 from hookinbox._model import Event, Status
 from hookinbox._processing._execute import BUSINESS_DUPLICATE, run_handlers
@@ -20,7 +21,7 @@ from hookinbox._processing._handlers import Handler, HandlerRegistry
 from hookinbox._processing._policy import RetryPolicy, Schedule
 from hookinbox._storage import Leased, Release, Store, claim, mark_inline, release, set_outcome
 
-log = logging.getLogger("hookinbox.worker")
+log = logger("hookinbox.worker")
 
 MAX_ERROR_LENGTH = 4000
 TRACEBACK_FRAMES = 5

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 
+from hookinbox._logging import logger
 from hookinbox._processing._processor import Processor
 from hookinbox._storage import Leased, has_due, lease_due, next_due_at, sweep_expired
 
-log = logging.getLogger("hookinbox.worker")
+log = logger("hookinbox.worker")
 
 
 class EventQueue:

@@ -8,16 +8,16 @@ server goes away, and wakes the worker after each (re)connect in case it missed 
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping
 
+from hookinbox._logging import logger
 from hookinbox._storage._store import Store
 
 CHANNEL = "hookinbox_events"
 OUTBOX_CHANNEL = "hookinbox_outbox"
 
-log = logging.getLogger("hookinbox.worker")
+log = logger("hookinbox.worker")
 
 
 class Listener(threading.Thread):

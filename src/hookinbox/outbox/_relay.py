@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
 from hookinbox._errors import StoreUnavailable
+from hookinbox._logging import logger
 from hookinbox._metrics import count_message
 from hookinbox._model import Message, MessageStatus
 from hookinbox._processing import RetryPolicy, Schedule
@@ -26,7 +27,7 @@ from hookinbox._storage import (
 )
 from hookinbox.outbox._destinations import DeliveryError, Destination, Undeliverable
 
-log = logging.getLogger("hookinbox.relay")
+log = logger("hookinbox.relay")
 
 
 class Relay:
