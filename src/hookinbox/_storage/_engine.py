@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, ExceptionContext, make_url
@@ -41,9 +43,9 @@ class StoreOptions:
 def parse_url(url: str | URL) -> URL:
     """Accept the usual spellings and pick our drivers: `postgresql://` means psycopg 3."""
     try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigurationError(f"not a database URL: {url!r}") from exc
+        parsed = make_url(_hosts_to_query(url) if isinstance(url, str) else url)
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        raise ConfigurationError(f"not a database URL: {_without_password(url)!r}") from exc
     backend = parsed.get_backend_name()
     if backend in ("postgresql", "postgres"):
         require(f"a {backend}:// database URL", "postgres")  # the driver is an extra
@@ -57,6 +59,56 @@ def parse_url(url: str | URL) -> URL:
             )
         return parsed.set(drivername="sqlite")
     raise ConfigurationError(f"unsupported database {backend!r}: use sqlite:/// or postgresql://")
+
+
+_NETLOC = re.compile(
+    r"^(?P<scheme>[\w+]+)://(?P<userinfo>[^@/?#]*@)?(?P<hosts>[^/?#]*)(?P<rest>.*)$"
+)
+
+
+def _hosts_to_query(url: str) -> str:
+    """libpq's multi-host form (`postgresql://u@h1:5432,h2:5433/db`) in SQLAlchemy's terms.
+
+    SQLAlchemy reads one host and one port between `@` and `/`, and raises ValueError on the
+    comma list libpq accepts there. Its own multi-host spelling is the query (`?host=h1,h2&
+    port=5432,5433`), which its PostgreSQL dialect turns back into libpq's lists: so a comma
+    list of hosts moves to the query, unchanged otherwise. Any other URL is left as it is.
+    """
+    match = _NETLOC.match(url)
+    if match is None or "," not in match["hosts"]:
+        return url
+    hosts: list[str] = []
+    ports: list[str] = []
+    for entry in match["hosts"].split(","):
+        host, port = _split_host_port(entry)
+        hosts.append(host)
+        ports.append(port)
+    rest = match["rest"]
+    path, _, query = rest.partition("?")
+    if re.search(r"(^|&)(host|port)=", query):
+        raise ConfigurationError(
+            "give the hosts either in the URL (h1:5432,h2:5432) or as ?host=, not both"
+        )
+    moved = "host=" + quote(",".join(hosts), safe=",:")
+    if any(ports):
+        moved += "&port=" + ",".join(ports)
+    query = f"{moved}&{query}" if query else moved
+    return f"{match['scheme']}://{match['userinfo'] or ''}{path or '/'}?{query}"
+
+
+def _split_host_port(entry: str) -> tuple[str, str]:
+    """`h:5432` -> (h, 5432); `[::1]:5432` -> (::1, 5432): libpq's lists take IPv6 bare."""
+    if entry.startswith("["):
+        host, _, after = entry[1:].partition("]")
+        return host, after.removeprefix(":")
+    host, _, port = entry.partition(":")
+    return host, port
+
+
+def _without_password(url: str | URL) -> str:
+    if isinstance(url, URL):
+        return url.render_as_string(hide_password=True)
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
 
 
 def build_engine(url: str | URL, options: StoreOptions) -> Engine:

@@ -1,0 +1,79 @@
+"""PostgreSQL in HA (issue 25): multi-host URLs, the LISTEN connection, the database encoding.
+
+A real server at 127.0.0.1:5432 stands for every host: libpq tries the hosts of a URL in
+order, so a closed port first (127.0.0.1:1) and the real server second is a primary that
+moved, and 127.0.0.1 listed twice is a two-node cluster whose nodes are both reachable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from hookinbox._storage import Store, parse_url
+from tests.conftest import _postgres_database
+from tests.support.server import run_cli
+
+CLOSED = "127.0.0.1:1"
+"""Nothing listens on port 1: a host that is down (refused at once, not a timeout)."""
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def empty_pg(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database with no tables; its URL as `postgresql://user@host:port/name`."""
+    request.getfixturevalue("postgres_template")  # skips or fails like the other tests
+    yield from _postgres_database(None)
+
+
+def multi_host(url: str, form: str) -> str:
+    """`url` (one host) spelled with a dead host first, in each multi-host form."""
+    parsed = make_url(url)
+    user, live, name = parsed.username, f"{parsed.host}:{parsed.port or 5432}", parsed.database
+    if form == "libpq":
+        return f"postgresql://{user}@{CLOSED},{live}/{name}"
+    if form == "sqlalchemy":
+        return f"postgresql://{user}@/{name}?host={CLOSED}&host={live}"
+    if form == "comma":
+        host, port = live.split(":")
+        return f"postgresql://{user}@/{name}?host=127.0.0.1,{host}&port=1,{port}"
+    raise AssertionError(form)
+
+
+FORMS = ["libpq", "sqlalchemy", "comma"]
+
+
+def tables(url: str) -> set[str]:
+    store = Store(url, auto_migrate=False)
+    try:
+        with store.engine.connect() as connection:
+            return set(sa.inspect(connection).get_table_names())
+    finally:
+        store.dispose()
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_migrate_accepts_every_multi_host_form(empty_pg: str, form: str) -> None:
+    result = run_cli("migrate", "--database-url", multi_host(empty_pg, form), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "hookinbox_events" in tables(empty_pg)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_multi_host_form_names_the_same_hosts(form: str) -> None:
+    url = parse_url(multi_host("postgresql://u@127.0.0.1:5432/db", form))
+    _, params = sa.create_engine(url).dialect.create_connect_args(url)
+    assert (params["host"], str(params["port"])) == ("127.0.0.1,127.0.0.1", "1,5432")
+
+
+def test_a_malformed_port_is_a_configuration_error_without_the_password() -> None:
+    result = run_cli("migrate", "--database-url", "postgresql://u:s3cret@h:port/db")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: not a database URL")
+    assert "s3cret" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
