@@ -7,14 +7,17 @@ moved, and 127.0.0.1 listed twice is a two-node cluster whose nodes are both rea
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from hookinbox._storage import Store, parse_url
+from hookinbox._storage import Store, listen_params, parse_url
+from tests.apps import orders as orders_app
 from tests.conftest import _postgres_database
+from tests.processing.test_wakeup import LONG_POLL, deliver, running_worker, wait_processed
 from tests.support.server import run_cli
 
 CLOSED = "127.0.0.1:1"
@@ -77,3 +80,47 @@ def test_a_malformed_port_is_a_configuration_error_without_the_password() -> Non
     assert result.stderr.startswith("error: not a database URL")
     assert "s3cret" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+# -- LISTEN on a multi-host URL ------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, migrated database."""
+    yield from _postgres_database(request.getfixturevalue("postgres_template"))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_listen_wakes_the_worker_on_every_multi_host_form(
+    pg_url: str, form: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With a 30 s poll, only NOTIFY can get the event processed within the 10 s wait."""
+    orders_app.create_tables(pg_url)
+    receiving, working = orders_app.build(pg_url), orders_app.build(multi_host(pg_url, form))
+    with caplog.at_level(logging.WARNING, "hookinbox.worker"), running_worker(working, LONG_POLL):
+        for number in range(2):
+            deliver(receiving, number)
+            wait_processed(working, f"evt_{number}")
+    assert not [r for r in caplog.records if "LISTEN" in r.getMessage()]
+    receiving.close()
+    working.close()
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_the_pool_and_the_listener_connect_alike(pg_url: str, form: str) -> None:
+    """Same hosts, same ports, and read-write sessions only, whichever form the URL takes."""
+    store = Store(multi_host(pg_url, form))
+    _, pool = store.engine.dialect.create_connect_args(store.engine.url)
+    listener = listen_params(store.engine, store.options)
+    for key in ("host", "port", "dbname", "user"):
+        assert str(listener[key]) == str(pool[key])
+    assert listener["target_session_attrs"] == pool["target_session_attrs"] == "read-write"
+    store.dispose()
+
+
+def test_an_explicit_target_session_attrs_is_kept(pg_url: str) -> None:
+    store = Store(multi_host(pg_url, "comma") + "&target_session_attrs=any")
+    assert listen_params(store.engine, store.options)["target_session_attrs"] == "any"
+    assert store.engine.url.query["target_session_attrs"] == "any"
+    store.dispose()

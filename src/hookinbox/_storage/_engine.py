@@ -49,7 +49,12 @@ def parse_url(url: str | URL) -> URL:
     backend = parsed.get_backend_name()
     if backend in ("postgresql", "postgres"):
         require(f"a {backend}:// database URL", "postgres")  # the driver is an extra
-        return parsed.set(drivername="postgresql+psycopg")
+        parsed = parsed.set(drivername="postgresql+psycopg")
+        if _several_hosts(parsed) and "target_session_attrs" not in parsed.query:
+            # Several hosts are a primary and its standbys: hookinbox writes on every
+            # connection, so only the primary will do (a URL may still say otherwise).
+            parsed = parsed.update_query_dict({"target_session_attrs": "read-write"})
+        return parsed
     if backend == "sqlite":
         if parsed.get_driver_name() not in ("pysqlite", ""):
             raise ConfigurationError("hookinbox uses the standard sqlite3 driver")
@@ -186,6 +191,11 @@ def _enable_wal(cursor: Any, timeout: float) -> None:
             time.sleep(0.01)
 
 
+def _several_hosts(url: URL) -> bool:
+    hosts = url.query.get("host", url.host or "")
+    return isinstance(hosts, tuple) or "," in hosts
+
+
 def _postgres_engine(url: URL, options: StoreOptions) -> Engine:
     return create_engine(
         url,
@@ -194,11 +204,29 @@ def _postgres_engine(url: URL, options: StoreOptions) -> Engine:
         max_overflow=options.max_overflow,
         pool_timeout=options.pool_timeout,
         pool_pre_ping=True,  # a restarted server leaves dead connections in the pool
-        connect_args={
-            "connect_timeout": max(1, round(options.connect_timeout)),
-            "application_name": "hookinbox",
-        },
+        connect_args=_connect_args(url, options),
     )
+
+
+def _connect_args(url: URL, options: StoreOptions) -> dict[str, Any]:
+    """libpq parameters hookinbox sets unless the URL's query sets them itself."""
+    defaults: dict[str, Any] = {
+        "connect_timeout": max(1, round(options.connect_timeout)),
+        "application_name": "hookinbox",
+    }
+    return {key: value for key, value in defaults.items() if key not in url.query}
+
+
+def listen_params(engine: Engine, options: StoreOptions) -> dict[str, Any]:
+    """psycopg's connection parameters for a connection outside the pool (LISTEN).
+
+    Taken from SQLAlchemy's own translation of the URL, so that every host list it accepts
+    (`?host=h1:5432&host=h2:5432` above all, which libpq itself reads as one host named
+    `h2:5432`) reaches the listener exactly as it reaches the pool.
+    """
+    _, params = engine.dialect.create_connect_args(engine.url)
+    params.pop("context", None)  # SQLAlchemy's type adapters: the listener reads no rows
+    return {**params, **_connect_args(engine.url, options)}
 
 
 def is_sqlite(engine: Engine) -> bool:

@@ -12,6 +12,7 @@ import logging
 import threading
 from collections.abc import Mapping
 
+from hookinbox._storage._engine import listen_params
 from hookinbox._storage._store import Store
 
 CHANNEL = "hookinbox_events"
@@ -27,9 +28,7 @@ class Listener(threading.Thread):
         self, store: Store, channels: Mapping[str, threading.Event], stop: threading.Event
     ) -> None:
         super().__init__(name="hookinbox-listener", daemon=True)
-        url = store.url.set(drivername="postgresql")
-        self._conninfo = url.render_as_string(hide_password=False)
-        self._connect_timeout = max(1, round(store.options.connect_timeout))
+        self._params = listen_params(store.engine, store.options)
         self._channels = dict(channels)
         self._stopping = stop  # not `_stop`: that would shadow Thread._stop, which join() calls
 
@@ -49,9 +48,7 @@ class Listener(threading.Thread):
     def _listen(self) -> None:
         import psycopg
 
-        with psycopg.connect(
-            self._conninfo, autocommit=True, connect_timeout=self._connect_timeout
-        ) as connection:
+        with psycopg.connect(autocommit=True, **self._params) as connection:
             for channel in self._channels:
                 connection.execute(f"LISTEN {channel}")
             for wake in self._channels.values():
