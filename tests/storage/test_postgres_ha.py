@@ -8,12 +8,14 @@ moved, and 127.0.0.1 listed twice is a two-node cluster whose nodes are both rea
 from __future__ import annotations
 
 import logging
+import subprocess
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from hookinbox import ConfigurationError
 from hookinbox._storage import Store, listen_params, parse_url
 from tests.apps import orders as orders_app
 from tests.conftest import _postgres_database
@@ -48,6 +50,7 @@ def multi_host(url: str, form: str) -> str:
 
 
 FORMS = ["libpq", "sqlalchemy", "comma"]
+ORDERS = "tests.apps.orders:inbox"
 
 
 def tables(url: str) -> set[str]:
@@ -123,4 +126,41 @@ def test_an_explicit_target_session_attrs_is_kept(pg_url: str) -> None:
     store = Store(multi_host(pg_url, "comma") + "&target_session_attrs=any")
     assert listen_params(store.engine, store.options)["target_session_attrs"] == "any"
     assert store.engine.url.query["target_session_attrs"] == "any"
+    store.dispose()
+
+
+# -- the database's encoding ---------------------------------------------------------------
+
+
+@pytest.fixture
+def sql_ascii_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A throwaway SQL_ASCII database, as a cluster initialised under the C locale makes."""
+    request.getfixturevalue("postgres_template")  # skips or fails like the other tests
+    yield from _postgres_database(
+        None, " ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+    )
+
+
+def assert_encoding_refused(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "SQL_ASCII" in lines[0] and "UTF8" in lines[0]
+
+
+def test_migrate_refuses_a_sql_ascii_database_in_one_line(sql_ascii_url: str) -> None:
+    assert_encoding_refused(run_cli("migrate", "--database-url", sql_ascii_url, timeout=60))
+
+
+def test_a_worker_refuses_a_sql_ascii_database_at_start_up(sql_ascii_url: str) -> None:
+    result = run_cli("worker", ORDERS, "--database-url", sql_ascii_url, timeout=60)
+    assert_encoding_refused(result)
+
+
+def test_the_library_refuses_a_sql_ascii_database_as_a_configuration_error(
+    sql_ascii_url: str,
+) -> None:
+    store = Store(sql_ascii_url)
+    with pytest.raises(ConfigurationError, match=r"SQL_ASCII.*UTF8"):
+        store.migrate()
     store.dispose()

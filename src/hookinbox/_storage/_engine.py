@@ -197,7 +197,7 @@ def _several_hosts(url: URL) -> bool:
 
 
 def _postgres_engine(url: URL, options: StoreOptions) -> Engine:
-    return create_engine(
+    engine = create_engine(
         url,
         hide_parameters=HIDE_PARAMETERS,
         pool_size=options.pool_size,
@@ -206,6 +206,40 @@ def _postgres_engine(url: URL, options: StoreOptions) -> Engine:
         pool_pre_ping=True,  # a restarted server leaves dead connections in the pool
         connect_args=_connect_args(url, options),
     )
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        connection = dialect.connect(*cargs, **cparams)
+        try:
+            check_encoding(connection.pgconn)
+        except ConfigurationError:
+            connection.close()
+            raise
+        return connection
+
+    return engine
+
+
+REQUIRED_ENCODING = "UTF8"
+
+
+def check_encoding(pgconn: Any) -> None:
+    """Refuse a database that is not UTF8, before anything reads a string from it.
+
+    A cluster initialised under the C locale makes SQL_ASCII databases: the server neither
+    converts nor checks text there, and psycopg returns bytes where SQLAlchemy expects str
+    (its first query, the server version, fails with a TypeError). One line naming the
+    encoding needed is the answer; the same holds for the other single-byte encodings, where
+    a header or an error message outside their alphabet would fail to store.
+    """
+    raw = pgconn.parameter_status(b"server_encoding") or b""
+    encoding = raw.decode("ascii", "replace")
+    if encoding.upper() != REQUIRED_ENCODING:
+        database = (pgconn.db or b"").decode("utf-8", "replace")
+        raise ConfigurationError(
+            f"database {database!r} is encoded {encoding}; hookinbox needs {REQUIRED_ENCODING}"
+            f" (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0, or initdb -E UTF8)"
+        )
 
 
 def _connect_args(url: URL, options: StoreOptions) -> dict[str, Any]:
