@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,9 +18,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from hookinbox import ConfigurationError
-from hookinbox._storage import Store, listen_params, parse_url
+from hookinbox._storage import Listener, Store, listen_params, parse_url
+from hookinbox._storage._notify import CHANNEL
 from tests.apps import orders as orders_app
-from tests.conftest import _postgres_database
+from tests.conftest import _admin_engine, _postgres_database
 from tests.processing.test_wakeup import LONG_POLL, deliver, running_worker, wait_processed
 from tests.support.server import run_cli
 
@@ -164,3 +167,50 @@ def test_the_library_refuses_a_sql_ascii_database_as_a_configuration_error(
     with pytest.raises(ConfigurationError, match=r"SQL_ASCII.*UTF8"):
         store.migrate()
     store.dispose()
+
+
+# -- the LISTEN connection's back-off ------------------------------------------------------
+
+
+def listening_pid(admin: sa.Engine, database: str) -> int | None:
+    """The backend of the listener (its last statement was a LISTEN), if it is connected."""
+    query = sa.text(
+        "SELECT pid FROM pg_stat_activity WHERE datname = :db AND query LIKE 'LISTEN %'"
+    )
+    with admin.connect() as connection:
+        return connection.execute(query, {"db": database}).scalar()
+
+
+def wait_listening(admin: sa.Engine, database: str, other_than: int | None) -> int:
+    deadline = time.monotonic() + RELISTEN_WAIT
+    while time.monotonic() < deadline:
+        pid = listening_pid(admin, database)
+        if pid is not None and pid != other_than:
+            return pid
+        time.sleep(0.05)
+    raise AssertionError(f"the listener did not LISTEN again within {RELISTEN_WAIT} s")
+
+
+RELISTEN_WAIT = 10.0
+"""Far above the first back-off (0.5 s), far below the back-off after six outages in a row
+(30 s): a listener whose back-off resets once it is listening again always comes back in time."""
+
+
+def test_the_listen_back_off_resets_once_listening_again(pg_url: str) -> None:
+    store, stop = Store(pg_url), threading.Event()
+    database = make_url(pg_url).database
+    assert database is not None
+    listener = Listener(store, {CHANNEL: threading.Event()}, stop)
+    admin = _admin_engine()
+    listener.start()
+    try:
+        pid = wait_listening(admin, database, None)
+        for _ in range(7):  # an outage each time: the server ends the listener's session
+            with admin.connect() as connection:
+                connection.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            pid = wait_listening(admin, database, pid)
+    finally:
+        stop.set()
+        listener.join(timeout=5)
+        admin.dispose()
+        store.dispose()
