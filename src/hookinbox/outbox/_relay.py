@@ -14,6 +14,7 @@ from hookinbox._metrics import count_message
 from hookinbox._model import Message, MessageStatus
 from hookinbox._processing import RetryPolicy, Schedule
 from hookinbox._processing._processor import describe_error
+from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._storage import (
     LeasedMessage,
     Settlement,
@@ -46,6 +47,7 @@ class Relay:
         self.policy = policy
         self.clock = clock
         self.rng = rng or random.Random()
+        self.unrecorded = Unrecorded()
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -113,6 +115,11 @@ class Relay:
                 return "lost_lease"
         except StoreUnavailable as error:
             log.warning("could not record delivery of %s: %s", leased.message.key, error)
+            self.unrecorded.keep(
+                lambda: settle(self.store, leased, settlement, self.now()),
+                leased.expires_at,
+                leased.message.key,
+            )
             return "unrecorded"
         return {
             MessageStatus.DELIVERED: "delivered",
@@ -147,6 +154,7 @@ class MessageQueue:
 
     def lease(self, limit: int) -> list[LeasedMessage]:
         now = self.relay.now()
+        self.relay.unrecorded.retry(now)
         if self._sqlite and not has_message_due(self.store, now):
             return []
         until = now + timedelta(seconds=self.lease_seconds)
