@@ -7,9 +7,10 @@ primary's connections end, and nothing answers until the new one does.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,11 +18,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from hookinbox import Event, HandlerContext, Inbox, Message, RetryPolicy, Status, WorkerOptions
-from hookinbox._storage import Store, outbox
+from hookinbox._errors import StoreUnavailable
+from hookinbox._storage import Listener, Store, outbox
+from hookinbox._storage._notify import CHANNEL
 from hookinbox.sources import Stripe
-from tests.conftest import _postgres_database
+from tests.conftest import _admin_engine, _postgres_database
 from tests.processing.conftest import checkout
+from tests.storage.test_postgres_ha import wait_listening
 from tests.support.signing import stripe_delivery
+from tests.support.silent_link import SilentLink, silent_link
+from tests.support.silent_link import available as silent_link_unavailable
 from tests.support.tcp_proxy import Proxy, proxy_to
 
 SECRET = "whsec_test_failover"
@@ -144,3 +150,86 @@ def message_status(where: Inbox | str) -> str | None:
     finally:
         if not isinstance(where, Inbox):
             store.dispose()
+
+
+# -- a server that goes silent (no reset) -----------------------------------------------------
+
+SILENCE_WAIT = 60.0
+"""Far above the default tcp_timeout (10 s), far below the kernel's retransmission timeout
+(about 15 minutes) that a connection without TCP timeouts waits for."""
+
+
+@pytest.fixture
+def link(pg_url: str) -> Iterator[SilentLink]:
+    reason = silent_link_unavailable()
+    if reason:
+        pytest.skip(reason)
+    parsed = make_url(pg_url)
+    with silent_link((parsed.host or "127.0.0.1", parsed.port or 5432)) as link:
+        yield link
+
+
+def across(url: str, link: SilentLink) -> str:
+    return make_url(url).set(host=link.address, port=link.port).render_as_string(False)
+
+
+def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
+    """Run `call` in a daemon thread (it may hang); collects what it raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as error:  # the test inspects it
+            raised.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, raised
+
+
+def test_a_pooled_connection_to_a_silent_server_fails_instead_of_hanging(
+    pg_url: str, link: SilentLink
+) -> None:
+    """Default options: the pooled connection's check fails within the TCP timeout and the
+    store answers "unavailable"; once the server answers again, the dead connection is gone
+    from the pool and the store works."""
+    store = Store(across(pg_url, link))
+    store.ping()  # one connection in the pool, idle
+    link.silence()
+    thread, raised = in_thread(store.ping)
+    thread.join(SILENCE_WAIT)
+    assert not thread.is_alive(), f"ping still blocked after {SILENCE_WAIT} s of silence"
+    assert raised and isinstance(raised[0], StoreUnavailable), raised
+    link.restore()
+    store.ping()
+    store.dispose()
+
+
+def test_the_listener_gives_up_a_silent_server_and_listens_again(
+    pg_url: str, link: SilentLink, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, stop = Store(across(pg_url, link)), threading.Event()
+    database = make_url(pg_url).database or ""
+    admin = _admin_engine()
+    listener = Listener(store, {CHANNEL: threading.Event()}, stop)
+    caplog.set_level(logging.WARNING, "hookinbox.worker")
+    listener.start()
+    try:
+        pid = wait_listening(admin, database, None)
+        link.silence()
+        deadline = time.monotonic() + SILENCE_WAIT
+        while time.monotonic() < deadline and not lost(caplog):
+            time.sleep(0.1)
+        assert lost(caplog), f"the listener did not notice {SILENCE_WAIT} s of silence"
+        link.restore()
+        wait_listening(admin, database, pid, timeout=SILENCE_WAIT)
+    finally:
+        stop.set()
+        listener.join(timeout=5)
+        admin.dispose()
+        store.dispose()
+
+
+def lost(caplog: pytest.LogCaptureFixture) -> bool:
+    return any("LISTEN connection lost" in r.getMessage() for r in caplog.records)

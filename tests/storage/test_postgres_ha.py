@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from hookinbox import ConfigurationError
+from hookinbox import ConfigurationError, StoreOptions
 from hookinbox._storage import Listener, Store, listen_params, parse_url
 from hookinbox._storage._notify import CHANNEL
 from tests.apps import orders as orders_app
@@ -181,14 +181,17 @@ def listening_pid(admin: sa.Engine, database: str) -> int | None:
         return connection.execute(query, {"db": database}).scalar()
 
 
-def wait_listening(admin: sa.Engine, database: str, other_than: int | None) -> int:
-    deadline = time.monotonic() + RELISTEN_WAIT
+def wait_listening(
+    admin: sa.Engine, database: str, other_than: int | None, timeout: float | None = None
+) -> int:
+    timeout = RELISTEN_WAIT if timeout is None else timeout
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pid = listening_pid(admin, database)
         if pid is not None and pid != other_than:
             return pid
         time.sleep(0.05)
-    raise AssertionError(f"the listener did not LISTEN again within {RELISTEN_WAIT} s")
+    raise AssertionError(f"the listener did not LISTEN again within {timeout} s")
 
 
 RELISTEN_WAIT = 10.0
@@ -214,3 +217,35 @@ def test_the_listen_back_off_resets_once_listening_again(pg_url: str) -> None:
         listener.join(timeout=5)
         admin.dispose()
         store.dispose()
+
+
+# -- TCP timeouts ----------------------------------------------------------------------------
+
+
+def libpq_parameters(store: Store) -> dict[str, str]:
+    """What libpq was actually given for a pooled connection."""
+    with store.engine.connect() as connection:
+        raw = connection.connection.dbapi_connection
+        assert raw is not None
+        return dict(raw.info.get_parameters())  # type: ignore[attr-defined]
+
+
+def test_tcp_timeouts_are_set_by_default_for_the_pool_and_the_listener(pg_url: str) -> None:
+    store = Store(pg_url)
+    expected = {"tcp_user_timeout": "10000", "keepalives_idle": "5", "keepalives_count": "3"}
+    pool = libpq_parameters(store)
+    assert {key: pool.get(key) for key in expected} == expected
+    listener = listen_params(store.engine, store.options)
+    assert {key: str(listener.get(key)) for key in expected} == expected
+    store.dispose()
+
+
+def test_tcp_timeouts_given_in_the_url_win_and_zero_turns_them_off(pg_url: str) -> None:
+    store = Store(f"{pg_url}?tcp_user_timeout=2500&keepalives_idle=30")
+    pool = libpq_parameters(store)
+    assert (pool["tcp_user_timeout"], pool["keepalives_idle"]) == ("2500", "30")
+    assert listen_params(store.engine, store.options)["tcp_user_timeout"] == "2500"
+    store.dispose()
+    store = Store(pg_url, StoreOptions(tcp_timeout=0))
+    assert "tcp_user_timeout" not in libpq_parameters(store)
+    store.dispose()

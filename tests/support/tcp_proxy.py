@@ -4,16 +4,18 @@ and came back, as during a failover). Nothing but the proxy's own sockets is tou
 
 from __future__ import annotations
 
+import signal
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 
 class Proxy:
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 0)) -> None:
         self.target = target
-        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server = socket.create_server(listen)
         self.port: int = self._server.getsockname()[1]
         self._up = threading.Event()
         self._up.set()
@@ -81,3 +83,10 @@ def proxy_to(host: str, port: int) -> Iterator[Proxy]:
         yield proxy
     finally:
         proxy.close()
+
+
+if __name__ == "__main__":  # python -m tests.support.tcp_proxy LISTEN_HOST PORT TARGET_HOST PORT
+    listen_host, listen_port, target_host, target_port = sys.argv[1:5]
+    Proxy((target_host, int(target_port)), (listen_host, int(listen_port)))
+    print("ready", flush=True)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})

@@ -38,6 +38,12 @@ class StoreOptions:
     pool_timeout: float = 5.0
     """Seconds to wait for a pooled connection before answering 503 (PostgreSQL)."""
     connect_timeout: float = 5.0
+    tcp_timeout: float = 10.0
+    """Seconds before a PostgreSQL connection whose server went silent (a host lost without
+    a reset, a network partition) is given up, so that a failover is followed in seconds,
+    not after the kernel's retransmission timeout (about 15 minutes). It sets libpq's
+    `tcp_user_timeout` and TCP keepalives (idle `tcp_timeout / 2` seconds, then 3 probes);
+    each of them given in the URL's query wins. 0: the system's defaults."""
 
 
 def parse_url(url: str | URL) -> URL:
@@ -247,8 +253,31 @@ def _connect_args(url: URL, options: StoreOptions) -> dict[str, Any]:
     defaults: dict[str, Any] = {
         "connect_timeout": max(1, round(options.connect_timeout)),
         "application_name": "hookinbox",
+        **tcp_settings(options.tcp_timeout),
     }
     return {key: value for key, value in defaults.items() if key not in url.query}
+
+
+KEEPALIVE_PROBES = 3
+
+
+def tcp_settings(timeout: float) -> dict[str, int]:
+    """libpq's TCP settings for a connection given up after `timeout` seconds of silence.
+
+    `tcp_user_timeout` bounds data sent and not acknowledged (a query, a COMMIT); keepalives
+    find a silent server under a connection that sends nothing (idle in the pool, or the
+    listener waiting for notifications). Linux ends the probing at `tcp_user_timeout` too.
+    """
+    if timeout <= 0:
+        return {}
+    idle = max(1, round(timeout / 2))
+    return {
+        "tcp_user_timeout": max(1, round(timeout * 1000)),  # milliseconds
+        "keepalives": 1,
+        "keepalives_idle": idle,
+        "keepalives_interval": max(1, round((timeout - idle) / KEEPALIVE_PROBES)),
+        "keepalives_count": KEEPALIVE_PROBES,
+    }
 
 
 def listen_params(engine: Engine, options: StoreOptions) -> dict[str, Any]:
