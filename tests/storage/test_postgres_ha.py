@@ -11,18 +11,19 @@ import logging
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from hookinbox import ConfigurationError, StoreOptions
+from hookinbox import ConfigurationError, Inbox, StoreOptions, StoreUnavailable
 from hookinbox._storage import Listener, Store, listen_params, parse_url
 from hookinbox._storage._notify import CHANNEL
 from tests.apps import orders as orders_app
 from tests.conftest import _admin_engine, _postgres_database
 from tests.processing.test_wakeup import LONG_POLL, deliver, running_worker, wait_processed
+from tests.support.asgi import ASGIClient
 from tests.support.server import run_cli
 
 CLOSED = "127.0.0.1:1"
@@ -248,4 +249,65 @@ def test_tcp_timeouts_given_in_the_url_win_and_zero_turns_them_off(pg_url: str) 
     store.dispose()
     store = Store(pg_url, StoreOptions(tcp_timeout=0))
     assert "tcp_user_timeout" not in libpq_parameters(store)
+    store.dispose()
+
+
+# -- a read-only server --------------------------------------------------------------------
+
+
+@pytest.fixture
+def read_only(pg_url: str) -> Iterator[Callable[[bool], None]]:
+    """Make the database read-only for new sessions (as a standby, or a primary demoted or
+    guarded against a full disk is), and back; each switch ends the sessions open."""
+    database = make_url(pg_url).database
+    admin = _admin_engine()
+
+    def switch(on: bool) -> None:
+        with admin.connect() as connection:
+            value = "on" if on else "off"
+            connection.execute(
+                sa.text(f'ALTER DATABASE "{database}" SET default_transaction_read_only = {value}')
+            )
+            connection.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :db"
+                ),
+                {"db": database},
+            )
+
+    yield switch
+    switch(False)
+    admin.dispose()
+
+
+def test_readyz_is_not_ready_while_the_database_is_read_only(
+    pg_url: str, read_only: Callable[[bool], None]
+) -> None:
+    inbox = Inbox(pg_url)
+    client = ASGIClient(inbox.asgi())
+    assert client.get("/readyz").status_code == 200
+    read_only(True)
+    answer = client.get("/readyz")
+    assert answer.status_code == 503, answer.text
+    assert "read-only" in answer.text
+    read_only(False)
+    assert client.get("/readyz").status_code == 200
+    inbox.close()
+
+
+def test_a_write_refused_as_read_only_is_unavailable_and_drops_the_pool(
+    pg_url: str, read_only: Callable[[bool], None]
+) -> None:
+    """A pooled session that lands on a read-only server (a demoted primary that came back as
+    a standby) is answered 503, not 500; the pool is dropped, so the next sessions are opened
+    afresh (with several hosts, on the new primary)."""
+    store = Store(pg_url)
+    store.ping()
+    read_only(True)
+    with pytest.raises(StoreUnavailable, match="read-only"):
+        with store.transaction() as connection:
+            connection.execute(sa.text("CREATE TABLE hookinbox_probe_test (x int)"))
+    read_only(False)
+    with store.transaction() as connection:
+        connection.execute(sa.text("CREATE TABLE hookinbox_probe_test (x int)"))
     store.dispose()

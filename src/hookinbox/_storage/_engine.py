@@ -213,6 +213,15 @@ def _postgres_engine(url: URL, options: StoreOptions) -> Engine:
         connect_args=_connect_args(url, options),
     )
 
+    @event.listens_for(engine, "handle_error")
+    def _read_only_is_lost(context: ExceptionContext) -> None:
+        # A write refused because the server is read-only: the session reached a standby (a
+        # demoted primary that came back as one, or a URL without target_session_attrs).
+        # Counted as a lost connection, the pool is dropped, new sessions look for the
+        # primary, and the caller sees "unavailable" (503, retried) rather than a bug (500).
+        if getattr(context.original_exception, "sqlstate", None) == READ_ONLY_SQL_TRANSACTION:
+            context.is_disconnect = True
+
     @event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
         connection = dialect.connect(*cargs, **cparams)
@@ -227,6 +236,7 @@ def _postgres_engine(url: URL, options: StoreOptions) -> Engine:
 
 
 REQUIRED_ENCODING = "UTF8"
+READ_ONLY_SQL_TRANSACTION = "25006"
 
 
 def check_encoding(pgconn: Any) -> None:
