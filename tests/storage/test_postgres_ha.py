@@ -156,8 +156,9 @@ def test_migrate_refuses_a_sql_ascii_database_in_one_line(sql_ascii_url: str) ->
     assert_encoding_refused(run_cli("migrate", "--database-url", sql_ascii_url, timeout=60))
 
 
-def test_a_worker_refuses_a_sql_ascii_database_at_start_up(sql_ascii_url: str) -> None:
-    result = run_cli("worker", ORDERS, "--database-url", sql_ascii_url, timeout=60)
+@pytest.mark.parametrize("command", ["worker", "relay", "serve"])
+def test_start_up_refuses_a_sql_ascii_database(sql_ascii_url: str, command: str) -> None:
+    result = run_cli(command, ORDERS, "--database-url", sql_ascii_url, timeout=60)
     assert_encoding_refused(result)
 
 
