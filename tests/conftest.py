@@ -25,6 +25,9 @@ from sqlalchemy.engine import make_url
 
 from hookinbox._storage import Store
 
+# The test kit's fixtures (hookinbox, deliver, run_due, hookinbox_clock), as users opt in.
+pytest_plugins = ["hookinbox.testing.pytest"]
+
 POSTGRES_URL = os.environ.get("HOOKINBOX_TEST_POSTGRES_URL", "")
 REQUIRE_POSTGRES = os.environ.get("HOOKINBOX_REQUIRE_POSTGRES") == "1"
 REDIS_URL = os.environ.get("HOOKINBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -113,14 +113,34 @@ PUBLIC: dict[str, list[str]] = {
         "wait_until_drained",
     ],
     "hookinbox.cli": ["main"],
+    "hookinbox.testing": [
+        "Answer",
+        "Clock",
+        "ExactlyOnceReport",
+        "ExactlyOnceViolation",
+        "InboxHarness",
+        "PayPalTestCertificate",
+        "check_exactly_once",
+        "github_push",
+        "paypal_test_certificate",
+        "register_signer",
+        "shopify_order",
+        "sign",
+        "standard_event",
+        "stripe_checkout_session",
+        "stripe_event",
+        "stripe_invoice",
+        "stripe_subscription",
+    ],
 }
 
 CONVENTIONAL = re.compile(
     r"^hookinbox\.(__main__|examples(\..*)?|django\.(apps|checks|urls|views|migrations(\..*)?"
-    r"|management(\..*)?))$"
+    r"|management(\..*)?)|testing\.pytest)$"
 )
 """Modules whose names other tools fix (Django's apps, urls, views, checks, migrations and
-management commands; `python -m hookinbox`), and the examples, which are code to copy."""
+management commands; `python -m hookinbox`; the pytest plugin `hookinbox.testing.pytest`,
+named in `pytest_plugins`), and the examples, which are code to copy."""
 
 
 def _import(name: str) -> object:

@@ -12,6 +12,7 @@ claims events in Redis and keeps no database.
 
 from __future__ import annotations
 
+import copy
 import time
 import warnings
 from abc import ABC, abstractmethod
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import timedelta
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from sqlalchemy import Connection
 
@@ -350,6 +351,36 @@ class Inbox(BaseInbox):
         self._deprecated_setter("use_body_timeout", "body_timeout")
         self._replace_settings(receiver=replace(self.settings.receiver, body_timeout=seconds))
 
+    def with_settings(self, **changes: Any) -> Self:
+        """A new inbox with this one's sources, handlers and destinations, and other settings.
+
+        Takes the constructor's setting arguments (`database_url`, `clock`, `retry`,
+        `ack_deadline`, `group_commit`, ...). The registry is shared, not copied: the new
+        inbox runs the same handlers, on its own database connections, workers and clock.
+        For tests (`hookinbox.testing`) and for tools that run an application's inbox
+        against another database. Nothing connects until the new inbox is first used.
+        """
+        unknown = sorted(set(changes) - (self.SETTINGS - {"in_progress_status"}))
+        if unknown:
+            raise ConfigurationError(f"with_settings() takes no {', '.join(unknown)}")
+        settings = self.settings
+        receiver = {k: changes.pop(k) for k in RECEIVER_FIELDS if k in changes}
+        if receiver:
+            settings = replace(settings, receiver=replace(settings.receiver, **receiver))
+        if "database_url" in changes:
+            parse_url(changes["database_url"])
+        if "group_commit" in changes:
+            changes["group_commit"] = resolve_group_commit(changes["group_commit"])
+        if "prune_at" in changes:
+            changes["prune_at"] = resolve_prune_at(changes["prune_at"])
+        for name in ("retry", "outbox_retry", "store_options"):
+            if changes.get(name, 0) is None:
+                changes.pop(name)
+        twin = copy.copy(self)
+        twin.settings = replace(settings, **changes)
+        twin._runtime = Runtime(twin.settings, self._registry, self._store_factory())
+        return twin
+
     def _deprecated_setter(self, name: str, argument: str) -> None:
         warnings.warn(
             f"Inbox.{name}() is deprecated: pass {argument}= to Inbox(...)",
@@ -431,6 +462,8 @@ class Inbox(BaseInbox):
         url = parse_url(self.settings.database_url).render_as_string(hide_password=True)
         return f"Inbox({url!r}, sources={sorted(self.sources)})"
 
+
+RECEIVER_FIELDS = ("max_body_size", "body_timeout", "retry_after", "ack_deadline", "clock")
 
 _SETTING_ATTRIBUTES: dict[str, Callable[[Settings], Any]] = {
     "database_url": lambda s: s.database_url,

@@ -92,6 +92,9 @@ class Event:
     processed_at: datetime | None = None
     key_conflicts: int = 0
     last_delivery_at: datetime | None = None
+    forced_replay_at: datetime | None = None
+    """When an operator last replayed it after it had been processed (`replay --force`): the
+    first run's writes stay in place, whatever the re-run does."""
 
     @cached_property
     def payload(self) -> Any:

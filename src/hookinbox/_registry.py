@@ -53,6 +53,19 @@ class Registry:
         if retry is not None:
             self.source_retry[source.name] = retry
 
+    def copy(self) -> Registry:
+        """A registry with the same entries, to which more can be added (`hookinbox.testing`
+        adds its fault injection to a copy, never to the application's own registry)."""
+        twin = Registry()
+        twin.sources = dict(self.sources)
+        twin.inline_sources = set(self.inline_sources)
+        twin.source_retry = dict(self.source_retry)
+        for handler in self.handlers:
+            twin.handlers.add(handler)
+        twin.destinations = dict(self.destinations)
+        twin.after_migrate = list(self.after_migrate)
+        return twin
+
     def add_handler(self, handler: Handler, *, started: bool) -> None:
         """Register `handler`; once the inbox has started, its source must exist already."""
         check_handler_function(handler.function)

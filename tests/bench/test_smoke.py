@@ -54,6 +54,7 @@ def test_ingest_benchmark_runs_and_counts_doubled_effects() -> None:
         ("processing.py", ("--backends", "sqlite")),
         ("growth.py", ("--backend", "sqlite")),
         ("memory.py", ()),
+        ("signature_header.py", ()),
     ],
 )
 def test_benchmark_runs_at_smoke_size(script: str, args: tuple[str, ...]) -> None:

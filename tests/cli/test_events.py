@@ -25,6 +25,7 @@ LIST_FIELDS = {
     "next_attempt_at",
     "processed_at",
     "last_delivery_at",
+    "forced_replay_at",
     "last_error",
 }
 """The fields of an event in every JSON document (docs/cli.md, JSON output)."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from sqlalchemy.orm import Session
 from hookinbox import Inbox, Status
 from hookinbox._storage import Store
 from tests.docs.blocks import ROOT, FileBlock, close_inboxes, parse, run, section
+from tests.docs.django_site import start_project
 from tests.support.asgi import ASGIClient
 from tests.support.server import free_port, serving
 from tests.support.signing import stripe_delivery, stripe_event
@@ -115,23 +115,8 @@ def test_the_django_section_builds_a_project_that_processes_into_the_orm(
     env.pop("DJANGO_SETTINGS_MODULE", None)
     env.pop("HOOKINBOX_DATABASE_URL", None)
 
-    def manage(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, f"manage.py {' '.join(args)}:\n{done.stdout}{done.stderr}"
-        return done
-
     # The two commands the page starts from, then the page's files, written as it says.
-    subprocess.run(
-        [sys.executable, "-m", "django", "startproject", "mysite", "."], cwd=project, check=True
-    )
-    manage("startapp", "shop")
+    manage = start_project(project, env)
     document = parse(PAGE)
     examples = section(document, "Django")
     files = [example.parsed for example in examples]

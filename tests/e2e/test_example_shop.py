@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import httpx
 import sqlalchemy as sa
-import stripe
 
 from hookinbox._storage import Store
 from hookinbox.examples.shop import orders, subscriptions
+from hookinbox.sources import Stripe
+from hookinbox.testing import sign
 from tests.support.server import running_server
 
 
 def post(base_url: str, event: dict[str, object]) -> httpx.Response:
-    body = json.dumps(event)
-    header = stripe.WebhookSignature.generate_signature_header(
-        body, "whsec_local_trial", timestamp=int(time.time())
-    )
-    return httpx.post(
-        f"{base_url}/webhooks/stripe", headers={"Stripe-Signature": header}, content=body
-    )
+    headers, body = sign(Stripe(secret="whsec_local_trial"), event)
+    return httpx.post(f"{base_url}/webhooks/stripe", headers=headers, content=body)
 
 
 def test_the_example_shop_turns_payments_into_orders(db_url: str) -> None:

@@ -58,8 +58,9 @@ _shop: Inbox | None = None
 def __getattr__(name: str) -> Inbox:
     """`shop`: the example shop with `QUICK_RETRY` (and `HANDLER_SLEEP_ENV`), for `serve`.
 
-    Built on first access, so only in the server's and worker's processes: it changes
-    `hookinbox.examples.shop.inbox`, which other tests use in their own process.
+    Built on first access, so only in the server's and worker's processes: the handler it
+    may add goes into the registry it shares with `hookinbox.examples.shop.inbox`, which
+    other tests use in their own process.
     """
     global _shop
     if name != "shop":
@@ -67,8 +68,7 @@ def __getattr__(name: str) -> Inbox:
     if _shop is None:
         from hookinbox.examples import shop
 
-        _shop = shop.inbox
-        _shop._replace_settings(retry=QUICK_RETRY)  # before first use: nothing built yet
+        _shop = shop.inbox.with_settings(retry=QUICK_RETRY)
         pause = float(os.environ.get(HANDLER_SLEEP_ENV, "0"))
         if pause:
 

@@ -15,9 +15,6 @@ How: the app (tests/apps/guarded.py) registers its handlers at import, in every 
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import secrets
 import time
@@ -28,6 +25,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from hookinbox._metrics import OTHER_TYPE
+from hookinbox.sources import Paddle, StandardWebhooks, Stripe
+from hookinbox.testing import sign
 from tests.apps import guarded
 from tests.reliability._report import Trial, record
 from tests.support.server import running_server
@@ -48,29 +47,17 @@ def stripe(event_id: str, event_type: str) -> tuple[dict[str, str], bytes]:
         "created": int(time.time()),
         "data": {"object": obj},
     }
-    body = json.dumps(event).encode()
-    when = int(time.time())
-    key = guarded.STRIPE_SECRET.encode()
-    digest = hmac.new(key, f"{when}.".encode() + body, hashlib.sha256).hexdigest()
-    return {"Stripe-Signature": f"t={when},v1={digest}"}, body
+    return sign(Stripe(secret=guarded.STRIPE_SECRET), event)
 
 
 def paddle(event_id: str, event_type: str) -> tuple[dict[str, str], bytes]:
-    body = json.dumps({"event_id": event_id, "event_type": event_type}).encode()
-    when = int(time.time())
-    key = guarded.PADDLE_SECRET.encode()
-    digest = hmac.new(key, f"{when}:".encode() + body, hashlib.sha256).hexdigest()
-    return {"Paddle-Signature": f"ts={when};h1={digest}"}, body
+    event = {"event_id": event_id, "event_type": event_type}
+    return sign(Paddle(secret=guarded.PADDLE_SECRET), event)
 
 
 def standard(message_id: str, event_type: str) -> tuple[dict[str, str], bytes]:
-    body = json.dumps({"type": event_type, "data": {}}).encode()
-    when = int(time.time())
-    key = base64.b64decode(guarded.STANDARD_SECRET.removeprefix("whsec_"))
-    digest = hmac.new(key, f"{message_id}.{when}.".encode() + body, hashlib.sha256).digest()
-    signature = "v1," + base64.b64encode(digest).decode()
-    headers = {"webhook-id": message_id, "webhook-timestamp": str(when)}
-    return {**headers, "webhook-signature": signature}, body
+    event = {"type": event_type, "data": {}}
+    return sign(StandardWebhooks(secret=guarded.STANDARD_SECRET), event, message_id=message_id)
 
 
 def random_type() -> str:

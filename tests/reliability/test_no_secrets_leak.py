@@ -20,8 +20,6 @@ names the failure) show that each channel was really looked at.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import secrets
@@ -36,6 +34,8 @@ import httpx
 import sqlalchemy as sa
 
 from hookinbox._storage import events
+from hookinbox.sources import Stripe
+from hookinbox.testing import sign
 from tests.apps import guarded
 from tests.reliability._report import Trial, record
 from tests.support.server import ROOT, free_port, hookinbox_command, stop
@@ -96,9 +96,8 @@ def card_marker() -> str:
 
 def stripe_header(secret: str, body: bytes) -> tuple[str, str]:
     """The Stripe-Signature value for `body`, and its v1 digest (a marker of its own)."""
-    when = int(time.time())
-    digest = hmac.new(secret.encode(), f"{when}.".encode() + body, hashlib.sha256).hexdigest()
-    return f"t={when},v1={digest}", digest
+    header = sign(Stripe(secret=secret), body)[0]["Stripe-Signature"]
+    return header, header.partition(",v1=")[2]
 
 
 def stripe_body(event_id: str, event_type: str, card: str, **extra: Any) -> bytes:

@@ -51,6 +51,7 @@ from hookinbox._storage._queue import (
     sweep_expired,
 )
 from hookinbox._storage._schema import deliveries, events, metadata, outbox
+from hookinbox._storage._sessions import revoke_session, session_revoked
 from hookinbox._storage._stats import (
     DuplicateRatio,
     OpenFigures,
@@ -118,6 +119,8 @@ __all__ = [
     "replay_matching",
     "replay_one",
     "report",
+    "revoke_session",
+    "session_revoked",
     "set_outcome",
     "settle",
     "source_exists",

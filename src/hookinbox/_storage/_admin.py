@@ -15,6 +15,7 @@ from hookinbox._model import DONE_STATUSES, MessageStatus, Status
 from hookinbox._storage._notify import CHANNEL
 from hookinbox._storage._schema import deliveries, events, jobs, outbox
 from hookinbox._storage._store import Store
+from hookinbox._storage._types import UTCDateTime
 
 LIST_COLUMNS = [c for c in events.c if c.name not in ("body", "headers", "lease_token")]
 
@@ -132,7 +133,13 @@ class ReplayResult(StrEnum):
 
 
 def _replay_values(now: datetime) -> dict[str, object]:
+    # A processed event replayed (`--force`) keeps the mark: its handlers committed once.
+    forced = sa.case(
+        (events.c.status == Status.PROCESSED.value, sa.literal(now, UTCDateTime())),
+        else_=events.c.forced_replay_at,
+    )
     return {
+        "forced_replay_at": forced,
         "status": Status.PENDING.value,
         "attempts": 0,
         "deferrals": 0,

@@ -191,7 +191,16 @@ def _v2_outbox(op: Operations) -> None:
         )
 
 
-MIGRATIONS: tuple[Step, ...] = (_v1_events, _v2_outbox)
+def _v3_sessions_and_forced_replays(op: Operations) -> None:
+    op.create_table(
+        "hookinbox_revoked_sessions",
+        sa.Column("session_id", sa.String(64), primary_key=True),
+        sa.Column("expires_at", UTCDateTime, nullable=False),
+    )
+    op.add_column("hookinbox_events", sa.Column("forced_replay_at", UTCDateTime))
+
+
+MIGRATIONS: tuple[Step, ...] = (_v1_events, _v2_outbox, _v3_sessions_and_forced_replays)
 """Step N (1-based) brings a database from version N-1 to version N."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, MessageStatus, Status
-from hookinbox._storage._types import UTCDateTime
+from hookinbox._storage._types import SafeText, UTCDateTime
 
 metadata = MetaData()
 
@@ -55,11 +55,14 @@ events = Table(
     Column("lease_expires_at", UTCDateTime),
     Column("deferred_since", UTCDateTime),  # first NotReady; the deadline counts from here
     Column("deferrals", Integer, nullable=False),  # NotReady count: spaces the deferred retries
-    Column("last_error", Text),
+    Column("last_error", SafeText),
     Column("delivery_count", Integer, nullable=False),
     Column("key_conflicts", Integer, nullable=False),
     Column("last_delivery_at", UTCDateTime, nullable=False),
     Column("processed_at", UTCDateTime),
+    # The last replay of this event while it was processed (`--force`): its first run's writes
+    # are still in place, so a failure of the re-run does not mean "no effect".
+    Column("forced_replay_at", UTCDateTime),
     UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
 )
 
@@ -113,7 +116,7 @@ jobs = Table(
     metadata,
     Column("name", String(64), primary_key=True),
     Column("last_run_at", UTCDateTime, nullable=False),
-    Column("last_result", Text),
+    Column("last_result", SafeText),
 )
 
 # The ordering guard's high-water marks: the newest position applied per object key.
@@ -125,6 +128,15 @@ ordering = Table(
     Column("source", String(64), nullable=False),
     Column("event_id", String(255), nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# Dashboard sessions signed out before their cookie expired: the cookie is signed, not stored,
+# so signing out records its session id here until the cookie could no longer be valid anyway.
+revoked_sessions = Table(
+    "hookinbox_revoked_sessions",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("expires_at", UTCDateTime, nullable=False),
 )
 
 # The transactional outbox: side effects written in the handler's transaction, delivered later
@@ -144,7 +156,7 @@ outbox = Table(
     Column("next_attempt_at", UTCDateTime, nullable=False),
     Column("lease_token", String(32)),
     Column("lease_expires_at", UTCDateTime),
-    Column("last_error", Text),
+    Column("last_error", SafeText),
     Column("created_at", UTCDateTime, nullable=False),
     Column("delivered_at", UTCDateTime),
     UniqueConstraint("destination", "message_key", name="uq_hookinbox_outbox_destination_key"),

@@ -160,4 +160,5 @@ def event_from_row(row: sa.RowMapping | dict[str, Any]) -> Event:
         processed_at=row["processed_at"],
         key_conflicts=row["key_conflicts"],
         last_delivery_at=row["last_delivery_at"],
+        forced_replay_at=row["forced_replay_at"],
     )

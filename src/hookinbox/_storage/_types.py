@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime
+from sqlalchemy import DateTime, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
+
+from hookinbox._text import safe_text
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -34,3 +36,18 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class SafeText(TypeDecorator[str]):
+    """Text written from untrusted strings (an error message, a destination's answer).
+
+    Lone surrogates and NUL are escaped on the way in (`hookinbox._text.safe_text`): neither
+    encodes as UTF-8 nor fits PostgreSQL text, and a value that cannot be written must not
+    stop the write of the status beside it. The DDL is plain `TEXT`.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return None if value is None else safe_text(value)

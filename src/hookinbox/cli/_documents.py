@@ -31,6 +31,7 @@ EVENT_FIELDS = (
     "next_attempt_at",
     "processed_at",
     "last_delivery_at",
+    "forced_replay_at",
     "last_error",
 )
 """The fields of an event in every document, in the order `events show` prints them."""
@@ -60,6 +61,7 @@ def event_document(event: Event) -> dict[str, Any]:
         "next_attempt_at": _value(event.next_attempt_at),
         "processed_at": _value(event.processed_at),
         "last_delivery_at": _value(event.last_delivery_at),
+        "forced_replay_at": _value(event.forced_replay_at),
         "last_error": event.last_error,
     }
 

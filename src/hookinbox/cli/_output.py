@@ -21,6 +21,7 @@ from typing import IO, Any
 import click
 
 from hookinbox._extras import installed
+from hookinbox._text import safe_text
 
 
 @dataclass
@@ -115,10 +116,11 @@ def say(text: str, *, style: str | None = None, err: bool = False) -> None:
 def show_json(value: Any) -> None:
     """A JSON value for people (the headers and body of `events show`)."""
     text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=json_value)
-    if fancy():
+    shown = safe_text(text)  # a body's lone surrogate cannot be written to a UTF-8 terminal
+    if fancy() and shown == text:  # rich would parse the escapes back into surrogates
         console().print_json(text)
     else:
-        click.echo(text)
+        click.echo(shown)
 
 
 def emit_json(document: Any) -> None:

@@ -8,8 +8,9 @@ JavaScript (there is none); state changes are POST forms carrying a CSRF token.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
@@ -41,11 +42,17 @@ from hookinbox._storage import (
     replay_matching,
     replay_one,
     report,
+    revoke_session,
+    session_revoked,
 )
+from hookinbox._text import safe_text
 from hookinbox.dashboard._auth import (
     COOKIE,
+    SESSION_SECONDS,
     Session,
     Sessions,
+    SignInLimiter,
+    client_address,
     cross_site,
     csrf_matches,
     mount_path,
@@ -67,10 +74,22 @@ SECURITY_HEADERS = [
 ]  # fmt: skip
 """No page may be framed (clickjacking a replay button), cached, or load anything foreign."""
 
+
+def _printable(value: Any) -> Any:
+    """Every `{{ ... }}` passes here: a body, header or error may hold a lone surrogate or a
+    NUL, which would make the page unencodable (a 500); they are shown escaped instead."""
+    if not isinstance(value, str):
+        return value
+    if hasattr(value, "__html__"):  # markup already escaped (the chart): keep it markup
+        return type(value)(safe_text(str(value)))
+    return safe_text(value)
+
+
 _templates = jinja2.Environment(
     loader=jinja2.PackageLoader("hookinbox.dashboard", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
+    finalize=_printable,
 )
 
 
@@ -189,6 +208,7 @@ class Dashboard:
     ) -> None:
         self.store = store
         self.sessions = Sessions(token)
+        self.sign_ins = SignInLimiter()
         self.sources = list(sources)
         self.thresholds = thresholds
         self.limiter = CapacityLimiter(OPERATOR_CONCURRENCY)
@@ -221,11 +241,21 @@ class Dashboard:
     def redirect(self, request: Request, path: str) -> RedirectResponse:
         return RedirectResponse(mount_path(request) + path, 303)
 
+    async def session(self, request: Request) -> Session | None:
+        """The request's session; a signed-in one only if it was not signed out since (a
+        look-up in the database: the cookie alone cannot know)."""
+        session = self.sessions.read(request)
+        if session is None or not session.authenticated:
+            return session
+        if await self.off_loop(session_revoked, self.store, session.sid):
+            return None
+        return session
+
     def page(self, handler: Callable[[Request, Session], Awaitable[Response]]) -> Handler:
         """A page for signed-in operators; anyone else is sent to the login form."""
 
         async def guarded(request: Request) -> Response:
-            session = self.sessions.read(request)
+            session = await self.session(request)
             if session is None or not session.authenticated:
                 return self.redirect(request, "/login")
             return await handler(request, session)
@@ -236,7 +266,7 @@ class Dashboard:
         """A POST's form, refused (403) unless same-site, signed in and with the CSRF token."""
         if cross_site(request):
             raise HTTPException(403, "cross-site request refused")
-        session = self.sessions.read(request)
+        session = await self.session(request)
         if session is None or (signed_in and not session.authenticated):
             raise HTTPException(403, "not signed in (or the session expired): sign in again")
         form = await read_form(request)
@@ -247,7 +277,7 @@ class Dashboard:
     # -- sign in and out -------------------------------------------------------------------
 
     async def login_form(self, request: Request) -> Response:
-        session = self.sessions.read(request)
+        session = await self.session(request)
         if session is not None and session.authenticated:
             return self.redirect(request, "/")
         if session is None:  # a session before sign-in, for the login form's CSRF token
@@ -258,6 +288,12 @@ class Dashboard:
         return self.render(request, "login.html", session, error=None)
 
     async def login(self, request: Request) -> Response:
+        wait = self.sign_ins.attempt(client_address(request))
+        if wait:
+            retry_after = str(math.ceil(wait))
+            raise HTTPException(
+                429, "too many sign-in attempts: retry later", {"Retry-After": retry_after}
+            )
         form = await self.checked_form(request, signed_in=False)
         given = form.get("token")
         if not isinstance(given, str) or not self.sessions.token_matches(given):
@@ -270,6 +306,13 @@ class Dashboard:
 
     async def logout(self, request: Request) -> Response:
         await self.checked_form(request)
+        session = self.sessions.read(request)
+        assert session is not None  # checked_form refused anything else
+        now = _now()
+        # Server-side: a copy of this cookie (a shared machine, a proxy's log) is worth nothing
+        # from now on, in every process; deleting the cookie only tidies this browser.
+        until, sid = now + timedelta(seconds=SESSION_SECONDS), session.sid
+        await self.off_loop(lambda: revoke_session(self.store, sid, expires_at=until, now=now))
         response = self.redirect(request, "/login")
         response.delete_cookie(COOKIE, path=mount_path(request) + "/")
         return response
@@ -413,7 +456,10 @@ class Dashboard:
             assert isinstance(exc, HTTPException)
             status, message = exc.status_code, str(exc.detail)
         session = self.sessions.read(request)
-        return self.render(request, "error.html", session, status, code=status, message=message)
+        response = self.render(request, "error.html", session, status, code=status, message=message)
+        if isinstance(exc, HTTPException) and exc.headers:
+            response.headers.update(exc.headers)  # Retry-After of a 429
+        return response
 
 
 _STYLESHEET = resources.files("hookinbox.dashboard").joinpath("static/dashboard.css").read_bytes()

@@ -6,9 +6,10 @@
     result = verify(report, database_url)           # lost 0, doubled 0, invalid_accepted 0?
 
 The modules, in the order a run uses them: `_events` (realistic bodies per provider),
-`_signing` (each provider's signature), `_plan` (what is sent when, from one seed),
-`_sender` (HTTP, retries on the provider's schedule, lost responses), `_report` (statistics
-and the ledger a correct receiver must match), `_verify` (that match, read from a database).
+`_signing` (each provider's signature, by `hookinbox.testing`'s signers), `_plan` (what is
+sent when, from one seed), `_sender` (HTTP, retries on the provider's schedule, lost
+responses), `_report` (statistics and the ledger a correct receiver must match), `_verify`
+(that match, read from a database, judged by the oracle `check_exactly_once` shares).
 """
 
 from hookinbox._extras import importing

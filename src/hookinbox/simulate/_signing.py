@@ -1,9 +1,6 @@
-"""Each provider's signature, written from its documentation with hmac, hashlib and base64.
-
-Deliberately independent of `hookinbox.sources` (which verifies) and of the providers' SDKs
-(test-only dependencies): the simulator signs the way the providers do, and the tests check
-that our verifiers accept the result, so a mistake on either side shows up as a failed test
-instead of two halves agreeing on the same mistake.
+"""The simulator signs with `hookinbox.testing`'s signers: one registry for the simulator, the
+tests and users' tests, each signer checked against the provider's official verifier
+(tests/testing/test_signers.py).
 
 A signer is built once per run (the key is decoded once) and called at send time, so that a
 retry carries a fresh timestamp as the provider's retries do.
@@ -13,15 +10,28 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import random
 from collections.abc import Mapping
 
 from hookinbox._errors import ConfigurationError
 from hookinbox.simulate._providers import ProviderName
+from hookinbox.sources import GitHub, Shopify, Source, StandardWebhooks, Stripe
+from hookinbox.testing._signing import sign
 
 STANDARD_SECRET_PREFIX = "whsec_"
+SOURCES: dict[ProviderName, type[Source]] = {
+    "stripe": Stripe,
+    "shopify": Shopify,
+    "github": GitHub,
+    "standard": StandardWebhooks,
+}
+
+SIGNATURE_HEADERS: dict[ProviderName, frozenset[str]] = {
+    "stripe": frozenset({"stripe-signature"}),
+    "shopify": frozenset({"x-shopify-hmac-sha256"}),
+    "github": frozenset({"x-hub-signature-256", "x-hub-signature"}),
+    "standard": frozenset({"webhook-timestamp", "webhook-signature"}),
+}
 
 
 def standard_key(secret: str) -> bytes:
@@ -41,33 +51,20 @@ class Signer:
 
     def __init__(self, provider: ProviderName, secret: str) -> None:
         self.provider = provider
-        # Stripe, Shopify and GitHub use the secret's UTF-8 bytes as the key as it stands;
-        # Standard Webhooks base64-decodes the part after `whsec_`.
-        self._key = standard_key(secret) if provider == "standard" else secret.encode()
+        if provider == "standard":
+            standard_key(secret)  # the simulator's own message for a malformed secret
+        self._source = SOURCES[provider](secret=secret)  # type: ignore[call-arg]
 
     def sign(self, headers: Mapping[str, str], body: bytes, timestamp: int) -> dict[str, str]:
-        """The signature headers for `body` sent at `timestamp` (Unix seconds)."""
-        key = self._key
-        if self.provider == "stripe":
-            signed = str(timestamp).encode() + b"." + body
-            digest = hmac.new(key, signed, hashlib.sha256).hexdigest()
-            return {"stripe-signature": f"t={timestamp},v1={digest}"}
-        if self.provider == "shopify":
-            digest_bytes = hmac.new(key, body, hashlib.sha256).digest()
-            return {"x-shopify-hmac-sha256": base64.b64encode(digest_bytes).decode()}
-        if self.provider == "github":
-            return {
-                "x-hub-signature-256": "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest(),
-                # The legacy SHA-1 header GitHub still sends next to it.
-                "x-hub-signature": "sha1=" + hmac.new(key, body, hashlib.sha1).hexdigest(),
-            }
-        message_id = headers["webhook-id"]
-        signed = f"{message_id}.{timestamp}.".encode() + body
-        digest_bytes = hmac.new(key, signed, hashlib.sha256).digest()
-        return {
-            "webhook-timestamp": str(timestamp),
-            "webhook-signature": "v1," + base64.b64encode(digest_bytes).decode(),
-        }
+        """The signature headers for `body` sent at `timestamp` (Unix seconds), in lower case.
+
+        The event's own headers (ids, type, content type) come from the plan; of what the
+        signer makes, only the signature and its timestamp are taken.
+        """
+        fields = {"message_id": headers["webhook-id"]} if self.provider == "standard" else {}
+        signed, _ = sign(self._source, body, at=timestamp, **fields)
+        wanted = SIGNATURE_HEADERS[self.provider]
+        return {name.lower(): value for name, value in signed.items() if name.lower() in wanted}
 
 
 def forger(provider: ProviderName, rng: random.Random) -> Signer:

@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from hookinbox._errors import ConfigurationError
+from hookinbox._exactly_once import judge_effects
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
 from hookinbox._storage import Store, events, parse_url, translate_errors
 from hookinbox.simulate._report import SimulationReport
@@ -269,17 +270,14 @@ def judge(
     if effects is not None:
         checked.append("effects")
         counts, states = effects
-        missing = {key for key in report.expected_effects if not counts[key]}
-        effects_found = len(report.expected_effects) - len(missing)
-        lost_events |= {event for event, key in report.effect_of.items() if key in missing}
-        doubled += sum(
-            n - 1 for key, n in counts.items() if key in report.planned_effects and n > 1
+        verdict = judge_effects(
+            report.expected_effects, counts, states, judged=report.planned_effects
         )
-        for key, state in report.expected_effects.items():
-            if state is None or key not in states:
-                continue
-            states_checked += 1
-            states_wrong += str(states[key]) != state
+        effects_found = verdict.found
+        lost_events |= {e for e, key in report.effect_of.items() if key in verdict.missing}
+        doubled += verdict.extra_copies
+        states_checked = verdict.states_checked
+        states_wrong = len(verdict.states_wrong)
         traces |= {k for k, e in report.invalid_events.items() if e is not None and counts[e]}
 
     if lost_events:

@@ -45,6 +45,18 @@ Headers = Mapping[str, str]
 
 DEFAULT_TOLERANCE = 300.0
 
+MAX_SIGNATURE_HEADER = 4096
+"""The longest value of a header a source verifies with (a signature, its timestamp, the id it
+covers), in characters. Real ones are under 1 KiB (PayPal's 4096-bit RSA signature in base64
+is 684); a longer one is refused (401) before anything in it is parsed or hashed."""
+
+UTF8_BOM = b"\xef\xbb\xbf"
+"""A byte order mark: RFC 8259 forbids JSON senders to add one, and no provider does."""
+
+MAX_SIGNATURES = 16
+"""The most signature entries one header may list (Stripe's `v1`, Paddle's `h1`, Standard
+Webhooks' `v1,`): a provider sends one per active secret, two while a secret is rolled."""
+
 
 @dataclass(frozen=True, slots=True)
 class Identity:
@@ -110,6 +122,22 @@ def configured_url(url: str, what: str) -> str:
     return url
 
 
+def check_signature_headers(headers: Headers, names: Iterable[str]) -> None:
+    """`BadSignature` when a header the source verifies with is longer than
+    `MAX_SIGNATURE_HEADER`: checked before any parsing or HMAC, so an unauthenticated
+    request cannot make the server parse and compare megabytes of candidates."""
+    for name in names:
+        value = headers.get(name)
+        if value is not None and len(value) > MAX_SIGNATURE_HEADER:
+            raise BadSignature(f"{name} is longer than {MAX_SIGNATURE_HEADER} characters")
+
+
+def check_signature_count(count: int, what: str) -> None:
+    """`BadSignature` when a header lists more than `MAX_SIGNATURES` signature entries."""
+    if count > MAX_SIGNATURES:
+        raise BadSignature(f"{what} lists more than {MAX_SIGNATURES} signatures")
+
+
 def require_header(headers: Headers, *names: str) -> str:
     """The first of `names` present and non-empty, or `MissingHeader`."""
     for name in names:
@@ -173,7 +201,9 @@ def timestamped_signatures(
     """
     timestamp_text: str | None = None
     candidates: list[bytes] = []
-    for item in header.split(separator):
+    items = header.split(separator)
+    check_signature_count(len(items) - 1, what)  # one item is the timestamp
+    for item in items:
         name, sep, value = item.strip().partition("=")
         if not sep:
             continue
@@ -305,6 +335,10 @@ class Source(ABC):
     The retention must be longer, or a pruned key could no longer deduplicate a redelivery."""
     stored_headers: tuple[str, ...] = ()
     """Header names (lower case) kept with the event to re-verify and audit it. Never secrets."""
+    signature_headers: tuple[str, ...] = ()
+    """Header names (lower case) `verify` reads: each is refused (401) past
+    `MAX_SIGNATURE_HEADER` characters before `verify` runs. A test holds that every source
+    class names the headers its signatures travel in."""
     verifies_over_network: ClassVar[bool] = False
     """True when verifying may call the provider (a certificate, an API): the ASGI app then
     verifies in a worker thread instead of on its event loop."""
@@ -337,7 +371,14 @@ class Source(ABC):
         A verified handshake raises `Handshake` with the source's answer (the receiver sends
         it with 200 and stores nothing).
         """
+        check_signature_headers(headers, self.signature_headers)
         self.verify(headers, body, now=now)
+        if body.startswith(UTF8_BOM):
+            # Python's json.loads(bytes) would skip it, but a handler or a library that
+            # decodes the body as text first (stripe-node, the standardwebhooks package,
+            # json.loads(body.decode())) refuses it: acknowledging such an event would
+            # store one that cannot be read. Every source refuses it (400), after verifying.
+            raise PayloadError("body starts with a byte order mark (U+FEFF)")
         answer = self.handshake(headers, body)
         if answer is not None:
             raise Handshake(answer)

@@ -78,6 +78,7 @@ class HMACSource(Source):
             self.type_header,
         )
         self.stored_headers = tuple(h for h in configured if h)
+        self.signature_headers = tuple(h for h in configured[:2] if h)
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         candidate = decode_digest(

@@ -39,6 +39,7 @@ class GitHub(Source):
         "x-github-hook-installation-target-id",
         "x-github-hook-installation-target-type",
     )
+    signature_headers = ("x-hub-signature-256",)
 
     def __init__(
         self,

@@ -32,6 +32,7 @@ from hookinbox.sources._base import (
     optional_text,
     parse_json_object,
     require_header,
+    secrets_tuple,
     utf8_keys,
 )
 from hookinbox.sources._standard_webhooks import StandardWebhooks
@@ -58,10 +59,12 @@ class GitLab(Source):
     default_name = "gitlab"
     redelivery_window = GITLAB_REDELIVERY
     stored_headers = GITLAB_HEADERS
+    signature_headers = ("x-gitlab-token",)
 
     def __init__(self, *, token: str | Sequence[str], name: str | None = None) -> None:
         super().__init__(name=name)
         self._digests = [hashlib.sha256(key).digest() for key in utf8_keys(token)]
+        self._tokens = secrets_tuple(token)  # for hookinbox.testing's signer
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         given = require_header(headers, "x-gitlab-token")

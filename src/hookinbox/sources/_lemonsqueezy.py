@@ -43,6 +43,7 @@ class LemonSqueezy(SecretSource):
     # Three automatic retries within minutes; a resend from the dashboard has no stated limit.
     redelivery_window = timedelta(days=3)
     stored_headers = ("x-signature", "x-event-name")
+    signature_headers = ("x-signature",)
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         header = require_header(headers, "x-signature")

@@ -83,6 +83,8 @@ class Mollie(Source):
         if redelivery_window is not None:
             self.redelivery_window = redelivery_window
 
+    signature_headers = ("x-mollie-signature",)
+
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         header = require_header(headers, "x-mollie-signature")
         check_prefixed_hex_hmac(header, body, self._keys, prefix=PREFIX, name="X-Mollie-Signature")

@@ -19,6 +19,7 @@ class Paddle(SignatureListSource):
     redelivery_window = timedelta(days=3)
     stored_headers = ("paddle-signature",)
     signature_header = "paddle-signature"
+    signature_headers = (signature_header,)
     header_label = "Paddle-Signature"
     separator = ";"
     timestamp_name = "ts"

@@ -69,6 +69,7 @@ class PayPal(Source):
         "paypal-cert-url",
         "paypal-auth-algo",
     )
+    signature_headers = stored_headers  # every part of the signed text, and the certificate
 
     def __init__(
         self,

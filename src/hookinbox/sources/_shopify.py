@@ -48,6 +48,7 @@ class Shopify(Source):
         "x-shopify-api-version",
         "shopify-api-version",
     )
+    signature_headers = ("x-shopify-hmac-sha256", "shopify-hmac-sha256")
 
     def __init__(self, *, secret: str | Sequence[str], name: str | None = None) -> None:
         super().__init__(name=name)

@@ -40,6 +40,7 @@ class Slack(TimestampedSource):
         "x-slack-retry-num",
         "x-slack-retry-reason",
     )
+    signature_headers = ("x-slack-signature", "x-slack-request-timestamp")
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         signature = require_header(headers, "x-slack-signature")

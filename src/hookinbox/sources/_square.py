@@ -28,6 +28,7 @@ class Square(SecretSource):
     # Retries for up to 24 hours.
     redelivery_window = timedelta(days=1)
     stored_headers = ("x-square-hmacsha256-signature",)
+    signature_headers = stored_headers
 
     def __init__(
         self,

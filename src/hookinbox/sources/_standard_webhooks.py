@@ -18,6 +18,7 @@ from hookinbox.sources._base import (
     Headers,
     Identity,
     TimestampedSource,
+    check_signature_count,
     check_tolerance,
     event_key,
     lookup,
@@ -47,7 +48,9 @@ def decode_secret(secret: str) -> bytes:
 def decode_signatures(header: str) -> list[bytes]:
     """The `v1` signatures of a `webhook-signature` header; malformed entries are skipped."""
     signatures = []
-    for entry in header.split():
+    entries = header.split()
+    check_signature_count(len(entries), "webhook-signature")
+    for entry in entries:
         version, sep, encoded = entry.partition(",")
         if version != "v1" or not sep:
             continue
@@ -70,6 +73,7 @@ class StandardWebhooks(TimestampedSource):
         "svix-timestamp",
         "svix-signature",
     )
+    signature_headers = stored_headers  # the id and the timestamp are signed with the body
 
     @staticmethod
     def decode_key(secret: str) -> bytes:

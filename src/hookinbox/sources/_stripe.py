@@ -18,6 +18,7 @@ class Stripe(SignatureListSource):
     redelivery_window = timedelta(days=30)
     stored_headers = ("stripe-signature",)
     signature_header = "stripe-signature"
+    signature_headers = (signature_header,)
     header_label = "Stripe-Signature"
     separator = ","
     timestamp_name = "t"

@@ -88,6 +88,7 @@ class Twilio(SecretSource):
         "x-twilio-webhooks-signature-settings",
         "i-twilio-idempotency-token",
     )
+    signature_headers = ("x-twilio-signature", "x-twilio-webhooks-signature-settings")
 
     def __init__(
         self,

@@ -1,0 +1,65 @@
+"""Test your own handlers: deliveries signed like the providers', realistic events, a pytest
+plugin (`pytest_plugins = ["hookinbox.testing.pytest"]`) and an exactly-once check.
+
+Nothing here needs pytest (only the plugin module imports it) or another dependency of its
+own; PayPal's test certificate needs the `paypal` extra, as the PayPal source does.
+See docs/testing.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from hookinbox._extras import importing
+from hookinbox.testing._asgi import Answer
+from hookinbox.testing._check import ExactlyOnceReport, ExactlyOnceViolation, check_exactly_once
+from hookinbox.testing._clock import Clock
+from hookinbox.testing._events import (
+    github_push,
+    shopify_order,
+    standard_event,
+    stripe_checkout_session,
+    stripe_event,
+    stripe_invoice,
+    stripe_subscription,
+)
+from hookinbox.testing._harness import InboxHarness
+from hookinbox.testing._signing import register_signer, sign
+
+if TYPE_CHECKING:
+    from hookinbox.testing._paypal import PayPalTestCertificate, paypal_test_certificate
+
+_LAZY = {
+    "PayPalTestCertificate": ("hookinbox.testing._paypal", "paypal"),
+    "paypal_test_certificate": ("hookinbox.testing._paypal", "paypal"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, extra = _LAZY[name]
+        with importing(f"hookinbox.testing.{name}", extra):
+            return getattr(importlib.import_module(module), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "Answer",
+    "Clock",
+    "ExactlyOnceReport",
+    "ExactlyOnceViolation",
+    "InboxHarness",
+    "PayPalTestCertificate",
+    "check_exactly_once",
+    "github_push",
+    "paypal_test_certificate",
+    "register_signer",
+    "shopify_order",
+    "sign",
+    "standard_event",
+    "stripe_checkout_session",
+    "stripe_event",
+    "stripe_invoice",
+    "stripe_subscription",
+]

@@ -1,0 +1,364 @@
+"""One registry of signers: a delivery signed exactly as each provider signs it.
+
+`sign(source, body)` reads what the configured source needs (its first secret, the URL Square
+or Twilio signs, the header names an `HMACSource` was given) and builds the request the
+provider would send: header names in the provider's casing, its id and timestamp headers, a
+form body where the provider posts a form. The HMACs are computed here with `hmac` and
+`hashlib`, from each provider's documented recipe, never through the sources' own helpers, and
+the project's tests check every signer against the provider's official verifier: a mistake in
+a source and the same mistake in its signer cannot agree unseen.
+
+Ids that name the event (GitHub's delivery, Shopify's event id, a Standard Webhooks message
+id, GitLab's idempotency key, Twilio's token) default to a digest of the body, so signing the
+same body twice is a redelivery of one event, and two bodies are two events. Pass the field
+to choose it. Ids that are new on each transmission (PayPal's transmission id, GitLab's
+webhook UUID) are new on each call.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import importlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlparse
+
+from hookinbox.sources import (
+    GitHub,
+    GitLab,
+    GitLabSigned,
+    HMACSource,
+    LemonSqueezy,
+    Mollie,
+    MollieClassic,
+    Paddle,
+    Shopify,
+    Slack,
+    Source,
+    Square,
+    StandardWebhooks,
+    Stripe,
+    Twilio,
+)
+
+Body = bytes | str | Mapping[str, Any] | list[Any]
+SignerFunction = Callable[[Any, bytes, int, dict[str, Any]], dict[str, str]]
+"""`(source, body, unix seconds, fields) -> headers`; pops the fields it understands."""
+T = TypeVar("T", bound=SignerFunction)
+
+JSON = "application/json"
+FORM = "application/x-www-form-urlencoded"
+_NAMESPACE = uuid.UUID("6f1c1e8e-51f3-4a4e-9d0c-2b9a4f7f0b11")
+
+_SIGNERS: dict[type[Source], SignerFunction] = {}
+_LAZY = {"hookinbox.sources._paypal": "hookinbox.testing._paypal"}
+_FORM_SOURCES: tuple[type[Source], ...] = (Twilio, MollieClassic)
+
+
+def register_signer(source_class: type[Source]) -> Callable[[T], T]:
+    """Sign deliveries for `source_class` (and its subclasses without a signer of their own)
+    with the decorated `function(source, body, timestamp, fields) -> headers`."""
+
+    def register(function: T) -> T:
+        _SIGNERS[source_class] = function
+        return function
+
+    return register
+
+
+def signer_for(source: Source) -> SignerFunction:
+    for cls in type(source).__mro__:
+        if cls not in _SIGNERS and cls.__module__ in _LAZY:  # needs an extra: loaded on use
+            importlib.import_module(_LAZY[cls.__module__])
+        function = _SIGNERS.get(cls)
+        if function is not None:
+            return function
+    raise TypeError(
+        f"no signer for {type(source).__name__}: register one with "
+        "hookinbox.testing.register_signer"
+    )
+
+
+def sign(
+    source: Source, body: Body, *, at: float | datetime | None = None, **fields: Any
+) -> tuple[dict[str, str], bytes]:
+    """The headers and body `source`'s provider would send for `body`, signed at `at`.
+
+    `body` is bytes or text as sent, or a JSON value (a form for Twilio and Mollie classic).
+    `at` is the signing time (a datetime or Unix seconds; default now). `fields` set what the
+    provider puts in its headers (`event_id`, `topic`, `event`, `message_id`, ...: see
+    docs/testing.md), and `secret=` signs with another secret than the source's first.
+    """
+    if not isinstance(source, Source):
+        raise TypeError(f"sign() takes a configured source such as Stripe(...), not {source!r}")
+    function = signer_for(source)
+    raw = encode_body(source, body, fields)
+    timestamp = _timestamp(at)
+    remaining = dict(fields)
+    headers = function(source, raw, timestamp, remaining)
+    if remaining:
+        names = ", ".join(sorted(remaining))
+        raise TypeError(f"sign() got fields {type(source).__name__} does not use: {names}")
+    return headers, raw
+
+
+def encode_body(source: Source, body: Body, fields: Mapping[str, Any]) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    if isinstance(source, _FORM_SOURCES) and fields.get("content_type", FORM) == FORM:
+        if not isinstance(body, Mapping):
+            raise TypeError("a form body is a mapping of field names to values")
+        return urlencode(body, doseq=True).encode()
+    return json.dumps(body).encode()
+
+
+def _timestamp(at: float | datetime | None) -> int:
+    if at is None:
+        return int(time.time())
+    if isinstance(at, datetime):
+        return int(at.timestamp())
+    return int(at)
+
+
+def body_id(source: Source, body: bytes, prefix: str = "") -> str:
+    """A stable id for a body: the same body is the same event (a redelivery)."""
+    return prefix + str(uuid.uuid5(_NAMESPACE, f"{source.name}:{hashlib.sha256(body).hexdigest()}"))
+
+
+def secret_key(source: Any, fields: dict[str, Any]) -> bytes:
+    """The HMAC key: the `secret` field (as the provider's secret is written) or the source's
+    first configured secret."""
+    secret = fields.pop("secret", None)
+    if secret is None:
+        return bytes(source._keys[0])
+    return bytes(source.decode_key(secret) if hasattr(source, "decode_key") else secret.encode())
+
+
+def _mac(key: bytes, message: bytes, algorithm: str = "sha256") -> bytes:
+    return hmac.new(key, message, algorithm).digest()
+
+
+def _hex(key: bytes, message: bytes, algorithm: str = "sha256") -> str:
+    return _mac(key, message, algorithm).hex()
+
+
+def _b64(key: bytes, message: bytes, algorithm: str = "sha256") -> str:
+    return base64.b64encode(_mac(key, message, algorithm)).decode()
+
+
+def _iso(timestamp: int) -> str:
+    return (
+        datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    )
+
+
+def _json_headers(fields: dict[str, Any]) -> dict[str, str]:
+    return {"Content-Type": fields.pop("content_type", JSON)}
+
+
+# -- one signer per provider --------------------------------------------------------------------
+
+
+@register_signer(Stripe)
+def _stripe(source: Stripe, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = _hex(secret_key(source, fields), f"{t}.".encode() + body)
+    return {
+        "Content-Type": "application/json; charset=utf-8",
+        "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+        "Stripe-Signature": f"t={t},v1={digest}",
+    }
+
+
+@register_signer(Paddle)
+def _paddle(source: Paddle, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = _hex(secret_key(source, fields), f"{t}:".encode() + body)
+    return {**_json_headers(fields), "Paddle-Signature": f"ts={t};h1={digest}"}
+
+
+@register_signer(Shopify)
+def _shopify(source: Shopify, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    key = secret_key(source, fields)
+    event_id = fields.pop("event_id", None) or body_id(source, body)
+    return {
+        **_json_headers(fields),
+        "X-Shopify-Topic": fields.pop("topic", "orders/create"),
+        "X-Shopify-Hmac-Sha256": _b64(key, body),
+        "X-Shopify-Shop-Domain": fields.pop("shop_domain", "example.myshopify.com"),
+        "X-Shopify-API-Version": fields.pop("api_version", "2024-07"),
+        "X-Shopify-Webhook-Id": fields.pop("webhook_id", str(uuid.uuid4())),
+        "X-Shopify-Event-Id": event_id,
+        "X-Shopify-Triggered-At": _iso(t),
+    }
+
+
+@register_signer(GitHub)
+def _github(source: GitHub, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    key = secret_key(source, fields)
+    return {
+        **_json_headers(fields),
+        "User-Agent": "GitHub-Hookshot/7e5b2a1",
+        "X-GitHub-Delivery": fields.pop("delivery", None) or body_id(source, body),
+        "X-GitHub-Event": fields.pop("event", "push"),
+        "X-GitHub-Hook-ID": str(fields.pop("hook_id", "471198234")),
+        # The legacy SHA-1 header GitHub still sends next to the SHA-256 one.
+        "X-Hub-Signature": "sha1=" + _hex(key, body, "sha1"),
+        "X-Hub-Signature-256": "sha256=" + _hex(key, body),
+    }
+
+
+def _standard_headers(
+    source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any]
+) -> dict[str, str]:
+    key = secret_key(source, fields)
+    message_id = fields.pop("message_id", None) or body_id(source, body, "msg_")
+    signature = _b64(key, f"{message_id}.{t}.".encode() + body)
+    return {
+        **_json_headers(fields),
+        "webhook-id": message_id,
+        "webhook-timestamp": str(t),
+        "webhook-signature": f"v1,{signature}",
+    }
+
+
+@register_signer(StandardWebhooks)
+def _standard(
+    source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any]
+) -> dict[str, str]:
+    return _standard_headers(source, body, t, fields)
+
+
+@register_signer(GitLabSigned)
+def _gitlab_signed(
+    source: GitLabSigned, body: bytes, t: int, fields: dict[str, Any]
+) -> dict[str, str]:
+    event = fields.pop("event", "Push Hook")
+    return {**_standard_headers(source, body, t, fields), "X-Gitlab-Event": event}
+
+
+@register_signer(GitLab)
+def _gitlab(source: GitLab, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    token = fields.pop("secret", None) or source._tokens[0]
+    key = fields.pop("idempotency_key", None) or body_id(source, body)
+    return {
+        **_json_headers(fields),
+        "User-Agent": "GitLab/17.5.0",
+        "X-Gitlab-Event": fields.pop("event", "Push Hook"),
+        "X-Gitlab-Token": token,
+        "X-Gitlab-Instance": fields.pop("instance", "https://gitlab.example.com"),
+        "X-Gitlab-Webhook-UUID": str(uuid.uuid4()),  # new on every attempt: never the key
+        "X-Gitlab-Event-UUID": key,
+        "Idempotency-Key": key,
+    }
+
+
+@register_signer(Slack)
+def _slack(source: Slack, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = _hex(secret_key(source, fields), f"v0:{t}:".encode() + body)
+    headers = {
+        **_json_headers(fields),
+        "X-Slack-Signature": f"v0={digest}",
+        "X-Slack-Request-Timestamp": str(t),
+    }
+    retry = fields.pop("retry", 0)
+    if retry:
+        headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+    return headers
+
+
+@register_signer(Square)
+def _square(source: Square, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    url = fields.pop("notification_url", source.notification_url)
+    signature = _b64(secret_key(source, fields), url.encode() + body)
+    return {
+        **_json_headers(fields),
+        "square-version": fields.pop("square_version", "2024-10-17"),
+        "x-square-hmacsha256-signature": signature,
+    }
+
+
+@register_signer(LemonSqueezy)
+def _lemonsqueezy(
+    source: LemonSqueezy, body: bytes, t: int, fields: dict[str, Any]
+) -> dict[str, str]:
+    headers = {**_json_headers(fields), "X-Signature": _hex(secret_key(source, fields), body)}
+    event_name = fields.pop("event_name", None)
+    if event_name is None:
+        try:
+            event_name = json.loads(body)["meta"]["event_name"]
+        except (ValueError, KeyError, TypeError):
+            event_name = None
+    if event_name is not None:
+        headers["X-Event-Name"] = str(event_name)
+    return headers
+
+
+@register_signer(Mollie)
+def _mollie(source: Mollie, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = _hex(secret_key(source, fields), body)
+    return {**_json_headers(fields), "X-Mollie-Signature": f"sha256={digest}"}
+
+
+@register_signer(MollieClassic)
+def _mollie_classic(
+    source: MollieClassic, body: bytes, t: int, fields: dict[str, Any]
+) -> dict[str, str]:
+    return {"Content-Type": FORM}  # unsigned: the source fetches the resource to verify
+
+
+@register_signer(Twilio)
+def _twilio(source: Twilio, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    key = secret_key(source, fields)
+    url = fields.pop("url", source.url)
+    content_type = fields.pop("content_type", FORM)
+    setting = fields.pop("algorithm", "HMAC_SHA1")
+    algorithm = {"HMAC_SHA1": "sha1", "HMAC_SHA256": "sha256"}[setting]
+    if content_type == JSON:
+        joiner = "&" if urlparse(url).query else "?"
+        signed = f"{url}{joiner}bodySHA256={hashlib.sha256(body).hexdigest()}".encode()
+    else:
+        signed = url.encode() + _twilio_fields(body)
+    headers = {
+        "Content-Type": content_type,
+        "User-Agent": "TwilioProxy/1.1",
+        "X-Twilio-Signature": _b64(key, signed, algorithm),
+    }
+    # False leaves the token out, as some older callbacks do: the source then keys by the
+    # resource and its status.
+    token = fields.pop("idempotency_token", None)
+    if token is not False:
+        headers["I-Twilio-Idempotency-Token"] = token or body_id(source, body)
+    if setting != "HMAC_SHA1":
+        headers["X-Twilio-Webhooks-Signature-Settings"] = f"algorithm={setting}"
+    return headers
+
+
+def _twilio_fields(body: bytes) -> bytes:
+    """Twilio's documented order: names sorted, each followed by its value."""
+    values: dict[str, set[str]] = {}
+    for name, value in parse_qsl(body.decode(), keep_blank_values=True):
+        values.setdefault(name, set()).add(value)
+    return "".join(name + v for name in sorted(values) for v in sorted(values[name])).encode()
+
+
+@register_signer(HMACSource)
+def _hmac_source(source: HMACSource, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    key = secret_key(source, fields)
+    signed = f"{t}.".encode() + body if source.timestamp_header else body
+    mac = _mac(key, signed, source.algorithm)
+    encoded = mac.hex() if source.encoding == "hex" else base64.b64encode(mac).decode()
+    headers = {**_json_headers(fields), source.signature_header: source.signature_prefix + encoded}
+    if source.timestamp_header:
+        headers[source.timestamp_header] = str(t)
+    if source.id_header:
+        headers[source.id_header] = fields.pop("event_id", None) or body_id(source, body)
+    if source.type_header:
+        headers[source.type_header] = fields.pop("event_type", "event")
+    return headers

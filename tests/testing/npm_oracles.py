@@ -1,0 +1,78 @@
+"""The npm SDKs that verify GitHub's and Shopify's signatures, run by Node as test oracles.
+
+Installed once into a cache directory (`$HOOKINBOX_TEST_NPM_DIR`, default
+`~/.cache/hookinbox-npm-oracles`) from tests/testing/package.json. Without Node or npm the
+tests that need them are skipped, unless `HOOKINBOX_REQUIRE_NODE=1` makes that a failure.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+def oracle_dir() -> Path:
+    default = Path.home() / ".cache" / "hookinbox-npm-oracles"
+    target = Path(os.environ.get("HOOKINBOX_TEST_NPM_DIR", default))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    wanted = (HERE / "package.json").read_text()
+    installed = target / "package.json"
+    if not (
+        installed.exists()
+        and installed.read_text() == wanted
+        and (target / "node_modules").is_dir()
+    ):
+        if shutil.which("node") is None or shutil.which("npm") is None:
+            if os.environ.get("HOOKINBOX_REQUIRE_NODE"):
+                pytest.fail("Node and npm are needed for the npm oracles")
+            pytest.skip("Node and npm are not installed")
+        # Installed beside the target, then renamed into place: two test processes (xdist)
+        # may install at once, and neither may see the other's half-made directory.
+        staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+        (staging / "package.json").write_text(wanted)
+        subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--silent"],
+            cwd=staging,
+            check=True,
+            timeout=300,
+        )
+        shutil.rmtree(target, ignore_errors=True)
+        try:
+            staging.rename(target)
+        except OSError:  # another process put its copy there first
+            shutil.rmtree(staging, ignore_errors=True)
+    script = target / "oracle.mjs"
+    if not script.exists() or script.read_text() != (HERE / "oracle.mjs").read_text():
+        shutil.copyfile(HERE / "oracle.mjs", script)
+    return target
+
+
+def npm_verifies(
+    directory: Path, provider: str, secret: str, headers: dict[str, str], body: bytes
+) -> dict[str, Any]:
+    request = {
+        "provider": provider,
+        "secret": secret,
+        "headers": headers,
+        "body": base64.b64encode(body).decode(),
+    }
+    done = subprocess.run(
+        ["node", str(directory / "oracle.mjs")],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer

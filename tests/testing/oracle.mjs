@@ -1,0 +1,40 @@
+// Official verifiers from npm, as test oracles for hookinbox.testing's signers.
+// stdin: {"provider": "github"|"shopify", "secret": "...", "headers": {...}, "body": "<base64>"}
+// stdout: {"valid": true|false, "detail": "..."}
+import { verify } from "@octokit/webhooks-methods";
+import "@shopify/shopify-api/adapters/web-api";
+import { shopifyApi, ApiVersion } from "@shopify/shopify-api";
+
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const request = JSON.parse(Buffer.concat(chunks).toString());
+const body = Buffer.from(request.body, "base64");
+const header = (name) =>
+  Object.entries(request.headers).find(([key]) => key.toLowerCase() === name)?.[1];
+
+let answer;
+if (request.provider === "github") {
+  // verify() takes the payload as text; GitHub signs the UTF-8 bytes of it.
+  const valid = await verify(request.secret, body.toString("utf8"), header("x-hub-signature-256"));
+  answer = { valid, detail: "" };
+} else if (request.provider === "shopify") {
+  const shopify = shopifyApi({
+    apiKey: "test-key",
+    apiSecretKey: request.secret,
+    scopes: [],
+    hostName: "example.test",
+    apiVersion: ApiVersion.October24,
+    isEmbeddedApp: false,
+    logger: { level: 0, log: () => {} },
+  });
+  const rawRequest = new Request("https://example.test/webhooks/shopify", {
+    method: "POST",
+    headers: request.headers,
+    body,
+  });
+  const result = await shopify.webhooks.validate({ rawBody: body.toString("utf8"), rawRequest });
+  answer = { valid: result.valid, detail: JSON.stringify(result) };
+} else {
+  answer = { valid: false, detail: `no oracle for ${request.provider}` };
+}
+process.stdout.write(JSON.stringify(answer));

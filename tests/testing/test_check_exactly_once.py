@@ -1,0 +1,195 @@
+"""`check_exactly_once` against handlers with the three classic mistakes planted, and the
+correct handler: each mistake must fail the check, the correct handler must pass it.
+
+The shop here turns a paid payment into one order and one receipt e-mail. Two events carry
+each payment (Stripe's `checkout.session.completed` and `payment_intent.succeeded`), and
+every event is delivered three times, so a handler must dedupe both ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from hookinbox import Event, HandlerContext, Inbox, Message
+from hookinbox.sources import Stripe
+from hookinbox.testing import (
+    ExactlyOnceViolation,
+    check_exactly_once,
+    stripe_checkout_session,
+    stripe_event,
+)
+from tests.conftest import POSTGRES_URL
+
+tables = sa.MetaData()
+orders = sa.Table(
+    "check_orders",
+    tables,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("payment_id", sa.String(64), nullable=False, unique=True),
+)
+loose_orders = sa.Table(  # the same, without the unique constraint
+    "check_loose_orders",
+    tables,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("payment_id", sa.String(64), nullable=False),
+)
+PAYMENTS = ("pi_1", "pi_2")
+
+
+def events(payments: tuple[str, ...] = PAYMENTS) -> list[tuple[str, dict[str, Any]]]:
+    """Each payment twice: its checkout and its payment intent, two events of one effect."""
+    found = []
+    for payment in payments:
+        found.append(
+            ("stripe", stripe_event("checkout.session.completed",
+                                    stripe_checkout_session(payment_intent=payment)))
+        )  # fmt: skip
+        found.append(
+            ("stripe", stripe_event("payment_intent.succeeded",
+                                    {"id": payment, "object": "payment_intent"}))
+        )  # fmt: skip
+    return found
+
+
+def payment_of(event: Event) -> str:
+    obj = event.payload["data"]["object"]
+    return str(obj["payment_intent"] if event.type == "checkout.session.completed" else obj["id"])
+
+
+class Shop:
+    """An inbox whose handler is one of the variants below, and the e-mails it sent."""
+
+    def __init__(self, handler: str, ledger_url: str) -> None:
+        self.emails: list[str] = []
+        self.ledger = sa.create_engine(ledger_url, poolclass=sa.NullPool)
+        tables.create_all(self.ledger)  # for the handler that writes on its own connection
+        self.inbox = Inbox("sqlite:///never-opened.db", sources=[Stripe(secret="whsec_check")])
+        self.inbox.after_migrate(tables.create_all)
+        self.inbox.destination("email")(self.deliver_email)
+        variant = getattr(self, handler)
+        unique = handler != "check_then_insert"
+        for event_type in ("checkout.session.completed", "payment_intent.succeeded"):
+            key = "check_orders.payment_id" if unique and handler != "another_connection" else ()
+            self.inbox.handler("stripe", event_type, business_key=key)(variant)
+
+    def deliver_email(self, message: Message) -> None:
+        self.emails.append(message.key)
+
+    def reset(self) -> None:
+        self.emails.clear()
+        with self.ledger.begin() as connection:
+            connection.execute(loose_orders.delete())
+
+    # -- the correct handler ------------------------------------------------------------------
+
+    def correct(self, event: Event, ctx: HandlerContext) -> None:
+        payment = payment_of(event)
+        ctx.db.execute(orders.insert().values(payment_id=payment))  # UNIQUE: a business key
+        ctx.outbox.send("email", {"payment": payment}, key=f"email:{payment}")
+
+    # -- the three mistakes -------------------------------------------------------------------
+
+    def another_connection(self, event: Event, ctx: HandlerContext) -> None:
+        payment = payment_of(event)
+        with self.ledger.begin() as connection:  # not ctx.db: committed whatever happens next
+            connection.execute(loose_orders.insert().values(payment_id=payment))
+        ctx.outbox.send("email", {"payment": payment}, key=f"email:{payment}")
+
+    def direct_call(self, event: Event, ctx: HandlerContext) -> None:
+        payment = payment_of(event)
+        ctx.db.execute(orders.insert().values(payment_id=payment))
+        self.emails.append(f"email:{payment}")  # the mail service called now, not via outbox
+
+    def check_then_insert(self, event: Event, ctx: HandlerContext) -> None:
+        payment = payment_of(event)
+        query = sa.select(loose_orders.c.id).where(loose_orders.c.payment_id == payment)
+        if ctx.db.execute(query).first() is None:  # no constraint backs this check up
+            ctx.db.execute(loose_orders.insert().values(payment_id=payment))
+            ctx.outbox.send("email", {"payment": payment}, key=f"email:{payment}")
+
+    def effects(self, connection: Connection) -> Iterator[str]:
+        yield from connection.execute(sa.select(orders.c.payment_id)).scalars()
+        yield from connection.execute(sa.select(loose_orders.c.payment_id)).scalars()
+        with self.ledger.connect() as ledger:
+            yield from ledger.execute(sa.select(loose_orders.c.payment_id)).scalars().all()
+        yield from self.emails
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
+    """Where each schedule's database is made: SQLite files, or the PostgreSQL server."""
+    if request.param == "sqlite":
+        return None
+    if not POSTGRES_URL:
+        pytest.skip("HOOKINBOX_TEST_POSTGRES_URL is not set")
+    return POSTGRES_URL
+
+
+@pytest.fixture
+def shop_of(tmp_path: Path) -> Iterator[Callable[[str], Shop]]:
+    made: list[Shop] = []
+
+    def make(handler: str) -> Shop:
+        made.append(Shop(handler, f"sqlite:///{tmp_path / 'ledger.db'}"))
+        return made[-1]
+
+    yield make
+    for shop in made:
+        shop.ledger.dispose()
+
+
+def check(shop: Shop, server: str | None, **options: Any) -> object:
+    payments = options.pop("payments", PAYMENTS)
+    return check_exactly_once(
+        shop.inbox,
+        events(payments),
+        effects=shop.effects,
+        expected=[*payments, *(f"email:{p}" for p in payments)],
+        database_url=server,
+        reset=shop.reset,
+        examples=options.pop("examples", 6),
+        shrink_budget=3,  # a few: the shrinking itself is hypothesis', not under test here
+        seed=1,
+        **options,
+    )
+
+
+def test_the_correct_handler_passes(shop_of: Callable[[str], Shop], server: str | None) -> None:
+    report = check(shop_of("correct"), server)
+    assert report.schedules >= 6  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("handler", ["another_connection", "direct_call"])
+def test_a_write_or_a_call_outside_the_transaction_is_caught(
+    shop_of: Callable[[str], Shop], server: str | None, handler: str
+) -> None:
+    with pytest.raises(ExactlyOnceViolation) as caught:
+        check(shop_of(handler), server)
+    assert any("more than once" in p for p in caught.value.problems), caught.value
+    if handler == "direct_call":  # only a retried attempt calls twice: the death is in it
+        assert "dies after its handlers, before commit" in caught.value.schedule
+
+
+def test_a_check_then_insert_without_a_constraint_is_caught_on_postgresql(
+    shop_of: Callable[[str], Shop],
+) -> None:
+    if not POSTGRES_URL:
+        pytest.skip("HOOKINBOX_TEST_POSTGRES_URL is not set")
+    with pytest.raises(ExactlyOnceViolation) as caught:
+        # One payment, two copies of each of its events: what the search shrinks is smaller.
+        check(shop_of("check_then_insert"), POSTGRES_URL, payments=("pi_1",), copies=2)
+    assert any("more than once" in p for p in caught.value.problems), caught.value
+    assert "2 worker(s)" in caught.value.schedule or "3 worker(s)" in caught.value.schedule
+
+
+def test_without_hypothesis_random_schedules_catch_it_too(
+    shop_of: Callable[[str], Shop],
+) -> None:
+    with pytest.raises(ExactlyOnceViolation, match="random search"):
+        check(shop_of("direct_call"), None, use_hypothesis=False)
