@@ -2,20 +2,20 @@
 
 Loopback cannot do it (the kernel answers for both ends), so the path crosses a veth pair:
 
-    client (this process) --> 10.231.S.2:6543, a relay in its own network namespace
-        --> 10.231.S.1:P, a relay in this process --> PostgreSQL at 127.0.0.1:5432
+    client (this process) --> 10.231.x.2:6543, a relay in its own network namespace
+        --> 10.231.x.1:P, a relay in this process --> PostgreSQL at 127.0.0.1:5432
 
 `silence()` takes the namespace's end of the veth down: the client's packets are dropped at
 the veth, nothing answers and nothing resets; its kernel retransmits until a timeout gives
 up (libpq's tcp_user_timeout and keepalives when set, the kernel's ~15 minutes otherwise).
 `restore()` brings it back. Everything is created per use and removed afterwards: the
 namespace (its relay with it), the veth pair, and the /30 on the root side. Needs root.
-S is the test port slot (HOOKINBOX_TEST_PORT_SLOT), so helpers running at once do not collide.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import uuid
@@ -61,11 +61,15 @@ def available() -> str | None:
 
 @contextmanager
 def silent_link(target: tuple[str, int]) -> Iterator[SilentLink]:
-    slot = int(os.environ.get("HOOKINBOX_TEST_PORT_SLOT", "0")) % 64
     tag = uuid.uuid4().hex[:6]
     namespace, outer, inner = f"hbx-{tag}", f"hbx{tag}a", f"hbx{tag}b"
-    subnet = f"10.231.{slot * 4}"  # a /30 per slot: .1 here, .2 in the namespace
-    here, there = f"{subnet}.1", f"{subnet}.2"
+    # A /30 of its own, picked at random among 16384 in 10.231.0.0/16, so that links made at
+    # once (parallel test processes, other helpers) do not share addresses.
+    block = random.randrange(16384) * 4
+    here, there = (
+        f"10.231.{block // 256}.{block % 256 + 1}",
+        f"10.231.{block // 256}.{block % 256 + 2}",
+    )
     relay: subprocess.Popen[str] | None = None
     proxy: Proxy | None = None
     try:
