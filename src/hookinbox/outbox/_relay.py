@@ -110,13 +110,14 @@ class Relay:
         return Settlement(MessageStatus.PENDING, now + timedelta(seconds=delay), error)
 
     def _settle(self, leased: LeasedMessage, settlement: Settlement) -> str:
+        now = self.now()  # when it was delivered, even if written later
         try:
-            if not settle(self.store, leased, settlement, self.now()):
+            if not settle(self.store, leased, settlement, now):
                 return "lost_lease"
         except StoreUnavailable as error:
             log.warning("could not record delivery of %s: %s", leased.message.key, error)
             self.unrecorded.keep(
-                lambda: settle(self.store, leased, settlement, self.now()),
+                lambda: settle(self.store, leased, settlement, now),
                 leased.expires_at,
                 leased.message.key,
             )
