@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from sqlalchemy.engine import make_url
 
 from hookinbox import Event, HandlerContext, Inbox, Message, RetryPolicy, Status, WorkerOptions
 from hookinbox._errors import StoreUnavailable
+from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._storage import Listener, Store, outbox
 from hookinbox._storage._notify import CHANNEL
 from hookinbox.sources import Stripe
@@ -233,3 +235,27 @@ def test_the_listener_gives_up_a_silent_server_and_listens_again(
 
 def lost(caplog: pytest.LogCaptureFixture) -> bool:
     return any("LISTEN connection lost" in r.getMessage() for r in caplog.records)
+
+
+def test_owed_writes_wait_for_the_database_in_order_and_lapse_with_their_lease() -> None:
+    written: list[str] = []
+    database_up = False
+
+    def write(name: str) -> Callable[[], object]:
+        def run() -> None:
+            if not database_up:
+                raise StoreUnavailable("database unavailable: down")
+            written.append(name)
+
+        return run
+
+    now = datetime.now(UTC)
+    owed = Unrecorded()
+    owed.keep(write("a"), now + timedelta(seconds=60), "a")
+    owed.keep(write("lapsed"), now + timedelta(seconds=1), "lapsed")
+    owed.keep(write("b"), now + timedelta(seconds=60), "b")
+    owed.retry(now)
+    assert (written, len(owed)) == ([], 3)  # still down: everything is kept
+    database_up = True
+    owed.retry(now + timedelta(seconds=2))  # the second one's lease ran out meanwhile
+    assert (written, len(owed)) == (["a", "b"], 0)
