@@ -22,6 +22,7 @@ class EventQueue:
 
     def lease(self, limit: int) -> list[Leased]:
         now = self.processor.now()
+        self.processor.unrecorded.retry(now)
         if self._sqlite and not has_due(self.store, now):
             return []  # a read: polling SQLite must not take the write lock every 50 ms
         lease_until = now + timedelta(seconds=self.lease_seconds)
