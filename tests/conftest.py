@@ -72,10 +72,11 @@ def postgres_template() -> Iterator[str]:
     admin.dispose()
 
 
-def _postgres_database(template: str | None) -> Iterator[str]:
+def _postgres_database(template: str | None, clause: str = "") -> Iterator[str]:
+    """A fresh database cloned from `template`, or created with `clause` (ENCODING ...)."""
     name = f"hookinbox_test_{uuid.uuid4().hex[:12]}"
     admin = _admin_engine()
-    clause = f' TEMPLATE "{template}"' if template else ""
+    clause = f' TEMPLATE "{template}"' if template else clause
     with admin.connect() as connection:
         connection.execute(sa.text(f'CREATE DATABASE "{name}"{clause}'))
     try:

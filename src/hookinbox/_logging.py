@@ -11,6 +11,8 @@ import json
 import logging
 from datetime import UTC, datetime
 
+from hookinbox._text import safe_text
+
 FIELDS = ("source", "event_id", "event_type", "outcome", "status_code", "latency_ms", "attempt")
 
 
@@ -29,3 +31,33 @@ class JSONFormatter(logging.Formatter):
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
         return json.dumps(document, default=str)
+
+
+class _SafeText(logging.Filter):
+    """Escapes lone surrogates and NUL in a record before any handler formats it.
+
+    Event ids, types and error messages come from deliveries and handlers: a surrogate among
+    them made a UTF-8 log file's handler print "--- Logging error ---" instead of the line.
+    Logger filters are not inherited, so `logger()` puts this one on each hookinbox logger.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = safe_text(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(safe_text(a) if isinstance(a, str) else a for a in record.args)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = safe_text(_FORMATTER.formatException(record.exc_info))
+        return True
+
+
+_FORMATTER = logging.Formatter()
+_SAFE_TEXT = _SafeText()
+
+
+def logger(name: str) -> logging.Logger:
+    """`logging.getLogger(name)`, with untrusted text escaped in its records."""
+    found = logging.getLogger(name)
+    if _SAFE_TEXT not in found.filters:
+        found.addFilter(_SAFE_TEXT)
+    return found

@@ -32,6 +32,7 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
+from hookinbox._logging import logger
 from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox._settings import ReceiverSettings
@@ -39,7 +40,7 @@ from hookinbox._storage import GroupCommitter, Store, record_delivery
 from hookinbox.sources import Source
 from hookinbox.sources._base import normalize_headers
 
-log = logging.getLogger("hookinbox.ingest")
+log = logger("hookinbox.ingest")
 
 InlineProcessor = Callable[[Connection, Event], None]
 """Runs an event's handlers inside the connection's transaction and marks it processed."""

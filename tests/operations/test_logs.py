@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from hookinbox import Status
 from hookinbox._logging import JSONFormatter
@@ -68,3 +69,24 @@ def test_the_formatter_keeps_exceptions_and_skips_absent_fields() -> None:
     assert document["source"] == "stripe"
     assert "event_id" not in document
     assert "ValueError: broken" in document["exception"]
+
+
+def test_a_lone_surrogate_in_a_log_record_is_written_escaped(tmp_path: Path) -> None:
+    """Event ids and error messages are untrusted: a UTF-8 log file must still get the line."""
+    from hookinbox._logging import logger
+
+    path = tmp_path / "hookinbox.log"
+    handler = logging.FileHandler(path, encoding="utf-8", errors="strict")
+    log = logger("hookinbox.worker")
+    log.addHandler(handler)
+    try:
+        try:
+            raise ValueError("bad \ud800 note")
+        except ValueError:
+            log.warning("stripe %s failed: %s", "evt_\udfff", "x\x00y", exc_info=True)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    written = path.read_text(encoding="utf-8")
+    assert "stripe evt_\\udfff failed: x\\x00y" in written
+    assert "ValueError: bad \\ud800 note" in written

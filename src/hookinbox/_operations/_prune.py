@@ -9,17 +9,17 @@ arrive already older than the retention are held as `stale` instead of processed
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from hookinbox._errors import ConfigurationError
+from hookinbox._logging import logger
 from hookinbox._storage import Store, count_prunable, prune_batch
 from hookinbox.sources import Source
 
-log = logging.getLogger("hookinbox.prune")
+log = logger("hookinbox.prune")
 
 DEFAULT_RETENTION = timedelta(days=90)
 DEFAULT_BATCH_SIZE = 500

@@ -7,15 +7,15 @@ the same on SQLite and PostgreSQL), the others see it claimed and wait for tomor
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, time, timedelta
 
 from hookinbox._errors import ConfigurationError, HookinboxError
+from hookinbox._logging import logger
 from hookinbox._storage import Store, claim_job, record_job_result
 
-log = logging.getLogger("hookinbox.prune")
+log = logger("hookinbox.prune")
 
 JOB_NAME = "prune"
 CHECK_INTERVAL = 60.0

@@ -15,10 +15,11 @@ from uuid import UUID
 from sqlalchemy import Connection
 
 from hookinbox._errors import ConfigurationError
+from hookinbox._logging import logger
 from hookinbox._model import MAX_KEY_LENGTH, Event
 from hookinbox._storage import advance_ordering, enqueue
 
-log = logging.getLogger("hookinbox.handler")
+log = logger("hookinbox.handler")
 
 
 class Ordering:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -11,12 +10,13 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
+from hookinbox._logging import logger
 from hookinbox._model import Event
 from hookinbox._processing._context import handler_context
 from hookinbox._processing._handlers import Handler
 from hookinbox._storage import unique_violation
 
-log = logging.getLogger("hookinbox.worker")
+log = logger("hookinbox.worker")
 
 HANDLED = "handled"
 BUSINESS_DUPLICATE = "business_duplicate"

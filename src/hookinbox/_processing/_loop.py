@@ -9,15 +9,15 @@ scheduled retry comes, and on stop lets the items in flight finish within the gr
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, Protocol, TypeVar
 
 from hookinbox._errors import StoreUnavailable
+from hookinbox._logging import logger
 
-log = logging.getLogger("hookinbox.worker")
+log = logger("hookinbox.worker")
 
 T = TypeVar("T")
 

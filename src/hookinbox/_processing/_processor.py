@@ -13,14 +13,16 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Connection
 
 from hookinbox._errors import NotReady, StoreUnavailable
+from hookinbox._logging import logger
 from hookinbox._metrics import count_attempt
 from hookinbox._model import Event, Status
 from hookinbox._processing._execute import BUSINESS_DUPLICATE, run_handlers
 from hookinbox._processing._handlers import Handler, HandlerRegistry
 from hookinbox._processing._policy import RetryPolicy, Schedule
+from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._storage import Leased, Release, Store, claim, mark_inline, release, set_outcome
 
-log = logging.getLogger("hookinbox.worker")
+log = logger("hookinbox.worker")
 
 MAX_ERROR_LENGTH = 4000
 TRACEBACK_FRAMES = 5
@@ -77,6 +79,7 @@ class Processor:
         self.rng = rng or random.Random()
         self.destinations = destinations
         self.on_messages = on_messages
+        self.unrecorded = Unrecorded()
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -166,8 +169,12 @@ class Processor:
             if not release(self.store, leased, decision):
                 return AttemptResult(LOST_LEASE, "another worker took it over")
         except StoreUnavailable as error:
-            # The lease will expire and the sweeper will give the event back.
+            # Written again before the next lease, once the database answers (or, if the
+            # lease runs out first, the sweeper gives the event back).
             log.warning("could not record the attempt of %s: %s", leased.event.id, error)
+            self.unrecorded.keep(
+                lambda: release(self.store, leased, decision), leased.expires_at, leased.event.id
+            )
             return AttemptResult(UNRECORDED, str(error))
         first_line = (decision.last_error or "").splitlines()[0] if decision.last_error else ""
         if decision.status is Status.DEFERRED:

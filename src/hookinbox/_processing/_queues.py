@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 
+from hookinbox._logging import logger
 from hookinbox._processing._processor import Processor
 from hookinbox._storage import Leased, has_due, lease_due, next_due_at, sweep_expired
 
-log = logging.getLogger("hookinbox.worker")
+log = logger("hookinbox.worker")
 
 
 class EventQueue:
@@ -22,6 +22,7 @@ class EventQueue:
 
     def lease(self, limit: int) -> list[Leased]:
         now = self.processor.now()
+        self.processor.unrecorded.retry(now)
         if self._sqlite and not has_due(self.store, now):
             return []  # a read: polling SQLite must not take the write lock every 50 ms
         lease_until = now + timedelta(seconds=self.lease_seconds)

@@ -12,7 +12,6 @@ their lease expires.
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import threading
@@ -21,10 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hookinbox._logging import logger
 from hookinbox._processing._loop import LeaseLoop, WorkQueue
 from hookinbox._storage import Listener, Store, supports_listen
 
-log = logging.getLogger("hookinbox.worker")
+log = logger("hookinbox.worker")
 
 
 class BackgroundJob(Protocol):

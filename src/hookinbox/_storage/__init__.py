@@ -21,7 +21,7 @@ from hookinbox._storage._admin import (
 )
 from hookinbox._storage._batch import record_deliveries
 from hookinbox._storage._deliveries import record_delivery
-from hookinbox._storage._engine import StoreOptions, parse_url
+from hookinbox._storage._engine import StoreOptions, listen_params, parse_url
 from hookinbox._storage._errors import UniqueViolation, translate_errors, unique_violation
 from hookinbox._storage._group_commit import GroupCommit, GroupCommitter
 from hookinbox._storage._migrations import LATEST_VERSION
@@ -100,6 +100,7 @@ __all__ = [
     "lease_due",
     "lease_messages",
     "list_events",
+    "listen_params",
     "mark_inline",
     "messages_for_event",
     "metadata",

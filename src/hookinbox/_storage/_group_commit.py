@@ -26,7 +26,6 @@ both (`asyncio.wrap_future` on the ASGI side).
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
@@ -37,13 +36,14 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from hookinbox._errors import AckDeadlinePassed, ConfigurationError, StoreUnavailable
+from hookinbox._logging import logger
 from hookinbox._metrics import observe_batch
 from hookinbox._model import NewDelivery, RecordedDelivery
 from hookinbox._storage._batch import record_deliveries
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._store import Store
 
-log = logging.getLogger("hookinbox._storage")
+log = logger("hookinbox._storage")
 
 
 @dataclass(frozen=True, slots=True)

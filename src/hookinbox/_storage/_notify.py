@@ -8,16 +8,21 @@ server goes away, and wakes the worker after each (re)connect in case it missed 
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping
 
+from hookinbox._logging import logger
+from hookinbox._storage._engine import listen_params
 from hookinbox._storage._store import Store
 
 CHANNEL = "hookinbox_events"
 OUTBOX_CHANNEL = "hookinbox_outbox"
 
-log = logging.getLogger("hookinbox.worker")
+log = logger("hookinbox.worker")
+
+FIRST_RETRY = 0.5
+LAST_RETRY = 30.0
+"""Seconds before reconnecting: doubling from the first to the last, while attempts fail."""
 
 
 class Listener(threading.Thread):
@@ -27,33 +32,38 @@ class Listener(threading.Thread):
         self, store: Store, channels: Mapping[str, threading.Event], stop: threading.Event
     ) -> None:
         super().__init__(name="hookinbox-listener", daemon=True)
-        url = store.url.set(drivername="postgresql")
-        self._conninfo = url.render_as_string(hide_password=False)
-        self._connect_timeout = max(1, round(store.options.connect_timeout))
+        self._params = listen_params(store.engine, store.options)
         self._channels = dict(channels)
         self._stopping = stop  # not `_stop`: that would shadow Thread._stop, which join() calls
+        self._failures = 0
+        """Connection attempts failed (or connections lost) since the last LISTEN."""
 
     def run(self) -> None:
         import psycopg  # here: only a PostgreSQL worker needs it, and it costs an import
 
-        backoff = 0.5
         while not self._stopping.is_set():
             try:
                 self._listen()
-                backoff = 0.5
             except psycopg.Error as error:
-                log.warning("LISTEN connection lost (%s); polling until it is back", error)
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                delay = min(FIRST_RETRY * 2**self._failures, LAST_RETRY)
+                self._failures += 1
+                log.warning(
+                    "LISTEN connection lost (%s); polling, next try in %.1f s",
+                    str(error).strip().splitlines()[0] if str(error).strip() else error,
+                    delay,
+                )
+                self._stopping.wait(delay)
 
     def _listen(self) -> None:
         import psycopg
 
-        with psycopg.connect(
-            self._conninfo, autocommit=True, connect_timeout=self._connect_timeout
-        ) as connection:
+        with psycopg.connect(autocommit=True, **self._params) as connection:
             for channel in self._channels:
                 connection.execute(f"LISTEN {channel}")
+            # Listening again: the outage is over, and the next one starts from the first
+            # back-off (kept, a worker that lived through a few failovers would wait the
+            # longest one before its first try, polling all the while).
+            self._failures = 0
             for wake in self._channels.values():
                 wake.set()  # anything that arrived while we were not listening
             while not self._stopping.is_set():

@@ -34,6 +34,7 @@ _UNSENT = [MessageStatus.PENDING.value, MessageStatus.DELIVERING.value]
 class LeasedMessage:
     message: Message
     token: str
+    expires_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +140,7 @@ def lease_messages(
         rows = connection.execute(
             sa.select(outbox).where(outbox.c.id.in_(ids)).order_by(outbox.c.id)
         ).mappings()
-        return [LeasedMessage(message_from_row(row), token) for row in rows]
+        return [LeasedMessage(message_from_row(row), token, lease_until) for row in rows]
 
 
 def settle(store: Store, leased: LeasedMessage, settlement: Settlement, now: datetime) -> bool:

@@ -111,9 +111,18 @@ class Store:
                 yield connection
 
     def ping(self) -> None:
-        """Raise `StoreUnavailable` unless the database answers."""
+        """Raise `StoreUnavailable` unless the database answers, and (PostgreSQL) would
+        accept a write: a standby, or a server made read-only, is not ready for deliveries."""
         with translate_errors(), self.engine.connect() as connection:
-            connection.execute(sa.text("SELECT 1"))
+            if self.dialect != "postgresql":
+                connection.execute(sa.text("SELECT 1"))
+                return
+            if connection.exec_driver_sql("SHOW transaction_read_only").scalar() == "on":
+                connection.invalidate()  # the next session may find the (new) primary
+                raise StoreUnavailable(
+                    "database unavailable: the server is read-only (a standby, or "
+                    "default_transaction_read_only is on)"
+                )
 
     def record_delivery(self, delivery: NewDelivery) -> RecordedDelivery:
         """Store a delivery durably in its own transaction (committed on return)."""

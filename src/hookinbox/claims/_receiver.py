@@ -24,6 +24,7 @@ from hookinbox._errors import (
     InProgress,
     NotReady,
 )
+from hookinbox._logging import logger
 from hookinbox._metrics import exposition
 from hookinbox._model import Event
 from hookinbox._processing import HandlerRegistry
@@ -40,8 +41,8 @@ from hookinbox.claims._protocol import Claim
 from hookinbox.claims._redis import RedisClaims, release_failed, warn_lost
 from hookinbox.sources import Source
 
-log = logging.getLogger("hookinbox.ingest")
-handler_log = logging.getLogger("hookinbox.handler")
+log = logger("hookinbox.ingest")
+handler_log = logger("hookinbox.handler")
 
 IN_PROGRESS_STATUSES = (200, 409)
 DEFAULT_IN_PROGRESS_STATUS = 409

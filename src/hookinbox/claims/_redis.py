@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -12,6 +11,7 @@ from typing import Any, ClassVar, Generic, ParamSpec, Self, TypeVar
 from redis import Redis, RedisCluster
 from redis.exceptions import AskError, MovedError, ResponseError, TryAgainError
 
+from hookinbox._logging import logger
 from hookinbox.claims._errors import translated
 from hookinbox.claims._protocol import (
     CLAIM_ATTEMPTS,
@@ -32,7 +32,7 @@ from hookinbox.claims._protocol import (
     still_changing,
 )
 
-log = logging.getLogger("hookinbox.claims")
+log = logger("hookinbox.claims")
 
 DEFAULT_TIMEOUT = 2.0
 """Seconds to connect or answer before a command counts as failed: a hung Redis must turn

@@ -9,14 +9,15 @@ not in a crash loop: it is restarted after the first, shortest wait again.
 
 from __future__ import annotations
 
-import logging
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Sequence
 
-log = logging.getLogger("hookinbox.serve")
+from hookinbox._logging import logger
+
+log = logger("hookinbox.serve")
 
 FIRST_BACKOFF = 0.5
 MAX_BACKOFF = 30.0

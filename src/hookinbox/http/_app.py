@@ -16,12 +16,12 @@ its own (the `dashboard` extra), is mounted at `/admin` when it is served.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
 from hookinbox._errors import BodyTooLarge, ConfigurationError
+from hookinbox._logging import logger
 from hookinbox._receiver import BaseReceiver, Reply
 from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_body, send_text
 from hookinbox.http._types import ASGIApp, Message, Receive, Scope, Send
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 INTERNAL_ERROR = Reply(500, {"status": "error", "error": "internal"})
 
-log = logging.getLogger("hookinbox.http")
+log = logger("hookinbox.http")
 
 
 class ClientGone(Exception):

@@ -7,17 +7,17 @@ instead of ASGI messages. Status codes stay the receiver's to choose.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from hookinbox._errors import BodyTooLarge
+from hookinbox._logging import logger
 from hookinbox._receiver import BaseReceiver, Reply
 
 if TYPE_CHECKING:
     from hookinbox._inbox import BaseInbox
 
-log = logging.getLogger("hookinbox.http")
+log = logger("hookinbox.http")
 
 CHUNK_SIZE = 64 * 1024
 

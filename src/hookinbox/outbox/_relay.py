@@ -10,10 +10,12 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
 from hookinbox._errors import StoreUnavailable
+from hookinbox._logging import logger
 from hookinbox._metrics import count_message
 from hookinbox._model import Message, MessageStatus
 from hookinbox._processing import RetryPolicy, Schedule
 from hookinbox._processing._processor import describe_error
+from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._storage import (
     LeasedMessage,
     Settlement,
@@ -26,7 +28,7 @@ from hookinbox._storage import (
 )
 from hookinbox.outbox._destinations import DeliveryError, Destination, Undeliverable
 
-log = logging.getLogger("hookinbox.relay")
+log = logger("hookinbox.relay")
 
 
 class Relay:
@@ -46,6 +48,7 @@ class Relay:
         self.policy = policy
         self.clock = clock
         self.rng = rng or random.Random()
+        self.unrecorded = Unrecorded()
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -108,11 +111,17 @@ class Relay:
         return Settlement(MessageStatus.PENDING, now + timedelta(seconds=delay), error)
 
     def _settle(self, leased: LeasedMessage, settlement: Settlement) -> str:
+        now = self.now()  # when it was delivered, even if written later
         try:
-            if not settle(self.store, leased, settlement, self.now()):
+            if not settle(self.store, leased, settlement, now):
                 return "lost_lease"
         except StoreUnavailable as error:
             log.warning("could not record delivery of %s: %s", leased.message.key, error)
+            self.unrecorded.keep(
+                lambda: settle(self.store, leased, settlement, now),
+                leased.expires_at,
+                leased.message.key,
+            )
             return "unrecorded"
         return {
             MessageStatus.DELIVERED: "delivered",
@@ -147,6 +156,7 @@ class MessageQueue:
 
     def lease(self, limit: int) -> list[LeasedMessage]:
         now = self.relay.now()
+        self.relay.unrecorded.retry(now)
         if self._sqlite and not has_message_due(self.store, now):
             return []
         until = now + timedelta(seconds=self.lease_seconds)

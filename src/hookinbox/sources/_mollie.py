@@ -16,7 +16,6 @@ a fetch that fails is answered 503 (`VerificationUnavailable`) so Mollie calls a
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
@@ -30,6 +29,7 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
+from hookinbox._logging import logger
 from hookinbox.sources._base import (
     Headers,
     Identity,
@@ -43,7 +43,7 @@ from hookinbox.sources._base import (
     secrets_tuple,
 )
 
-log = logging.getLogger("hookinbox.sources._mollie")
+log = logger("hookinbox.sources._mollie")
 
 PREFIX = "sha256="
 # Mollie's retry schedule is not in the provider facts: a conservative default, configurable.

@@ -12,7 +12,6 @@ an unreachable or failing PayPal, or credentials PayPal refuses, is `Verificatio
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -20,9 +19,10 @@ from dataclasses import dataclass
 import httpx
 
 from hookinbox._errors import BadSignature, ConfigurationError, VerificationUnavailable
+from hookinbox._logging import logger
 from hookinbox.sources._http import api_base_url, json_answer
 
-log = logging.getLogger("hookinbox.sources._paypal")
+log = logger("hookinbox.sources._paypal")
 
 LIVE = "https://api-m.paypal.com"
 SANDBOX = "https://api-m.sandbox.paypal.com"

@@ -14,7 +14,6 @@ Answers, decided here once:
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import ssl
@@ -35,8 +34,9 @@ from cryptography.x509 import verification
 from cryptography.x509.oid import NameOID
 
 from hookinbox._errors import BadSignature, ConfigurationError, VerificationUnavailable
+from hookinbox._logging import logger
 
-log = logging.getLogger("hookinbox.sources._paypal")
+log = logger("hookinbox.sources._paypal")
 
 PAYPAL_CERTIFICATE_HOSTS = frozenset(
     {"api.paypal.com", "api-m.paypal.com", "api.sandbox.paypal.com", "api-m.sandbox.paypal.com"}
