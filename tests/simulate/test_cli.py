@@ -78,3 +78,20 @@ def test_verify_with_nothing_to_read_fails_and_writes_nothing(
         journal = connection.execute("PRAGMA journal_mode").fetchone()
     assert tables == [("unrelated",)]  # no hookinbox schema created in the user's database
     assert journal == ("delete",)  # nor its journal switched to WAL
+
+
+def test_invalid_deliveries_answered_2xx_fail_the_run_without_verify(receivers: Receivers) -> None:
+    """docs/simulate.md: any invalid delivery answered 2xx is a receiver failure, so `ok` is
+    false and the exit code 1, with or without --verify (the flaky receiver checks nothing)."""
+    result = run_cli(
+        "simulate", "--provider", "stripe", "--secret", "whsec_x",
+        "--target", f"{receivers.base_url}/flaky/0",
+        "--events", "20", "--seed", "7", "--forged-rate", "0.5", "--json",
+    )  # fmt: skip
+    document = json.loads(result.stdout)
+    accepted = document["report"]["invalid_accepted"]
+    assert accepted > 0 and document["verification"] is None
+    assert (document["ok"], result.returncode) == (False, 1)
+    assert f"{accepted} invalid deliveries (forged, expired or malformed) answered 2xx" in (
+        result.stderr
+    )

@@ -98,6 +98,17 @@ def incomplete(report: SimulationReport) -> str | None:
     return "incomplete: " + ", ".join(parts) if parts else None
 
 
+def invalid_answered(report: SimulationReport) -> str | None:
+    """A receiver failure the answers alone show: a forgery, a replay or a malformed body
+    answered 2xx. It fails the run with or without --verify (docs/simulate.md)."""
+    if not report.invalid_accepted:
+        return None
+    return (
+        f"{report.invalid_accepted} invalid deliveries (forged, expired or malformed) answered "
+        "2xx: the receiver accepted what it must refuse"
+    )
+
+
 @click.command("simulate", short_help=short_help("simulate"))
 @_option(
     "--provider",
@@ -170,8 +181,9 @@ def simulate_command(
     lost responses, out-of-order updates, and forged, expired and malformed deliveries; then a
     report, and with --verify the exactly-once check against the receiver's database.
 
-    Exit codes: 0 every delivery sent and acknowledged (and, with --verify, exactly-once held);
-    1 not so, or the target is unreachable; 2 bad usage or a missing extra (hookinbox[simulate]).
+    Exit codes: 0 every delivery sent, every valid one acknowledged, no invalid one answered
+    2xx (and, with --verify, exactly-once held); 1 not so, or the target is unreachable;
+    2 bad usage or a missing extra (hookinbox[simulate]).
     """
     config = SimulationConfig(**settings)
     stdout = console()
@@ -182,7 +194,7 @@ def simulate_command(
     if verify_url is not None:
         drained = wait_until_drained(verify_url, drain_timeout, since=report.started_at)
         verification = verify(report, verify_url, effects_sql=effects_sql)
-    failures = [line for line in (incomplete(report),) if line]
+    failures = [line for line in (incomplete(report), invalid_answered(report)) if line]
     if drained is False:
         failures.append(
             f"processing had not drained after {drain_timeout:g} s: a backlog drains at the "
