@@ -361,3 +361,26 @@ def test_another_escaping_is_still_bad_signature(npm: Path) -> None:
     assert not npm_verifies(npm, "twilio", TOKEN, headers, body, url=QUERY_URL)["valid"]
     with pytest.raises(BadSignature):
         source(url=QUERY_URL).verify(headers, body, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("configured", "signed"),
+    [
+        ("https://example.com/t?name=O'Brien", "https://example.com/t?name=O%27Brien"),
+        ('https://example.com/t?q="x"', "https://example.com/t?q=%22x%22"),
+        (
+            "https://example.com/caf\u00e9?city=z\u00fcrich",
+            "https://example.com/caf%C3%A9?city=z%C3%BCrich",
+        ),
+        ("https://Example.COM/t?a=1", "https://example.com/t?a=1"),
+        ("https://example.com?a=1", "https://example.com/?a=1"),
+    ],
+    ids=["apostrophe", "quotes", "non-ascii", "host-case", "empty-path"],
+)
+def test_the_url_as_new_url_writes_it_verifies(configured: str, signed: str, npm: Path) -> None:
+    """twilio-node also checks the URL as WHATWG's `new URL()` writes it (and that form with
+    the escaped query): `'` and `"` escaped in the query, non-ASCII as UTF-8, the host in
+    lower case, an empty path as `/`."""
+    headers, body = form_delivery(STATUS, url=signed)
+    assert npm_verifies(npm, "twilio", TOKEN, headers, body, url=configured)["valid"]
+    source(url=configured).verify(headers, body, now=NOW)

@@ -4,9 +4,10 @@ Form bodies (`application/x-www-form-urlencoded`): the signed text is the URL fo
 field name and value, names sorted, each name's distinct values sorted. JSON bodies: Twilio
 adds `bodySHA256=<hex SHA-256 of the body>` to the URL's query and signs that URL alone; the
 source rebuilds the same URL from the body, so a changed body changes the URL and fails.
-Twilio signs URLs both with and without the default port, and some of its back ends sign the
-query escaped as Node's `querystring` module escapes it (`,` as `%2C`, `/` as `%2F`): every
-such form is accepted, as in Twilio's own validator (twilio-node). The HMAC is SHA-1 with the
+Twilio signs URLs both with and without the default port, some of its back ends sign the URL
+as JavaScript's `new URL()` writes it (`'` as `%27`), and some sign the query escaped as Node's
+`querystring` module escapes it (`,` as `%2C`, `/` as `%2F`): every such form is accepted, as
+in Twilio's own validator (twilio-node). The HMAC is SHA-1 with the
 auth token, or SHA-256 when the `X-Twilio-Webhooks-Signature-Settings` header names
 `algorithm=HMAC_SHA256` (shared keys).
 
@@ -65,6 +66,32 @@ def url_forms(url: str) -> tuple[str, str]:
         parsed._replace(netloc=bare).geturl(),
         parsed._replace(netloc=with_port).geturl(),
     )
+
+
+# What WHATWG's URL serializer percent-encodes, besides controls, space and non-ASCII (which
+# it encodes everywhere): in the path, and in the query of an http(s) URL.
+PATH_ESCAPED = frozenset('"#<>?`{}')
+QUERY_ESCAPED = frozenset("\"#<>'")
+URL_START = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/]*)(.*)", re.DOTALL)
+
+
+def whatwg_form(url: str) -> str:
+    """`url` as JavaScript's `new URL(url).toString()` writes it, which twilio-node checks too:
+    scheme and host in lower case, an empty path as `/`, and in the path and the query the
+    characters the URL standard escapes percent-encoded as UTF-8 (`'` as `%27` in a query).
+    Escapes already present stay as they are."""
+    base, mark, query = url.partition("?")
+    start = URL_START.fullmatch(base)
+    if start is None:
+        return url
+    scheme, authority, path = start.groups()
+    path = _percent_encode(path or "/", PATH_ESCAPED)
+    query = _percent_encode(query, QUERY_ESCAPED)
+    return f"{scheme.lower()}{authority.lower()}{path}{mark}{query}"
+
+
+def _percent_encode(text: str, escaped: frozenset[str]) -> str:
+    return "".join(quote(c, safe="") if c in escaped or not " " < c < "\x7f" else c for c in text)
 
 
 # What Node's `querystring.escape` leaves as it is, besides letters, digits and `-_.~`.
@@ -142,9 +169,12 @@ class Twilio(SecretSource):
             plain = url_forms(self.url)
         except ValueError as exc:  # a port that is not a number
             raise ConfigurationError(f"url is not a valid URL: {exc}") from exc
-        # The escaped forms keep the query's place, so a JSON body's `bodySHA256` (hex, which
-        # escaping leaves alone) is appended to them as to the plain ones.
-        self._url_forms = tuple(dict.fromkeys([*plain, *map(node_escaped_query, plain)]))
+        # twilio-node's forms: as configured, as `new URL()` writes it, and that with the query
+        # escaped, each with and without the port. They keep the query's place, so a JSON
+        # body's `bodySHA256` (hex, which no escaping changes) is appended to each alike.
+        written = [whatwg_form(form) for form in plain]
+        escaped = [node_escaped_query(form) for form in written]
+        self._url_forms = tuple(dict.fromkeys([*plain, *written, *escaped]))
         self._has_query = bool(urlparse(self.url).query)
         if key_fields is not None and (
             isinstance(key_fields, str) or not key_fields or not all(key_fields)
