@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from mollie.utils.webhooks import InvalidSignatureException, SignatureValidator
 from tests.support import mollie
 from tests.support.loopback import Loopback, serving
 
@@ -22,6 +23,7 @@ from hookinbox._errors import (
     VerificationUnavailable,
 )
 from hookinbox.sources import Mollie, MollieAPI, MollieClassic
+from hookinbox.sources._base import normalize_headers
 
 NOW = 1_700_000_000.0
 SECRET = "whsec_mollie_next_gen_0123456789"
@@ -61,6 +63,28 @@ def test_several_secrets_verify_during_a_rotation() -> None:
     with pytest.raises(BadSignature):
         Mollie(secret=SECRET).verify(headers, body, now=NOW)
     Mollie(secret=[SECRET, OLD_SECRET]).verify(headers, body, now=NOW)
+
+
+@pytest.mark.parametrize("held", [SECRET, OLD_SECRET], ids=["new-secret", "old-secret"])
+@pytest.mark.parametrize("joined", [False, True], ids=["apart", "joined-by-wsgi"])
+def test_the_two_headers_of_a_rotation_verify_as_mollies_sdk_accepts_them(
+    held: str, joined: bool
+) -> None:
+    """For 24 h after a rotation Mollie sends one X-Mollie-Signature per secret; its SDK
+    (mollie-api-py's SignatureValidator) accepts the pair holding either secret."""
+    body = json.dumps(mollie.next_gen_event()).encode()
+    values = [lower(mollie.sign(body, s))["x-mollie-signature"] for s in (OLD_SECRET, SECRET)]
+    assert SignatureValidator(held).validate_payload(body.decode(), values)
+    pairs = (
+        [("X-Mollie-Signature", ",".join(values))]
+        if joined
+        else [("X-Mollie-Signature", value) for value in values]
+    )
+    Mollie(secret=held).verify(normalize_headers(pairs), body, now=NOW)
+    with pytest.raises(InvalidSignatureException):
+        SignatureValidator("another").validate_payload(body.decode(), values)
+    with pytest.raises(BadSignature):
+        Mollie(secret="another").verify(normalize_headers(pairs), body, now=NOW)
 
 
 def test_a_tampered_body_is_refused() -> None:
