@@ -88,8 +88,25 @@ class HeaderValues(Mapping[str, str]):
     def __init__(self, values: Mapping[str, list[str]]) -> None:
         self._values = {name: list(found) for name, found in values.items() if found}
 
+    @classmethod
+    def _adopt(cls, values: dict[str, list[str]]) -> HeaderValues:
+        """Wrap lists built for it (`normalize_headers`), without copying them."""
+        adopted = cls.__new__(cls)
+        adopted._values = values
+        return adopted
+
     def __getitem__(self, name: str) -> str:
-        return ", ".join(self._values[name])
+        found = self._values[name]
+        return found[0] if len(found) == 1 else ", ".join(found)
+
+    def get(self, name: str, default: Any = None) -> Any:  # Mapping's own goes through a raise
+        found = self._values.get(name)
+        if found is None:
+            return default
+        return found[0] if len(found) == 1 else ", ".join(found)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
@@ -115,8 +132,14 @@ def normalize_headers(
     items = headers.items() if isinstance(headers, Mapping) else headers
     values: dict[str, list[str]] = {}
     for name, value in items:
-        values.setdefault(name.lower(), []).append(wire_text(value))
-    return HeaderValues(values)
+        if not value.isascii():  # the common case needs no decoding
+            value = wire_text(value)
+        key = name.lower()
+        if key in values:
+            values[key].append(value)
+        else:
+            values[key] = [value]
+    return HeaderValues._adopt(values)
 
 
 def wire_text(value: str) -> str:
@@ -146,9 +169,11 @@ def header_values(headers: Headers, *names: str) -> list[str]:
     one value here; `signature_items` splits it again where the format allows.
     """
     for name in names:
-        getall = getattr(headers, "getall", None)
-        found = getall(name) if callable(getall) else [headers[name]] if name in headers else []
-        found = [value for value in found if value]
+        if isinstance(headers, HeaderValues):
+            found = [value for value in headers._values.get(name, ()) if value]
+        else:
+            value = headers.get(name)
+            found = [value] if value else []
         if found:
             return found
     raise MissingHeader(f"missing header {names[0]}")
@@ -546,7 +571,8 @@ class SignatureListSource(TimestampedSource):
         # A WSGI server joins the values with ","; each value starts with its timestamp, so a
         # comma before a timestamp entry separates too (Paddle's separator is ";").
         joined = self.separator.join(header_values(headers, self.signature_header))
-        joined = re.sub(rf",\s*(?={re.escape(self.timestamp_name)}=)", self.separator, joined)
+        if self.separator != ",":
+            joined = re.sub(rf",\s*(?={re.escape(self.timestamp_name)}=)", self.separator, joined)
         groups = timestamp_groups(joined, self.separator, self.timestamp_name)
         check_signature_count(len(groups), self.header_label)
         failures: list[VerificationError] = []
@@ -580,12 +606,12 @@ def timestamp_groups(value: str, separator: str, timestamp_name: str) -> list[st
     """`t=1,v1=a,t=2,v1=b` (two headers a server joined) as `t=1,v1=a` and `t=2,v1=b`: a new
     group starts at each timestamp entry after the first."""
     groups: list[list[str]] = [[]]
+    timed = False  # whether the current group has its timestamp
     for item in value.split(separator):
-        name = item.strip().partition("=")[0]
-        if name == timestamp_name and any(
-            i.strip().partition("=")[0] == timestamp_name for i in groups[-1]
-        ):
-            groups.append([])
+        if item.strip().partition("=")[0] == timestamp_name:
+            if timed:
+                groups.append([])
+            timed = True
         groups[-1].append(item)
     return [separator.join(group) for group in groups]
 
