@@ -23,6 +23,7 @@ import pytest
 
 from hookinbox._storage import Store
 from hookinbox.sources import GitLab, GitLabSigned, PayPal, Source, StandardWebhooks
+from hookinbox.sources._base import MAX_SIGNATURES
 from hookinbox.testing import paypal_test_certificate, sign
 from tests.http.header_sources import (
     GITLAB_TOKEN,
@@ -273,3 +274,23 @@ def test_every_source_class_is_covered() -> None:
         type(s) for s in SOURCES if s.name == "mollie-classic"
     }
     assert PayPal in classes and GitLabSigned in classes
+
+
+@pytest.mark.parametrize(
+    ("name", "junk"),
+    [("mollie", "sha256={:064x}"), ("stripe", "t=1,v1={:064x}"), ("standard", "v1,{:044x}")],
+)
+def test_the_signature_cap_holds_across_repeated_values(
+    entry_points: dict[str, EntryPoint], name: str, junk: str
+) -> None:
+    """At most MAX_SIGNATURES signatures per header, however many times it is repeated."""
+    source = next(s for s in SOURCES if s.name == name)
+    header = SIGNATURE_HEADER[name]
+    headers, body, _ = _signed(source)
+    others, genuine = _split(headers, header)
+    right = genuine.decode()
+    for extra, status in ((MAX_SIGNATURES - 1, 200), (MAX_SIGNATURES, 401)):
+        values = [junk.format(i) for i in range(extra)] + [right]
+        pairs = [*others, *((header.encode(), v.encode()) for v in values)]
+        reply_status, answer = entry_points["receive"].post(name, pairs, body)
+        assert reply_status == status, (extra, answer)
