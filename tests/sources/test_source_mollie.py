@@ -12,6 +12,7 @@ import pytest
 from mollie.utils.webhooks import InvalidSignatureException, SignatureValidator
 from tests.support import mollie
 from tests.support.loopback import Loopback, serving
+from tests.testing.npm_oracles import npm_verifies, oracle_dir
 
 from hookinbox._errors import (
     BadSignature,
@@ -70,11 +71,14 @@ def test_several_secrets_verify_during_a_rotation() -> None:
 def test_the_two_headers_of_a_rotation_verify_as_mollies_sdk_accepts_them(
     held: str, joined: bool
 ) -> None:
-    """For 24 h after a rotation Mollie sends one X-Mollie-Signature per secret; its SDK
-    (mollie-api-py's SignatureValidator) accepts the pair holding either secret."""
+    """For 24 h after a rotation Mollie sends one X-Mollie-Signature per secret; its SDKs
+    (mollie-api-py's and mollie-api-typescript's SignatureValidator) accept the pair holding
+    either secret."""
     body = json.dumps(mollie.next_gen_event()).encode()
     values = [lower(mollie.sign(body, s))["x-mollie-signature"] for s in (OLD_SECRET, SECRET)]
     assert SignatureValidator(held).validate_payload(body.decode(), values)
+    npm = npm_verifies(oracle_dir(), "mollie", held, {}, body, signatures=values)
+    assert npm["valid"], "mollie-api-typescript accepts the pair too"
     pairs = (
         [("X-Mollie-Signature", ",".join(values))]
         if joined
@@ -83,6 +87,7 @@ def test_the_two_headers_of_a_rotation_verify_as_mollies_sdk_accepts_them(
     Mollie(secret=held).verify(normalize_headers(pairs), body, now=NOW)
     with pytest.raises(InvalidSignatureException):
         SignatureValidator("another").validate_payload(body.decode(), values)
+    assert not npm_verifies(oracle_dir(), "mollie", "another", {}, body, signatures=values)["valid"]
     with pytest.raises(BadSignature):
         Mollie(secret="another").verify(normalize_headers(pairs), body, now=NOW)
 

@@ -1,4 +1,4 @@
-"""The npm SDKs that verify GitHub's, Shopify's and Twilio's signatures: test oracles, run by Node.
+"""The npm SDKs that verify GitHub's, Shopify's, Twilio's and Mollie's signatures: test oracles.
 
 Installed once into a cache directory (`$HOOKINBOX_TEST_NPM_DIR`, default
 `~/.cache/hookinbox-npm-oracles`) from tests/testing/package.json. Without Node or npm the
@@ -65,14 +65,17 @@ def npm_verifies(
     body: bytes,
     *,
     url: str | None = None,
+    signatures: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The npm SDK's verdict; `url` is the URL called, for providers that sign it (Twilio)."""
+    """The npm SDK's verdict; `url` is the URL called, for providers that sign it (Twilio);
+    `signatures` the values of a repeated signature header (Mollie)."""
     request = {
         "provider": provider,
         "secret": secret,
         "headers": headers,
         "body": base64.b64encode(body).decode(),
         "url": url,
+        "signatures": signatures,
     }
     done = subprocess.run(
         ["node", str(directory / "oracle.mjs")],

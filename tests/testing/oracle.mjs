@@ -1,11 +1,13 @@
 // Official verifiers from npm, as test oracles for hookinbox.testing's signers.
-// stdin: {"provider": "github"|"shopify"|"twilio", "secret": "...", "headers": {...},
-//         "body": "<base64>", "url": "..." (twilio: the URL Twilio called)}
+// stdin: {"provider": "github"|"shopify"|"twilio"|"mollie", "secret": "...", "headers": {...},
+//         "body": "<base64>", "url": "..." (twilio: the URL Twilio called),
+//         "signatures": [...] (mollie: every X-Mollie-Signature value)}
 // stdout: {"valid": true|false, "detail": "..."}
 import { verify } from "@octokit/webhooks-methods";
 import "@shopify/shopify-api/adapters/web-api";
 import { shopifyApi, ApiVersion } from "@shopify/shopify-api";
 import twilio from "twilio";
+import { SignatureValidator } from "mollie-api-typescript/utils/webhooks/index.js";
 
 const chunks = [];
 for await (const chunk of process.stdin) chunks.push(chunk);
@@ -50,6 +52,15 @@ if (request.provider === "github") {
       params[name] = name in params ? [].concat(params[name], value) : value;
     }
     valid = twilio.validateRequest(request.secret, signature, request.url, params, algorithm);
+  }
+  answer = { valid, detail: "" };
+} else if (request.provider === "mollie") {
+  // The validator takes the header's values apart, as a rotation sends two of them.
+  let valid;
+  try {
+    valid = await SignatureValidator.validate(body.toString("utf8"), request.secret, request.signatures);
+  } catch (error) {
+    valid = false;
   }
   answer = { valid, detail: "" };
 } else {
