@@ -98,7 +98,9 @@ def test_several_signatures_in_one_header() -> None:
         others.append(_corrupt(entry))
         cases = {
             "right alone": ([entry], 200),
-            "right among wrong": ([others[0], entry, others[1]], 200 if kind.several else 401),
+            # Every format: a repeated header reaches a source joined with commas by WSGI
+            # servers, so each part is a candidate (at most 16), one-signature formats too.
+            "right among wrong": ([others[0], entry, others[1]], 200),
             "all wrong": (others, 401),
         }
         for case, (entries, expected) in cases.items():
@@ -111,9 +113,9 @@ def test_several_signatures_in_one_header() -> None:
             backend="-",
             deliveries=tally.tried,
             doubled=tally.doubled,
-            detail=f"{len(KINDS)} classes; one right among wrong verifies in "
-            f"{sum(k.several for k in KINDS)} list formats, refused in the one-signature "
-            "formats; all wrong refused in all",
+            detail=f"{len(KINDS)} classes; one right among wrong verifies in every format "
+            f"({sum(k.several for k in KINDS)} list formats, the rest as repeated headers "
+            "joined); all wrong refused in all",
         )
     )
 

@@ -55,18 +55,18 @@ def decode_signatures(*values: str) -> list[bytes]:
 
     Entries are `<version>,<base64>`, separated by spaces. A header repeated reaches here as
     several values, or as one a WSGI server joined with commas (`v1,a,v1,b`): the text is
-    read as a stream of tokens, each version label taking the token after it (base64 holds
+    read as a stream of parts, each version label taking the token after it (base64 holds
     neither a comma nor a space).
     """
-    tokens = [t for value in values for t in re.split(r"[\s,]+", value) if t]
-    labels = [i for i, t in enumerate(tokens) if VERSION.fullmatch(t)]
-    check_signature_count(max(len(labels), len(tokens) // 2), "webhook-signature")
+    parts = [t for value in values for t in re.split(r"[\s,]+", value) if t]
+    labels = [i for i, t in enumerate(parts) if VERSION.fullmatch(t)]
+    check_signature_count(max(len(labels), len(parts) // 2), "webhook-signature")
     signatures = []
     for i in labels:
-        if tokens[i] != "v1" or i + 1 >= len(tokens) or VERSION.fullmatch(tokens[i + 1]):
+        if parts[i] != "v1" or i + 1 >= len(parts) or VERSION.fullmatch(parts[i + 1]):
             continue
         try:
-            signatures.append(base64.b64decode(tokens[i + 1], validate=True))
+            signatures.append(base64.b64decode(parts[i + 1], validate=True))
         except (binascii.Error, ValueError):
             continue
     return signatures
