@@ -160,6 +160,7 @@ def test_dashboard_replay_writes_a_row_shown_on_the_event_page(inbox: Inbox) -> 
     page = admin.get("/admin/event", params={"source": "stripe", "id": "evt_page"}).text
     assert "&lt;b&gt;retry&lt;/b&gt; after the fix" in page  # escaped, as all stored text
     assert "<td>dashboard</td>" in page
+    assert "0 since the last replay (1 in all, over 2 runs)" in page  # attempts are history
 
 
 def test_a_refused_or_failed_replay_writes_no_row(inbox: Inbox, backend: str) -> None:
