@@ -1,9 +1,11 @@
 """Storage: hookinbox's tables and every query against them (SQLite and PostgreSQL)."""
 
 from hookinbox._storage._admin import (
+    Actor,
     Cursor,
     EventFilter,
     ReplayResult,
+    audit_trail,
     claim_job,
     count_events,
     count_prunable,
@@ -65,6 +67,7 @@ from hookinbox._storage._store import Store, event_from_row
 
 __all__ = [
     "LATEST_VERSION",
+    "Actor",
     "Cursor",
     "DuplicateRatio",
     "EventFilter",
@@ -82,6 +85,7 @@ __all__ = [
     "StoreOptions",
     "UniqueViolation",
     "advance_ordering",
+    "audit_trail",
     "claim",
     "claim_job",
     "count_events",

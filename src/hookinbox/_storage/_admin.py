@@ -13,9 +13,9 @@ from sqlalchemy import Connection
 
 from hookinbox._model import DONE_STATUSES, MessageStatus, Status
 from hookinbox._storage._notify import CHANNEL
-from hookinbox._storage._schema import deliveries, events, jobs, outbox
+from hookinbox._storage._schema import audit, deliveries, events, jobs, outbox
 from hookinbox._storage._store import Store
-from hookinbox._storage._types import UTCDateTime
+from hookinbox._storage._types import SafeText, UTCDateTime
 
 LIST_COLUMNS = [c for c in events.c if c.name not in ("body", "headers", "lease_token")]
 
@@ -132,6 +132,57 @@ class ReplayResult(StrEnum):
     once, never waited for."""
 
 
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who replays and why, for the audit trail."""
+
+    who: str
+    """The CLI's OS user, or "dashboard" (its one admin token names nobody)."""
+    reason: str | None = None
+
+
+AUDIT_COLUMNS = [c for c in audit.c if c.name not in ("id", "source", "event_id")]
+
+
+def _record_replays(
+    connection: Connection, where: list[sa.ColumnElement[bool]], now: datetime, actor: Actor
+) -> None:
+    """One audit row per event matching `where`, as it is before the replay's update.
+
+    Runs in the replay's transaction, before its update and on the rows it has locked, so the
+    rows record exactly what the update changes and commit or roll back with it.
+    """
+    forced = events.c.status == Status.PROCESSED.value
+    action = sa.case((forced, sa.literal("forced_replay")), else_=sa.literal("replay"))
+    rows = sa.select(
+        events.c.source,
+        events.c.event_id,
+        sa.literal(now, UTCDateTime()),
+        action,
+        sa.literal(actor.who, sa.String()),
+        sa.literal(actor.reason, SafeText()),  # typed, or PostgreSQL cannot infer a NULL
+        events.c.status,
+        events.c.outcome,
+        events.c.attempts,
+    ).where(*where)
+    names = [
+        "source", "event_id", "at", "action", "actor", "reason",
+        "previous_status", "previous_outcome", "previous_attempts",
+    ]  # fmt: skip
+    connection.execute(audit.insert().from_select(names, rows))
+
+
+def audit_trail(store: Store, source: str, event_id: str) -> list[dict[str, Any]]:
+    """The operator actions on an event, oldest first."""
+    query = (
+        sa.select(*AUDIT_COLUMNS)
+        .where(audit.c.source == source, audit.c.event_id == event_id)
+        .order_by(audit.c.id)
+    )
+    with store.reading() as connection:
+        return [dict(row) for row in connection.execute(query).mappings()]
+
+
 def _replay_values(now: datetime) -> dict[str, object]:
     # A processed event replayed (`--force`) keeps the mark: its handlers committed once.
     forced = sa.case(
@@ -157,9 +208,12 @@ def notify_workers(connection: Connection) -> None:
 
 
 def replay_one(
-    store: Store, source: str, event_id: str, now: datetime, *, force: bool
+    store: Store, source: str, event_id: str, now: datetime, *, force: bool, actor: Actor
 ) -> tuple[ReplayResult, Status | None]:
     """Back to pending with attempts reset; returns the result and the status it had.
+
+    A replay writes its audit row (`actor`, and the status, outcome and attempts it replaces)
+    in its own transaction; a refusal writes none.
 
     Never waits for a worker: an operator's action must not queue behind a handler (that
     held a pooled connection per waiting replay, and enough of them starved ingest). An event
@@ -187,6 +241,7 @@ def replay_one(
             return ReplayResult.IN_PROGRESS, previous
         if previous is Status.PROCESSED and not force:
             return ReplayResult.NEEDS_FORCE, previous
+        _record_replays(connection, list(key), now, actor)
         connection.execute(events.update().where(*key).values(**_replay_values(now)))
         notify_workers(connection)
         return ReplayResult.REPLAYED, previous
@@ -199,7 +254,7 @@ def count_events(store: Store, filters: EventFilter) -> int:
 
 
 def replay_matching(
-    store: Store, filters: EventFilter, now: datetime, *, batch_size: int = 500
+    store: Store, filters: EventFilter, now: datetime, *, actor: Actor, batch_size: int = 500
 ) -> Iterator[int]:
     """Replay every event matching `filters` (a status must be given), batch by batch.
 
@@ -222,11 +277,9 @@ def replay_matching(
             )
             if not ids:
                 return
-            connection.execute(
-                events.update()
-                .where(events.c.id.in_(ids), *filters.where())
-                .values(**_replay_values(now))
-            )
+            chosen = [events.c.id.in_(ids), *filters.where()]
+            _record_replays(connection, chosen, now, actor)
+            connection.execute(events.update().where(*chosen).values(**_replay_values(now)))
             notify_workers(connection)
         last_id = ids[-1]
         yield len(ids)

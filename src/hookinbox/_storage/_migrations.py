@@ -200,7 +200,30 @@ def _v3_sessions_and_forced_replays(op: Operations) -> None:
     op.add_column("hookinbox_events", sa.Column("forced_replay_at", UTCDateTime))
 
 
-MIGRATIONS: tuple[Step, ...] = (_v1_events, _v2_outbox, _v3_sessions_and_forced_replays)
+def _v4_audit(op: Operations) -> None:
+    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    op.create_table(
+        "hookinbox_audit",
+        sa.Column("id", row_id, primary_key=True, autoincrement=True),
+        sa.Column("source", sa.String(64), nullable=False),
+        sa.Column("event_id", sa.String(255), nullable=False),
+        sa.Column("at", UTCDateTime, nullable=False),
+        sa.Column("action", sa.String(32), nullable=False),
+        sa.Column("actor", sa.String(255), nullable=False),
+        sa.Column("reason", sa.Text),
+        sa.Column("previous_status", sa.String(16), nullable=False),
+        sa.Column("previous_outcome", sa.String(32)),
+        sa.Column("previous_attempts", sa.Integer, nullable=False),
+    )
+    op.create_index("ix_hookinbox_audit_event", "hookinbox_audit", ["source", "event_id", "id"])
+
+
+MIGRATIONS: tuple[Step, ...] = (
+    _v1_events,
+    _v2_outbox,
+    _v3_sessions_and_forced_replays,
+    _v4_audit,
+)
 """Step N (1-based) brings a database from version N-1 to version N."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -139,6 +139,26 @@ revoked_sessions = Table(
     Column("expires_at", UTCDateTime, nullable=False),
 )
 
+# The audit trail: one row per event an operator replayed (CLI or dashboard), written in the
+# replay's own transaction, so a replay refused or rolled back leaves no row. What the event
+# was before (status, outcome, attempts) is kept here because the replay resets those columns.
+# Never pruned: operator actions are few, and their history is the point.
+audit = Table(
+    "hookinbox_audit",
+    metadata,
+    Column("id", RowId, primary_key=True, autoincrement=True),
+    Column("source", String(64), nullable=False),
+    Column("event_id", String(255), nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("action", String(32), nullable=False),  # replay, forced_replay
+    Column("actor", String(255), nullable=False),  # the CLI's OS user, or "dashboard"
+    Column("reason", SafeText),
+    Column("previous_status", String(16), nullable=False),
+    Column("previous_outcome", String(32)),
+    Column("previous_attempts", Integer, nullable=False),
+)
+Index("ix_hookinbox_audit_event", audit.c.source, audit.c.event_id, audit.c.id)
+
 # The transactional outbox: side effects written in the handler's transaction, delivered later
 # by the relay, at least once, with the key as the receiver's idempotency key.
 outbox = Table(

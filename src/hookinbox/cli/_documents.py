@@ -38,6 +38,17 @@ EVENT_FIELDS = (
 
 DELIVERY_FIELDS = ("received_at", "duplicate", "key_conflict")
 
+AUDIT_FIELDS = (
+    "at",
+    "action",
+    "actor",
+    "reason",
+    "previous_status",
+    "previous_outcome",
+    "previous_attempts",
+)
+"""An audit row: an operator action on the event (`hookinbox_audit`'s columns)."""
+
 
 def event_summary(row: Mapping[str, Any]) -> dict[str, Any]:
     """An event from a row of `list_events` (whose columns carry these names)."""
@@ -68,6 +79,10 @@ def event_document(event: Event) -> dict[str, Any]:
 
 def delivery_document(row: Mapping[str, Any]) -> dict[str, Any]:
     return {name: _value(row[name]) for name in DELIVERY_FIELDS}
+
+
+def audit_document(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _value(row[name]) for name in AUDIT_FIELDS}
 
 
 def _value(value: Any) -> Any:

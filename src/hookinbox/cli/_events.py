@@ -105,13 +105,13 @@ def list_command(
 def show_command(
     arguments: tuple[str, ...], app_option: str | None, database_url: str | None, as_json: bool
 ) -> None:
-    """One event: its fields, body, last error and every delivery.
+    """One event: its fields, body, last error, every delivery and its audit trail.
 
     Exit codes: 0 shown; 1 no such event, or the database is unavailable; 2 bad usage or
     configuration (an unknown source name, with a hint).
     """
-    from hookinbox._storage import delivery_history
-    from hookinbox.cli._documents import delivery_document, event_document
+    from hookinbox._storage import audit_trail, delivery_history
+    from hookinbox.cli._documents import audit_document, delivery_document, event_document
     from hookinbox.cli._target import opened
 
     app, (source, event_id) = split_app(arguments, ("SOURCE", "EVENT_ID"))
@@ -124,13 +124,15 @@ def show_command(
         history = [
             delivery_document(row) for row in delivery_history(target.store, source, event_id)
         ]
+        trail = [audit_document(row) for row in audit_trail(target.store, source, event_id)]
     fields = event_document(event)
     try:
         body: Any = event.payload
     except ValueError:
         body = event.body.decode("utf-8", "replace")
     if as_json:
-        emit_json({**fields, "headers": event.headers, "body": body, "deliveries": history})
+        emit_json({**fields, "headers": event.headers, "body": body, "deliveries": history,
+                   "audit": trail})  # fmt: skip
         return
     table = Table(["field", "value"], header=False)
     for name, value in fields.items():
@@ -151,3 +153,11 @@ def show_command(
     for entry in history:
         deliveries.add_row(entry["received_at"], entry["duplicate"], entry["key_conflict"])
     show(deliveries)
+    if trail:
+        actions = Table(["when", "action", "who", "reason", "was", "outcome", "attempts"], "audit")
+        for row in trail:
+            actions.add_row(
+                row["at"], row["action"], row["actor"], row["reason"],
+                row["previous_status"], row["previous_outcome"], row["previous_attempts"],
+            )  # fmt: skip
+        show(actions)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from hookinbox.cli._options import (
 from hookinbox.cli._output import emit_json, progress
 
 if TYPE_CHECKING:
+    from hookinbox._storage import Actor
     from hookinbox.cli._target import Target
 
 DEFAULT_CONFIRM_ABOVE = 100
@@ -37,6 +39,9 @@ DEFAULT_CONFIRM_ABOVE = 100
 @click.option("--since", help="With --status: received since (1h, 2d, ISO 8601).")
 @click.option("--force", is_flag=True, help="Also replay processed events (runs them again).")
 @click.option("--dry-run", is_flag=True, help="Say what would be replayed; change nothing.")
+@click.option(
+    "--reason", help="Why, for the audit trail (`events show` lists who replayed, when, why)."
+)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask, however many events match.")
 @click.option(
     "--confirm-above",
@@ -58,6 +63,7 @@ def replay(
     since: str | None,
     force: bool,
     dry_run: bool,
+    reason: str | None,
     yes: bool,
     confirm_above: int,
     as_json: bool,
@@ -67,7 +73,8 @@ def replay(
     Replaying an event that was processed runs its handlers again: their database writes
     happen a second time unless a business key or an idempotent write absorbs them. That is
     why it needs --force. A replay of more than --confirm-above events asks first (on a
-    terminal; elsewhere it needs --yes).
+    terminal; elsewhere it needs --yes). Every event replayed gets an audit row: when, who
+    (your OS user), --reason, and the status, outcome and attempts it had.
 
     Exit codes: 0 replayed (or --dry-run); 1 no such event, a worker holds the event right
     now (refused at once, never waited for) or it needs --force, the confirmation was
@@ -76,7 +83,7 @@ def replay(
     """
     from hookinbox._model import Status
     from hookinbox._operations import parse_time
-    from hookinbox._storage import EventFilter, count_events, replay_matching
+    from hookinbox._storage import Actor, EventFilter, count_events, replay_matching
     from hookinbox.cli._target import opened
 
     names = ("SOURCE", "EVENT_ID") if state is None else ()
@@ -90,9 +97,12 @@ def replay(
         raise ConfigurationError("replaying processed events runs them again; add --force")
     now = datetime.now(UTC)
     since_time = None if since is None else parse_time(since, now)  # refused before any I/O
+    actor = Actor(getpass.getuser(), reason or None)
     with opened(app, database_url) as target:
         if state is None:
-            _replay_one(target, key[0], key[1], force=force, dry_run=dry_run, as_json=as_json)
+            _replay_one(
+                target, key[0], key[1], actor, force=force, dry_run=dry_run, as_json=as_json
+            )
             return
         chosen = Status(state)
         filters = EventFilter(chosen, source_filter, event_type, since_time)
@@ -104,7 +114,7 @@ def replay(
         replayed = 0
         if not dry_run:
             with progress("replaying", total) as advance:
-                for batch in replay_matching(target.store, filters, now):
+                for batch in replay_matching(target.store, filters, now, actor=actor):
                     replayed += batch
                     advance(batch)
     if as_json:
@@ -126,7 +136,14 @@ def _confirm(total: int, status: str, threshold: int) -> None:
 
 
 def _replay_one(
-    target: Target, source: str, event_id: str, *, force: bool, dry_run: bool, as_json: bool
+    target: Target,
+    source: str,
+    event_id: str,
+    actor: Actor,
+    *,
+    force: bool,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     from hookinbox._model import Status
     from hookinbox._storage import ReplayResult, replay_one
@@ -144,7 +161,7 @@ def _replay_one(
             result = ReplayResult.REPLAYED
     else:
         result, previous = replay_one(
-            target.store, source, event_id, datetime.now(UTC), force=force
+            target.store, source, event_id, datetime.now(UTC), force=force, actor=actor
         )
     if result is ReplayResult.NOT_FOUND:
         target.check_source(source)

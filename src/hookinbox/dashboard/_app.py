@@ -30,10 +30,12 @@ from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._model import Status
 from hookinbox._operations import Thresholds, breached_figures, parse_time
 from hookinbox._storage import (
+    Actor,
     Cursor,
     EventFilter,
     ReplayResult,
     Store,
+    audit_trail,
     count_events,
     delivery_history,
     duplicate_series,
@@ -364,14 +366,15 @@ class Dashboard:
     async def event_detail(self, request: Request, session: Session) -> Response:
         source, event_id = self._event_key(request.query_params)
 
-        def read() -> tuple[Any, Any, Any]:
+        def read() -> tuple[Any, Any, Any, Any]:
             event = self.store.get_event(source, event_id)
             if event is None:
                 raise HTTPException(404, f"no event {source} {event_id}")
             history = delivery_history(self.store, source, event_id)
-            return event, history, messages_for_event(self.store, source, event_id)
+            messages = messages_for_event(self.store, source, event_id)
+            return event, history, messages, audit_trail(self.store, source, event_id)
 
-        event, history, messages = await self.off_loop(read)
+        event, history, messages, trail = await self.off_loop(read)
         return self.render(
             request,
             "event.html",
@@ -381,6 +384,7 @@ class Dashboard:
             headers=json.dumps(event.headers, indent=2, sort_keys=True),
             history=history,
             messages=messages,
+            trail=trail,
             done=request.query_params.get("done"),
         )
 
@@ -395,8 +399,9 @@ class Dashboard:
         form = await self.checked_form(request)
         source, event_id = self._event_key(form)
         force = form.get("force") == "1"
+        actor = _actor(form)
         result, _previous = await self.off_loop(
-            lambda: replay_one(self.store, source, event_id, _now(), force=force)
+            lambda: replay_one(self.store, source, event_id, _now(), force=force, actor=actor)
         )
         if result is ReplayResult.NOT_FOUND:
             raise HTTPException(404, f"no event {source} {event_id}")
@@ -422,7 +427,10 @@ class Dashboard:
     async def bulk_replay(self, request: Request) -> Response:
         form = await self.checked_form(request)
         filters = self._failed_only(parse_filters(form, _now()))
-        replayed = await self.off_loop(lambda: sum(replay_matching(self.store, filters, _now())))
+        actor = _actor(form)
+        replayed = await self.off_loop(
+            lambda: sum(replay_matching(self.store, filters, _now(), actor=actor))
+        )
         session = self.sessions.read(request)
         return self.render(
             request, "replay_bulk.html", session, filters=filters,
@@ -460,6 +468,17 @@ class Dashboard:
         if isinstance(exc, HTTPException) and exc.headers:
             response.headers.update(exc.headers)  # Retry-After of a 429
         return response
+
+
+REASON_LIMIT = 500
+"""Characters of a replay's reason kept in the audit trail (a note, not a document)."""
+
+
+def _actor(form: FormData) -> Actor:
+    """The dashboard's one admin token names nobody: every action is by "dashboard"."""
+    reason = form.get("reason")
+    text = reason.strip()[:REASON_LIMIT] if isinstance(reason, str) else ""
+    return Actor("dashboard", text or None)
 
 
 _STYLESHEET = resources.files("hookinbox.dashboard").joinpath("static/dashboard.css").read_bytes()
