@@ -437,3 +437,22 @@ def test_a_misspelt_command_gets_a_hint() -> None:
     assert error_line(misspelt, 2) == (
         "error: No such command 'stauts'. Did you mean 'status'?; see `hookinbox --help`"
     )
+
+
+HOSTILE = "[/bold] \x1b]0;owned\x07 \x1b[2J \x9b31m"
+"""Text a sender chose: rich markup, a terminal title, a screen wipe, a C1 CSI."""
+
+
+@SQLITE_ONLY
+def test_untrusted_text_reaches_a_terminal_escaped(shop: Shop) -> None:
+    shop.deliver({**checkout(1), "note": HOSTILE})
+    show = ["events", "show", "stripe", "evt_1", "--database-url", shop.db_url]
+    on_terminal = _on_a_terminal(show)
+    assert on_terminal.endswith("exit 0"), on_terminal  # rich read no markup in it
+    plain = shop.cli("events", "show", "stripe", "evt_1")
+    assert plain.returncode == 0, plain.stderr
+    for shown in (on_terminal, plain.stdout):
+        # JSON escapes C0 controls itself; hookinbox escapes DEL and C1 as well.
+        assert "[/bold] \\u001b]0;owned\\u0007 \\u001b[2J \\x9b31m" in shown
+        assert not {"\x07", "\x9b"} & set(shown), shown
+        assert "\x1b]0;" not in shown and "\x1b[2J" not in shown

@@ -17,7 +17,7 @@ from hookinbox.cli._options import (
     resolve_app,
     split_app,
 )
-from hookinbox.cli._output import Table, emit_json, say, show, show_json
+from hookinbox.cli._output import Table, echo_untrusted, emit_json, say, show, show_json
 
 STATUSES = click.Choice(
     ["pending", "processing", "deferred", "processed", "unhandled", "failed", "stale"]
@@ -143,12 +143,12 @@ def show_command(
     show_json(event.headers)
     say("body", style="bold")
     if isinstance(body, str):
-        click.echo(body)
+        echo_untrusted(body)
     else:
         show_json(body)
     if event.last_error:
         say("last error", style="bold")
-        click.echo(event.last_error)
+        echo_untrusted(event.last_error)
     deliveries = Table(["received", "duplicate", "key conflict"], "deliveries")
     for entry in history:
         deliveries.add_row(entry["received_at"], entry["duplicate"], entry["key_conflict"])

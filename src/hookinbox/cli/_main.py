@@ -20,6 +20,7 @@ import click
 
 from hookinbox._errors import ConfigurationError, HookinboxError
 from hookinbox.cli._commands import COMMANDS
+from hookinbox.cli._output import echo_untrusted
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -87,7 +88,7 @@ class LazyGroup(click.Group):
 
 
 def fail(message: str, code: int) -> None:
-    click.echo(f"error: {message}", err=True)
+    echo_untrusted(f"error: {message}", err=True)
     sys.exit(code)
 
 

@@ -10,6 +10,7 @@ names docs/cli.md ("JSON output") lists.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,7 +35,22 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
 
     def add_row(self, *cells: object) -> None:
-        self.rows.append(["-" if cell is None else str(cell) for cell in cells])
+        self.rows.append(["-" if cell is None else printable(str(cell)) for cell in cells])
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 and C1 controls but tab and newline: an escape sequence could retitle the operator's
+terminal, wipe it or fake output."""
+
+
+def printable(text: str) -> str:
+    """Stored text (event types, bodies, errors: a sender's or a handler's) made safe for a
+    terminal: controls written as `\\xNN`, lone surrogates as `\\udNNN` (`safe_text`)."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", safe_text(text))
+
+
+def echo_untrusted(text: str, *, err: bool = False) -> None:
+    click.echo(printable(text), err=err)
 
 
 def _stream(err: bool) -> IO[str]:
@@ -79,6 +95,7 @@ def _one_line(text: str) -> str:
 
 def _show_rich(table: Table, err: bool) -> None:
     from rich.table import Table as RichTable
+    from rich.text import Text
 
     drawn = RichTable(title=table.title, title_justify="left", show_header=table.header)
     if not table.header:
@@ -86,7 +103,7 @@ def _show_rich(table: Table, err: bool) -> None:
     for name in table.columns:
         drawn.add_column(name, justify="right" if name in table.right else "left")
     for row in table.rows:
-        drawn.add_row(*row)
+        drawn.add_row(*(Text(cell) for cell in row))  # Text: a cell's "[...]" is not markup
     console(err).print(drawn)
 
 
@@ -108,16 +125,18 @@ def say(text: str, *, style: str | None = None, err: bool = False) -> None:
     if style and fancy(err):
         from rich.markup import escape
 
-        console(err).print(f"[{style}]{escape(text)}[/{style}]")
+        console(err).print(f"[{style}]{escape(printable(text))}[/{style}]")
     else:
-        click.echo(text, err=err)
+        echo_untrusted(text, err=err)
 
 
 def show_json(value: Any) -> None:
     """A JSON value for people (the headers and body of `events show`)."""
     text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=json_value)
-    shown = safe_text(text)  # a body's lone surrogate cannot be written to a UTF-8 terminal
-    if fancy() and shown == text:  # rich would parse the escapes back into surrogates
+    # A body's lone surrogate cannot be written to a UTF-8 terminal; JSON escapes C0 controls
+    # but not DEL and C1.
+    shown = printable(text)
+    if fancy() and shown == text:  # rich would parse the escapes back into what they stand for
         console().print_json(text)
     else:
         click.echo(shown)
