@@ -38,6 +38,7 @@ EXTRAS: dict[str, Extra] = {
     "paypal": Extra(
         "PayPal's certificate checks (cryptography, httpx)", ("cryptography", "httpx", "certifi")
     ),
+    "crypto": Extra("public-key signature checks (cryptography)", ("cryptography",)),
     "mollie": Extra("an HTTP client for Mollie's API (httpx)", ("httpx",)),
     "http": Extra("an HTTP client (httpx)", ("httpx",)),
     "simulate": Extra("the simulator (httpx, rich)", ("httpx", "rich")),

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 PORT_BASE = 20_000
-PORTS_PER_RANGE = 1_500
+PORTS_PER_RANGE = 750
 _next_port = itertools.count(os.getpid() % PORTS_PER_RANGE)
 
 
@@ -32,13 +32,13 @@ def free_port() -> int:
     worker's server may take the same port between our check and its bind, and where every
     outgoing connection takes its local port. Each worker (gw0, gw1, ...) owns a range below
     the ephemeral range (32768 up on Linux), and walks it in turn, skipping ports in use.
-    Test runs of several checkouts at once set $HOOKINBOX_TEST_PORT_SLOT (0-3) apart: each
+    Test runs of several checkouts at once set $HOOKINBOX_TEST_PORT_SLOT (0-7) apart: each
     slot's two workers take two ranges of their own.
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     slot = os.environ.get("HOOKINBOX_TEST_PORT_SLOT", "0")
     index = (int(worker) if worker.isdigit() else 0) + 2 * (int(slot) if slot.isdigit() else 0)
-    base = PORT_BASE + (index % 8) * PORTS_PER_RANGE
+    base = PORT_BASE + (index % 16) * PORTS_PER_RANGE
     for _ in range(PORTS_PER_RANGE):
         port = base + next(_next_port) % PORTS_PER_RANGE
         with socket.socket() as sock:
