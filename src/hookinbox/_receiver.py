@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -74,8 +74,9 @@ class Reply:
     outcome: Outcome = Outcome.ACCEPTED
     event_type: str | None = None
     key_conflict: bool = False
-
-    media_type: ClassVar[str] = "application/json"
+    media_type: str = "application/json"
+    raw: bytes | None = None
+    """The bytes to send instead of `body` as JSON: a handshake answered in text (Twitch)."""
 
     @property
     def ok(self) -> bool:
@@ -83,13 +84,33 @@ class Reply:
 
     @property
     def content(self) -> bytes:
-        """The JSON body to send, byte for byte the same from every adapter."""
+        """The body to send, byte for byte the same from every adapter: `body` as JSON,
+        unless the reply carries bytes of its own (`raw`, of type `media_type`)."""
+        if self.raw is not None:
+            return self.raw
         return json.dumps(self.body, separators=(",", ":")).encode()
 
 
 def _reject(status_code: int, outcome: Outcome, detail: str, **headers: str) -> Reply:
     body = {"status": "rejected", "error": outcome.value, "detail": detail}
     return Reply(status_code, body, dict(headers), outcome)
+
+
+def _handshake(handshake: Handshake) -> Reply:
+    """A handshake's answer as the provider wants it: JSON (`body` is the answer, as the logs
+    read it), or text sent as it stands."""
+    if isinstance(handshake.answer, dict):
+        body, raw = handshake.answer, None
+    else:
+        body, raw = {}, handshake.content
+    return Reply(
+        handshake.status,
+        body,
+        {},
+        Outcome.HANDSHAKE,
+        media_type=handshake.content_type,
+        raw=raw,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +303,7 @@ class BaseReceiver(ABC):
         except DeliveryIgnored:
             return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
         except Handshake as handshake:
-            return Reply(200, handshake.answer, {}, Outcome.HANDSHAKE)
+            return _handshake(handshake)
         stored_body = body if identity.body is None else identity.body
         received_at = datetime.fromtimestamp(now, UTC)
         stale = (

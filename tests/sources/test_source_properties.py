@@ -599,8 +599,8 @@ def _receive(source: Source, headers: dict[str, str], body: bytes, now: float) -
     try:
         identity = source.authenticate(headers, body, now=now)
     except Handshake as handshake:
-        assert isinstance(handshake.answer, dict)
-        json.dumps(handshake.answer)  # it is sent as JSON
+        assert isinstance(handshake.answer, dict | str)
+        handshake.content  # noqa: B018 - it can be sent: JSON, or text as UTF-8
         return
     except PayloadError:
         return
