@@ -15,7 +15,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -62,6 +62,10 @@ class Outcome(StrEnum):
     NOT_PROCESSED = "not_processed"  # inline mode: the handler raised, nothing was kept
     IN_PROGRESS = "in_progress"  # Redis claim mode: another copy's handlers are running
     ERROR = "error"
+
+
+STORED = frozenset({Outcome.ACCEPTED, Outcome.DUPLICATE})
+"""The outcomes of a delivery whose event is stored: a source's own answer replaces ours."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +124,8 @@ class Verified:
     delivery: NewDelivery
     started: float
     """`time.perf_counter()` when the delivery reached the receiver (for the ack latency)."""
+    answer: dict[str, Any] | None = None
+    """The source's own body for a stored event (`Identity.answer`), sent instead of ours."""
     _answered: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def settle(self) -> bool:
@@ -253,6 +259,8 @@ class BaseReceiver(ABC):
     def finish_verified(self, verified: Verified, reply: Reply) -> Reply:
         """Log and count the reply to a verified delivery, unless it was answered already."""
         delivery = verified.delivery
+        if verified.answer is not None and reply.outcome in STORED:
+            reply = replace(reply, body=verified.answer)
         if verified.settle():
             return self._finish(
                 delivery.source, reply, verified.started, known=True, delivery=delivery
@@ -322,7 +330,7 @@ class BaseReceiver(ABC):
             body_sha256=hashlib.sha256(stored_body).hexdigest(),
             stale=stale,
         )
-        return Verified(delivery, started)
+        return Verified(delivery, started, identity.answer)
 
     def _not_processed(self, detail: str) -> Reply:
         body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}

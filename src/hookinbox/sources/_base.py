@@ -77,6 +77,9 @@ class Identity:
     """What to store instead of the delivery's body; None stores the body as received.
     A fetch-to-verify source (Mollie classic) stores the resource it fetched: the call
     itself carries only an id, and the fetched resource is what handlers need."""
+    answer: dict[str, Any] | None = None
+    """The JSON to answer once the event is stored, for a provider that reads the answer
+    (Discord's deferred interaction response); None answers hookinbox's own body."""
 
 
 class HeaderValues(Mapping[str, str]):
