@@ -16,7 +16,6 @@ the answer per interaction type.
 
 from __future__ import annotations
 
-import binascii
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +27,7 @@ from hookinbox.sources._base import (
     Identity,
     Source,
     check_tolerance,
+    decode_digests,
     event_key,
     parse_json_object,
     parse_timestamp,
@@ -87,14 +87,11 @@ class Discord(Source):
         self.answers = {**DEFERRED_ANSWERS, **{k: dict(v) for k, v in (answers or {}).items()}}
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        signature_hex = require_header(headers, "x-signature-ed25519").strip()
+        # Every value of a repeated header is a candidate, as for every other source.
+        signatures = decode_digests(headers, "x-signature-ed25519", what="X-Signature-Ed25519")
         timestamp_text = require_header(headers, "x-signature-timestamp")
-        try:
-            signature = binascii.unhexlify(signature_hex)
-        except (binascii.Error, ValueError) as exc:
-            raise BadSignature("X-Signature-Ed25519 is not hex") from exc
         timestamp = parse_timestamp(timestamp_text)
-        if not self._public.verifies([signature], timestamp_text.strip().encode() + body):
+        if not self._public.verifies(signatures, timestamp_text.strip().encode() + body):
             raise BadSignature()
         check_tolerance(timestamp, now=now, tolerance=self.tolerance)
 

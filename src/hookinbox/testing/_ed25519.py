@@ -1,7 +1,7 @@
 """Deliveries signed with an Ed25519 test key pair (the `crypto` extra: cryptography).
 
 Discord and Standard Webhooks `v1a` senders sign with a private key a test cannot have, so
-`ed25519_test_key()` makes a key pair; configure the source with its public half
+`ed25519_test_key()` gives a test key pair; configure the source with its public half
 (`Discord(public_key=key.hex)`, `StandardWebhooks(public_key=key.whpk)`) and `sign` finds the
 private half by it. A key made elsewhere signs when passed as `private_key=`.
 """
@@ -9,6 +9,7 @@ private half by it. A key made elsewhere signs when passed as `private_key=`.
 from __future__ import annotations
 
 import base64
+import hashlib
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -41,10 +42,15 @@ class Ed25519TestKey:
         return "whpk_" + base64.b64encode(self.raw).decode()
 
 
+TEST_SEED = hashlib.sha256(b"hookinbox's Ed25519 test key: for tests only").digest()
+
+
 @cache
 def ed25519_test_key() -> Ed25519TestKey:
-    """One key pair per process."""
-    private = Ed25519PrivateKey.generate()
+    """The test key pair: the same in every process (its private half is public knowledge),
+    so a server started apart from the test (Flask, Django, `hookinbox serve` under the
+    simulator) trusts what the test signs. Never configure a source with it in production."""
+    private = Ed25519PrivateKey.from_private_bytes(TEST_SEED)
     raw = private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     _KEYS[raw] = private
     return Ed25519TestKey(private, raw)
