@@ -362,7 +362,9 @@ KINDS: tuple[Kind, ...] = (
         DISCORD_KEYS,
         json_body(type=2, id="1179000000000000001", data={"name": "edge"}),
         sign=lambda s, b, t: _BY_PUBLIC[s].sign(str(t).encode() + b).hex(),
-        assemble=lambda e, t: {"X-Signature-Ed25519": ", ".join(e), "X-Signature-Timestamp": str(t)},
+        assemble=lambda e, t: {
+            "X-Signature-Ed25519": ", ".join(e), "X-Signature-Timestamp": str(t)
+        },
         timestamped=True,
     ),
     Kind(
