@@ -59,6 +59,7 @@ PUBLIC: dict[str, list[str]] = {
         "GitLab",
         "GitLabSigned",
         "HMACSource",
+        "Handshake",
         "Headers",
         "Identity",
         "LemonSqueezy",

@@ -25,9 +25,20 @@ from svix.webhooks import Webhook as SvixWebhook
 from tests.support.asgi import ASGIClient
 from tests.testing.npm_oracles import npm_judges, oracle_dir
 
-from hookinbox import Inbox
+from hookinbox import BadSignature, Inbox
 from hookinbox._storage import events
-from hookinbox.sources import Clerk, Discord, Resend, StandardWebhooks, Twitch, Zoom
+from hookinbox.sources import (
+    Clerk,
+    Discord,
+    Handshake,
+    Headers,
+    Identity,
+    Resend,
+    Source,
+    StandardWebhooks,
+    Twitch,
+    Zoom,
+)
 from hookinbox.testing import ed25519_test_key, sign
 
 SVIX_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks spec's example
@@ -270,3 +281,36 @@ def test_a_source_checks_only_the_schemes_it_has_keys_for(inbox: Inbox) -> None:
         "webhook-signature has no v1a signature",
     )
     assert inbox.receive("migrating", *v1a_only).status_code == 200
+
+
+class Probe(Source):
+    """A source of one's own whose provider wants its handshake answered 202 in CSV."""
+
+    default_name = "probe"
+
+    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
+        if headers.get("x-probe") != "signed":
+            raise BadSignature()
+
+    def handshake(self, headers: Headers, body: bytes) -> Handshake | None:
+        return Handshake("a,b\n", content_type="text/csv", status=202) if body == b"?" else None
+
+    def identify(self, headers: Headers, body: bytes) -> Identity:
+        return Identity(event_id="e1", event_type=None, occurred_at=None, payload=None)
+
+
+def test_a_handshake_chooses_its_content_type_and_status(tmp_path: Path) -> None:
+    inbox = Inbox(f"sqlite:///{tmp_path / 'probe.db'}")
+    inbox.add_source(Probe())
+    client = ASGIClient(inbox.asgi())
+    response = client.post("/webhooks/probe", headers={"x-probe": "signed"}, content=b"?")
+    assert (response.status_code, response.headers["content-type"], response.content) == (
+        202,
+        "text/csv",
+        b"a,b\n",
+    )
+    assert client.post("/webhooks/probe", content=b"?").status_code == 401
+    event = client.post("/webhooks/probe", headers={"x-probe": "signed"}, content=b"!")
+    assert event.json() == {"status": "accepted", "event_id": "e1"}
+    assert stored(inbox, "probe") == [("e1", None)]  # the event only, never the handshakes
+    inbox.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._base import Headers, Identity, Source
 from hookinbox.sources._discord import Discord
@@ -55,6 +56,7 @@ __all__ = [
     "GitLab",
     "GitLabSigned",
     "HMACSource",
+    "Handshake",
     "Headers",
     "Identity",
     "LemonSqueezy",
