@@ -88,8 +88,12 @@ def one_run(seconds: int) -> dict[str, Any]:
             deliveries = stored(url) - warm
             ingest_db_cpu = spent(db_before, db_after)
             total = stored(url)
-            worker = subprocess.Popen([*WORKER, "--database-url", url], cwd=ROOT,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # fmt: skip
+            worker = subprocess.Popen(
+                [*WORKER, "--database-url", url],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+            )
             try:
                 time.sleep(0.5)
                 db_before = backends(url)
@@ -126,8 +130,8 @@ def render(runs: list[dict[str, Any]]) -> str:
         ("process (`worker`, one handler insert)", "process_app_ms", "process_db_ms"),
     ]
     out = [
-        "| step | application CPU ms/event | PostgreSQL CPU ms/event | events/s per application core"
-        " | events/s per PostgreSQL core |",
+        "| step | application CPU ms/event | PostgreSQL CPU ms/event"
+        " | events/s per application core | events/s per PostgreSQL core |",
         "|---|---|---|---|---|",
     ]
     for label, app, db in rows:
@@ -138,7 +142,8 @@ def render(runs: list[dict[str, Any]]) -> str:
     both_app = med("ingest_app_ms") + med("process_app_ms")
     both_db = med("ingest_db_ms") + med("process_db_ms")
     out.append(
-        f"| both | {both_app:.2f} | {both_db:.2f} | {1000 / both_app:,.0f} | {1000 / both_db:,.0f} |"
+        f"| both | {both_app:.2f} | {both_db:.2f}"
+        f" | {1000 / both_app:,.0f} | {1000 / both_db:,.0f} |"
     )
     out.append("")
     out.append(
