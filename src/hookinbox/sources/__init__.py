@@ -7,18 +7,25 @@ from typing import TYPE_CHECKING, Any
 
 from hookinbox._extras import importing
 from hookinbox.sources._base import Headers, Identity, Source
+from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
+from hookinbox.sources._intercom import Intercom
 from hookinbox.sources._lemonsqueezy import LemonSqueezy
+from hookinbox.sources._linear import Linear
+from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._mollie import Mollie, MollieClassic
 from hookinbox.sources._paddle import Paddle
+from hookinbox.sources._postmark import Postmark
 from hookinbox.sources._shopify import Shopify
 from hookinbox.sources._slack import Slack
 from hookinbox.sources._square import Square
 from hookinbox.sources._standard_webhooks import StandardWebhooks
 from hookinbox.sources._stripe import Stripe
 from hookinbox.sources._twilio import Twilio
+from hookinbox.sources._typeform import Typeform
+from hookinbox.sources._workos import WorkOS
 
 if TYPE_CHECKING:
     from hookinbox.sources._mollie_api import MollieAPI
@@ -44,19 +51,24 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Calendly",
     "GitHub",
     "GitLab",
     "GitLabSigned",
     "HMACSource",
     "Headers",
     "Identity",
+    "Intercom",
     "LemonSqueezy",
+    "Linear",
+    "Mailgun",
     "Mollie",
     "MollieAPI",
     "MollieClassic",
     "Paddle",
     "PayPal",
     "PayPalAPI",
+    "Postmark",
     "Shopify",
     "Slack",
     "Source",
@@ -64,4 +76,6 @@ __all__ = [
     "StandardWebhooks",
     "Stripe",
     "Twilio",
+    "Typeform",
+    "WorkOS",
 ]
