@@ -15,15 +15,20 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from hookinbox import Inbox
 from hookinbox.sources import (
+    Calendly,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
+    Intercom,
     LemonSqueezy,
+    Linear,
+    Mailgun,
     Mollie,
     MollieClassic,
     Paddle,
     PayPal,
+    Postmark,
     Shopify,
     Slack,
     Source,
@@ -31,6 +36,8 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
+    Typeform,
+    WorkOS,
 )
 
 STANDARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks spec's example
@@ -51,8 +58,16 @@ SIGNATURE_HEADER = {
     "mollie-hmac": "X-Mollie-Signature",
     "twilio": "X-Twilio-Signature",
     "paypal": "PAYPAL-TRANSMISSION-SIG",
+    # issue 23, round two
+    "workos": "WorkOS-Signature",
+    "calendly": "Calendly-Webhook-Signature",
+    "intercom": "X-Hub-Signature",
+    "linear": "Linear-Signature",
+    "postmark": "Authorization",
+    "typeform": "Typeform-Signature",
 }
-"""The header each signed source's signature travels in (Mollie classic has none)."""
+"""The header each signed source's signature travels in (Mollie classic has none; Mailgun's
+signature is in its body)."""
 
 
 def fetch_payment(resource_id: str) -> Mapping[str, Any]:
@@ -84,6 +99,14 @@ def build_sources(paypal_pem: str) -> list[Source]:
         Twilio(secret="tw-headers", url="https://example.com/webhooks/twilio?sites=a,b"),
         PayPal(webhook_id="WH-HEADERS", certificate=paypal_pem),
         MollieClassic(fetch=fetch_payment),
+        # issue 23, round two
+        WorkOS(secret="workos-headers"),
+        Calendly(secret="calendly-headers"),
+        Intercom(secret="intercom-headers"),
+        Linear(secret="linear-headers"),
+        Postmark(username="postmark", password="postmark-headers"),
+        Mailgun(secret="mailgun-headers"),
+        Typeform(secret="typeform-headers"),
     ]
 
 
@@ -108,6 +131,17 @@ def payload(source: Source, tag: str) -> Any:
         return {"MessageSid": f"SM{tag}", "MessageStatus": "sent"}
     if isinstance(source, MollieClassic):
         return {"id": f"tr_{tag}"}
+    # issue 23, round two
+    if isinstance(source, Calendly):
+        return {"event": "invitee.created", "payload": {"uri": f"https://calendly.test/i/{tag}"}}
+    if isinstance(source, Linear):
+        return {"type": "Issue", "action": "create", "data": {"id": tag}}
+    if isinstance(source, Postmark):
+        return {"RecordType": "Bounce", "ID": tag, "MessageID": tag}
+    if isinstance(source, Mailgun):
+        return {"event-data": {"id": tag, "event": "delivered"}}
+    if isinstance(source, Typeform):
+        return {"event_id": tag, "event_type": "form_response"}
     return {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000}
 
 

@@ -1,4 +1,5 @@
-"""The npm SDKs that verify GitHub's, Shopify's, Twilio's and Mollie's signatures: test oracles.
+"""The npm SDKs that verify GitHub's, Shopify's, Twilio's, Mollie's and Linear's signatures:
+test oracles.
 
 Installed once into a cache directory (`$HOOKINBOX_TEST_NPM_DIR`, default
 `~/.cache/hookinbox-npm-oracles`) from tests/testing/package.json. Without Node or npm the

@@ -1,5 +1,5 @@
 // Official verifiers from npm, as test oracles for hookinbox.testing's signers.
-// stdin: {"provider": "github"|"shopify"|"twilio"|"mollie", "secret": "...", "headers": {...},
+// stdin: {"provider": "github"|"shopify"|"twilio"|"mollie"|"linear", "secret": "...", "headers": {...},
 //         "body": "<base64>", "url": "..." (twilio: the URL Twilio called),
 //         "signatures": [...] (mollie: every X-Mollie-Signature value)}
 // stdout: {"valid": true|false, "detail": "..."}
@@ -8,6 +8,7 @@ import "@shopify/shopify-api/adapters/web-api";
 import { shopifyApi, ApiVersion } from "@shopify/shopify-api";
 import twilio from "twilio";
 import { SignatureValidator } from "mollie-api-typescript/utils/webhooks/index.js";
+import { LinearWebhookClient } from "@linear/sdk/webhooks";
 
 const chunks = [];
 for await (const chunk of process.stdin) chunks.push(chunk);
@@ -63,6 +64,18 @@ if (request.provider === "github") {
     valid = false;
   }
   answer = { valid, detail: "" };
+} else if (request.provider === "linear") {
+  // verify() checks the signature, then the signed body's webhookTimestamp (60 s window);
+  // it throws on any failure.
+  let valid;
+  let detail = "";
+  try {
+    valid = new LinearWebhookClient(request.secret).verify(body, header("linear-signature"));
+  } catch (error) {
+    valid = false;
+    detail = String(error.message);
+  }
+  answer = { valid, detail };
 } else {
   answer = { valid: false, detail: `no oracle for ${request.provider}` };
 }
