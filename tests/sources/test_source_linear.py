@@ -46,14 +46,12 @@ def test_a_recipe_delivery_verifies_and_the_sdk_agrees() -> None:
     identity = Linear(secret=SECRET).authenticate(headers, body, now=time.time())
     assert (identity.event_id, identity.event_type) == (DELIVERY, "Issue")
     assert npm_verifies(npm, "linear", SECRET, headers, body)["valid"]
-    forged = delivery(secret="attacker")
-    assert not npm_verifies(npm, "linear", SECRET, *forged)["valid"]
+    # A wrong secret is refused by both in tests/testing/test_signers.py; here, the time.
     stale = delivery(sent=time.time() - 120)
     answer = npm_verifies(npm, "linear", SECRET, *stale)
     assert not answer["valid"] and "timestamp" in answer["detail"].lower()
-    for refused in (forged, stale):
-        with pytest.raises((BadSignature, TimestampOutOfTolerance)):
-            Linear(secret=SECRET).verify(refused[0], refused[1], now=time.time())
+    with pytest.raises(TimestampOutOfTolerance):
+        Linear(secret=SECRET).verify(*stale, now=time.time())
 
 
 @pytest.mark.parametrize(("offset", "accepted"), [(60, True), (-60, True), (61, False)])

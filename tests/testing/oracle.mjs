@@ -8,7 +8,6 @@ import "@shopify/shopify-api/adapters/web-api";
 import { shopifyApi, ApiVersion } from "@shopify/shopify-api";
 import twilio from "twilio";
 import { SignatureValidator } from "mollie-api-typescript/utils/webhooks/index.js";
-import { LinearWebhookClient } from "@linear/sdk/webhooks";
 
 const chunks = [];
 for await (const chunk of process.stdin) chunks.push(chunk);
@@ -67,6 +66,7 @@ if (request.provider === "github") {
 } else if (request.provider === "linear") {
   // verify() checks the signature, then the signed body's webhookTimestamp (60 s window);
   // it throws on any failure.
+  const { LinearWebhookClient } = await import("@linear/sdk/webhooks");
   let valid;
   let detail = "";
   try {
