@@ -16,17 +16,22 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from hookinbox import Inbox
 from hookinbox.sources import (
+    Calendly,
     Clerk,
     Discord,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
+    Intercom,
     LemonSqueezy,
+    Linear,
+    Mailgun,
     Mollie,
     MollieClassic,
     Paddle,
     PayPal,
+    Postmark,
     Resend,
     Shopify,
     Slack,
@@ -36,6 +41,8 @@ from hookinbox.sources import (
     Stripe,
     Twilio,
     Twitch,
+    Typeform,
+    WorkOS,
     Zoom,
 )
 from hookinbox.testing import ed25519_test_key
@@ -63,8 +70,16 @@ SIGNATURE_HEADER = {
     "discord": "X-Signature-Ed25519",
     "zoom": "x-zm-signature",
     "twitch": "Twitch-Eventsub-Message-Signature",
+    # issue 23, round two
+    "workos": "WorkOS-Signature",
+    "calendly": "Calendly-Webhook-Signature",
+    "intercom": "X-Hub-Signature",
+    "linear": "Linear-Signature",
+    "postmark": "Authorization",
+    "typeform": "Typeform-Signature",
 }
-"""The header each signed source's signature travels in (Mollie classic has none)."""
+"""The header each signed source's signature travels in (Mollie classic has none; Mailgun's
+signature is in its body)."""
 
 
 def fetch_payment(resource_id: str) -> Mapping[str, Any]:
@@ -101,6 +116,14 @@ def build_sources(paypal_pem: str) -> list[Source]:
         Discord(public_key=ed25519_test_key().hex),
         Zoom(secret="zoom-headers"),
         Twitch(secret="twitch-headers"),
+        # issue 23, round two
+        WorkOS(secret="workos-headers"),
+        Calendly(secret="calendly-headers"),
+        Intercom(secret="intercom-headers"),
+        Linear(secret="linear-headers"),
+        Postmark(username="postmark", password="postmark-headers"),
+        Mailgun(secret="mailgun-headers"),
+        Typeform(secret="typeform-headers"),
     ]
 
 
@@ -133,6 +156,17 @@ def payload(source: Source, tag: str) -> Any:
         return {"event": "meeting.started", "event_ts": int(tag, 36) % 10**12, "payload": {}}
     if isinstance(source, Twitch):
         return {"subscription": {"id": tag, "type": "channel.follow", "version": "2"}}
+    # issue 23, round two
+    if isinstance(source, Calendly):
+        return {"event": "invitee.created", "payload": {"uri": f"https://calendly.test/i/{tag}"}}
+    if isinstance(source, Linear):
+        return {"type": "Issue", "action": "create", "data": {"id": tag}}
+    if isinstance(source, Postmark):
+        return {"RecordType": "Bounce", "ID": tag, "MessageID": tag}
+    if isinstance(source, Mailgun):
+        return {"event-data": {"id": tag, "event": "delivered"}}
+    if isinstance(source, Typeform):
+        return {"event_id": tag, "event_type": "form_response"}
     return {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000}
 
 

@@ -1,6 +1,6 @@
 // Official verifiers from npm, as test oracles for hookinbox.testing's signers.
 // stdin: {"provider": "github"|"shopify"|"twilio"|"mollie"|"discord"|"standard-v1a"|"twitch"|
-//         "zoom", "secret": "...", "headers": {...},
+//         "zoom"|"linear", "secret": "...", "headers": {...},
 //         "body": "<base64>", "url": "..." (twilio: the URL Twilio called),
 //         "signatures": [...] (mollie: every X-Mollie-Signature value),
 //         "sign": {...} (discord, standard-v1a, twitch, zoom: sign instead of verifying)}
@@ -75,6 +75,19 @@ if (request.provider === "github") {
     valid = false;
   }
   answer = { valid, detail: "" };
+} else if (request.provider === "linear") {
+  // verify() checks the signature, then the signed body's webhookTimestamp (60 s window);
+  // it throws on any failure.
+  const { LinearWebhookClient } = await import("@linear/sdk/webhooks");
+  let valid;
+  let detail = "";
+  try {
+    valid = new LinearWebhookClient(request.secret).verify(body, header("linear-signature"));
+  } catch (error) {
+    valid = false;
+    detail = String(error.message);
+  }
+  answer = { valid, detail };
 } else if (request.sign) {
   answer = { headers: signed(request, body) };
 } else if (request.provider === "discord") {
