@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
-from hookinbox._storage import Store, count_prunable, prune_batch
+from hookinbox._operations._pacing import Pacer
+from hookinbox._storage import PressureGauge, Store, count_prunable, prune_batch
 from hookinbox.sources import Source
 
 log = logger("hookinbox.prune")
@@ -61,26 +62,38 @@ def prune(
     retention: timedelta,
     dry_run: bool = False,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    pause: float = 0.01,
+    pacer: Pacer | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> PruneResult:
-    """Delete done events received before `now - retention`, `batch_size` rows per transaction.
+    """Delete done events received before `now - retention`, in short transactions.
 
-    Each batch is a short transaction and `pause` seconds separate them, so ingest (on SQLite,
-    the one writer) never waits long behind the pruner. `progress` gets the events per batch.
+    Each batch is timed and the database asked what else ran meanwhile: batches shrink and
+    pauses grow while deliveries and workers use the database, and the pruner runs nearly
+    flat out while nobody does (`Pacer`; docs/operations.md, "Retention"). `batch_size` is
+    the first batch's size. `progress` gets the events of each batch.
     """
     cutoff = now - retention
     if dry_run:
         return PruneResult(*count_prunable(store, cutoff), dry_run=True)
+    pacer = pacer or Pacer(rows=batch_size)
+    gauge = PressureGauge(store)
     totals = [0, 0, 0]
-    while True:
-        deleted = prune_batch(store, cutoff, batch_size)
-        totals = [total + n for total, n in zip(totals, deleted, strict=True)]
-        if progress is not None and deleted[0]:
-            progress(deleted[0])
-        if not any(deleted):
-            break
-        time.sleep(pause)
+    try:
+        gauge.mark()
+        while True:
+            pressure = gauge.sample()
+            started = time.perf_counter()
+            deleted = prune_batch(store, cutoff, pacer.rows)
+            took = time.perf_counter() - started
+            gauge.mark()
+            totals = [total + n for total, n in zip(totals, deleted, strict=True)]
+            if progress is not None and deleted[0]:
+                progress(deleted[0])
+            if not any(deleted):
+                break
+            time.sleep(pacer.next_pause(sum(deleted), took, pressure))
+    finally:
+        gauge.close()
     result = PruneResult(totals[0], totals[1], totals[2], dry_run=False)
     log.info("prune older than %s: %s", cutoff.isoformat(), result.summary())
     return result

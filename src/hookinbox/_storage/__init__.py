@@ -40,6 +40,7 @@ from hookinbox._storage._outbox import (
     settle,
     sweep_messages,
 )
+from hookinbox._storage._pressure import Pressure, PressureGauge
 from hookinbox._storage._queue import (
     Leased,
     Release,
@@ -77,6 +78,8 @@ __all__ = [
     "LeasedMessage",
     "Listener",
     "OpenFigures",
+    "Pressure",
+    "PressureGauge",
     "Release",
     "ReplayResult",
     "Report",
