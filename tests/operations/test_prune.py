@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import multiprocessing
+import sqlite3
 import threading
 from datetime import UTC, datetime, time, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -236,3 +238,24 @@ def test_workers_run_the_daily_prune(db_url: str) -> None:
     )
     store.dispose()
     inbox.close()
+
+
+def test_sqlite_gives_the_pruned_space_back(tmp_path: Path) -> None:
+    """A file created by hookinbox has incremental auto-vacuum: the pages a prune frees go
+    back to the file system, in short paced writes, and the file shrinks."""
+    path = tmp_path / "space.db"
+    store = Store(f"sqlite:///{path}")
+    insert_old(store, 20_000, Status.PROCESSED, "done")
+    raw = sqlite3.connect(path, isolation_level=None)  # outside any transaction
+    assert raw.execute("PRAGMA auto_vacuum").fetchone() == (2,)
+    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    before = path.stat().st_size
+
+    result = prune(store, now=datetime.now(UTC), retention=timedelta(days=90))
+
+    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert raw.execute("PRAGMA freelist_count").fetchone() == (0,)
+    raw.close()
+    assert result.events == 20_000 and result.pages_returned > 0
+    assert path.stat().st_size < before / 2, (before, path.stat().st_size)
+    store.dispose()

@@ -17,7 +17,15 @@ from datetime import datetime, timedelta
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
 from hookinbox._operations._pacing import Pacer
-from hookinbox._storage import PressureGauge, Store, count_prunable, prune_batch
+from hookinbox._storage import (
+    PressureGauge,
+    Store,
+    checkpoint_passive,
+    count_prunable,
+    free_pages,
+    give_back_pages,
+    prune_batch,
+)
 from hookinbox.sources import Source
 
 log = logger("hookinbox.prune")
@@ -32,6 +40,8 @@ class PruneResult:
     deliveries: int
     messages: int
     dry_run: bool
+    pages_returned: int = 0
+    """SQLite: free pages given back to the file system after the prune."""
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
@@ -91,12 +101,37 @@ def prune(
                 progress(deleted[0])
             if not any(deleted):
                 break
+            checkpoint_passive(store)  # SQLite: the pruner's pages, not the ingest writer's
             time.sleep(pacer.next_pause(sum(deleted), took, pressure))
+        returned = _give_back_space(store, gauge, pacer)
     finally:
         gauge.close()
-    result = PruneResult(totals[0], totals[1], totals[2], dry_run=False)
+    result = PruneResult(totals[0], totals[1], totals[2], dry_run=False, pages_returned=returned)
     log.info("prune older than %s: %s", cutoff.isoformat(), result.summary())
     return result
+
+
+PAGES_PER_STEP = 1_000
+"""Free pages returned to the file system per short write (SQLite: 4 MB of 4 KiB pages)."""
+
+
+def _give_back_space(store: Store, gauge: PressureGauge, pacer: Pacer) -> int:
+    """SQLite: return the pages the prune freed to the file system, a step at a time, paced
+    like the batches (nothing on PostgreSQL, or on a SQLite file without incremental
+    auto-vacuum: docs/storage.md)."""
+    returned = 0
+    while free_pages(store) > 0:
+        pressure = gauge.sample()
+        started = time.perf_counter()
+        step = give_back_pages(store, PAGES_PER_STEP)
+        took = time.perf_counter() - started
+        gauge.mark()
+        if step == 0:
+            break
+        returned += step
+        time.sleep(pacer.next_pause(pacer.rows, took, pressure))
+    checkpoint_passive(store)
+    return returned
 
 
 def parse_duration(text: str) -> timedelta:

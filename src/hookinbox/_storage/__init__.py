@@ -55,6 +55,7 @@ from hookinbox._storage._queue import (
 )
 from hookinbox._storage._schema import deliveries, events, metadata, outbox
 from hookinbox._storage._sessions import revoke_session, session_revoked
+from hookinbox._storage._space import checkpoint_passive, free_pages, give_back_pages
 from hookinbox._storage._stats import (
     DuplicateRatio,
     OpenFigures,
@@ -89,6 +90,7 @@ __all__ = [
     "UniqueViolation",
     "advance_ordering",
     "audit_trail",
+    "checkpoint_passive",
     "claim",
     "claim_job",
     "count_events",
@@ -100,6 +102,8 @@ __all__ = [
     "enqueue",
     "event_from_row",
     "events",
+    "free_pages",
+    "give_back_pages",
     "has_due",
     "has_message_due",
     "known_sources",

@@ -83,15 +83,20 @@ class Store:
     def transaction(self) -> Iterator[Connection]:
         """One transaction: committed on success, rolled back on any exception."""
         self.ensure_schema()
+        with self.writing(), self._begin() as connection:
+            yield connection
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """This process's turn at SQLite's one writer, for a write made outside `transaction`
+        (a pragma that must run as a script); nothing on PostgreSQL."""
         if self._writer is None:
-            with self._begin() as connection:
-                yield connection
+            yield
             return
         if not self._writer.acquire(timeout=self.options.busy_timeout):
             raise StoreUnavailable("database unavailable: the SQLite write lock is busy")
         try:
-            with self._begin() as connection:
-                yield connection
+            yield
         finally:
             self._writer.release()
 
