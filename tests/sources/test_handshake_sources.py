@@ -96,24 +96,25 @@ def encoded(document: Any) -> bytes:
 def test_deliveries_signed_by_the_sdks_and_recipes_are_stored_once(
     inbox: Inbox, oracle: Path
 ) -> None:
+    now = int(time.time())  # signed now: the module may have been imported minutes ago
     # Twitch signs an RFC 3339 time with nanoseconds; the others Unix seconds.
-    twitch_time = datetime.fromtimestamp(NOW, UTC).strftime("%Y-%m-%dT%H:%M:%S.123456789Z")
+    twitch_time = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.123456789Z")
     recipes = [
-        ("discord", KEY.hex, INTERACTION, {"seed": SEED, "timestamp": NOW}),
-        ("standard-v1a", "", STANDARD_EVENT, {"seed": SEED, "id": "msg_v1a_1", "timestamp": NOW}),
+        ("discord", KEY.hex, INTERACTION, {"seed": SEED, "timestamp": now}),
+        ("standard-v1a", "", STANDARD_EVENT, {"seed": SEED, "id": "msg_v1a_1", "timestamp": now}),
         (
             "twitch",
             TWITCH_SECRET,
             TWITCH_NOTIFICATION,
             {"id": "tw-msg-1", "timestamp": twitch_time},
         ),
-        ("zoom", ZOOM_SECRET, ZOOM_EVENT, {"timestamp": NOW}),
+        ("zoom", ZOOM_SECRET, ZOOM_EVENT, {"timestamp": now}),
     ]
     signed = npm_judges(
         oracle,
         [{"provider": p, "secret": s, "body": encoded(d), "sign": how} for p, s, d, how in recipes],
     )
-    at = datetime.fromtimestamp(NOW, UTC)
+    at = datetime.fromtimestamp(now, UTC)
     deliveries = [
         (name, answer["headers"], encoded(d))
         for (_, _, d, _), answer, name in zip(
@@ -123,11 +124,11 @@ def test_deliveries_signed_by_the_sdks_and_recipes_are_stored_once(
     for cls, event in ((Resend, RESEND_EVENT), (Clerk, CLERK_EVENT)):
         body = encoded(event)
         signature = SvixWebhook(SVIX_SECRET).sign("msg_svix_1", at, body.decode())
-        headers = {"svix-id": "msg_svix_1", "svix-timestamp": str(NOW), "svix-signature": signature}
+        headers = {"svix-id": "msg_svix_1", "svix-timestamp": str(now), "svix-signature": signature}
         deliveries.append((cls.default_name, headers, body))
     body = encoded(STANDARD_EVENT)
     signature = standardwebhooks.Webhook(SVIX_SECRET).sign("msg_v1_1", at, body.decode())
-    v1 = {"webhook-id": "msg_v1_1", "webhook-timestamp": str(NOW), "webhook-signature": signature}
+    v1 = {"webhook-id": "msg_v1_1", "webhook-timestamp": str(now), "webhook-signature": signature}
     deliveries += [("migrating", v1, body), ("v1-only", v1, body)]
     deliveries.append(("migrating", signed[1]["headers"], encoded(STANDARD_EVENT)))
 

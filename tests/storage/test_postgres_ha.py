@@ -8,6 +8,7 @@ moved, and 127.0.0.1 listed twice is a two-node cluster whose nodes are both rea
 from __future__ import annotations
 
 import logging
+import socket
 import subprocess
 import threading
 import time
@@ -312,3 +313,64 @@ def test_a_write_refused_as_read_only_is_unavailable_and_drops_the_pool(
     with store.transaction() as connection:
         connection.execute(sa.text("CREATE TABLE hookinbox_probe_test (x int)"))
     store.dispose()
+
+
+class SilentAfterStartup:
+    """A server that completes PostgreSQL's start-up (no TLS, no password) and then never
+    answers a query, while its TCP stack acknowledges everything: a pooler or proxy that lost
+    its own upstream. Neither connect_timeout nor TCP timeouts can see it."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            self.held.append(client)
+            first = client.recv(8)
+            if first[4:8] == b"\x04\xd2\x16\x2f":  # SSLRequest: no
+                client.sendall(b"N")
+                first = client.recv(4)
+            length = int.from_bytes(first[:4], "big")
+            while length - len(first) > 0:
+                first += client.recv(length - len(first))
+            # AuthenticationOk, then ReadyForQuery (idle); then silence.
+            client.sendall(b"R\x00\x00\x00\x08\x00\x00\x00\x00" + b"Z\x00\x00\x00\x05I")
+
+    def close(self) -> None:
+        self.server.close()
+        for held in self.held:
+            held.close()
+
+
+def test_a_listen_that_is_never_answered_is_given_up(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from hookinbox._storage import _notify
+
+    monkeypatch.setattr(_notify, "SETUP_TIMEOUT", 0.5)
+    silent = SilentAfterStartup()
+    store = Store(f"postgresql://hookinbox@127.0.0.1:{silent.port}/inbox", auto_migrate=False)
+    stop = threading.Event()
+    listener = Listener(store, {CHANNEL: threading.Event()}, stop)
+    caplog.set_level(logging.WARNING, "hookinbox.worker")
+    listener.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+            "LISTEN connection lost" in r.getMessage() for r in caplog.records
+        ):
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        listener.join(timeout=5)
+        silent.close()
+        store.dispose()
+    assert any("LISTEN connection lost" in r.getMessage() for r in caplog.records)
+    assert not listener.is_alive()

@@ -8,8 +8,12 @@ server goes away, and wakes the worker after each (re)connect in case it missed 
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any
 
 from hookinbox._logging import logger
 from hookinbox._storage._engine import listen_params
@@ -19,6 +23,9 @@ CHANNEL = "hookinbox_events"
 OUTBOX_CHANNEL = "hookinbox_outbox"
 
 log = logger("hookinbox.worker")
+
+SETUP_TIMEOUT = 10.0
+"""Seconds the LISTEN statements may take once connected, before the connection is given up."""
 
 FIRST_RETRY = 0.5
 LAST_RETRY = 30.0
@@ -58,8 +65,9 @@ class Listener(threading.Thread):
         import psycopg
 
         with psycopg.connect(autocommit=True, **self._params) as connection:
-            for channel in self._channels:
-                connection.execute(f"LISTEN {channel}")
+            with _watchdog(connection, SETUP_TIMEOUT):
+                for channel in self._channels:
+                    connection.execute(f"LISTEN {channel}")
             # Listening again: the outage is over, and the next one starts from the first
             # back-off (kept, a worker that lived through a few failovers would wait the
             # longest one before its first try, polling all the while).
@@ -71,6 +79,29 @@ class Listener(threading.Thread):
                     notified = self._channels.get(notification.channel)
                     if notified is not None:
                         notified.set()
+
+
+@contextmanager
+def _watchdog(connection: Any, seconds: float) -> Iterator[None]:
+    """Shut the connection's socket down if the block takes longer than `seconds`.
+
+    connect_timeout bounds the connection, and TCP timeouts a peer that stops acknowledging;
+    neither bounds a statement that a peer acknowledges and never answers: a proxy or pooler
+    between us and PostgreSQL that accepted the connection but lost its own upstream (the
+    test suite's relay did, after a silent link came back). The shutdown wakes the blocked
+    read with an error, and the listener reconnects as after any loss."""
+
+    def shut_down() -> None:
+        with suppress(OSError), socket.socket(fileno=os.dup(connection.pgconn.socket)) as dup:
+            dup.shutdown(socket.SHUT_RDWR)  # the socket, not just this descriptor of it
+
+    timer = threading.Timer(seconds, shut_down)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def supports_listen(store: Store) -> bool:
