@@ -313,8 +313,7 @@ class BaseReceiver(ABC):
         received_at = datetime.fromtimestamp(now, UTC)
         kept = source.headers_to_store(headers)
         batch = tuple(
-            self._new_delivery(source, identity, body, received_at, kept)
-            for identity in identities
+            self._new_delivery(source, identity, body, received_at, kept) for identity in identities
         )
         return Verified(batch[0], started, batch)
 
@@ -468,7 +467,9 @@ class Receiver(BaseReceiver):
             self.sources[delivery.source].acknowledgement,
         )
 
-    def _stored_batch(self, batch: tuple[NewDelivery, ...], results: list[RecordedDelivery]) -> Reply:
+    def _stored_batch(
+        self, batch: tuple[NewDelivery, ...], results: list[RecordedDelivery]
+    ) -> Reply:
         """One answer for a batch: `accepted` when it held any new event, else `duplicate`."""
         for delivery, recorded in zip(batch, results, strict=True):
             self._note(delivery, recorded)

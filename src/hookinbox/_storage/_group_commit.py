@@ -73,9 +73,10 @@ class GroupCommit:
             raise ConfigurationError("group commit: writers must be between 1 and 16")
 
 
-_Pending = tuple[NewDelivery, "Future[RecordedDelivery]"] | tuple[
-    tuple[NewDelivery, ...], "Future[list[RecordedDelivery]]"
-]
+_Pending = (
+    tuple[NewDelivery, "Future[RecordedDelivery]"]
+    | tuple[tuple[NewDelivery, ...], "Future[list[RecordedDelivery]]"]
+)
 """A delivery and its future, or a batched delivery's events and theirs."""
 _STOP = object()
 
