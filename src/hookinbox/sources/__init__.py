@@ -6,10 +6,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from hookinbox._extras import importing
-from hookinbox.sources._base import Headers, Identity, Source
+from hookinbox.sources._adyen import Adyen
+from hookinbox.sources._base import BatchSource, Headers, Identity, Source
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
+from hookinbox.sources._hubspot import HubSpot
 from hookinbox.sources._lemonsqueezy import LemonSqueezy
 from hookinbox.sources._mollie import Mollie, MollieClassic
 from hookinbox.sources._paddle import Paddle
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from hookinbox.sources._mollie_api import MollieAPI
     from hookinbox.sources._paypal import PayPal
     from hookinbox.sources._paypal_api import PayPalAPI
+    from hookinbox.sources._sendgrid import SendGrid
 
 # Loaded on first use: they need cryptography and httpx, extras the core install does not have
 # (and that would add about a quarter of a second to every process importing hookinbox).
@@ -32,6 +35,7 @@ _LAZY = {
     "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
     "PayPal": ("hookinbox.sources._paypal", "paypal"),
     "PayPalAPI": ("hookinbox.sources._paypal_api", "paypal"),
+    "SendGrid": ("hookinbox.sources._sendgrid", "crypto"),
 }
 
 
@@ -44,11 +48,14 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Adyen",
+    "BatchSource",
     "GitHub",
     "GitLab",
     "GitLabSigned",
     "HMACSource",
     "Headers",
+    "HubSpot",
     "Identity",
     "LemonSqueezy",
     "Mollie",
@@ -57,6 +64,7 @@ __all__ = [
     "Paddle",
     "PayPal",
     "PayPalAPI",
+    "SendGrid",
     "Shopify",
     "Slack",
     "Source",

@@ -2,7 +2,8 @@
 plugin (`pytest_plugins = ["hookinbox.testing.pytest"]`) and an exactly-once check.
 
 Nothing here needs pytest (only the plugin module imports it) or another dependency of its
-own; PayPal's test certificate needs the `paypal` extra, as the PayPal source does.
+own; PayPal's test certificate needs the `paypal` extra, as the PayPal source does, and
+SendGrid's test key the `crypto` extra.
 See docs/testing.md.
 """
 
@@ -29,10 +30,13 @@ from hookinbox.testing._signing import register_signer, sign
 
 if TYPE_CHECKING:
     from hookinbox.testing._paypal import PayPalTestCertificate, paypal_test_certificate
+    from hookinbox.testing._sendgrid import SendGridTestKey, sendgrid_test_key
 
 _LAZY = {
     "PayPalTestCertificate": ("hookinbox.testing._paypal", "paypal"),
     "paypal_test_certificate": ("hookinbox.testing._paypal", "paypal"),
+    "SendGridTestKey": ("hookinbox.testing._sendgrid", "crypto"),
+    "sendgrid_test_key": ("hookinbox.testing._sendgrid", "crypto"),
 }
 
 
@@ -51,10 +55,12 @@ __all__ = [
     "ExactlyOnceViolation",
     "InboxHarness",
     "PayPalTestCertificate",
+    "SendGridTestKey",
     "check_exactly_once",
     "github_push",
     "paypal_test_certificate",
     "register_signer",
+    "sendgrid_test_key",
     "shopify_order",
     "sign",
     "standard_event",

@@ -30,10 +30,12 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlparse
 
 from hookinbox.sources import (
+    Adyen,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
+    HubSpot,
     LemonSqueezy,
     Mollie,
     MollieClassic,
@@ -48,8 +50,11 @@ from hookinbox.sources import (
 )
 
 Body = bytes | str | Mapping[str, Any] | list[Any]
-SignerFunction = Callable[[Any, bytes, int, dict[str, Any]], dict[str, str]]
-"""`(source, body, unix seconds, fields) -> headers`; pops the fields it understands."""
+SignerFunction = Callable[
+    [Any, bytes, int, dict[str, Any]], dict[str, str] | tuple[dict[str, str], bytes]
+]
+"""`(source, body, unix seconds, fields) -> headers`; pops the fields it understands. A
+provider that signs inside the body (Adyen) returns `(headers, signed body)`."""
 T = TypeVar("T", bound=SignerFunction)
 
 JSON = "application/json"
@@ -57,7 +62,10 @@ FORM = "application/x-www-form-urlencoded"
 _NAMESPACE = uuid.UUID("6f1c1e8e-51f3-4a4e-9d0c-2b9a4f7f0b11")
 
 _SIGNERS: dict[type[Source], SignerFunction] = {}
-_LAZY = {"hookinbox.sources._paypal": "hookinbox.testing._paypal"}
+_LAZY = {
+    "hookinbox.sources._paypal": "hookinbox.testing._paypal",
+    "hookinbox.sources._sendgrid": "hookinbox.testing._sendgrid",
+}
 _FORM_SOURCES: tuple[type[Source], ...] = (Twilio, MollieClassic)
 
 
@@ -102,6 +110,8 @@ def sign(
     timestamp = _timestamp(at)
     remaining = dict(fields)
     headers = function(source, raw, timestamp, remaining)
+    if isinstance(headers, tuple):
+        headers, raw = headers
     if remaining:
         names = ", ".join(sorted(remaining))
         raise TypeError(f"sign() got fields {type(source).__name__} does not use: {names}")
@@ -364,3 +374,51 @@ def _hmac_source(source: HMACSource, body: bytes, t: int, fields: dict[str, Any]
     if source.type_header:
         headers[source.type_header] = fields.pop("event_type", "event")
     return headers
+
+
+# HubSpot signs the URI with these escapes decoded (HubSpot's "validating requests" page).
+_HUBSPOT_DECODED = {"%3A": ":", "%2F": "/", "%3F": "?", "%40": "@", "%21": "!", "%24": "$"}
+_HUBSPOT_DECODED |= {"%27": "'", "%28": "(", "%29": ")", "%2A": "*", "%2C": ",", "%3B": ";"}
+
+
+@register_signer(HubSpot)
+def _hubspot(source: HubSpot, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    url = fields.pop("url", source.url)
+    for escape, character in _HUBSPOT_DECODED.items():
+        url = url.replace(escape, character).replace(escape.lower(), character)
+    milliseconds = str(fields.pop("milliseconds", t * 1000))
+    message = b"POST" + url.encode() + body + milliseconds.encode()
+    return {
+        **_json_headers(fields),
+        "X-HubSpot-Signature-v3": _b64(secret_key(source, fields), message),
+        "X-HubSpot-Request-Timestamp": milliseconds,
+        "X-HubSpot-Signature-Version": "v3",
+    }
+
+
+_ADYEN_FIELDS = ("pspReference", "originalReference", "merchantAccountCode", "merchantReference")
+
+
+@register_signer(Adyen)
+def _adyen(
+    source: Adyen, body: bytes, t: int, fields: dict[str, Any]
+) -> tuple[dict[str, str], bytes]:
+    """Adyen signs each notification item: its `additionalData.hmacSignature` is set (over
+    the eight fields of Adyen's recipe) and the body written again as JSON."""
+    key = secret_key(source, fields)
+    payload = json.loads(body)
+    for entry in payload["notificationItems"]:
+        item = entry["NotificationRequestItem"]
+        amount = item.get("amount") or {}
+        values = [*(item.get(name, "") for name in _ADYEN_FIELDS)]
+        values += [amount.get("value", ""), amount.get("currency", "")]
+        values += [item.get("eventCode", ""), item.get("success", "")]
+        text = ":".join(json.dumps(v) if isinstance(v, bool) else str(v) for v in values)
+        item.setdefault("additionalData", {})["hmacSignature"] = _b64(key, text.encode())
+    headers = _json_headers(fields)
+    username, password = fields.pop("username", None), fields.pop("password", None)
+    if source._basic is not None or username is not None:
+        default_user, _, default_password = (source._basic or b":").decode().partition(":")
+        credentials = f"{username or default_user}:{password or default_password}"
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
+    return headers, json.dumps(payload).encode()
