@@ -111,7 +111,10 @@ def test_what_the_sdk_would_refuse_is_refused_401(
     assert not Signature.is_valid(
         signature, SECRET, BODY.decode(), DECODED, "POST", "v3", str(milliseconds)
     )
-    headers = {"X-HubSpot-Signature-v3": signature, "X-HubSpot-Request-Timestamp": str(milliseconds)}
+    headers = {
+        "X-HubSpot-Signature-v3": signature,
+        "X-HubSpot-Request-Timestamp": str(milliseconds),
+    }
     reply = inbox.receive("hubspot", headers, BODY)
     assert (reply.status_code, reply.body["error"]) == (401, "invalid_signature")
 

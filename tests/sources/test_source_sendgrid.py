@@ -125,9 +125,7 @@ def test_another_key_and_a_stale_timestamp_are_refused() -> None:
     other = ec.generate_private_key(ec.SECP256R1())
     source = SendGrid(public_key=KEY.public_key)
     headers = documented_headers(BODY)
-    headers["X-Twilio-Email-Event-Webhook-Signature"] = documented_signature(
-        BODY, str(NOW), other
-    )
+    headers["X-Twilio-Email-Event-Webhook-Signature"] = documented_signature(BODY, str(NOW), other)
     lower = {k.lower(): v for k, v in headers.items()}
     with pytest.raises(BadSignature):
         source.verify(lower, BODY, now=NOW)
