@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 from Adyen.util import generate_notification_sig, is_valid_hmac_notification
+from tests.support.asgi import ASGIClient
 
 from hookinbox import Inbox
 from hookinbox._errors import BadSignature, ConfigurationError
 from hookinbox.sources import Adyen
 from hookinbox.sources._adyen import signing_string
 from hookinbox.testing import sign
-from tests.support.asgi import ASGIClient
 
 HMAC_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 OTHER_KEY = "0" * 62 + "01"

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 from hubspot.utils.signature import Signature
+from tests.support.asgi import ASGIClient
 
 from hookinbox import Inbox
 from hookinbox._errors import BadSignature, ConfigurationError, TimestampOutOfTolerance
 from hookinbox.sources import HubSpot
 from hookinbox.sources._hubspot import signed_uri
-from tests.support.asgi import ASGIClient
 
 SECRET = "hs-client-secret-ünï"
 URL = "https://hooks.example.com/webhooks/hubspot?portal=1%2C2&tag=%3Ab"

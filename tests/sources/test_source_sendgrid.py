@@ -18,6 +18,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from sendgrid.helpers.eventwebhook import EventWebhook
+from tests.support.asgi import ASGIClient
 
 from hookinbox import Inbox
 from hookinbox._errors import (
@@ -29,7 +30,6 @@ from hookinbox._errors import (
 from hookinbox.sources import SendGrid
 from hookinbox.sources._base import MAX_BATCH_EVENTS
 from hookinbox.testing import sendgrid_test_key, sign
-from tests.support.asgi import ASGIClient
 
 NOW = 1_700_000_000
 KEY = sendgrid_test_key()
