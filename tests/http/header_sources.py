@@ -11,19 +11,22 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from hookinbox import Inbox
 from hookinbox.sources import (
+    Adyen,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
+    HubSpot,
     LemonSqueezy,
     Mollie,
     MollieClassic,
     Paddle,
     PayPal,
+    SendGrid,
     Shopify,
     Slack,
     Source,
@@ -35,6 +38,7 @@ from hookinbox.sources import (
 
 STANDARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks spec's example
 GITLAB_TOKEN = "jéton-ünïcode ☕"  # typed with accents: GitLab sends its UTF-8 bytes
+ADYEN_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 
 SIGNATURE_HEADER = {
     "stripe": "Stripe-Signature",
@@ -51,6 +55,9 @@ SIGNATURE_HEADER = {
     "mollie-hmac": "X-Mollie-Signature",
     "twilio": "X-Twilio-Signature",
     "paypal": "PAYPAL-TRANSMISSION-SIG",
+    "sendgrid": "X-Twilio-Email-Event-Webhook-Signature",
+    "hubspot": "X-HubSpot-Signature-v3",
+    "adyen": "Authorization",  # its HMACs are in the body; basic authentication is a header
 }
 """The header each signed source's signature travels in (Mollie classic has none)."""
 
@@ -60,7 +67,7 @@ def fetch_payment(resource_id: str) -> Mapping[str, Any]:
     return {"id": resource_id, "resource": "payment", "status": "paid"}
 
 
-def build_sources(paypal_pem: str) -> list[Source]:
+def build_sources(paypal_pem: str, sendgrid_key: str) -> list[Source]:
     return [
         Stripe(secret="whsec_headers"),
         Paddle(secret="pdl_headers"),
@@ -84,12 +91,15 @@ def build_sources(paypal_pem: str) -> list[Source]:
         Twilio(secret="tw-headers", url="https://example.com/webhooks/twilio?sites=a,b"),
         PayPal(webhook_id="WH-HEADERS", certificate=paypal_pem),
         MollieClassic(fetch=fetch_payment),
+        SendGrid(public_key=sendgrid_key),
+        HubSpot(secret="hs-headers", url="https://example.com/webhooks/hubspot"),
+        Adyen(hmac_key=ADYEN_KEY, username="adyen", password="pässwörd"),
     ]
 
 
-def build_inbox(database_url: str, paypal_pem: str) -> Inbox:
+def build_inbox(database_url: str, paypal_pem: str, sendgrid_key: str) -> Inbox:
     inbox = Inbox(database_url)
-    for source in build_sources(paypal_pem):
+    for source in build_sources(paypal_pem, sendgrid_key):
         inbox.add_source(source)
     return inbox
 
@@ -108,6 +118,14 @@ def payload(source: Source, tag: str) -> Any:
         return {"MessageSid": f"SM{tag}", "MessageStatus": "sent"}
     if isinstance(source, MollieClassic):
         return {"id": f"tr_{tag}"}
+    if isinstance(source, SendGrid):
+        return [{"sg_event_id": f"sg_{tag}", "event": "delivered", "timestamp": 1_700_000_000}]
+    if isinstance(source, HubSpot):
+        return [{"eventId": tag, "subscriptionId": 9, "subscriptionType": "contact.creation"}]
+    if isinstance(source, Adyen):
+        item = {"pspReference": tag, "eventCode": "AUTHORISATION", "success": "true",
+                "merchantAccountCode": "Shop", "amount": {"value": 100, "currency": "EUR"}}  # fmt: skip
+        return {"live": "false", "notificationItems": [{"NotificationRequestItem": item}]}
     return {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000}
 
 
@@ -117,4 +135,21 @@ def wrong_secret(source: Source) -> dict[str, Any]:
         return {"private_key": rsa.generate_private_key(public_exponent=65537, key_size=2048)}
     if isinstance(source, StandardWebhooks):
         return {"secret": "whsec_" + base64.b64encode(b"another key").decode()}
+    if isinstance(source, SendGrid):
+        return {"private_key": ec.generate_private_key(ec.SECP256R1())}
+    if isinstance(source, Adyen):
+        return {"password": "another-password"}
     return {"secret": "another-secret"}
+
+
+def stored_id(source: Source, answer: dict[str, Any], body_payload: Any) -> str:
+    """The id an event of `payload(source, tag)` is stored under: the answer's, or for a
+    batch (whose answer counts events) the one the source derives from its only event."""
+    if "event_id" in answer:
+        return str(answer["event_id"])
+    if isinstance(source, SendGrid):
+        return str(body_payload[0]["sg_event_id"])
+    if isinstance(source, HubSpot):
+        return f"9:{body_payload[0]['eventId']}"
+    item = body_payload["notificationItems"][0]["NotificationRequestItem"]
+    return f"{item['pspReference']}:AUTHORISATION:true"

@@ -19,7 +19,6 @@ checked when `username` and `password` are configured.
 from __future__ import annotations
 
 import base64
-import binascii
 import hmac
 from collections.abc import Sequence
 from datetime import timedelta
@@ -139,7 +138,7 @@ class Adyen(BatchSource):
                 raise BadSignature("a notification item has no additionalData.hmacSignature")
             try:
                 candidate = base64.b64decode(text.strip(), validate=True)
-            except binascii.Error as exc:
+            except ValueError as exc:  # binascii.Error, or text that is not ASCII
                 raise BadSignature("an hmacSignature is not base64") from exc
             signed = signing_string(item).encode()
             digests = [hmac_digest(key, signed) for key in self._keys]
@@ -159,7 +158,7 @@ class Adyen(BatchSource):
             scheme, _, encoded = value.partition(" ")
             try:
                 given = base64.b64decode(encoded.strip(), validate=True)
-            except binascii.Error:
+            except ValueError:  # binascii.Error, or text that is not ASCII
                 given = b""
             matched |= hmac.compare_digest(given, self._basic) and scheme.lower() == "basic"
         if not matched:

@@ -87,7 +87,7 @@ class SendGrid(BatchSource):
         ):
             try:
                 signatures.append(base64.b64decode(item, validate=True))
-            except binascii.Error:
+            except ValueError:  # binascii.Error, or text that is not ASCII
                 continue
         if not signatures:
             raise BadSignature("X-Twilio-Email-Event-Webhook-Signature is not base64")
