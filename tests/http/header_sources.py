@@ -123,8 +123,13 @@ def payload(source: Source, tag: str) -> Any:
     if isinstance(source, HubSpot):
         return [{"eventId": tag, "subscriptionId": 9, "subscriptionType": "contact.creation"}]
     if isinstance(source, Adyen):
-        item = {"pspReference": tag, "eventCode": "AUTHORISATION", "success": "true",
-                "merchantAccountCode": "Shop", "amount": {"value": 100, "currency": "EUR"}}  # fmt: skip
+        item = {
+            "pspReference": tag,
+            "eventCode": "AUTHORISATION",
+            "success": "true",
+            "merchantAccountCode": "Shop",
+            "amount": {"value": 100, "currency": "EUR"},
+        }
         return {"live": "false", "notificationItems": [{"NotificationRequestItem": item}]}
     return {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000}
 
