@@ -15,7 +15,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, cast
@@ -67,6 +67,11 @@ class Outcome(StrEnum):
     ERROR = "error"
 
 
+STORED = frozenset({Outcome.ACCEPTED, Outcome.DUPLICATE})
+TEXT = "text/plain; charset=utf-8"
+"""The outcomes of a delivery whose event is stored: a source's own answer replaces ours."""
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """The answer to one delivery, independent of any web framework."""
@@ -77,30 +82,45 @@ class Reply:
     outcome: Outcome = Outcome.ACCEPTED
     event_type: str | None = None
     key_conflict: bool = False
-
-    text: str | None = None
-    """A plain-text body sent instead of the JSON of `body` (a source's `acknowledgement`,
-    Adyen's `[accepted]`); `body` still says what happened, for logs and `inbox.receive`."""
+    media_type: str = "application/json"
+    raw: bytes | None = None
+    """The bytes to send instead of `body` as JSON: a handshake answered in text (Twitch), a
+    source's `acknowledgement` (Adyen's `[accepted]`); `body` still says what happened, for
+    the logs and `inbox.receive`."""
 
     @property
     def ok(self) -> bool:
         return 200 <= self.status_code < 300
 
     @property
-    def media_type(self) -> str:
-        return "application/json" if self.text is None else "text/plain; charset=utf-8"
-
-    @property
     def content(self) -> bytes:
-        """The body to send, byte for byte the same from every adapter."""
-        if self.text is not None:
-            return self.text.encode()
+        """The body to send, byte for byte the same from every adapter: `body` as JSON,
+        unless the reply carries bytes of its own (`raw`, of type `media_type`)."""
+        if self.raw is not None:
+            return self.raw
         return json.dumps(self.body, separators=(",", ":")).encode()
 
 
 def _reject(status_code: int, outcome: Outcome, detail: str, **headers: str) -> Reply:
     body = {"status": "rejected", "error": outcome.value, "detail": detail}
     return Reply(status_code, body, dict(headers), outcome)
+
+
+def _handshake(handshake: Handshake) -> Reply:
+    """A handshake's answer as the provider wants it: JSON (`body` is the answer, as the logs
+    read it), or text sent as it stands."""
+    if isinstance(handshake.answer, dict):
+        body, raw = handshake.answer, None
+    else:
+        body, raw = {}, handshake.content
+    return Reply(
+        handshake.status,
+        body,
+        {},
+        Outcome.HANDSHAKE,
+        media_type=handshake.content_type,
+        raw=raw,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +130,8 @@ class Verified:
     delivery: NewDelivery
     started: float
     """`time.perf_counter()` when the delivery reached the receiver (for the ack latency)."""
+    answer: dict[str, Any] | None = None
+    """The source's own body for a stored event (`Identity.answer`), sent instead of ours."""
     batch: tuple[NewDelivery, ...] = ()
     """Every event of a batched delivery (`delivery` is the first), stored in one
     transaction; empty for the usual delivery of one event."""
@@ -246,6 +268,8 @@ class BaseReceiver(ABC):
     def finish_verified(self, verified: Verified, reply: Reply) -> Reply:
         """Log and count the reply to a verified delivery, unless it was answered already."""
         delivery = verified.delivery
+        if reply.outcome in STORED:
+            reply = self._source_answer(verified, reply)
         if verified.settle():
             return self._finish(
                 delivery.source, reply, verified.started, known=True, delivery=delivery
@@ -261,6 +285,17 @@ class BaseReceiver(ABC):
             reply.status_code,
             extra={"source": delivery.source, "event_id": delivery.event_id, "late": True},
         )
+        return reply
+
+    def _source_answer(self, verified: Verified, reply: Reply) -> Reply:
+        """A stored delivery's reply in the source's own words, if it has any: a JSON body of
+        its event's (`Identity.answer`, Discord) or a text for every one (`acknowledgement`,
+        Adyen's `[accepted]`, sent as it stands while `body` keeps our fields for the logs)."""
+        if verified.answer is not None:
+            reply = replace(reply, body=verified.answer)
+        acknowledgement = self.sources[verified.delivery.source].acknowledgement
+        if acknowledgement is not None:
+            reply = replace(reply, raw=acknowledgement.encode(), media_type=TEXT)
         return reply
 
     def _finish(
@@ -298,12 +333,12 @@ class BaseReceiver(ABC):
         except DeliveryIgnored:
             return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
         except Handshake as handshake:
-            return Reply(200, handshake.answer, {}, Outcome.HANDSHAKE)
+            return _handshake(handshake)
         received_at = datetime.fromtimestamp(now, UTC)
         delivery = self._new_delivery(
             source, identity, body, received_at, source.headers_to_store(headers)
         )
-        return Verified(delivery, started)
+        return Verified(delivery, started, identity.answer)
 
     def _verify_batch(
         self, source: Source, headers: Mapping[str, str], body: bytes, started: float, now: float
@@ -315,7 +350,7 @@ class BaseReceiver(ABC):
         batch = tuple(
             self._new_delivery(source, identity, body, received_at, kept) for identity in identities
         )
-        return Verified(batch[0], started, batch)
+        return Verified(batch[0], started, None, batch)
 
     def _new_delivery(
         self,
@@ -457,15 +492,7 @@ class Receiver(BaseReceiver):
             self.on_new_event()  # wakes a worker running in this process
         outcome = Outcome.ACCEPTED if recorded.is_new else Outcome.DUPLICATE
         body_out = {"status": outcome.value, "event_id": delivery.event_id}
-        return Reply(
-            200,
-            body_out,
-            {},
-            outcome,
-            delivery.event_type,
-            recorded.key_conflict,
-            self.sources[delivery.source].acknowledgement,
-        )
+        return Reply(200, body_out, {}, outcome, delivery.event_type, recorded.key_conflict)
 
     def _stored_batch(
         self, batch: tuple[NewDelivery, ...], results: list[RecordedDelivery]
@@ -477,7 +504,7 @@ class Receiver(BaseReceiver):
             self.on_new_event()
         new = sum(recorded.is_new for recorded in results)
         conflict = any(recorded.key_conflict for recorded in results)
-        return batch_reply(self.sources[batch[0].source], len(results), new, conflict)
+        return batch_reply(len(results), new, conflict)
 
     def _note(self, delivery: NewDelivery, recorded: RecordedDelivery) -> None:
         """Log what an operator should hear of: a key conflict, an event held as stale."""
@@ -536,7 +563,7 @@ class Receiver(BaseReceiver):
         return [recorded for recorded in results if recorded is not None]
 
 
-def batch_reply(source: Source, events: int, accepted: int, key_conflict: bool) -> Reply:
+def batch_reply(events: int, accepted: int, key_conflict: bool) -> Reply:
     """The one answer to a batched delivery: `accepted` when it held any new event."""
     outcome = Outcome.ACCEPTED if accepted else Outcome.DUPLICATE
     body = {
@@ -545,7 +572,7 @@ def batch_reply(source: Source, events: int, accepted: int, key_conflict: bool) 
         "accepted": accepted,
         "duplicates": events - accepted,
     }
-    return Reply(200, body, {}, outcome, None, key_conflict, source.acknowledgement)
+    return Reply(200, body, {}, outcome, None, key_conflict)
 
 
 def _inline_event(delivery: NewDelivery, recorded: RecordedDelivery) -> Event:

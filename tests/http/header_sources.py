@@ -12,10 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from hookinbox import Inbox
 from hookinbox.sources import (
     Adyen,
+    Clerk,
+    Discord,
     GitHub,
     GitLab,
     GitLabSigned,
@@ -26,6 +29,7 @@ from hookinbox.sources import (
     MollieClassic,
     Paddle,
     PayPal,
+    Resend,
     SendGrid,
     Shopify,
     Slack,
@@ -34,7 +38,10 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
+    Twitch,
+    Zoom,
 )
+from hookinbox.testing import ed25519_test_key
 
 STANDARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks spec's example
 GITLAB_TOKEN = "jéton-ünïcode ☕"  # typed with accents: GitLab sends its UTF-8 bytes
@@ -55,6 +62,11 @@ SIGNATURE_HEADER = {
     "mollie-hmac": "X-Mollie-Signature",
     "twilio": "X-Twilio-Signature",
     "paypal": "PAYPAL-TRANSMISSION-SIG",
+    "resend": "svix-signature",
+    "clerk": "svix-signature",
+    "discord": "X-Signature-Ed25519",
+    "zoom": "x-zm-signature",
+    "twitch": "Twitch-Eventsub-Message-Signature",
     "sendgrid": "X-Twilio-Email-Event-Webhook-Signature",
     "hubspot": "X-HubSpot-Signature-v3",
     "adyen": "Authorization",  # its HMACs are in the body; basic authentication is a header
@@ -91,6 +103,11 @@ def build_sources(paypal_pem: str, sendgrid_key: str) -> list[Source]:
         Twilio(secret="tw-headers", url="https://example.com/webhooks/twilio?sites=a,b"),
         PayPal(webhook_id="WH-HEADERS", certificate=paypal_pem),
         MollieClassic(fetch=fetch_payment),
+        Resend(secret=STANDARD_SECRET),
+        Clerk(secret=STANDARD_SECRET),
+        Discord(public_key=ed25519_test_key().hex),
+        Zoom(secret="zoom-headers"),
+        Twitch(secret="twitch-headers"),
         SendGrid(public_key=sendgrid_key),
         HubSpot(secret="hs-headers", url="https://example.com/webhooks/hubspot"),
         Adyen(hmac_key=ADYEN_KEY, username="adyen", password="pässwörd"),
@@ -118,6 +135,14 @@ def payload(source: Source, tag: str) -> Any:
         return {"MessageSid": f"SM{tag}", "MessageStatus": "sent"}
     if isinstance(source, MollieClassic):
         return {"id": f"tr_{tag}"}
+    if isinstance(source, Discord):
+        # An interaction type Discord has not defined: stored, and answered with hookinbox's
+        # own body (a known type is answered with Discord's deferred response instead).
+        return {"id": str(1_179_000_000_000_000_000 + int(tag, 36) % 10**9), "type": 99}
+    if isinstance(source, Zoom):
+        return {"event": "meeting.started", "event_ts": int(tag, 36) % 10**12, "payload": {}}
+    if isinstance(source, Twitch):
+        return {"subscription": {"id": tag, "type": "channel.follow", "version": "2"}}
     if isinstance(source, SendGrid):
         return [{"sg_event_id": f"sg_{tag}", "event": "delivered", "timestamp": 1_700_000_000}]
     if isinstance(source, HubSpot):
@@ -140,6 +165,8 @@ def wrong_secret(source: Source) -> dict[str, Any]:
         return {"private_key": rsa.generate_private_key(public_exponent=65537, key_size=2048)}
     if isinstance(source, StandardWebhooks):
         return {"secret": "whsec_" + base64.b64encode(b"another key").decode()}
+    if isinstance(source, Discord):
+        return {"private_key": Ed25519PrivateKey.generate()}
     if isinstance(source, SendGrid):
         return {"private_key": ec.generate_private_key(ec.SECP256R1())}
     if isinstance(source, Adyen):

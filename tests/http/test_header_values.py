@@ -225,7 +225,7 @@ def _same_ids(source: Source, headers: dict[str, str]) -> dict[str, Any]:
     """`sign` fields that keep the signed ids of `headers` (so only the signature differs)."""
     lower = {k.lower(): v for k, v in headers.items()}
     if isinstance(source, StandardWebhooks):
-        return {"message_id": lower["webhook-id"]}
+        return {"message_id": lower.get("webhook-id") or lower["svix-id"]}
     return {}
 
 

@@ -21,9 +21,13 @@ from urllib.parse import parse_qsl, urlencode
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from hookinbox._errors import VerificationError
 from hookinbox.sources import (
+    Clerk,
+    Discord,
     GitHub,
     GitLab,
     GitLabSigned,
@@ -32,6 +36,7 @@ from hookinbox.sources import (
     Mollie,
     Paddle,
     PayPal,
+    Resend,
     Shopify,
     Slack,
     Source,
@@ -39,6 +44,8 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
+    Twitch,
+    Zoom,
 )
 from hookinbox.sources._base import normalize_headers
 from tests.support import paypal
@@ -155,6 +162,21 @@ def _twilio_form(secret: str, body: bytes, _at: int) -> str:
 
 
 HEX_SCHEMES = ("sha1=", "sha512=", "SHA256=")
+
+# Discord's "secrets" are public keys: each signs with its private half.
+_ED25519 = [Ed25519PrivateKey.from_private_bytes(bytes([n]) * 32) for n in (1, 2, 3)]
+_BY_PUBLIC = {
+    k.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex(): k for k in _ED25519
+}
+DISCORD_KEYS = tuple(_BY_PUBLIC)
+
+
+def _svix_headers(entries: Sequence[str], at: int) -> Headers:
+    return {"svix-id": MESSAGE_ID, "svix-timestamp": str(at), "svix-signature": " ".join(entries)}
+
+
+def _twitch_time(at: int) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.123456789Z")
 
 
 def whsec(label: str) -> str:
@@ -292,6 +314,58 @@ KINDS: tuple[Kind, ...] = (
             "X-Twilio-Signature": ", ".join(e),
             "Content-Type": "application/x-www-form-urlencoded",
         },
+    ),
+    Kind(
+        Resend,
+        lambda s, **o: Resend(secret=s, **o),
+        STANDARD_SECRETS,
+        json_body(type="email.sent", created_at=iso(NOW), data={}),
+        sign=lambda s, b, t: "v1," + b64_mac(standard_key(s), f"{MESSAGE_ID}.{t}.".encode() + b),
+        assemble=_svix_headers,
+        several=True, scheme="v1,", wrong_schemes=("v1a,", "v2,", "V1,"), timestamped=True,
+    ),
+    Kind(
+        Clerk,
+        lambda s, **o: Clerk(secret=s, **o),
+        STANDARD_SECRETS,
+        json_body(type="user.created", timestamp=NOW * 1000, data={}),
+        sign=lambda s, b, t: "v1," + b64_mac(standard_key(s), f"{MESSAGE_ID}.{t}.".encode() + b),
+        assemble=_svix_headers,
+        several=True, scheme="v1,", wrong_schemes=("v1a,", "v2,", "V1,"), timestamped=True,
+    ),
+    Kind(
+        Zoom,
+        lambda s, **o: Zoom(secret=s, **o),
+        ("zoom_old_edge", "zoom_new_edge", "zoom_stranger"),
+        json_body(event="meeting.started", event_ts=NOW * 1000, payload={}),
+        sign=lambda s, b, t: "v0=" + hex_mac(s, f"v0:{t}:".encode() + b),
+        assemble=lambda e, t: {"x-zm-signature": ", ".join(e), "x-zm-request-timestamp": str(t)},
+        scheme="v0=", wrong_schemes=("v1=", "V0=", "v00="), timestamped=True,
+    ),
+    Kind(
+        Twitch,
+        lambda s, **o: Twitch(secret=s, **o),
+        ("twitch_old_edge", "twitch_new_edge", "twitch_stranger"),
+        json_body(subscription={"type": "channel.follow", "version": "2"}, event={}),
+        sign=lambda s, b, t: "sha256=" + hex_mac(s, f"tw-edge{_twitch_time(t)}".encode() + b),
+        assemble=lambda e, t: {
+            "Twitch-Eventsub-Message-Signature": ", ".join(e),
+            "Twitch-Eventsub-Message-Id": "tw-edge",
+            "Twitch-Eventsub-Message-Timestamp": _twitch_time(t),
+            "Twitch-Eventsub-Message-Type": "notification",
+        },
+        scheme="sha256=", wrong_schemes=HEX_SCHEMES, timestamped=True,
+    ),
+    Kind(
+        Discord,
+        lambda s, **o: Discord(public_key=s, **o),
+        DISCORD_KEYS,
+        json_body(type=2, id="1179000000000000001", data={"name": "edge"}),
+        sign=lambda s, b, t: _BY_PUBLIC[s].sign(str(t).encode() + b).hex(),
+        assemble=lambda e, t: {
+            "X-Signature-Ed25519": ", ".join(e), "X-Signature-Timestamp": str(t)
+        },
+        timestamped=True,
     ),
     Kind(
         GitLab,

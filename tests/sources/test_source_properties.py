@@ -22,6 +22,8 @@ from urllib.parse import parse_qsl, urlencode
 import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from tests.support.pki import paypal_signing
@@ -35,6 +37,7 @@ from hookinbox._errors import (
 )
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
+    Discord,
     GitHub,
     GitLab,
     GitLabSigned,
@@ -52,6 +55,8 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
+    Twitch,
+    Zoom,
 )
 from hookinbox.sources._base import normalize_headers, wire_text
 from hookinbox.sources._mollie import RESOURCE_ID
@@ -177,6 +182,33 @@ def sign_paddle(body: bytes, ident: str) -> dict[str, str]:
 def sign_slack(body: bytes, ident: str) -> dict[str, str]:
     signature = _mac(SECRET.encode(), b"v0:%d:" % T + body).hex()
     return {"x-slack-signature": "v0=" + signature, "x-slack-request-timestamp": str(T)}
+
+
+def sign_zoom(body: bytes, ident: str) -> dict[str, str]:
+    signature = _mac(SECRET.encode(), b"v0:%d:" % T + body).hex()
+    return {"x-zm-signature": "v0=" + signature, "x-zm-request-timestamp": str(T)}
+
+
+TWITCH_TIME = "2023-11-14T22:13:20.123456789Z"  # T, with Twitch's nanoseconds
+
+
+def sign_twitch(body: bytes, ident: str) -> dict[str, str]:
+    ident = ident or "m1"  # an empty message id is an absent one
+    signed = f"{ident}{TWITCH_TIME}".encode() + body
+    return {
+        "twitch-eventsub-message-id": ident,
+        "twitch-eventsub-message-timestamp": TWITCH_TIME,
+        "twitch-eventsub-message-signature": "sha256=" + _mac(SECRET.encode(), signed).hex(),
+    }
+
+
+DISCORD_KEY = Ed25519PrivateKey.from_private_bytes(b"\x07" * 32)
+DISCORD_PUBLIC = DISCORD_KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+
+
+def sign_discord(body: bytes, ident: str) -> dict[str, str]:
+    signature = DISCORD_KEY.sign(b"%d" % T + body).hex()
+    return {"x-signature-ed25519": signature, "x-signature-timestamp": str(T)}
 
 
 def sign_square(body: bytes, ident: str) -> dict[str, str]:
@@ -323,6 +355,24 @@ CASES: dict[str, Case] = {
         lambda: Slack(secret=SECRET),
         sign_slack,
         ("x-slack-signature", "x-slack-request-timestamp", "x-slack-retry-num"),
+    ),
+    "zoom": Case(
+        lambda: Zoom(secret=SECRET), sign_zoom, ("x-zm-signature", "x-zm-request-timestamp")
+    ),
+    "twitch": Case(
+        lambda: Twitch(secret=SECRET),
+        sign_twitch,
+        (
+            "twitch-eventsub-message-id",
+            "twitch-eventsub-message-timestamp",
+            "twitch-eventsub-message-signature",
+            "twitch-eventsub-message-type",
+        ),
+    ),
+    "discord": Case(
+        lambda: Discord(public_key=DISCORD_PUBLIC),
+        sign_discord,
+        ("x-signature-ed25519", "x-signature-timestamp"),
     ),
     "square": Case(
         lambda: Square(secret=SECRET, notification_url=HOOK_URL),
@@ -599,8 +649,8 @@ def _receive(source: Source, headers: dict[str, str], body: bytes, now: float) -
     try:
         identity = source.authenticate(headers, body, now=now)
     except Handshake as handshake:
-        assert isinstance(handshake.answer, dict)
-        json.dumps(handshake.answer)  # it is sent as JSON
+        assert isinstance(handshake.answer, dict | str)
+        handshake.content  # noqa: B018 - it can be sent: JSON, or text as UTF-8
         return
     except PayloadError:
         return

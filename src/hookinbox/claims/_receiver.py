@@ -122,8 +122,7 @@ class ClaimReceiver(BaseReceiver):
             if not reply.ok:
                 return reply
             accepted += reply.outcome is Outcome.ACCEPTED
-        source = self.sources[verified.delivery.source]
-        return batch_reply(source, len(verified.batch), accepted, False)
+        return batch_reply(len(verified.batch), accepted, False)
 
     def _claim_and_run(self, event: Event) -> Reply:
         try:
@@ -185,7 +184,7 @@ class ClaimReceiver(BaseReceiver):
         headers = {"retry-after": str(self.retry_after)}
         return Reply(409, body, headers, Outcome.IN_PROGRESS, event.type)
 
-    def _answer(self, status_code: int, status: str, event: Event, outcome: Outcome) -> Reply:
+    @staticmethod
+    def _answer(status_code: int, status: str, event: Event, outcome: Outcome) -> Reply:
         body = {"status": status, "event_id": event.id}
-        text = self.sources[event.source].acknowledgement
-        return Reply(status_code, body, {}, outcome, event.type, False, text)
+        return Reply(status_code, body, {}, outcome, event.type)

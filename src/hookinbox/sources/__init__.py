@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
 from hookinbox.sources._base import BatchSource, Headers, Identity, Source
+from hookinbox.sources._discord import Discord
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
@@ -20,7 +22,10 @@ from hookinbox.sources._slack import Slack
 from hookinbox.sources._square import Square
 from hookinbox.sources._standard_webhooks import StandardWebhooks
 from hookinbox.sources._stripe import Stripe
+from hookinbox.sources._svix_apps import Clerk, Resend
 from hookinbox.sources._twilio import Twilio
+from hookinbox.sources._twitch import Twitch
+from hookinbox.sources._zoom import Zoom
 
 if TYPE_CHECKING:
     from hookinbox.sources._mollie_api import MollieAPI
@@ -30,7 +35,8 @@ if TYPE_CHECKING:
 
 # Loaded on first use: they need cryptography and httpx, extras the core install does not have
 # (and that would add about a quarter of a second to every process importing hookinbox).
-# Without them, the import names the extra to install.
+# Without them, the import names the extra to install. (Discord and StandardWebhooks'
+# public keys need cryptography too, imported when such a source is built: see _ed25519.py.)
 _LAZY = {
     "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
     "PayPal": ("hookinbox.sources._paypal", "paypal"),
@@ -50,10 +56,13 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adyen",
     "BatchSource",
+    "Clerk",
+    "Discord",
     "GitHub",
     "GitLab",
     "GitLabSigned",
     "HMACSource",
+    "Handshake",
     "Headers",
     "HubSpot",
     "Identity",
@@ -64,6 +73,7 @@ __all__ = [
     "Paddle",
     "PayPal",
     "PayPalAPI",
+    "Resend",
     "SendGrid",
     "Shopify",
     "Slack",
@@ -72,4 +82,6 @@ __all__ = [
     "StandardWebhooks",
     "Stripe",
     "Twilio",
+    "Twitch",
+    "Zoom",
 ]

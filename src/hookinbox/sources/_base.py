@@ -7,7 +7,8 @@ Two steps, always in this order:
 1. `verify(headers, body, now=...)` on the exact raw bytes, before anything is decoded or written;
 2. `identify(headers, body)`, which parses the body and finds the key, the type and the time.
 Between them, `handshake(headers, body)` lets a provider's verified non-event (Slack's URL
-check) be answered at once with nothing stored; by default there is none.
+check, Discord's PING, Zoom's and Twitch's challenges) be answered at once, in JSON or text,
+with nothing stored; by default there is none.
 
 Every malformed input becomes a `VerificationError` (step 1) or a `PayloadError` (step 2 and the
 handshake); nothing else escapes, which the property tests hold.
@@ -45,6 +46,10 @@ from hookinbox._model import MAX_KEY_LENGTH
 Headers = Mapping[str, str]
 """Request headers with lower-case names (see `normalize_headers`)."""
 
+HandshakeAnswer = dict[str, Any] | str | Handshake
+"""What `Source.handshake` may answer: JSON, text, or a `Handshake` with its own content type
+or status."""
+
 DEFAULT_TOLERANCE = 300.0
 
 MAX_SIGNATURE_HEADER = 4096
@@ -77,6 +82,9 @@ class Identity:
     """What to store instead of the delivery's body; None stores the body as received.
     A fetch-to-verify source (Mollie classic) stores the resource it fetched: the call
     itself carries only an id, and the fetched resource is what handlers need."""
+    answer: dict[str, Any] | None = None
+    """The JSON to answer once the event is stored, for a provider that reads the answer
+    (Discord's deferred interaction response); None answers hookinbox's own body."""
 
 
 class HeaderValues(Mapping[str, str]):
@@ -498,12 +506,14 @@ class Source(ABC):
     def identify(self, headers: Headers, body: bytes) -> Identity:
         """Parse a verified delivery; raise `PayloadError` if it names no event."""
 
-    def handshake(self, headers: Headers, body: bytes) -> dict[str, Any] | None:
+    def handshake(self, headers: Headers, body: bytes) -> HandshakeAnswer | None:
         """The answer to a verified delivery that is a handshake rather than an event.
 
-        A dict is answered at once with 200 and nothing is stored (Slack's `url_verification`
-        challenge); None, the default, goes on to `identify`. Called by `authenticate`, only
-        after `verify` succeeded; may raise `PayloadError`.
+        An answer is sent at once and nothing is stored: a dict as JSON with 200 (Slack's
+        `url_verification` challenge, Discord's PING), a string as `text/plain` with 200
+        (Twitch's challenge), or a `Handshake` to choose the content type or the status.
+        None, the default, goes on to `identify`. Called by `authenticate`, only after
+        `verify` succeeded; may raise `PayloadError`.
         """
         return None
 
@@ -522,6 +532,8 @@ class Source(ABC):
             # store one that cannot be read. Every source refuses it (400), after verifying.
             raise PayloadError("body starts with a byte order mark (U+FEFF)")
         answer = self.handshake(headers, body)
+        if isinstance(answer, Handshake):
+            raise answer
         if answer is not None:
             raise Handshake(answer)
         return self.identify(headers, body)

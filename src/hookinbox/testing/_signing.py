@@ -47,7 +47,10 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
+    Twitch,
+    Zoom,
 )
+from hookinbox.sources._svix_apps import Clerk, Resend
 
 Body = bytes | str | Mapping[str, Any] | list[Any]
 SignerFunction = Callable[
@@ -65,6 +68,7 @@ _SIGNERS: dict[type[Source], SignerFunction] = {}
 _LAZY = {
     "hookinbox.sources._paypal": "hookinbox.testing._paypal",
     "hookinbox.sources._sendgrid": "hookinbox.testing._sendgrid",
+    "hookinbox.sources._discord": "hookinbox.testing._ed25519",
 }
 _FORM_SOURCES: tuple[type[Source], ...] = (Twilio, MollieClassic)
 
@@ -225,16 +229,24 @@ def _github(source: GitHub, body: bytes, t: int, fields: dict[str, Any]) -> dict
 
 
 def _standard_headers(
-    source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any]
+    source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any], prefix: str = "webhook"
 ) -> dict[str, str]:
-    key = secret_key(source, fields)
     message_id = fields.pop("message_id", None) or body_id(source, body, "msg_")
-    signature = _b64(key, f"{message_id}.{t}.".encode() + body)
+    signed = f"{message_id}.{t}.".encode() + body
+    # One entry per scheme the source trusts, space-separated: `v1` with its secret, `v1a`
+    # with its public key's private half (a sender moving to v1a signs with both).
+    signatures = []
+    if source._keys or "secret" in fields:
+        signatures.append("v1," + _b64(secret_key(source, fields), signed))
+    if source._public is not None or "private_key" in fields:
+        from hookinbox.testing._ed25519 import v1a_signature  # cryptography: on use only
+
+        signatures.append(v1a_signature(source, source._public, signed, fields))
     return {
         **_json_headers(fields),
-        "webhook-id": message_id,
-        "webhook-timestamp": str(t),
-        "webhook-signature": f"v1,{signature}",
+        f"{prefix}-id": message_id,
+        f"{prefix}-timestamp": str(t),
+        f"{prefix}-signature": " ".join(signatures),
     }
 
 
@@ -243,6 +255,13 @@ def _standard(
     source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any]
 ) -> dict[str, str]:
     return _standard_headers(source, body, t, fields)
+
+
+@register_signer(Resend)
+@register_signer(Clerk)
+def _svix(source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    # Svix's own header names, as Resend and Clerk send them.
+    return _standard_headers(source, body, t, fields, prefix="svix")
 
 
 @register_signer(GitLabSigned)
@@ -282,6 +301,41 @@ def _slack(source: Slack, body: bytes, t: int, fields: dict[str, Any]) -> dict[s
     retry = fields.pop("retry", 0)
     if retry:
         headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+    return headers
+
+
+@register_signer(Zoom)
+def _zoom(source: Zoom, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = _hex(secret_key(source, fields), f"v0:{t}:".encode() + body)
+    return {
+        **_json_headers(fields),
+        "User-Agent": "Zoom Marketplace/1.0a",
+        "x-zm-signature": f"v0={digest}",
+        "x-zm-request-timestamp": str(t),
+    }
+
+
+@register_signer(Twitch)
+def _twitch(source: Twitch, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    key = secret_key(source, fields)
+    message_id = fields.pop("message_id", None) or body_id(source, body)
+    timestamp = _iso(t).replace("Z", ".000000000Z")  # Twitch's nanoseconds
+    kind = fields.pop("message_type", "notification")
+    headers = {
+        **_json_headers(fields),
+        "Twitch-Eventsub-Message-Id": message_id,
+        "Twitch-Eventsub-Message-Retry": "0",
+        "Twitch-Eventsub-Message-Type": kind,
+        "Twitch-Eventsub-Message-Signature": "sha256="
+        + _hex(key, (message_id + timestamp).encode() + body),
+        "Twitch-Eventsub-Message-Timestamp": timestamp,
+    }
+    try:
+        subscription = json.loads(body)["subscription"]
+        headers["Twitch-Eventsub-Subscription-Type"] = str(subscription["type"])
+        headers["Twitch-Eventsub-Subscription-Version"] = str(subscription["version"])
+    except (ValueError, KeyError, TypeError):
+        pass
     return headers
 
 
