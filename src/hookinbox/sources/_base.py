@@ -697,6 +697,8 @@ class BatchSource(Source):
         """`authenticate` for a batch: verify the body, then one identity per event."""
         self.check_and_verify(headers, body, now=now)
         answer = self.handshake(headers, body)
+        if isinstance(answer, Handshake):
+            raise answer
         if answer is not None:
             raise Handshake(answer)
         identities = self.identify_batch(headers, body)
