@@ -16,12 +16,14 @@ from typing import Any
 
 import pytest
 from Adyen.util import generate_notification_sig, is_valid_hmac_notification
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.support.asgi import ASGIClient
 
 from hookinbox import Inbox
-from hookinbox._errors import BadSignature, ConfigurationError
+from hookinbox._errors import BadSignature, ConfigurationError, PayloadError, VerificationError
 from hookinbox.sources import Adyen
-from hookinbox.sources._adyen import signing_string
+from hookinbox.sources._adyen import SIGNED_FIELDS, signing_string
 from hookinbox.testing import sign
 
 HMAC_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
@@ -135,3 +137,46 @@ def test_another_key_and_a_body_that_is_not_a_notification_are_refused() -> None
     for body in (b"[]", b'{"notificationItems": []}', b"not json"):
         with pytest.raises(BadSignature):
             source.verify({}, body, now=0)
+
+
+FIELD_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=20), st.floats(allow_nan=False)
+)
+ITEMS = st.dictionaries(
+    st.sampled_from([*SIGNED_FIELDS, "amount", "eventDate", "reason"]),
+    FIELD_VALUES | st.fixed_dictionaries({"value": FIELD_VALUES, "currency": FIELD_VALUES}),
+    max_size=10,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(ITEMS, min_size=1, max_size=3))
+def test_signed_items_of_any_shape_give_events_or_a_payload_error(
+    items: list[dict[str, Any]],
+) -> None:
+    """Our signer and our verifier agree on every field shape; what is not an event is 400."""
+    source = Adyen(hmac_key=HMAC_KEY)
+    notification = {"notificationItems": [{"NotificationRequestItem": i} for i in items]}
+    _, body = sign(source, notification)
+    source.verify({}, body, now=0)
+    try:
+        identities = source.authenticate_batch({}, body, now=0)
+    except PayloadError:
+        return
+    assert [json.loads(i.body or b"") for i in identities] == [
+        entry["NotificationRequestItem"] for entry in json.loads(body)["notificationItems"]
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    body=st.binary(max_size=200) | st.builds(lambda v: json.dumps(v).encode(), ITEMS),
+    authorization=st.text(max_size=30),
+)
+def test_arbitrary_deliveries_raise_only_our_errors(body: bytes, authorization: str) -> None:
+    source = Adyen(hmac_key=HMAC_KEY, username="adyen", password="pä55")
+    for headers in ({}, {"authorization": authorization}):
+        try:
+            source.authenticate_batch(headers, body, now=0)
+        except (VerificationError, PayloadError):
+            continue

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hmac
+import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -70,8 +71,8 @@ def field_text(value: object) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
+    if isinstance(value, float):  # as JavaScript writes a number: 100.0 is 100
+        return str(int(value)) if value.is_integer() else json.dumps(value)
     return str(value)
 
 

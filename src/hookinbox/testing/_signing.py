@@ -453,6 +453,16 @@ def _hubspot(source: HubSpot, body: bytes, t: int, fields: dict[str, Any]) -> di
 _ADYEN_FIELDS = ("pspReference", "originalReference", "merchantAccountCode", "merchantReference")
 
 
+def _adyen_text(value: Any) -> str:
+    """A field as Adyen's Java and Node libraries write it into the signed text: missing or
+    null as nothing, JSON's true and false, a whole number without a fraction."""
+    if value is None:
+        return ""
+    if isinstance(value, bool | float):
+        return json.dumps(int(value) if isinstance(value, float) and value.is_integer() else value)
+    return str(value)
+
+
 @register_signer(Adyen)
 def _adyen(
     source: Adyen, body: bytes, t: int, fields: dict[str, Any]
@@ -463,11 +473,11 @@ def _adyen(
     payload = json.loads(body)
     for entry in payload["notificationItems"]:
         item = entry["NotificationRequestItem"]
-        amount = item.get("amount") or {}
-        values = [*(item.get(name, "") for name in _ADYEN_FIELDS)]
-        values += [amount.get("value", ""), amount.get("currency", "")]
-        values += [item.get("eventCode", ""), item.get("success", "")]
-        text = ":".join(json.dumps(v) if isinstance(v, bool) else str(v) for v in values)
+        amount = item.get("amount") if isinstance(item.get("amount"), dict) else {}
+        values = [*(item.get(name) for name in _ADYEN_FIELDS)]
+        values += [amount.get("value"), amount.get("currency")]
+        values += [item.get("eventCode"), item.get("success")]
+        text = ":".join(_adyen_text(value) for value in values)
         item.setdefault("additionalData", {})["hmacSignature"] = _b64(key, text.encode())
     headers = _json_headers(fields)
     username, password = fields.pop("username", None), fields.pop("password", None)
