@@ -1,7 +1,8 @@
 """Benchmark: CPU per event, in the application and in PostgreSQL, for the capacity model.
 
-    python bench/capacity.py                 # 3 runs, ~2 min
+    python bench/capacity.py                 # 3 runs, ~5-10 min (the drains dominate)
     python bench/capacity.py --runs 1 --seconds 5
+    python bench/capacity.py --smoke         # seconds; what CI runs to keep this working
 
 docs/deployment.md sizes a deployment from per-core rates: how many events one application
 core receives and processes, and how many one PostgreSQL core stores and serves to workers.
@@ -73,16 +74,17 @@ def stored(url: str) -> int:
     return int(count)
 
 
-def one_run(seconds: int) -> dict[str, Any]:
-    requests = request_file(200_000)
+def one_run(seconds: int, connections: int) -> dict[str, Any]:
+    requests = request_file(6_000 * (seconds + 1))  # each a distinct event; more than wrk sends
     try:
         with database("postgres") as url:
             with server(hookinbox_serve(APP, url)) as running:
-                wrk(running.base_url + "/webhooks/stripe", requests, seconds=1)  # warm-up
+                target = running.base_url + "/webhooks/stripe"
+                wrk(target, requests, seconds=1, connections=connections)  # warm-up
                 warm = stored(url)
                 app_before = sum(cpu_seconds(pid) for pid in running.pids)
                 db_before = backends(url)
-                load = wrk(running.base_url + "/webhooks/stripe", requests, seconds=seconds)
+                load = wrk(target, requests, seconds=seconds, connections=connections)
                 db_after = backends(url)
                 app_cpu = sum(cpu_seconds(pid) for pid in running.pids) - app_before
             deliveries = stored(url) - warm
@@ -158,10 +160,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--smoke", action="store_true", help="one run of 1 s, 4 connections")
     args = parser.parse_args()
-    runs = [one_run(args.seconds) for _ in range(args.runs)]
+    if args.smoke:
+        args.runs, args.seconds, args.connections = 1, 1, 4
+    runs = [one_run(args.seconds, args.connections) for _ in range(args.runs)]
     print(render(runs))
-    save("capacity", {"runs": runs})
+    path = save("capacity", {"runs": runs})
+    print(f"\nraw results: {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

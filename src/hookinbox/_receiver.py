@@ -374,7 +374,9 @@ class BaseReceiver(ABC):
             received_at=received_at,
             body=stored_body,
             headers=headers,
-            body_sha256=hashlib.sha256(stored_body).hexdigest(),
+            body_sha256=hashlib.sha256(
+                stored_body if identity.fingerprint is None else identity.fingerprint
+            ).hexdigest(),
             stale=stale,
         )
 

@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hookinbox import Inbox
 from hookinbox.sources import (
     Adyen,
+    Calendly,
     Clerk,
     Discord,
     GitHub,
@@ -24,11 +25,15 @@ from hookinbox.sources import (
     GitLabSigned,
     HMACSource,
     HubSpot,
+    Intercom,
     LemonSqueezy,
+    Linear,
+    Mailgun,
     Mollie,
     MollieClassic,
     Paddle,
     PayPal,
+    Postmark,
     Resend,
     SendGrid,
     Shopify,
@@ -39,6 +44,8 @@ from hookinbox.sources import (
     Stripe,
     Twilio,
     Twitch,
+    Typeform,
+    WorkOS,
     Zoom,
 )
 from hookinbox.testing import ed25519_test_key
@@ -70,8 +77,16 @@ SIGNATURE_HEADER = {
     "sendgrid": "X-Twilio-Email-Event-Webhook-Signature",
     "hubspot": "X-HubSpot-Signature-v3",
     "adyen": "Authorization",  # its HMACs are in the body; basic authentication is a header
+    # issue 23, round two
+    "workos": "WorkOS-Signature",
+    "calendly": "Calendly-Webhook-Signature",
+    "intercom": "X-Hub-Signature",
+    "linear": "Linear-Signature",
+    "postmark": "Authorization",
+    "typeform": "Typeform-Signature",
 }
-"""The header each signed source's signature travels in (Mollie classic has none)."""
+"""The header each signed source's signature travels in (Mollie classic has none; Mailgun's
+signature is in its body)."""
 
 
 def fetch_payment(resource_id: str) -> Mapping[str, Any]:
@@ -111,6 +126,14 @@ def build_sources(paypal_pem: str, sendgrid_key: str) -> list[Source]:
         SendGrid(public_key=sendgrid_key),
         HubSpot(secret="hs-headers", url="https://example.com/webhooks/hubspot"),
         Adyen(hmac_key=ADYEN_KEY, username="adyen", password="pässwörd"),
+        # issue 23, round two
+        WorkOS(secret="workos-headers"),
+        Calendly(secret="calendly-headers"),
+        Intercom(secret="intercom-headers"),
+        Linear(secret="linear-headers"),
+        Postmark(username="postmark", password="postmark-headers"),
+        Mailgun(secret="mailgun-headers"),
+        Typeform(secret="typeform-headers"),
     ]
 
 
@@ -156,6 +179,17 @@ def payload(source: Source, tag: str) -> Any:
             "amount": {"value": 100, "currency": "EUR"},
         }
         return {"live": "false", "notificationItems": [{"NotificationRequestItem": item}]}
+    # issue 23, round two
+    if isinstance(source, Calendly):
+        return {"event": "invitee.created", "payload": {"uri": f"https://calendly.test/i/{tag}"}}
+    if isinstance(source, Linear):
+        return {"type": "Issue", "action": "create", "data": {"id": tag}}
+    if isinstance(source, Postmark):
+        return {"RecordType": "Bounce", "ID": tag, "MessageID": tag}
+    if isinstance(source, Mailgun):
+        return {"event-data": {"id": tag, "event": "delivered"}}
+    if isinstance(source, Typeform):
+        return {"event_id": tag, "event_type": "form_response"}
     return {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000}
 
 

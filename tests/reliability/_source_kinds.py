@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from hookinbox._errors import VerificationError
 from hookinbox.sources import (
+    Calendly,
     Clerk,
     Discord,
     GitHub,
@@ -33,10 +34,13 @@ from hookinbox.sources import (
     GitLabSigned,
     HMACSource,
     HubSpot,
+    Intercom,
     LemonSqueezy,
+    Linear,
     Mollie,
     Paddle,
     PayPal,
+    Postmark,
     Resend,
     SendGrid,
     Shopify,
@@ -47,6 +51,8 @@ from hookinbox.sources import (
     Stripe,
     Twilio,
     Twitch,
+    Typeform,
+    WorkOS,
     Zoom,
 )
 from hookinbox.sources._base import normalize_headers
@@ -419,5 +425,59 @@ KINDS: tuple[Kind, ...] = (
             "X-Gitlab-Token": ", ".join(e), "Idempotency-Key": "k-edge",
             "X-Gitlab-Event": "Push Hook",
         },
+    ),
+    # issue 23, round two (Mailgun signs in its body: see test_signature_edges.SIGNED_IN_BODY)
+    Kind(
+        WorkOS,
+        lambda s, **o: WorkOS(secret=s, **o),
+        ("wk_old_edge", "wk_new_edge", "wk_stranger"),
+        json_body(id="event_edge", event="user.created", created_at=iso(NOW)),
+        sign=lambda s, b, t: "v1=" + hex_mac(s, f"{t * 1000}.".encode() + b),
+        assemble=lambda e, t: {"WorkOS-Signature": ", ".join([f"t={t * 1000}", *e])},
+        several=True, scheme="v1=", wrong_schemes=("v0=", "v2=", "V1="), timestamped=True,
+    ),
+    Kind(
+        Calendly,
+        lambda s, **o: Calendly(secret=s, **o),
+        ("cal_old_edge", "cal_new_edge", "cal_stranger"),
+        json_body(event="invitee.created", payload={"uri": "https://calendly.test/i/edge"}),
+        sign=lambda s, b, t: "v1=" + hex_mac(s, f"{t}.".encode() + b),
+        assemble=lambda e, t: {"Calendly-Webhook-Signature": ",".join([f"t={t}", *e])},
+        several=True, scheme="v1=", wrong_schemes=("v0=", "v2=", "V1="), timestamped=True,
+    ),
+    Kind(
+        Intercom,
+        lambda s, **o: Intercom(secret=s, **o),
+        ("ic_old_edge", "ic_new_edge", "ic_stranger"),
+        json_body(type="notification_event", id="notif_edge", topic="ping"),
+        sign=lambda s, b, _t: "sha1=" + hex_mac(s, b, "sha1"),
+        assemble=lambda e, _t: {"X-Hub-Signature": ", ".join(e)},
+        scheme="sha1=", wrong_schemes=("sha256=", "SHA1=", "sha="),
+    ),
+    Kind(
+        Typeform,
+        lambda s, **o: Typeform(secret=s, **o),
+        ("tf_old_edge", "tf_new_edge", "tf_stranger"),
+        json_body(event_id="01HEDGE", event_type="form_response"),
+        sign=lambda s, b, _t: "sha256=" + b64_mac(s.encode(), b),
+        assemble=lambda e, _t: {"Typeform-Signature": ", ".join(e)},
+        scheme="sha256=", wrong_schemes=("sha1=", "SHA256=", "sha512="),
+    ),
+    Kind(
+        Linear,  # the time is in the signed body (stamped at NOW): its window is tested there
+        lambda s, **o: Linear(secret=s, **o),
+        ("lin_old_edge", "lin_new_edge", "lin_stranger"),
+        json_body(type="Issue", action="create", webhookTimestamp=NOW * 1000),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {"Linear-Signature": ", ".join(e), "Linear-Delivery": "d-edge"},
+    ),
+    Kind(
+        Postmark,
+        lambda s, **o: Postmark(username="postmark", password=s, **o),
+        ("pm_old_edge", "pm_new_edge", "pm_stranger"),
+        json_body(RecordType="Bounce", ID=1, MessageID="m-edge"),
+        sign=lambda s, _b, _t: "Basic " + base64.b64encode(f"postmark:{s}".encode()).decode(),
+        assemble=lambda e, _t: {"Authorization": ", ".join(e)},
+        scheme="Basic ", wrong_schemes=("Bearer ", "Basic: ", "Digest "),
     ),
 )  # fmt: skip

@@ -78,6 +78,7 @@ def inbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inbox]:
         StandardWebhooks(secret=SVIX_SECRET, name="v1-only"),
     ):
         inbox.add_source(source)
+    inbox.migrate()  # any test may be the first to read the table
     yield inbox
     inbox.close()
 

@@ -1,5 +1,6 @@
-"""The npm SDKs that verify GitHub's, Shopify's, Twilio's, Mollie's and Discord's signatures, and
-the documented recipes of Standard Webhooks v1a, Twitch and Zoom on Node's crypto: test oracles.
+"""The npm SDKs that verify GitHub's, Shopify's, Twilio's, Mollie's, Discord's and Linear's
+signatures, and the documented recipes of Standard Webhooks v1a, Twitch and Zoom on Node's
+crypto: test oracles.
 
 Installed once into a cache directory (`$HOOKINBOX_TEST_NPM_DIR`, default
 `~/.cache/hookinbox-npm-oracles`) from tests/testing/package.json. Without Node or npm the

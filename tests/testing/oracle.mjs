@@ -1,18 +1,13 @@
 // Official verifiers from npm, as test oracles for hookinbox.testing's signers.
 // stdin: {"provider": "github"|"shopify"|"twilio"|"mollie"|"discord"|"standard-v1a"|"twitch"|
-//         "zoom", "secret": "...", "headers": {...},
+//         "zoom"|"linear", "secret": "...", "headers": {...},
 //         "body": "<base64>", "url": "..." (twilio: the URL Twilio called),
 //         "signatures": [...] (mollie: every X-Mollie-Signature value),
 //         "sign": {...} (discord, standard-v1a, twitch, zoom: sign instead of verifying)}
 // stdout: {"valid": true|false, "detail": "..."}, or {"headers": {...}} when signing
 // Discord's verifier is discord-interactions' verifyKey. Standard Webhooks v1a, Twitch and Zoom
 // have no verifying SDK on npm: their documented recipes, written here on Node's own crypto.
-import { verify } from "@octokit/webhooks-methods";
-import "@shopify/shopify-api/adapters/web-api";
-import { shopifyApi, ApiVersion } from "@shopify/shopify-api";
-import twilio from "twilio";
-import { SignatureValidator } from "mollie-api-typescript/utils/webhooks/index.js";
-import { verifyKey } from "discord-interactions";
+// Each SDK is imported in its own branch: loading all of them costs every call ~0.4 s.
 import crypto from "node:crypto";
 
 const chunks = [];
@@ -30,10 +25,13 @@ const header = (name) =>
 
 let answer;
 if (request.provider === "github") {
+  const { verify } = await import("@octokit/webhooks-methods");
   // verify() takes the payload as text; GitHub signs the UTF-8 bytes of it.
   const valid = await verify(request.secret, body.toString("utf8"), header("x-hub-signature-256"));
   answer = { valid, detail: "" };
 } else if (request.provider === "shopify") {
+  await import("@shopify/shopify-api/adapters/web-api");
+  const { shopifyApi, ApiVersion } = await import("@shopify/shopify-api");
   const shopify = shopifyApi({
     apiKey: "test-key",
     apiSecretKey: request.secret,
@@ -51,6 +49,7 @@ if (request.provider === "github") {
   const result = await shopify.webhooks.validate({ rawBody: body.toString("utf8"), rawRequest });
   answer = { valid: result.valid, detail: JSON.stringify(result) };
 } else if (request.provider === "twilio") {
+  const { default: twilio } = await import("twilio");
   // validateRequest takes the form's fields; a JSON body goes through validateRequestWithBody.
   const signature = header("x-twilio-signature");
   const algorithm = twilio.getSignatureAlgorithm(header("x-twilio-webhooks-signature-settings"));
@@ -67,6 +66,7 @@ if (request.provider === "github") {
   }
   answer = { valid, detail: "" };
 } else if (request.provider === "mollie") {
+  const { SignatureValidator } = await import("mollie-api-typescript/utils/webhooks/index.js");
   // The validator takes the header's values apart, as a rotation sends two of them.
   let valid;
   try {
@@ -75,9 +75,23 @@ if (request.provider === "github") {
     valid = false;
   }
   answer = { valid, detail: "" };
+} else if (request.provider === "linear") {
+  // verify() checks the signature, then the signed body's webhookTimestamp (60 s window);
+  // it throws on any failure.
+  const { LinearWebhookClient } = await import("@linear/sdk/webhooks");
+  let valid;
+  let detail = "";
+  try {
+    valid = new LinearWebhookClient(request.secret).verify(body, header("linear-signature"));
+  } catch (error) {
+    valid = false;
+    detail = String(error.message);
+  }
+  answer = { valid, detail };
 } else if (request.sign) {
   answer = { headers: signed(request, body) };
 } else if (request.provider === "discord") {
+  const { verifyKey } = await import("discord-interactions");
   const valid = await verifyKey(
     body, header("x-signature-ed25519"), header("x-signature-timestamp"), request.secret);
   answer = { valid, detail: "" };

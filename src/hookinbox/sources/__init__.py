@@ -9,14 +9,19 @@ from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
 from hookinbox.sources._base import BatchSource, Headers, Identity, Source
+from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._discord import Discord
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
 from hookinbox.sources._hubspot import HubSpot
+from hookinbox.sources._intercom import Intercom
 from hookinbox.sources._lemonsqueezy import LemonSqueezy
+from hookinbox.sources._linear import Linear
+from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._mollie import Mollie, MollieClassic
 from hookinbox.sources._paddle import Paddle
+from hookinbox.sources._postmark import Postmark
 from hookinbox.sources._shopify import Shopify
 from hookinbox.sources._slack import Slack
 from hookinbox.sources._square import Square
@@ -25,6 +30,8 @@ from hookinbox.sources._stripe import Stripe
 from hookinbox.sources._svix_apps import Clerk, Resend
 from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
+from hookinbox.sources._typeform import Typeform
+from hookinbox.sources._workos import WorkOS
 from hookinbox.sources._zoom import Zoom
 
 if TYPE_CHECKING:
@@ -56,6 +63,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adyen",
     "BatchSource",
+    "Calendly",
     "Clerk",
     "Discord",
     "GitHub",
@@ -66,13 +74,17 @@ __all__ = [
     "Headers",
     "HubSpot",
     "Identity",
+    "Intercom",
     "LemonSqueezy",
+    "Linear",
+    "Mailgun",
     "Mollie",
     "MollieAPI",
     "MollieClassic",
     "Paddle",
     "PayPal",
     "PayPalAPI",
+    "Postmark",
     "Resend",
     "SendGrid",
     "Shopify",
@@ -83,5 +95,7 @@ __all__ = [
     "Stripe",
     "Twilio",
     "Twitch",
+    "Typeform",
+    "WorkOS",
     "Zoom",
 ]

@@ -82,6 +82,11 @@ class Identity:
     """What to store instead of the delivery's body; None stores the body as received.
     A fetch-to-verify source (Mollie classic) stores the resource it fetched: the call
     itself carries only an id, and the fetched resource is what handlers need."""
+    fingerprint: bytes | None = None
+    """The bytes every redelivery of the event repeats, whose digest tells a retry from a key
+    conflict (the same key with another body); None compares the stored body. A provider that
+    signs inside the body (Mailgun's signature block, Linear's `webhookTimestamp`) changes
+    the body on every attempt, so its source names the part that stays the same."""
     answer: dict[str, Any] | None = None
     """The JSON to answer once the event is stored, for a provider that reads the answer
     (Discord's deferred interaction response); None answers hookinbox's own body."""
@@ -376,16 +381,18 @@ def verify_timestamped(
     prefix: bytes = b"",
     separator: bytes = b".",
     algorithm: str = "sha256",
+    per_second: int = 1,
 ) -> None:
     """Check an HMAC over `{prefix}{timestamp}{separator}{body}`, then the timestamp's age.
 
-    The timestamp must be digits; the age is checked only once the signature matches, so a
-    forged delivery is reported as forged, not as late.
+    The timestamp must be digits, in seconds or (`per_second=1000`, WorkOS) milliseconds; the
+    age is checked only once the signature matches, so a forged delivery is reported as
+    forged, not as late.
     """
-    timestamp = parse_timestamp(timestamp_text)
+    timestamp = parse_timestamp(timestamp_text, per_second=per_second)
     signed = prefix + timestamp_text.strip().encode() + separator + body
     require_match(keys, candidates, signed, algorithm=algorithm)
-    check_tolerance(timestamp, now=now, tolerance=tolerance)
+    check_tolerance(timestamp / per_second, now=now, tolerance=tolerance)
 
 
 def fields_identity(
@@ -402,12 +409,28 @@ def fields_identity(
 
 
 def check_prefixed_hex_hmac(
-    headers: Headers, body: bytes, keys: Sequence[bytes], *, prefix: str, name: str
+    headers: Headers,
+    body: bytes,
+    keys: Sequence[bytes],
+    *,
+    prefix: str,
+    name: str,
+    algorithm: str = "sha256",
 ) -> None:
-    """The header `name` (or one of its values) is `prefix` + the hex HMAC-SHA256 of `body`
-    under one of `keys` (GitHub, Mollie, Lemon Squeezy). Raises `BadSignature` naming the
-    header when no value is well-formed or none matches."""
-    require_match(keys, decode_digests(headers, name.lower(), what=name, prefix=prefix), body)
+    """The header `name` (or one of its values) is `prefix` + the hex HMAC of `body` under one
+    of `keys` (GitHub, Mollie, Lemon Squeezy, Linear; Intercom's with SHA-1). Raises
+    `BadSignature` naming the header when no value is well-formed or none matches."""
+    candidates = decode_digests(headers, name.lower(), what=name, prefix=prefix)
+    require_match(keys, candidates, body, algorithm=algorithm)
+
+
+def canonical_json(value: Any) -> bytes:
+    """`value` serialised one way only (sorted keys, no spaces, ASCII), as a fingerprint."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    except (ValueError, RecursionError) as exc:
+        raise PayloadError("the body cannot be serialised canonically") from exc
+    return text.encode()
 
 
 def parse_json(body: bytes) -> Any:
@@ -593,6 +616,8 @@ class SignatureListSource(TimestampedSource):
     timestamp_name: ClassVar[str]
     signature_name: ClassVar[str]
     joiner: ClassVar[bytes]
+    per_second: ClassVar[int] = 1
+    """1 for a timestamp in seconds; 1000 where the provider signs milliseconds (WorkOS)."""
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         """Each timestamp with its signatures is checked on its own: a header repeated (its
@@ -624,6 +649,7 @@ class SignatureListSource(TimestampedSource):
                     now=now,
                     tolerance=self.tolerance,
                     separator=self.joiner,
+                    per_second=self.per_second,
                 )
                 return
             except VerificationError as exc:
@@ -647,15 +673,17 @@ def timestamp_groups(value: str, separator: str, timestamp_name: str) -> list[st
     return [separator.join(group) for group in groups]
 
 
-def parse_timestamp(raw: str) -> int:
-    """A signed Unix timestamp in seconds; anything else is a malformed signature."""
+def parse_timestamp(raw: str, *, per_second: int = 1) -> int:
+    """A signed Unix timestamp in seconds (or milliseconds, `per_second=1000`); anything else
+    is a malformed signature. At most 12 digits in seconds, 15 in milliseconds."""
     raw = raw.strip()
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 12:
+    limit = 12 + len(str(per_second)) - 1
+    if not raw.isascii() or not raw.isdigit() or len(raw) > limit:
         raise BadSignature("malformed signature timestamp")
     return int(raw)
 
 
-def check_tolerance(timestamp: int, *, now: float, tolerance: float | None) -> None:
+def check_tolerance(timestamp: float, *, now: float, tolerance: float | None) -> None:
     """Hold a verified timestamp within `tolerance` seconds of `now`, both ways.
 
     The window is symmetric: a timestamp far in the future is as suspect as an old one

@@ -9,10 +9,13 @@ the project's tests check every signer against the provider's official verifier:
 a source and the same mistake in its signer cannot agree unseen.
 
 Ids that name the event (GitHub's delivery, Shopify's event id, a Standard Webhooks message
-id, GitLab's idempotency key, Twilio's token) default to a digest of the body, so signing the
-same body twice is a redelivery of one event, and two bodies are two events. Pass the field
-to choose it. Ids that are new on each transmission (PayPal's transmission id, GitLab's
-webhook UUID) are new on each call.
+id, GitLab's idempotency key, Twilio's token, Linear's delivery) default to a digest of the
+body, so signing the same body twice is a redelivery of one event, and two bodies are two
+events. Pass the field to choose it. Ids that are new on each transmission (PayPal's
+transmission id, GitLab's webhook UUID, Mailgun's token) are new on each call.
+
+Where a provider signs inside the body (Mailgun's signature block, Linear's
+`webhookTimestamp`), the signer returns the body it sends with the headers.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import hashlib
 import hmac
 import importlib
 import json
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -31,15 +35,20 @@ from urllib.parse import parse_qsl, urlencode, urlparse
 
 from hookinbox.sources import (
     Adyen,
+    Calendly,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
     HubSpot,
+    Intercom,
     LemonSqueezy,
+    Linear,
+    Mailgun,
     Mollie,
     MollieClassic,
     Paddle,
+    Postmark,
     Shopify,
     Slack,
     Source,
@@ -48,6 +57,8 @@ from hookinbox.sources import (
     Stripe,
     Twilio,
     Twitch,
+    Typeform,
+    WorkOS,
     Zoom,
 )
 from hookinbox.sources._svix_apps import Clerk, Resend
@@ -56,8 +67,8 @@ Body = bytes | str | Mapping[str, Any] | list[Any]
 SignerFunction = Callable[
     [Any, bytes, int, dict[str, Any]], dict[str, str] | tuple[dict[str, str], bytes]
 ]
-"""`(source, body, unix seconds, fields) -> headers`; pops the fields it understands. A
-provider that signs inside the body (Adyen) returns `(headers, signed body)`."""
+"""`(source, body, unix seconds, fields) -> headers`, or `(headers, body)` where the provider
+signs inside the body; pops the fields it understands."""
 T = TypeVar("T", bound=SignerFunction)
 
 JSON = "application/json"
@@ -113,9 +124,8 @@ def sign(
     raw = encode_body(source, body, fields)
     timestamp = _timestamp(at)
     remaining = dict(fields)
-    headers = function(source, raw, timestamp, remaining)
-    if isinstance(headers, tuple):
-        headers, raw = headers
+    signed = function(source, raw, timestamp, remaining)
+    headers, raw = signed if isinstance(signed, tuple) else (signed, raw)
     if remaining:
         names = ", ".join(sorted(remaining))
         raise TypeError(f"sign() got fields {type(source).__name__} does not use: {names}")
@@ -428,6 +438,89 @@ def _hmac_source(source: HMACSource, body: bytes, t: int, fields: dict[str, Any]
     if source.type_header:
         headers[source.type_header] = fields.pop("event_type", "event")
     return headers
+
+
+# -- issue 23, round two: HMAC and credential sources --------------------------------------------
+
+
+@register_signer(WorkOS)
+def _workos(source: WorkOS, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    milliseconds = t * 1000  # WorkOS signs its timestamp in milliseconds
+    digest = _hex(secret_key(source, fields), f"{milliseconds}.".encode() + body)
+    return {**_json_headers(fields), "WorkOS-Signature": f"t={milliseconds}, v1={digest}"}
+
+
+@register_signer(Calendly)
+def _calendly(source: Calendly, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = _hex(secret_key(source, fields), f"{t}.".encode() + body)
+    return {**_json_headers(fields), "Calendly-Webhook-Signature": f"t={t},v1={digest}"}
+
+
+@register_signer(Intercom)
+def _intercom(source: Intercom, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = _hex(secret_key(source, fields), body, "sha1")
+    return {**_json_headers(fields), "X-Hub-Signature": f"sha1={digest}"}
+
+
+@register_signer(Typeform)
+def _typeform(source: Typeform, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    signature = _b64(secret_key(source, fields), body)
+    return {**_json_headers(fields), "Typeform-Signature": f"sha256={signature}"}
+
+
+@register_signer(Linear)
+def _linear(
+    source: Linear, body: bytes, t: int, fields: dict[str, Any]
+) -> tuple[dict[str, str], bytes]:
+    key = secret_key(source, fields)
+    delivery = fields.pop("delivery", None) or body_id(source, body)  # before the stamp
+    sent = body
+    payload = _json_object(body)
+    if payload is not None and "webhookTimestamp" not in payload:
+        # Linear puts the sending time, in milliseconds, in the body it signs.
+        sent = json.dumps({**payload, "webhookTimestamp": t * 1000}).encode()
+    event = fields.pop("event", None) or (payload or {}).get("type") or "Issue"
+    headers = {
+        **_json_headers(fields),
+        "Linear-Delivery": delivery,
+        "Linear-Event": str(event),
+        "Linear-Signature": _hex(key, sent),
+    }
+    return headers, sent
+
+
+@register_signer(Mailgun)
+def _mailgun(
+    source: Mailgun, body: bytes, t: int, fields: dict[str, Any]
+) -> tuple[dict[str, str], bytes]:
+    payload = _json_object(body)
+    if payload is None:
+        raise TypeError("Mailgun signs inside a JSON object body: pass a mapping")
+    token = fields.pop("token", None) or secrets.token_hex(25)  # 50 characters, new each time
+    digest = _hex(secret_key(source, fields), f"{t}{token}".encode())
+    block = {"timestamp": str(t), "token": token, "signature": digest}
+    sent = json.dumps({**payload, "signature": block}).encode()
+    return _json_headers(fields), sent
+
+
+@register_signer(Postmark)
+def _postmark(source: Postmark, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    username = fields.pop("username", source.username)
+    password = fields.pop("secret", None) or source._passwords[0]
+    credentials = base64.b64encode(f"{username}:{password}".encode()).decode()
+    return {
+        **_json_headers(fields),
+        "User-Agent": "Postmark",
+        "Authorization": f"Basic {credentials}",
+    }
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return payload if isinstance(payload, dict) else None
 
 
 # HubSpot signs the URI with these escapes decoded (HubSpot's "validating requests" page).
