@@ -139,7 +139,7 @@ def _create() -> dict[str, Any]:
         ),
         "batch_size": Histogram(
             "hookinbox_ingest_batch_size",
-            "Deliveries stored per transaction by group commit",
+            "Events stored per transaction by group commit (a batched delivery counts each)",
             buckets=BATCH_BUCKETS,
         ),
     }

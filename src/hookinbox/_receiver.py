@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection
 
@@ -37,10 +37,13 @@ from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox._settings import ReceiverSettings
 from hookinbox._storage import GroupCommitter, Store, record_delivery
-from hookinbox.sources import Source
-from hookinbox.sources._base import normalize_headers
+from hookinbox.sources import Identity, Source
+from hookinbox.sources._base import BatchSource, normalize_headers
 
 log = logger("hookinbox.ingest")
+
+Stored = RecordedDelivery | list[RecordedDelivery]
+"""What storing a verified delivery did: one result, or one per event of a batch."""
 
 InlineProcessor = Callable[[Connection, Event], None]
 """Runs an event's handlers inside the connection's transaction and marks it processed."""
@@ -65,6 +68,7 @@ class Outcome(StrEnum):
 
 
 STORED = frozenset({Outcome.ACCEPTED, Outcome.DUPLICATE})
+TEXT = "text/plain; charset=utf-8"
 """The outcomes of a delivery whose event is stored: a source's own answer replaces ours."""
 
 
@@ -80,7 +84,9 @@ class Reply:
     key_conflict: bool = False
     media_type: str = "application/json"
     raw: bytes | None = None
-    """The bytes to send instead of `body` as JSON: a handshake answered in text (Twitch)."""
+    """The bytes to send instead of `body` as JSON: a handshake answered in text (Twitch), a
+    source's `acknowledgement` (Adyen's `[accepted]`); `body` still says what happened, for
+    the logs and `inbox.receive`."""
 
     @property
     def ok(self) -> bool:
@@ -126,6 +132,9 @@ class Verified:
     """`time.perf_counter()` when the delivery reached the receiver (for the ack latency)."""
     answer: dict[str, Any] | None = None
     """The source's own body for a stored event (`Identity.answer`), sent instead of ours."""
+    batch: tuple[NewDelivery, ...] = ()
+    """Every event of a batched delivery (`delivery` is the first), stored in one
+    transaction; empty for the usual delivery of one event."""
     _answered: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def settle(self) -> bool:
@@ -210,7 +219,7 @@ class BaseReceiver(ABC):
     def store_verified(self, verified: Verified) -> Reply:
         """The second half of `receive`, for a delivery that `verify` passed (blocking)."""
 
-    def conclude(self, verified: Verified, result: RecordedDelivery | Exception) -> Reply:
+    def conclude(self, verified: Verified, result: Stored | Exception) -> Reply:
         """The reply once the committer of `committer_for` stored the delivery or raised."""
         raise TypeError(f"{type(self).__name__} stores nothing through a group committer")
 
@@ -259,8 +268,8 @@ class BaseReceiver(ABC):
     def finish_verified(self, verified: Verified, reply: Reply) -> Reply:
         """Log and count the reply to a verified delivery, unless it was answered already."""
         delivery = verified.delivery
-        if verified.answer is not None and reply.outcome in STORED:
-            reply = replace(reply, body=verified.answer)
+        if reply.outcome in STORED:
+            reply = self._source_answer(verified, reply)
         if verified.settle():
             return self._finish(
                 delivery.source, reply, verified.started, known=True, delivery=delivery
@@ -276,6 +285,17 @@ class BaseReceiver(ABC):
             reply.status_code,
             extra={"source": delivery.source, "event_id": delivery.event_id, "late": True},
         )
+        return reply
+
+    def _source_answer(self, verified: Verified, reply: Reply) -> Reply:
+        """A stored delivery's reply in the source's own words, if it has any: a JSON body of
+        its event's (`Identity.answer`, Discord) or a text for every one (`acknowledgement`,
+        Adyen's `[accepted]`, sent as it stands while `body` keeps our fields for the logs)."""
+        if verified.answer is not None:
+            reply = replace(reply, body=verified.answer)
+        acknowledgement = self.sources[verified.delivery.source].acknowledgement
+        if acknowledgement is not None:
+            reply = replace(reply, raw=acknowledgement.encode(), media_type=TEXT)
         return reply
 
     def _finish(
@@ -301,6 +321,8 @@ class BaseReceiver(ABC):
     ) -> Reply | Verified:
         now = self.clock()
         try:
+            if source.batched:
+                return self._verify_batch(source, headers, body, started, now)
             identity = source.authenticate(headers, body, now=now)
         except VerificationError as error:
             return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
@@ -312,27 +334,51 @@ class BaseReceiver(ABC):
             return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
         except Handshake as handshake:
             return _handshake(handshake)
-        stored_body = body if identity.body is None else identity.body
         received_at = datetime.fromtimestamp(now, UTC)
+        delivery = self._new_delivery(
+            source, identity, body, received_at, source.headers_to_store(headers)
+        )
+        return Verified(delivery, started, identity.answer)
+
+    def _verify_batch(
+        self, source: Source, headers: Mapping[str, str], body: bytes, started: float, now: float
+    ) -> Verified:
+        """A batched delivery: one `NewDelivery` per event, sharing the stored headers."""
+        identities = cast(BatchSource, source).authenticate_batch(headers, body, now=now)
+        received_at = datetime.fromtimestamp(now, UTC)
+        kept = source.headers_to_store(headers)
+        batch = tuple(
+            self._new_delivery(source, identity, body, received_at, kept) for identity in identities
+        )
+        return Verified(batch[0], started, None, batch)
+
+    def _new_delivery(
+        self,
+        source: Source,
+        identity: Identity,
+        body: bytes,
+        received_at: datetime,
+        headers: dict[str, str],
+    ) -> NewDelivery:
+        stored_body = body if identity.body is None else identity.body
         stale = (
             self.retention is not None
             and identity.occurred_at is not None
             and identity.occurred_at < received_at - self.retention
         )
-        delivery = NewDelivery(
+        return NewDelivery(
             source=source.name,
             event_id=identity.event_id,
             event_type=identity.event_type,
             occurred_at=identity.occurred_at,
             received_at=received_at,
             body=stored_body,
-            headers=source.headers_to_store(headers),
+            headers=headers,
             body_sha256=hashlib.sha256(
                 stored_body if identity.fingerprint is None else identity.fingerprint
             ).hexdigest(),
             stale=stale,
         )
-        return Verified(delivery, started, identity.answer)
 
     def _not_processed(self, detail: str) -> Reply:
         body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}
@@ -413,11 +459,13 @@ class Receiver(BaseReceiver):
             return self.conclude(verified, error)
         return self.conclude(verified, recorded)
 
-    def conclude(self, verified: Verified, result: RecordedDelivery | Exception) -> Reply:
+    def conclude(self, verified: Verified, result: Stored | Exception) -> Reply:
         """The reply for a verified delivery once storing it succeeded or raised `result`."""
         delivery = verified.delivery
         if isinstance(result, Exception):
             reply = self._failed(delivery, result)
+        elif isinstance(result, list):
+            reply = self._stored_batch(verified.batch, result)
         else:
             reply = self._stored(delivery, result)
         return self.finish_verified(verified, reply)
@@ -441,6 +489,27 @@ class Receiver(BaseReceiver):
         return Reply(500, {"status": "error", "error": "internal"}, {}, Outcome.ERROR)
 
     def _stored(self, delivery: NewDelivery, recorded: RecordedDelivery) -> Reply:
+        self._note(delivery, recorded)
+        if recorded.is_new and recorded.status is Status.PENDING and self.on_new_event:
+            self.on_new_event()  # wakes a worker running in this process
+        outcome = Outcome.ACCEPTED if recorded.is_new else Outcome.DUPLICATE
+        body_out = {"status": outcome.value, "event_id": delivery.event_id}
+        return Reply(200, body_out, {}, outcome, delivery.event_type, recorded.key_conflict)
+
+    def _stored_batch(
+        self, batch: tuple[NewDelivery, ...], results: list[RecordedDelivery]
+    ) -> Reply:
+        """One answer for a batch: `accepted` when it held any new event, else `duplicate`."""
+        for delivery, recorded in zip(batch, results, strict=True):
+            self._note(delivery, recorded)
+        if self.on_new_event and any(r.is_new and r.status is Status.PENDING for r in results):
+            self.on_new_event()
+        new = sum(recorded.is_new for recorded in results)
+        conflict = any(recorded.key_conflict for recorded in results)
+        return batch_reply(len(results), new, conflict)
+
+    def _note(self, delivery: NewDelivery, recorded: RecordedDelivery) -> None:
+        """Log what an operator should hear of: a key conflict, an event held as stale."""
         if recorded.key_conflict:
             log.warning(
                 "key conflict: %s %s delivered again with a different body",
@@ -448,8 +517,6 @@ class Receiver(BaseReceiver):
                 delivery.event_id,
                 extra={"source": delivery.source, "event_id": delivery.event_id},
             )
-        if recorded.is_new and recorded.status is Status.PENDING and self.on_new_event:
-            self.on_new_event()  # wakes a worker running in this process
         if recorded.is_new and recorded.status is Status.STALE:
             log.warning(
                 "%s %s occurred %s, before the retention: held as stale for an operator",
@@ -457,13 +524,12 @@ class Receiver(BaseReceiver):
                 delivery.event_id,
                 delivery.occurred_at,
             )
-        outcome = Outcome.ACCEPTED if recorded.is_new else Outcome.DUPLICATE
-        body_out = {"status": outcome.value, "event_id": delivery.event_id}
-        return Reply(200, body_out, {}, outcome, delivery.event_type, recorded.key_conflict)
 
-    def _store(self, verified: Verified) -> RecordedDelivery:
+    def _store(self, verified: Verified) -> Stored:
         delivery = verified.delivery
         process = self.inline.get(delivery.source)
+        if verified.batch:
+            return self._store_batch(verified, process)
         if process is None:
             if self.committer is not None:
                 return self.committer.record(delivery, self.time_left(verified))
@@ -475,6 +541,40 @@ class Receiver(BaseReceiver):
             if recorded.is_new and not delivery.stale:
                 process(connection, _inline_event(delivery, recorded))
             return recorded
+
+    def _store_batch(
+        self, verified: Verified, process: InlineProcessor | None
+    ) -> list[RecordedDelivery]:
+        """Every event of a batch in one transaction: all of them are stored, or none."""
+        if process is None and self.committer is not None:
+            return self.committer.record_batch(verified.batch, self.time_left(verified))
+        batch = verified.batch
+        # In key order, as group commit writes: two transactions storing one batch (its
+        # redelivery, on another server) lock its rows in the same order, so one waits for
+        # the other instead of deadlocking.
+        order = sorted(range(len(batch)), key=lambda i: (batch[i].source, batch[i].event_id))
+        results: list[RecordedDelivery | None] = [None] * len(batch)
+        with self.store.transaction() as connection:
+            for index in order:
+                results[index] = record_delivery(connection, batch[index])
+            if process is not None:
+                for delivery, recorded in zip(batch, results, strict=True):
+                    assert recorded is not None
+                    if recorded.is_new and not delivery.stale:
+                        process(connection, _inline_event(delivery, recorded))
+        return [recorded for recorded in results if recorded is not None]
+
+
+def batch_reply(events: int, accepted: int, key_conflict: bool) -> Reply:
+    """The one answer to a batched delivery: `accepted` when it held any new event."""
+    outcome = Outcome.ACCEPTED if accepted else Outcome.DUPLICATE
+    body = {
+        "status": outcome.value,
+        "events": events,
+        "accepted": accepted,
+        "duplicates": events - accepted,
+    }
+    return Reply(200, body, {}, outcome, None, key_conflict)
 
 
 def _inline_event(delivery: NewDelivery, recorded: RecordedDelivery) -> Event:

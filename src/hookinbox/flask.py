@@ -46,5 +46,5 @@ def respond(inbox: BaseInbox, source: str) -> Response:
     """`receive`, answered as the provider expects: JSON body, status code and headers."""
     reply = receive(inbox, source)
     return Response(
-        reply.content, reply.status_code, headers=reply.headers, mimetype=reply.media_type
+        reply.content, reply.status_code, headers=reply.headers, content_type=reply.media_type
     )

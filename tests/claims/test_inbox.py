@@ -12,7 +12,8 @@ import pytest
 
 from hookinbox import ConfigurationError, Event, Inbox, NotReady, RetryPolicy
 from hookinbox.claims import ClaimContext, ClaimInbox, ClaimState, RedisClaims
-from hookinbox.sources import GitHub, Stripe
+from hookinbox.sources import GitHub, HubSpot, Stripe
+from hookinbox.testing import sign
 from tests.claims.conftest import PrivateRedis
 from tests.support.asgi import ASGIClient
 from tests.support.server import run_cli
@@ -280,3 +281,34 @@ def test_the_cli_refuses_what_needs_a_database_in_one_line() -> None:
     served = run_cli("serve", "tests.apps.claims_app:inbox", "--database-url", "sqlite:///x.db")
     assert served.returncode == 2
     assert "a ClaimInbox keeps no SQL database: --database-url does not apply" in served.stderr
+
+
+def test_a_batch_claims_its_events_in_turn_and_a_retry_skips_the_done_ones(
+    claims: RedisClaims,
+) -> None:
+    """Redis has no transaction over handlers: the first event not handled answers for the
+    batch, and the provider's retry finds the events before it done (docs/ingest.md)."""
+    inbox = ClaimInbox(claims)
+    hubspot = inbox.add_source(
+        HubSpot(secret="batch", url="https://hooks.example.com/webhooks/hubspot"), inline=True
+    )
+    done: list[str] = []
+    failing = {"1:2"}
+
+    @inbox.handler("hubspot")
+    def handle(event: Event, ctx: ClaimContext) -> None:
+        if event.id in failing:
+            raise RuntimeError("not now")
+        done.append(event.id)
+
+    events = [{"eventId": i, "subscriptionId": 1} for i in (1, 2, 3)]
+    try:
+        reply = inbox.receive("hubspot", *sign(hubspot, events))
+        assert (reply.status_code, reply.body["error"]) == (503, "not_processed")
+        assert done == ["1:1"]
+        failing.clear()
+        reply = inbox.receive("hubspot", *sign(hubspot, events))
+        assert reply.body == {"status": "accepted", "events": 3, "accepted": 2, "duplicates": 1}
+        assert done == ["1:1", "1:2", "1:3"]
+    finally:
+        inbox.close()

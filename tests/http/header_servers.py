@@ -2,7 +2,8 @@
 flask|django PORT`, serving every source of tests/http/header_sources.py on real WSGI servers
 (werkzeug's, Django's own), which decode header bytes and join repeated headers themselves.
 
-Environment: HEADER_DB_URL (the inbox's database), HEADER_PAYPAL_PEM (a file).
+Environment: HEADER_DB_URL (the inbox's database), HEADER_PAYPAL_PEM (a file),
+HEADER_SENDGRID_KEY (SendGrid's public key, base64).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ urlpatterns: list[Any] = []
 
 def main(framework: str, port: int) -> None:
     inbox = build_inbox(
-        os.environ["HEADER_DB_URL"], Path(os.environ["HEADER_PAYPAL_PEM"]).read_text()
+        os.environ["HEADER_DB_URL"],
+        Path(os.environ["HEADER_PAYPAL_PEM"]).read_text(),
+        os.environ["HEADER_SENDGRID_KEY"],
     )
     if framework == "flask":
         from flask import Flask

@@ -11,11 +11,12 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from hookinbox import Inbox
 from hookinbox.sources import (
+    Adyen,
     Calendly,
     Clerk,
     Discord,
@@ -23,6 +24,7 @@ from hookinbox.sources import (
     GitLab,
     GitLabSigned,
     HMACSource,
+    HubSpot,
     Intercom,
     LemonSqueezy,
     Linear,
@@ -33,6 +35,7 @@ from hookinbox.sources import (
     PayPal,
     Postmark,
     Resend,
+    SendGrid,
     Shopify,
     Slack,
     Source,
@@ -49,6 +52,7 @@ from hookinbox.testing import ed25519_test_key
 
 STANDARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks spec's example
 GITLAB_TOKEN = "jéton-ünïcode ☕"  # typed with accents: GitLab sends its UTF-8 bytes
+ADYEN_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 
 SIGNATURE_HEADER = {
     "stripe": "Stripe-Signature",
@@ -70,6 +74,9 @@ SIGNATURE_HEADER = {
     "discord": "X-Signature-Ed25519",
     "zoom": "x-zm-signature",
     "twitch": "Twitch-Eventsub-Message-Signature",
+    "sendgrid": "X-Twilio-Email-Event-Webhook-Signature",
+    "hubspot": "X-HubSpot-Signature-v3",
+    "adyen": "Authorization",  # its HMACs are in the body; basic authentication is a header
     # issue 23, round two
     "workos": "WorkOS-Signature",
     "calendly": "Calendly-Webhook-Signature",
@@ -87,7 +94,7 @@ def fetch_payment(resource_id: str) -> Mapping[str, Any]:
     return {"id": resource_id, "resource": "payment", "status": "paid"}
 
 
-def build_sources(paypal_pem: str) -> list[Source]:
+def build_sources(paypal_pem: str, sendgrid_key: str) -> list[Source]:
     return [
         Stripe(secret="whsec_headers"),
         Paddle(secret="pdl_headers"),
@@ -116,6 +123,9 @@ def build_sources(paypal_pem: str) -> list[Source]:
         Discord(public_key=ed25519_test_key().hex),
         Zoom(secret="zoom-headers"),
         Twitch(secret="twitch-headers"),
+        SendGrid(public_key=sendgrid_key),
+        HubSpot(secret="hs-headers", url="https://example.com/webhooks/hubspot"),
+        Adyen(hmac_key=ADYEN_KEY, username="adyen", password="pässwörd"),
         # issue 23, round two
         WorkOS(secret="workos-headers"),
         Calendly(secret="calendly-headers"),
@@ -127,9 +137,9 @@ def build_sources(paypal_pem: str) -> list[Source]:
     ]
 
 
-def build_inbox(database_url: str, paypal_pem: str) -> Inbox:
+def build_inbox(database_url: str, paypal_pem: str, sendgrid_key: str) -> Inbox:
     inbox = Inbox(database_url)
-    for source in build_sources(paypal_pem):
+    for source in build_sources(paypal_pem, sendgrid_key):
         inbox.add_source(source)
     return inbox
 
@@ -156,6 +166,19 @@ def payload(source: Source, tag: str) -> Any:
         return {"event": "meeting.started", "event_ts": int(tag, 36) % 10**12, "payload": {}}
     if isinstance(source, Twitch):
         return {"subscription": {"id": tag, "type": "channel.follow", "version": "2"}}
+    if isinstance(source, SendGrid):
+        return [{"sg_event_id": f"sg_{tag}", "event": "delivered", "timestamp": 1_700_000_000}]
+    if isinstance(source, HubSpot):
+        return [{"eventId": tag, "subscriptionId": 9, "subscriptionType": "contact.creation"}]
+    if isinstance(source, Adyen):
+        item = {
+            "pspReference": tag,
+            "eventCode": "AUTHORISATION",
+            "success": "true",
+            "merchantAccountCode": "Shop",
+            "amount": {"value": 100, "currency": "EUR"},
+        }
+        return {"live": "false", "notificationItems": [{"NotificationRequestItem": item}]}
     # issue 23, round two
     if isinstance(source, Calendly):
         return {"event": "invitee.created", "payload": {"uri": f"https://calendly.test/i/{tag}"}}
@@ -178,4 +201,21 @@ def wrong_secret(source: Source) -> dict[str, Any]:
         return {"secret": "whsec_" + base64.b64encode(b"another key").decode()}
     if isinstance(source, Discord):
         return {"private_key": Ed25519PrivateKey.generate()}
+    if isinstance(source, SendGrid):
+        return {"private_key": ec.generate_private_key(ec.SECP256R1())}
+    if isinstance(source, Adyen):
+        return {"password": "another-password"}
     return {"secret": "another-secret"}
+
+
+def stored_id(source: Source, answer: dict[str, Any], body_payload: Any) -> str:
+    """The id an event of `payload(source, tag)` is stored under: the answer's, or for a
+    batch (whose answer counts events) the one the source derives from its only event."""
+    if "event_id" in answer:
+        return str(answer["event_id"])
+    if isinstance(source, SendGrid):
+        return str(body_payload[0]["sg_event_id"])
+    if isinstance(source, HubSpot):
+        return f"9:{body_payload[0]['eventId']}"
+    item = body_payload["notificationItems"][0]["NotificationRequestItem"]
+    return f"{item['pspReference']}:AUTHORISATION:true"

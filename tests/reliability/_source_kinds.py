@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -33,6 +33,7 @@ from hookinbox.sources import (
     GitLab,
     GitLabSigned,
     HMACSource,
+    HubSpot,
     Intercom,
     LemonSqueezy,
     Linear,
@@ -41,6 +42,7 @@ from hookinbox.sources import (
     PayPal,
     Postmark,
     Resend,
+    SendGrid,
     Shopify,
     Slack,
     Source,
@@ -175,6 +177,23 @@ _BY_PUBLIC = {
     k.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex(): k for k in _ED25519
 }
 DISCORD_KEYS = tuple(_BY_PUBLIC)
+
+
+# SendGrid's "secrets" are public keys too (P-256, base64 DER): each signs with its private half.
+_P256 = [ec.derive_private_key(n, ec.SECP256R1()) for n in (11, 12, 13)]
+_P256_BY_PUBLIC = {
+    base64.b64encode(
+        k.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    ).decode(): k
+    for k in _P256
+}
+SENDGRID_KEYS = tuple(_P256_BY_PUBLIC)
+HUBSPOT_URL = "https://shop.example/webhooks/hubspot"
+
+
+def _sendgrid_sign(public_key: str, body: bytes, at: int) -> str:
+    signature = _P256_BY_PUBLIC[public_key].sign(str(at).encode() + body, ec.ECDSA(hashes.SHA256()))
+    return base64.b64encode(signature).decode()
 
 
 def _svix_headers(entries: Sequence[str], at: int) -> Headers:
@@ -361,6 +380,29 @@ KINDS: tuple[Kind, ...] = (
             "Twitch-Eventsub-Message-Type": "notification",
         },
         scheme="sha256=", wrong_schemes=HEX_SCHEMES, timestamped=True,
+    ),
+    Kind(
+        SendGrid,
+        lambda s, **o: SendGrid(public_key=s, **o),
+        SENDGRID_KEYS,
+        json.dumps([{"sg_event_id": "sg-edge", "event": "open"}]).encode(),
+        sign=_sendgrid_sign,
+        assemble=lambda e, t: {
+            "X-Twilio-Email-Event-Webhook-Signature": ", ".join(e),
+            "X-Twilio-Email-Event-Webhook-Timestamp": str(t),
+        },
+        timestamped=True,
+    ),
+    Kind(
+        HubSpot,
+        lambda s, **o: HubSpot(secret=s, url=HUBSPOT_URL, **o),
+        ("hs_old_edge", "hs_new_edge", "hs_stranger"),
+        json.dumps([{"eventId": 1, "subscriptionId": 2}]).encode(),
+        sign=lambda s, b, t: b64_mac(s.encode(), f"POST{HUBSPOT_URL}".encode() + b + b"%d000" % t),
+        assemble=lambda e, t: {
+            "X-HubSpot-Signature-v3": ", ".join(e), "X-HubSpot-Request-Timestamp": str(t * 1000)
+        },
+        timestamped=True,
     ),
     Kind(
         Discord,

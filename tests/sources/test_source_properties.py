@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import pytest
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import HealthCheck, assume, event, given, settings
@@ -37,12 +37,14 @@ from hookinbox._errors import (
 )
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
+    BatchSource,
     Calendly,
     Discord,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
+    HubSpot,
     Identity,
     Intercom,
     LemonSqueezy,
@@ -53,6 +55,7 @@ from hookinbox.sources import (
     Paddle,
     PayPal,
     Postmark,
+    SendGrid,
     Shopify,
     Slack,
     Source,
@@ -216,6 +219,28 @@ DISCORD_PUBLIC = DISCORD_KEY.public_key().public_bytes(Encoding.Raw, PublicForma
 def sign_discord(body: bytes, ident: str) -> dict[str, str]:
     signature = DISCORD_KEY.sign(b"%d" % T + body).hex()
     return {"x-signature-ed25519": signature, "x-signature-timestamp": str(T)}
+
+
+SENDGRID_KEY = ec.derive_private_key(7, ec.SECP256R1())
+SENDGRID_PUBLIC = base64.b64encode(
+    SENDGRID_KEY.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+).decode()
+
+
+def sign_sendgrid(body: bytes, ident: str) -> dict[str, str]:
+    signature = SENDGRID_KEY.sign(b"%d" % T + body, ec.ECDSA(hashes.SHA256()))
+    return {
+        "x-twilio-email-event-webhook-signature": base64.b64encode(signature).decode(),
+        "x-twilio-email-event-webhook-timestamp": str(T),
+    }
+
+
+def sign_hubspot(body: bytes, ident: str) -> dict[str, str]:
+    signed = b"POST" + HOOK_URL.encode() + body + b"%d000" % T
+    return {
+        "x-hubspot-signature-v3": _b64(_mac(SECRET.encode(), signed)),
+        "x-hubspot-request-timestamp": f"{T}000",
+    }
 
 
 def sign_square(body: bytes, ident: str) -> dict[str, str]:
@@ -448,6 +473,16 @@ CASES: dict[str, Case] = {
         lambda: Discord(public_key=DISCORD_PUBLIC),
         sign_discord,
         ("x-signature-ed25519", "x-signature-timestamp"),
+    ),
+    "sendgrid": Case(
+        lambda: SendGrid(public_key=SENDGRID_PUBLIC),
+        sign_sendgrid,
+        ("x-twilio-email-event-webhook-signature", "x-twilio-email-event-webhook-timestamp"),
+    ),
+    "hubspot": Case(
+        lambda: HubSpot(secret=SECRET, url=HOOK_URL),
+        sign_hubspot,
+        ("x-hubspot-signature-v3", "x-hubspot-request-timestamp"),
     ),
     "square": Case(
         lambda: Square(secret=SECRET, notification_url=HOOK_URL),
@@ -758,7 +793,7 @@ def deliveries(draw: st.DrawFn, case: Case) -> tuple[dict[str, str], bytes]:
     return headers, body
 
 
-def _assert_identity(identity: Identity, headers: dict[str, str], body: bytes) -> None:
+def _assert_event(identity: Identity) -> None:
     assert isinstance(identity, Identity)
     assert isinstance(identity.event_id, str)
     assert 0 < len(identity.event_id) <= 255
@@ -766,6 +801,10 @@ def _assert_identity(identity: Identity, headers: dict[str, str], body: bytes) -
     assert identity.event_type is None or isinstance(identity.event_type, str)
     if identity.occurred_at is not None:
         assert identity.occurred_at.utcoffset() == timedelta(0)
+
+
+def _assert_identity(identity: Identity, headers: dict[str, str], body: bytes) -> None:
+    _assert_event(identity)
     # The payload is the parsed body, nothing else, and what `Event.payload` will read.
     content_type = normalize_headers(headers).get("content-type")
     assert json.dumps(identity.payload, sort_keys=True) == json.dumps(
@@ -781,6 +820,13 @@ def _receive(source: Source, headers: dict[str, str], body: bytes, now: float) -
     except VerificationError:
         return
     try:
+        if isinstance(source, BatchSource):
+            for identity in source.authenticate_batch(headers, body, now=now):
+                _assert_event(identity)
+                # A batch's event stores its own JSON, and reads back as what was parsed.
+                assert identity.body is not None
+                assert json.loads(identity.body) == identity.payload
+            return
         identity = source.authenticate(headers, body, now=now)
     except Handshake as handshake:
         assert isinstance(handshake.answer, dict | str)

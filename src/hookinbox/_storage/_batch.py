@@ -206,9 +206,21 @@ def _write_postgres(
     return {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
 
 
+_SQLITE_ROWS = 2_000
+"""The most rows in one SQLite upsert (12 values each, within SQLite's 32,766 variables): a
+group-commit batch passes `max_rows` by up to one batched delivery's events, and is then
+written in two statements of the same transaction."""
+
+
 def _write_sqlite(
     connection: Connection, deliveries: Sequence[NewDelivery], groups: list[_Group]
 ) -> dict[tuple[str, str], Row]:
+    if len(groups) > _SQLITE_ROWS:
+        rows: dict[tuple[str, str], Row] = {}
+        for start in range(0, len(groups), _SQLITE_ROWS):
+            chunk = groups[start : start + _SQLITE_ROWS]
+            rows.update(_write_sqlite(connection, deliveries, chunk))
+        return rows
     parameters: list[object] = []
     for group in groups:
         delivery = group.first

@@ -14,6 +14,10 @@ one is in flight; SQLite has one writer whatever the count). So:
 - a delivery whose request gave up waiting (the ack deadline passed, `record(timeout=...)` or
   a cancelled `asyncio.wrap_future`) is dropped if no writer has taken it yet; once taken, it
   is written, and the provider's retry of it is answered as a duplicate;
+- a batched delivery (several events in one request: SendGrid, HubSpot, Adyen) is one item
+  of the queue: its events go into the same batch, never split across two, so they commit
+  together or not at all (`submit_batch`). A batch holding one goes in one transaction on
+  PostgreSQL too, since a key conflict can split a batch into several statements;
 - the batching adapts by itself: while one batch commits, the next one gathers. A lone
   request is written at once (no timer to wait out); under load, batches grow with the
   arrival rate up to `max_rows`. `max_wait` can add a short wait for more rows, but only while
@@ -32,6 +36,7 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 
@@ -44,6 +49,7 @@ from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._store import Store
 
 log = logger("hookinbox._storage")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +73,11 @@ class GroupCommit:
             raise ConfigurationError("group commit: writers must be between 1 and 16")
 
 
-_Pending = tuple[NewDelivery, "Future[RecordedDelivery]"]
+_Pending = (
+    tuple[NewDelivery, "Future[RecordedDelivery]"]
+    | tuple[tuple[NewDelivery, ...], "Future[list[RecordedDelivery]]"]
+)
+"""A delivery and its future, or a batched delivery's events and theirs."""
 _STOP = object()
 
 
@@ -102,6 +112,17 @@ class GroupCommitter:
     def submit(self, delivery: NewDelivery) -> Future[RecordedDelivery]:
         """Queue `delivery`; the future resolves once its row is committed (or fails)."""
         future: Future[RecordedDelivery] = Future()
+        self._put((delivery, future))
+        return future
+
+    def submit_batch(self, events: tuple[NewDelivery, ...]) -> Future[list[RecordedDelivery]]:
+        """Queue the events of one batched delivery; they are written in one transaction."""
+        future: Future[list[RecordedDelivery]] = Future()
+        self._put((events, future))
+        return future
+
+    def _put(self, pending: _Pending) -> None:
+        future: Future[Any] = pending[1]
         if not self._threads:
             self._start()
         # Under the lock that `close` takes to set `_closed`: a delivery is either queued
@@ -109,9 +130,8 @@ class GroupCommitter:
         with self._lock:
             if self._closed:
                 future.set_exception(StoreUnavailable("shutting down: not accepting deliveries"))
-                return future
-            self._queue.put((delivery, future))
-        return future
+                return
+            self._queue.put(pending)
 
     def record(self, delivery: NewDelivery, timeout: float | None = None) -> RecordedDelivery:
         """Blocking form of `submit`, for synchronous callers.
@@ -119,13 +139,13 @@ class GroupCommitter:
         Past `timeout` seconds, raise `AckDeadlinePassed`: the delivery is dropped if no writer
         has taken it yet, and written anyway (its retry is then a duplicate) if one has.
         """
-        future = self.submit(delivery)
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            if future.cancel() or not future.done():
-                raise AckDeadlinePassed(timeout or 0.0) from None
-            return future.result()  # it finished just now
+        return _wait(self.submit(delivery), timeout)
+
+    def record_batch(
+        self, events: tuple[NewDelivery, ...], timeout: float | None = None
+    ) -> list[RecordedDelivery]:
+        """Blocking form of `submit_batch`, with `record`'s deadline."""
+        return _wait(self.submit_batch(events), timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         """Store what is queued, then stop the writer threads."""
@@ -169,9 +189,13 @@ class GroupCommitter:
             self._drop_connection()
 
     def _gather(self, batch: list[_Pending], wait: float) -> bool:
-        """Add what is already queued (and, with `wait`, what arrives within it); True on stop."""
+        """Add what is already queued (and, with `wait`, what arrives within it); True on stop.
+
+        `max_rows` counts events: a batched delivery's events all go in, so a batch may pass
+        it by one delivery's events (the SQLite statements are cut to stay within bounds)."""
         deadline = time.monotonic() + wait
-        while len(batch) < self.options.max_rows:
+        rows = sum(_rows(pending) for pending in batch)
+        while rows < self.options.max_rows:
             try:
                 remaining = deadline - time.monotonic()
                 item = (
@@ -183,13 +207,21 @@ class GroupCommitter:
                 return False
             if item is _STOP:
                 return True
-            _take(batch, item)
+            if _take(batch, item):
+                rows += _rows(batch[-1])
         return False
 
     def _flush(self, batch: list[_Pending]) -> None:
-        deliveries = [delivery for delivery, _ in batch]
+        deliveries: list[NewDelivery] = []
+        batched = False
+        for item, _ in batch:
+            if isinstance(item, NewDelivery):
+                deliveries.append(item)
+            else:
+                deliveries.extend(item)
+                batched = True
         try:
-            results = self._write(deliveries)
+            results = self._write(deliveries, atomic=batched)
         except StoreUnavailable as error:
             for _, future in batch:
                 future.set_exception(error)
@@ -203,12 +235,21 @@ class GroupCommitter:
             for pending in batch:
                 self._flush([pending])
             return
-        observe_batch(len(batch))
-        for (_, future), result in zip(batch, results, strict=True):
-            future.set_result(result)
+        observe_batch(len(deliveries))
+        start = 0
+        for item, waiter in batch:
+            resolved: Future[Any] = waiter  # the item's type decides what it resolves to
+            if isinstance(item, NewDelivery):
+                resolved.set_result(results[start])
+                start += 1
+            else:
+                resolved.set_result(results[start : start + len(item)])
+                start += len(item)
 
-    def _write(self, deliveries: list[NewDelivery]) -> list[RecordedDelivery]:
-        if self.store.dialect != "postgresql":
+    def _write(self, deliveries: list[NewDelivery], *, atomic: bool) -> list[RecordedDelivery]:
+        """Store `deliveries`; `atomic` (a batched delivery among them) keeps them in one
+        transaction on PostgreSQL too, where the batch statements otherwise autocommit."""
+        if self.store.dialect != "postgresql" or atomic:
             with self.store.transaction() as transaction:
                 return record_deliveries(transaction, deliveries)
         # PostgreSQL: each batch is one atomic statement, run in autocommit on a connection
@@ -242,8 +283,27 @@ class GroupCommitter:
             self._local.connection = None
 
 
-def _take(batch: list[_Pending], item: object) -> None:
+def _take(batch: list[_Pending], item: object) -> bool:
     """Add a queued delivery to `batch`, unless its waiter gave up (cancelled its future)."""
     pending: _Pending = item  # type: ignore[assignment]
     if pending[1].set_running_or_notify_cancel():
         batch.append(pending)
+        return True
+    return False
+
+
+def _rows(pending: _Pending) -> int:
+    item = pending[0]
+    return 1 if isinstance(item, NewDelivery) else len(item)
+
+
+def _wait(future: Future[T], timeout: float | None) -> T:
+    """The future's result within `timeout` seconds, or `AckDeadlinePassed`: the delivery is
+    dropped if no writer has taken it yet, and written anyway (its retry is then a duplicate)
+    if one has."""
+    try:
+        return future.result(timeout)
+    except FutureTimeout:
+        if future.cancel() or not future.done():
+            raise AckDeadlinePassed(timeout or 0.0) from None
+        return future.result()  # it finished just now

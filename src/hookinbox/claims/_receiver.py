@@ -34,6 +34,7 @@ from hookinbox._receiver import (
     Outcome,
     Reply,
     Verified,
+    batch_reply,
     event_of,
 )
 from hookinbox._settings import ReceiverSettings
@@ -104,9 +105,24 @@ class ClaimReceiver(BaseReceiver):
     def store_verified(self, verified: Verified) -> Reply:
         """Claim the verified delivery's event, run its handlers, answer (blocking)."""
         # Nothing is stored: the claim is the only record, and no row or count exists.
+        if verified.batch:
+            return self.finish_verified(verified, self._run_batch(verified))
         event = event_of(verified.delivery, row_id=0, delivery_count=1)
         reply = self._claim_and_run(event)
         return self.finish_verified(verified, reply)
+
+    def _run_batch(self, verified: Verified) -> Reply:
+        """Each event of a batch claimed and handled in turn. Redis has no transaction over
+        handlers, so the first event not handled stops the batch with its answer (503, 409):
+        the events handled before it are done, and the provider's retry skips them as
+        duplicates."""
+        accepted = 0
+        for delivery in verified.batch:
+            reply = self._claim_and_run(event_of(delivery, row_id=0, delivery_count=1))
+            if not reply.ok:
+                return reply
+            accepted += reply.outcome is Outcome.ACCEPTED
+        return batch_reply(len(verified.batch), accepted, False)
 
     def _claim_and_run(self, event: Event) -> Reply:
         try:

@@ -16,7 +16,8 @@ its own (the `dashboard` extra), is mounted at `/admin` when it is served.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
@@ -147,7 +148,11 @@ async def _deliver(
             )
             return reply
         return receiver.past_deadline(step)
-    future = committer.submit(step.delivery)
+    future: Future[Any]  # a result, or a batched delivery's list of them
+    if step.batch:
+        future = committer.submit_batch(step.batch)
+    else:
+        future = committer.submit(step.delivery)
     try:
         # On timeout, wait_for cancels the wrapper, which cancels `future`: the committer
         # drops the delivery unless a writer has taken it already.

@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import Handshake
 from hookinbox._extras import importing
-from hookinbox.sources._base import Headers, Identity, Source
+from hookinbox.sources._adyen import Adyen
+from hookinbox.sources._base import BatchSource, Headers, Identity, Source
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._discord import Discord
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
+from hookinbox.sources._hubspot import HubSpot
 from hookinbox.sources._intercom import Intercom
 from hookinbox.sources._lemonsqueezy import LemonSqueezy
 from hookinbox.sources._linear import Linear
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from hookinbox.sources._mollie_api import MollieAPI
     from hookinbox.sources._paypal import PayPal
     from hookinbox.sources._paypal_api import PayPalAPI
+    from hookinbox.sources._sendgrid import SendGrid
 
 # Loaded on first use: they need cryptography and httpx, extras the core install does not have
 # (and that would add about a quarter of a second to every process importing hookinbox).
@@ -45,6 +48,7 @@ _LAZY = {
     "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
     "PayPal": ("hookinbox.sources._paypal", "paypal"),
     "PayPalAPI": ("hookinbox.sources._paypal_api", "paypal"),
+    "SendGrid": ("hookinbox.sources._sendgrid", "crypto"),
 }
 
 
@@ -57,6 +61,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Adyen",
+    "BatchSource",
     "Calendly",
     "Clerk",
     "Discord",
@@ -66,6 +72,7 @@ __all__ = [
     "HMACSource",
     "Handshake",
     "Headers",
+    "HubSpot",
     "Identity",
     "Intercom",
     "LemonSqueezy",
@@ -79,6 +86,7 @@ __all__ = [
     "PayPalAPI",
     "Postmark",
     "Resend",
+    "SendGrid",
     "Shopify",
     "Slack",
     "Source",

@@ -64,6 +64,11 @@ MAX_SIGNATURES = 16
 """The most signature entries one header may list (Stripe's `v1`, Paddle's `h1`, Standard
 Webhooks' `v1,`): a provider sends one per active secret, two while a secret is rolled."""
 
+MAX_BATCH_EVENTS = 1000
+"""The most events one batched delivery may carry (SendGrid, HubSpot, Adyen); a longer batch is
+refused whole (400). Providers send far fewer (HubSpot at most 100, Adyen one to a few), and
+the bound keeps one request's events within one group-commit statement's parameters."""
+
 
 @dataclass(frozen=True, slots=True)
 class Identity:
@@ -504,6 +509,12 @@ class Source(ABC):
     verifies_over_network: ClassVar[bool] = False
     """True when verifying may call the provider (a certificate, an API): the ASGI app then
     verifies in a worker thread instead of on its event loop."""
+    batched: ClassVar[bool] = False
+    """True for a `BatchSource`: one delivery carries several events (`authenticate_batch`)."""
+    acknowledgement: ClassVar[str | None] = None
+    """The plain-text body of a 2xx answer to an event delivery (accepted or duplicate), for a
+    provider that requires one (Adyen: `[accepted]`); None answers the JSON of
+    docs/ingest.md. Refusals and handshakes keep their own bodies."""
 
     def __init__(self, *, name: str | None = None) -> None:
         self.name = self.default_name if name is None else name
@@ -549,6 +560,13 @@ class Source(ABC):
         if answer is not None:
             raise Handshake(answer)
         return self.identify(headers, body)
+
+    def check_and_verify(self, headers: Headers, body: bytes, *, now: float) -> None:
+        """`authenticate`'s first half: bound the signature headers, verify, refuse a BOM."""
+        check_signature_headers(headers, self.signature_headers)
+        self.verify(headers, body, now=now)
+        if body.startswith(UTF8_BOM):
+            raise PayloadError("body starts with a byte order mark (U+FEFF)")
 
     def headers_to_store(self, headers: Headers) -> dict[str, str]:
         kept = ("content-type", "user-agent", *self.stored_headers)
@@ -677,3 +695,56 @@ def check_tolerance(timestamp: float, *, now: float, tolerance: float | None) ->
         raise TimestampOutOfTolerance(
             f"signature timestamp is {when} (tolerance {tolerance:.0f} s)"
         )
+
+
+class BatchSource(Source):
+    """A provider that puts several events in one signed delivery (SendGrid, HubSpot, Adyen).
+
+    `identify_batch` turns a verified body into one `Identity` per event, each with its own
+    id and the bytes to store for it (`Identity.body`: the event's own JSON, not the whole
+    batch, so a handler reads one event and a redelivery of it hashes alike). The receiver
+    stores them in one transaction and answers once; a batch with any malformed event is
+    refused whole (400), as is an empty one or one over `MAX_BATCH_EVENTS`: the signature
+    covers the whole body, so no part of a body the receiver cannot read is kept.
+    """
+
+    batched: ClassVar[bool] = True
+
+    @abstractmethod
+    def identify_batch(self, headers: Headers, body: bytes) -> list[Identity]:
+        """One identity per event of a verified delivery; `PayloadError` if any is unusable."""
+
+    def identify(self, headers: Headers, body: bytes) -> Identity:
+        """The event of a batch of one (the receiver itself calls `identify_batch`)."""
+        identities = self.identify_batch(headers, body)
+        if len(identities) != 1:
+            raise PayloadError(f"a batch of {len(identities)} events: use identify_batch")
+        return identities[0]
+
+    def authenticate_batch(self, headers: Headers, body: bytes, *, now: float) -> list[Identity]:
+        """`authenticate` for a batch: verify the body, then one identity per event."""
+        self.check_and_verify(headers, body, now=now)
+        answer = self.handshake(headers, body)
+        if isinstance(answer, Handshake):
+            raise answer
+        if answer is not None:
+            raise Handshake(answer)
+        identities = self.identify_batch(headers, body)
+        if not identities:
+            raise PayloadError("the batch holds no event")
+        if len(identities) > MAX_BATCH_EVENTS:
+            raise PayloadError(f"the batch holds more than {MAX_BATCH_EVENTS} events")
+        return identities
+
+
+def event_body(item: Any) -> bytes:
+    """The bytes stored for one event of a batch: its JSON, compact, keys in the order sent
+    (the same event in a redelivered batch gives the same bytes, so the same body hash)."""
+    return json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def parse_json_array(body: bytes, what: str = "body") -> list[Any]:
+    payload = parse_json(body)
+    if not isinstance(payload, list):
+        raise PayloadError(f"{what} is not a JSON array")
+    return payload

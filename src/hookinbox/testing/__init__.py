@@ -3,7 +3,7 @@ plugin (`pytest_plugins = ["hookinbox.testing.pytest"]`) and an exactly-once che
 
 Nothing here needs pytest (only the plugin module imports it) or another dependency of its
 own; PayPal's test certificate needs the `paypal` extra, as the PayPal source does, and the
-Ed25519 test key (Discord, Standard Webhooks `v1a`) the `crypto` extra.
+Ed25519 test key (Discord, Standard Webhooks `v1a`) and SendGrid's test key the `crypto` extra.
 See docs/testing.md.
 """
 
@@ -31,12 +31,15 @@ from hookinbox.testing._signing import register_signer, sign
 if TYPE_CHECKING:
     from hookinbox.testing._ed25519 import Ed25519TestKey, ed25519_test_key
     from hookinbox.testing._paypal import PayPalTestCertificate, paypal_test_certificate
+    from hookinbox.testing._sendgrid import SendGridTestKey, sendgrid_test_key
 
 _LAZY = {
     "Ed25519TestKey": ("hookinbox.testing._ed25519", "crypto"),
     "ed25519_test_key": ("hookinbox.testing._ed25519", "crypto"),
     "PayPalTestCertificate": ("hookinbox.testing._paypal", "paypal"),
     "paypal_test_certificate": ("hookinbox.testing._paypal", "paypal"),
+    "SendGridTestKey": ("hookinbox.testing._sendgrid", "crypto"),
+    "sendgrid_test_key": ("hookinbox.testing._sendgrid", "crypto"),
 }
 
 
@@ -56,11 +59,13 @@ __all__ = [
     "ExactlyOnceViolation",
     "InboxHarness",
     "PayPalTestCertificate",
+    "SendGridTestKey",
     "check_exactly_once",
     "ed25519_test_key",
     "github_push",
     "paypal_test_certificate",
     "register_signer",
+    "sendgrid_test_key",
     "shopify_order",
     "sign",
     "standard_event",

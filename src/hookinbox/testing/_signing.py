@@ -34,11 +34,13 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlparse
 
 from hookinbox.sources import (
+    Adyen,
     Calendly,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
+    HubSpot,
     Intercom,
     LemonSqueezy,
     Linear,
@@ -76,6 +78,7 @@ _NAMESPACE = uuid.UUID("6f1c1e8e-51f3-4a4e-9d0c-2b9a4f7f0b11")
 _SIGNERS: dict[type[Source], SignerFunction] = {}
 _LAZY = {
     "hookinbox.sources._paypal": "hookinbox.testing._paypal",
+    "hookinbox.sources._sendgrid": "hookinbox.testing._sendgrid",
     "hookinbox.sources._discord": "hookinbox.testing._ed25519",
 }
 _FORM_SOURCES: tuple[type[Source], ...] = (Twilio, MollieClassic)
@@ -518,3 +521,61 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return payload if isinstance(payload, dict) else None
+
+
+# HubSpot signs the URI with these escapes decoded (HubSpot's "validating requests" page).
+_HUBSPOT_DECODED = {"%3A": ":", "%2F": "/", "%3F": "?", "%40": "@", "%21": "!", "%24": "$"}
+_HUBSPOT_DECODED |= {"%27": "'", "%28": "(", "%29": ")", "%2A": "*", "%2C": ",", "%3B": ";"}
+
+
+@register_signer(HubSpot)
+def _hubspot(source: HubSpot, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    url = fields.pop("url", source.url)
+    for escape, character in _HUBSPOT_DECODED.items():
+        url = url.replace(escape, character).replace(escape.lower(), character)
+    milliseconds = str(fields.pop("milliseconds", t * 1000))
+    message = b"POST" + url.encode() + body + milliseconds.encode()
+    return {
+        **_json_headers(fields),
+        "X-HubSpot-Signature-v3": _b64(secret_key(source, fields), message),
+        "X-HubSpot-Request-Timestamp": milliseconds,
+        "X-HubSpot-Signature-Version": "v3",
+    }
+
+
+_ADYEN_FIELDS = ("pspReference", "originalReference", "merchantAccountCode", "merchantReference")
+
+
+def _adyen_text(value: Any) -> str:
+    """A field as Adyen's Java and Node libraries write it into the signed text: missing or
+    null as nothing, JSON's true and false, a whole number without a fraction."""
+    if value is None:
+        return ""
+    if isinstance(value, bool | float):
+        return json.dumps(int(value) if isinstance(value, float) and value.is_integer() else value)
+    return str(value)
+
+
+@register_signer(Adyen)
+def _adyen(
+    source: Adyen, body: bytes, t: int, fields: dict[str, Any]
+) -> tuple[dict[str, str], bytes]:
+    """Adyen signs each notification item: its `additionalData.hmacSignature` is set (over
+    the eight fields of Adyen's recipe) and the body written again as JSON."""
+    key = secret_key(source, fields)
+    payload = json.loads(body)
+    for entry in payload["notificationItems"]:
+        item = entry["NotificationRequestItem"]
+        amount = item.get("amount") if isinstance(item.get("amount"), dict) else {}
+        values = [*(item.get(name) for name in _ADYEN_FIELDS)]
+        values += [amount.get("value"), amount.get("currency")]
+        values += [item.get("eventCode"), item.get("success")]
+        text = ":".join(_adyen_text(value) for value in values)
+        item.setdefault("additionalData", {})["hmacSignature"] = _b64(key, text.encode())
+    headers = _json_headers(fields)
+    username, password = fields.pop("username", None), fields.pop("password", None)
+    if source._basic is not None or username is not None:
+        default_user, _, default_password = (source._basic or b":").decode().partition(":")
+        credentials = f"{username or default_user}:{password or default_password}"
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
+    return headers, json.dumps(payload).encode()
