@@ -153,7 +153,12 @@ def test_replay_a_failed_event_then_a_worker_processes_it(signed_in: Browser, sh
     assert done.status_code == 303
     assert done.headers["location"] == "/admin/event?source=stripe&id=evt_1&done=replayed"
     assert "Replayed: the event is back to pending" in signed_in.get(done.headers["location"]).text
-    assert (shop.event("evt_1").status, shop.event("evt_1").attempts) == (Status.PENDING, 0)
+    replayed = shop.event("evt_1")
+    assert (replayed.status, replayed.attempts, replayed.attempts_since_replay) == (
+        Status.PENDING,
+        2,
+        0,
+    )
     shop.outage.on = False
     shop.catch_up()
     shop.process()

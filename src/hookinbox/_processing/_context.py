@@ -134,7 +134,8 @@ class HandlerContext:
     event: Event
     ordering: Ordering
     attempt: int
-    """1 on the first attempt."""
+    """1 on the first attempt; counts on across replays (`event.attempts_since_replay` is the
+    current run's)."""
     log: logging.LoggerAdapter[logging.Logger]
     """A logger whose lines carry the event's source, id and type."""
     outbox: Outbox

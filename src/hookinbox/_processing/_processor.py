@@ -94,7 +94,7 @@ class Processor:
         handlers = self.handlers.for_event(event.source, event.type)
         schedule = self.schedule(event.source, handlers)
         started = time.perf_counter()
-        if event.attempts > schedule.max_attempts:
+        if event.attempts_since_replay > schedule.max_attempts:
             # max_attempts was lowered below what this event has already used.
             result = self._release(leased, self._failure(event, schedule, "attempts exhausted"))
         else:
@@ -128,9 +128,11 @@ class Processor:
 
     def _failure(self, event: Event, schedule: Schedule, error: str) -> Release:
         now = self.now()
-        if event.attempts >= schedule.max_attempts:
+        # The budget counts from the last replay; `attempts` itself is history, never reset.
+        run = event.attempts_since_replay
+        if run >= schedule.max_attempts:
             return Release(Status.FAILED, now, error, outcome=MAX_ATTEMPTS)
-        delay = schedule.delay(event.attempts, self.rng)
+        delay = schedule.delay(run, self.rng)
         return Release(Status.PENDING, now + timedelta(seconds=delay), error)
 
     def _deferral(self, event: Event, schedule: Schedule, error: NotReady) -> Release:

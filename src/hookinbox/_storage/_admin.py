@@ -192,7 +192,8 @@ def _replay_values(now: datetime) -> dict[str, object]:
     return {
         "forced_replay_at": forced,
         "status": Status.PENDING.value,
-        "attempts": 0,
+        # Attempts are history: the count goes on, and the retry budget counts from here.
+        "attempts_before_replay": events.c.attempts,
         "deferrals": 0,
         "deferred_since": None,
         "next_attempt_at": now,
@@ -210,9 +211,11 @@ def notify_workers(connection: Connection) -> None:
 def replay_one(
     store: Store, source: str, event_id: str, now: datetime, *, force: bool, actor: Actor
 ) -> tuple[ReplayResult, Status | None]:
-    """Back to pending with attempts reset; returns the result and the status it had.
+    """Back to pending, its retry budget full again; returns the result and the status it had.
 
-    A replay writes its audit row (`actor`, and the status, outcome and attempts it replaces)
+    `attempts` keeps counting (it is history); `attempts_before_replay` takes its value, and the
+    retry budget counts from there. A replay writes its audit row (`actor`, and the status,
+    outcome and attempt count it had)
     in its own transaction; a refusal writes none.
 
     Never waits for a worker: an operator's action must not queue behind a handler (that

@@ -218,11 +218,16 @@ def _v4_audit(op: Operations) -> None:
     op.create_index("ix_hookinbox_audit_event", "hookinbox_audit", ["source", "event_id", "id"])
 
 
+def _v5_attempts_history(op: Operations) -> None:
+    op.add_column("hookinbox_events", sa.Column("attempts_before_replay", sa.Integer))
+
+
 MIGRATIONS: tuple[Step, ...] = (
     _v1_events,
     _v2_outbox,
     _v3_sessions_and_forced_replays,
     _v4_audit,
+    _v5_attempts_history,
 )
 """Step N (1-based) brings a database from version N-1 to version N."""
 

@@ -63,6 +63,10 @@ events = Table(
     # The last replay of this event while it was processed (`--force`): its first run's writes
     # are still in place, so a failure of the re-run does not mean "no effect".
     Column("forced_replay_at", UTCDateTime),
+    # `attempts` is history: a replay never resets it. The count it had at the last replay is
+    # kept here, so the retry budget (`max_attempts`, backoff) counts from the replay. NULL:
+    # never replayed (the inserts on the delivery path need not know the column).
+    Column("attempts_before_replay", Integer),
     UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
 )
 
@@ -141,7 +145,8 @@ revoked_sessions = Table(
 
 # The audit trail: one row per event an operator replayed (CLI or dashboard), written in the
 # replay's own transaction, so a replay refused or rolled back leaves no row. What the event
-# was before (status, outcome, attempts) is kept here because the replay resets those columns.
+# was before (status, outcome, attempts) is kept here because the replay resets status and
+# outcome (attempts keep counting; `previous_attempts` is the count at the replay).
 # Never pruned: operator actions are few, and their history is the point.
 audit = Table(
     "hookinbox_audit",
