@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from hookinbox import Status
-from hookinbox._storage import Store
+from hookinbox._operations import Thresholds
+from hookinbox._storage import Beat, Store, beat
 from hookinbox.dashboard import dashboard_app
 from tests.cli.conftest import UNREACHABLE, Shop, customer_created
 from tests.dashboard.conftest import TOKEN, Browser, csrf_of
@@ -55,6 +57,34 @@ def test_overview_with_nothing_breached(signed_in: Browser, shop: Shop) -> None:
     page = signed_in.get("/admin/").text
     assert "All checks pass" in page
     assert "breach" not in page.replace("Thresholds breached", "")
+
+
+def test_overview_shows_live_workers_per_host_and_alarms_below_the_minimum(shop: Shop) -> None:
+    started = datetime.now(UTC) - timedelta(hours=1)
+    for name, kind, host, beat_at in (
+        ("a", "worker", "web-1", datetime.now(UTC)),
+        ("b", "relay", "web-1", datetime.now(UTC)),
+        ("c", "worker", "web-2", datetime.now(UTC) - timedelta(minutes=5)),  # SIGKILLed
+    ):
+        me = Beat(name, kind, host, pid=100, started_at=started)
+        beat(shop.inbox.store, me, now=beat_at, alive_for=timedelta(seconds=30))
+    dashboard = dashboard_app(shop.inbox.store, TOKEN, thresholds=Thresholds(min_workers=2))
+    browser = Browser(Starlette(routes=[Mount("/admin", dashboard)]))
+    assert browser.sign_in().status_code == 303
+
+    page = browser.get("/admin/").text
+
+    assert (
+        "<li>live workers: 1 (threshold: at least 2; no heartbeat within 3 intervals)</li>" in page
+    )
+    live = re.search(r'<p id="live-workers" class="breach">(.*?)</p>', page, re.S)
+    assert live is not None
+    text = re.sub(r"<[^>]+>", "", live.group(1)).split()
+    assert " ".join(text) == "Live: 1 relay on web-1, 1 worker on web-1."
+    row = r"<code>(web-\d)</code></td><td>(\w+)</td>.*?<td[^>]*>(alive|no heartbeat)</td>"
+    states = re.findall(row, page, re.S)
+    assert states == [("web-1", "worker", "alive"), ("web-1", "relay", "alive"),
+                      ("web-2", "worker", "no heartbeat")]  # fmt: skip
 
 
 def test_event_list_filters_and_searches(signed_in: Browser, shop: Shop) -> None:

@@ -64,10 +64,12 @@ from hookinbox._storage._stats import (
     report,
 )
 from hookinbox._storage._store import Store, event_from_row
+from hookinbox._storage._workers import Beat, beat, forget, live_workers, worker_rows
 
 __all__ = [
     "LATEST_VERSION",
     "Actor",
+    "Beat",
     "Cursor",
     "DuplicateRatio",
     "EventFilter",
@@ -86,6 +88,7 @@ __all__ = [
     "UniqueViolation",
     "advance_ordering",
     "audit_trail",
+    "beat",
     "claim",
     "claim_job",
     "count_events",
@@ -97,6 +100,7 @@ __all__ = [
     "enqueue",
     "event_from_row",
     "events",
+    "forget",
     "has_due",
     "has_message_due",
     "known_sources",
@@ -105,6 +109,7 @@ __all__ = [
     "lease_messages",
     "list_events",
     "listen_params",
+    "live_workers",
     "mark_inline",
     "messages_for_event",
     "metadata",
@@ -133,4 +138,5 @@ __all__ = [
     "sweep_messages",
     "translate_errors",
     "unique_violation",
+    "worker_rows",
 ]

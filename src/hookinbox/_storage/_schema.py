@@ -164,6 +164,24 @@ audit = Table(
 )
 Index("ix_hookinbox_audit_event", audit.c.source, audit.c.event_id, audit.c.id)
 
+# Worker liveness: each worker or relay process beats here (one row per process, keyed by a
+# random id) every few seconds. A row whose `expires_at` has passed is a process that stopped
+# beating (killed, hung, cut off from the database); a clean stop deletes its row, and rows long
+# expired are deleted by the next beat of any process. Each row says how long it counts as alive,
+# so readers need not know the writers' interval.
+workers = Table(
+    "hookinbox_workers",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("kind", String(16), nullable=False),  # worker (events, maybe the outbox), relay
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("last_beat_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+)
+Index("ix_hookinbox_workers_expires_at", workers.c.expires_at)
+
 # The transactional outbox: side effects written in the handler's transaction, delivered later
 # by the relay, at least once, with the key as the receiver's idempotency key.
 outbox = Table(

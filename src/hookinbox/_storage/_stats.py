@@ -1,5 +1,7 @@
 """Read-only figures for `hookinbox status`, its `--check`, and the Prometheus gauges.
 
+The live workers come from their heartbeats (`_workers.py`).
+
 Every query that runs on a scrape or a health probe reads a partial index (`due`, `open`) or
 the deliveries log by time, so it stays cheap when processed events number in the millions.
 The per-source counts of done events (`status` without `--check`) scan the table: they are
@@ -17,6 +19,7 @@ from sqlalchemy import Connection
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
 from hookinbox._storage._outbox import outbox_backlog
 from hookinbox._storage._schema import deliveries, events
+from hookinbox._storage._workers import live_workers
 
 NOT_READY_DEADLINE = "not_ready_deadline"
 HOUR = timedelta(hours=1)
@@ -42,6 +45,12 @@ class OpenFigures:
     not_ready_deadline: int
     outbox: dict[str, int] = field(default_factory=dict)
     """Outbox messages not delivered, by status (pending, delivering, failed)."""
+    workers: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(host, kind) -> live processes: workers and relays whose heartbeat has not expired."""
+
+    def live(self, kind: str) -> int:
+        """Live processes of `kind` (worker, relay) on every host."""
+        return sum(count for (_, k), count in self.workers.items() if k == kind)
 
     def count(self, status: Status) -> int:
         return self.by_status.get(status.value, 0)
@@ -58,7 +67,7 @@ class Report:
     """"last hour", "last day", "all" -> ratio."""
 
 
-def open_figures(connection: Connection) -> OpenFigures:
+def open_figures(connection: Connection, now: datetime) -> OpenFigures:
     done = [s.value for s in DONE_STATUSES]
     by_status = {
         status: count
@@ -88,6 +97,7 @@ def open_figures(connection: Connection) -> OpenFigures:
         oldest_deferred,
         int(deadline_failures),
         outbox_backlog(connection),
+        live_workers(connection, now),
     )
 
 
@@ -132,7 +142,7 @@ def report(connection: Connection, now: datetime, *, full: bool = True) -> Repor
     if full:
         ratios["all"] = duplicate_ratio(connection, None)
     return Report(
-        open=open_figures(connection),
+        open=open_figures(connection, now),
         counts=counts_by_source(connection) if full else {},
         duplicates=ratios,
     )

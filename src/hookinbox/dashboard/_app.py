@@ -46,6 +46,7 @@ from hookinbox._storage import (
     report,
     revoke_session,
     session_revoked,
+    worker_rows,
 )
 from hookinbox._text import safe_text
 from hookinbox.dashboard._auth import (
@@ -324,11 +325,12 @@ class Dashboard:
     async def overview(self, request: Request, session: Session) -> Response:
         now = _now()
 
-        def read() -> tuple[Any, Any]:
+        def read() -> tuple[Any, Any, Any]:
             with self.store.reading() as connection:
-                return report(connection, now), duplicate_series(connection, now)
+                figures = report(connection, now)
+                return figures, duplicate_series(connection, now), worker_rows(connection)
 
-        figures, series = await self.off_loop(read)
+        figures, series, processes = await self.off_loop(read)
         counts: dict[tuple[str, str], int] = figures.counts
         return self.render(
             request,
@@ -340,6 +342,7 @@ class Dashboard:
             counts=counts,
             breached=breached_figures(figures.open, now, self.thresholds),
             chart=duplicate_chart(series),
+            processes=processes,
             chart_width=WIDTH,
             chart_height=HEIGHT,
         )
