@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Connection
 
+from hookinbox import _tracing as tracing
 from hookinbox._errors import (
     AckDeadlinePassed,
     DeliveryIgnored,
@@ -37,7 +38,7 @@ from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox._settings import ReceiverSettings
 from hookinbox._storage import GroupCommitter, Store, record_delivery
-from hookinbox.sources import Source
+from hookinbox.sources import Identity, Source
 from hookinbox.sources._base import normalize_headers
 
 log = logger("hookinbox.ingest")
@@ -99,6 +100,10 @@ class Verified:
     delivery: NewDelivery
     started: float
     """`time.perf_counter()` when the delivery reached the receiver (for the ack latency)."""
+    span: Any = field(default=None, repr=False, compare=False)
+    """The delivery's `receive` span (OpenTelemetry), ended with the reply; None without it."""
+    verified_ns: int = 0
+    """`time.time_ns()` when verification ended: where the `store` span starts."""
     _answered: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def settle(self) -> bool:
@@ -165,14 +170,18 @@ class BaseReceiver(ABC):
         source = self.sources.get(source_name)
         if source is None:
             reply = _reject(404, Outcome.UNKNOWN_SOURCE, f"no source named {source_name!r}")
+            span = tracing.start_receive(source_name, {}, len(body))
         elif len(body) > self.max_body_size:
             reply = self._too_large()
+            span = tracing.start_receive(source_name, {}, len(body))
         else:
-            step = self._verify(source, normalize_headers(headers), body, started)
+            normalized = normalize_headers(headers)
+            span = tracing.start_receive(source_name, normalized, len(body))
+            step = self._verify(source, normalized, body, started, span)
             if isinstance(step, Verified):
                 return step
             reply = step
-        return self._finish(source_name, reply, started, known=source is not None)
+        return self._finish(source_name, reply, started, known=source is not None, span=span)
 
     def committer_for(self, verified: Verified) -> GroupCommitter | None:
         """The group committer that stores this delivery, or None: `store_verified` then
@@ -233,9 +242,15 @@ class BaseReceiver(ABC):
         """Log and count the reply to a verified delivery, unless it was answered already."""
         delivery = verified.delivery
         if verified.settle():
+            storing = tracing.start_child(
+                verified.span, "store", self.store_attributes(), kind="client",
+                start_time=verified.verified_ns,
+            )  # fmt: skip
+            tracing.end(storing, error=_server_error(reply))
             return self._finish(
-                delivery.source, reply, verified.started, known=True, delivery=delivery
-            )
+                delivery.source, reply, verified.started, known=True, delivery=delivery,
+                span=verified.span,
+            )  # fmt: skip
         # The ack deadline answered 503 first; say what became of the delivery after all.
         log.log(
             logging.INFO if reply.ok else logging.WARNING,
@@ -257,9 +272,21 @@ class BaseReceiver(ABC):
         *,
         known: bool,
         delivery: NewDelivery | None = None,
+        span: Any = None,
     ) -> Reply:
         elapsed = time.perf_counter() - started
         self._log(source_name, reply, elapsed, delivery)
+        event_id = reply.body.get("event_id") or (delivery.event_id if delivery else None)
+        tracing.end(
+            span,
+            {
+                "http.response.status_code": reply.status_code,
+                "messaging.message.id": event_id,
+                "hookinbox.outcome": reply.outcome.value,
+                "hookinbox.event.type": reply.event_type,
+            },
+            error=_server_error(reply),
+        )
         # An unknown source's name comes from the URL: never a metric label (cardinality).
         label = source_name if known else "unknown"
         count_delivery(
@@ -267,22 +294,20 @@ class BaseReceiver(ABC):
         )
         return reply
 
+    def store_attributes(self) -> dict[str, Any]:
+        """The `store` span's attributes (the database's semantic conventions)."""
+        return {}
+
     def _verify(
-        self, source: Source, headers: Mapping[str, str], body: bytes, started: float
+        self, source: Source, headers: Mapping[str, str], body: bytes, started: float, span: Any
     ) -> Reply | Verified:
         now = self.clock()
-        try:
-            identity = source.authenticate(headers, body, now=now)
-        except VerificationError as error:
-            return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
-        except PayloadError as error:
-            return _reject(400, Outcome.BAD_REQUEST, error.message)
-        except VerificationUnavailable as error:
-            return self.unavailable(error.message)
-        except DeliveryIgnored:
-            return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
-        except Handshake as handshake:
-            return Reply(200, handshake.answer, {}, Outcome.HANDSHAKE)
+        verifying = tracing.start_child(span, "verify", {"messaging.destination.name": source.name})
+        identity = self._authenticate(source, headers, body, now)
+        if isinstance(identity, Reply):
+            tracing.end(verifying, error=None if identity.ok else identity.outcome.value)
+            return identity
+        tracing.end(verifying)
         stored_body = body if identity.body is None else identity.body
         received_at = datetime.fromtimestamp(now, UTC)
         stale = (
@@ -297,11 +322,29 @@ class BaseReceiver(ABC):
             occurred_at=identity.occurred_at,
             received_at=received_at,
             body=stored_body,
-            headers=source.headers_to_store(headers),
+            # The receive span's context goes with the event: its processing continues the trace.
+            headers={**source.headers_to_store(headers), **tracing.carrier_of(span)},
             body_sha256=hashlib.sha256(stored_body).hexdigest(),
             stale=stale,
         )
-        return Verified(delivery, started)
+        return Verified(delivery, started, span, time.time_ns())
+
+    def _authenticate(
+        self, source: Source, headers: Mapping[str, str], body: bytes, now: float
+    ) -> Identity | Reply:
+        """The source's identity of the delivery, or the reply that ends it here."""
+        try:
+            return source.authenticate(headers, body, now=now)
+        except VerificationError as error:
+            return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
+        except PayloadError as error:
+            return _reject(400, Outcome.BAD_REQUEST, error.message)
+        except VerificationUnavailable as error:
+            return self.unavailable(error.message)
+        except DeliveryIgnored:
+            return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
+        except Handshake as handshake:
+            return Reply(200, handshake.answer, {}, Outcome.HANDSHAKE)
 
     def _not_processed(self, detail: str) -> Reply:
         body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}
@@ -338,6 +381,11 @@ class BaseReceiver(ABC):
         )
 
 
+def _server_error(reply: Reply) -> str | None:
+    """A span's error for a 5xx answer (a 4xx is the sender's mistake, not a failure here)."""
+    return str(reply.status_code) if reply.status_code >= 500 else None
+
+
 class Receiver(BaseReceiver):
     """Turns (source name, headers, raw body) into a stored event and a `Reply`."""
 
@@ -362,6 +410,13 @@ class Receiver(BaseReceiver):
 
     def ping(self) -> None:
         self.store.ping()
+
+    def store_attributes(self) -> dict[str, Any]:
+        return {
+            "db.system.name": self.store.dialect,
+            "db.operation.name": "INSERT",
+            "db.collection.name": "hookinbox_events",
+        }
 
     def metrics(self) -> tuple[bytes, str]:
         return exposition(self.store)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection
 
+from hookinbox import _tracing as tracing
 from hookinbox._errors import NotReady, StoreUnavailable
 from hookinbox._logging import logger
 from hookinbox._metrics import count_attempt
@@ -94,11 +95,27 @@ class Processor:
         handlers = self.handlers.for_event(event.source, event.type)
         schedule = self.schedule(event.source, handlers)
         started = time.perf_counter()
-        if event.attempts_since_replay > schedule.max_attempts:
-            # max_attempts was lowered below what this event has already used.
-            result = self._release(leased, self._failure(event, schedule, "attempts exhausted"))
-        else:
-            result = self._attempt(leased, handlers, schedule)
+        attributes = {
+            "messaging.system": tracing.SYSTEM,
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.destination.name": event.source,
+            "messaging.message.id": event.id,
+            "hookinbox.event.type": event.type or "",
+            "hookinbox.attempt": event.attempts,
+        }
+        # The stored context of the delivery's `receive` span: one trace, request to handler.
+        with tracing.consuming(f"process {event.source}", event.headers, attributes) as span:
+            if event.attempts_since_replay > schedule.max_attempts:
+                # max_attempts was lowered below what this event has already used.
+                exhausted = self._failure(event, schedule, "attempts exhausted")
+                result = self._release(leased, exhausted)
+            else:
+                result = self._attempt(leased, handlers, schedule)
+            failed = result.label not in SUCCESSES
+            tracing.annotate(
+                span, {"hookinbox.outcome": result.label}, error=result.label if failed else None
+            )
         elapsed = time.perf_counter() - started
         count_attempt(event.source, event.type, result.label, elapsed)
         self._log(event, result, elapsed)
@@ -111,7 +128,9 @@ class Processor:
         status = Status.PROCESSED if handlers else Status.UNHANDLED
         try:
             with self.store.transaction() as connection:
-                if not claim(connection, leased, status, self.now()):
+                with tracing.step("claim", self._claim_attributes()):
+                    claimed = claim(connection, leased, status, self.now())
+                if not claimed:
                     return AttemptResult(LOST_LEASE, "another worker took it over")
                 result = run_handlers(connection, event, handlers, self.clock, self.destinations)
                 outcome = result.outcome
@@ -125,6 +144,13 @@ class Processor:
         if status is Status.UNHANDLED:
             return AttemptResult(Status.UNHANDLED.value)
         return AttemptResult(BUSINESS_DUPLICATE if outcome == BUSINESS_DUPLICATE else PROCESSED)
+
+    def _claim_attributes(self) -> dict[str, str]:
+        return {
+            "db.system.name": self.store.dialect,
+            "db.operation.name": "UPDATE",
+            "db.collection.name": "hookinbox_events",
+        }
 
     def _failure(self, event: Event, schedule: Schedule, error: str) -> Release:
         now = self.now()

@@ -236,6 +236,10 @@ def _v6_workers(op: Operations) -> None:
     op.create_index("ix_hookinbox_workers_expires_at", "hookinbox_workers", ["expires_at"])
 
 
+def _v7_outbox_trace_context(op: Operations) -> None:
+    op.add_column("hookinbox_outbox", sa.Column("trace_context", sa.Text))
+
+
 MIGRATIONS: tuple[Step, ...] = (
     _v1_events,
     _v2_outbox,
@@ -243,6 +247,7 @@ MIGRATIONS: tuple[Step, ...] = (
     _v4_audit,
     _v5_attempts_history,
     _v6_workers,
+    _v7_outbox_trace_context,
 )
 """Step N (1-based) brings a database from version N-1 to version N."""
 

@@ -202,6 +202,9 @@ outbox = Table(
     Column("last_error", SafeText),
     Column("created_at", UTCDateTime, nullable=False),
     Column("delivered_at", UTCDateTime),
+    # The trace context of the handler that sent it (OpenTelemetry, JSON): the relay's span
+    # continues that trace. NULL when tracing was off.
+    Column("trace_context", Text),
     UniqueConstraint("destination", "message_key", name="uq_hookinbox_outbox_destination_key"),
 )
 _message_due = outbox.c.status == MessageStatus.PENDING.value
