@@ -163,6 +163,14 @@ def test_event_detail_shows_body_headers_deliveries_errors_and_messages(
     assert '<dd id="status" class="breach">failed</dd>' in failed
     assert "<dt>Attempts</dt><dd>2</dd>" in failed
     assert "RuntimeError: payments API down" in failed
+    # The user's frame first (the handler, in tests/cli/conftest.py), hookinbox's counted after.
+    trace = html.unescape(failed.split("<h2>Last error</h2>")[1].split("</pre>")[0])
+    trace = trace.split("<pre>", 1)[1]
+    lines = trace.splitlines()
+    assert lines[1].startswith('  File "') and lines[1].endswith(", in on_invoice")
+    assert "tests/cli/conftest.py" in lines[1]
+    assert re.fullmatch(r"  \(\d hookinbox frames not shown\)", lines[-1])
+    assert "Next attempt" not in failed and "Next attempt" not in page  # none is due
     assert "Replay this event" in failed
     missing = signed_in.get("/admin/event?source=stripe&id=evt_none")
     assert missing.status_code == 404

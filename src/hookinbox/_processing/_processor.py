@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import Connection
 
@@ -50,10 +51,31 @@ class AttemptResult:
     detail: str = ""
 
 
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+_EXAMPLES = str(Path(_PACKAGE) / "examples")
+
+
+def _ours(frame: traceback.FrameSummary) -> bool:
+    """A frame of hookinbox's own code (its bundled examples are user code)."""
+    name = frame.filename
+    return name.startswith(_PACKAGE) and not name.startswith(_EXAMPLES)
+
+
 def describe_error(error: BaseException) -> str:
-    """Type, message and the last few frames: enough to debug, no locals, bounded."""
-    frames = traceback.format_tb(error.__traceback__, limit=-TRACEBACK_FRAMES)
-    text = f"{type(error).__name__}: {error}\n{''.join(frames)}"
+    """Type, message and the last few frames: enough to debug, no locals, bounded.
+
+    The user's frames come first: hookinbox's own (the processor, the handler call) are
+    counted on one line after them, so the traceback starts where the user's code does. An
+    error raised inside hookinbox keeps its frames.
+    """
+    frames = traceback.extract_tb(error.__traceback__)
+    theirs = [frame for frame in frames if not _ours(frame)]
+    hidden = len(frames) - len(theirs)
+    if not theirs:
+        theirs, hidden = frames, 0
+    shown = traceback.StackSummary.from_list(theirs[-TRACEBACK_FRAMES:]).format()
+    note = f"  ({hidden} hookinbox frame{'s' if hidden != 1 else ''} not shown)\n" if hidden else ""
+    text = f"{type(error).__name__}: {error}\n{''.join(shown)}{note}"
     return text[:MAX_ERROR_LENGTH]
 
 
