@@ -101,6 +101,12 @@ def test_event_list_filters_and_searches(signed_in: Browser, shop: Shop) -> None
     assert event_ids(signed_in.get("/admin/events?status=failed&source=connect").text) == ["evt_4"]
     assert event_ids(signed_in.get("/admin/events?type=customer.created").text) == ["evt_2"]
     assert event_ids(signed_in.get("/admin/events?q=evt_1").text) == ["evt_1"]
+    # A payload search: a JSON path and the value there; no bulk replay offered beside it.
+    by_payload = signed_in.get("/admin/events?status=failed&path=data.object.id&equals=in_3")
+    assert event_ids(by_payload.text) == ["evt_3"] and 'id="search-note"' in by_payload.text
+    assert "Replay all failed events" not in by_payload.text
+    refused = signed_in.get("/admin/events", params={"path": "data') OR 1=1 --", "equals": "x"})
+    assert refused.status_code == 400 and "letters, digits, _ and - only" in refused.text
     assert event_ids(signed_in.get("/admin/events?since=1h").text) == [
         "evt_4", "evt_3", "evt_2", "evt_1"
     ]  # fmt: skip

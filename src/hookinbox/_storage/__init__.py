@@ -53,6 +53,7 @@ from hookinbox._storage._queue import (
     sweep_expired,
 )
 from hookinbox._storage._schema import deliveries, events, metadata, outbox
+from hookinbox._storage._search import SCAN_LIMIT, PayloadMatch, search_for
 from hookinbox._storage._sessions import revoke_session, session_revoked
 from hookinbox._storage._stats import (
     DuplicateRatio,
@@ -68,6 +69,7 @@ from hookinbox._storage._workers import Beat, beat, forget, live_workers, worker
 
 __all__ = [
     "LATEST_VERSION",
+    "SCAN_LIMIT",
     "Actor",
     "Beat",
     "Cursor",
@@ -79,6 +81,7 @@ __all__ = [
     "LeasedMessage",
     "Listener",
     "OpenFigures",
+    "PayloadMatch",
     "Release",
     "ReplayResult",
     "Report",
@@ -129,6 +132,7 @@ __all__ = [
     "replay_one",
     "report",
     "revoke_session",
+    "search_for",
     "session_revoked",
     "set_outcome",
     "settle",

@@ -14,6 +14,7 @@ from sqlalchemy import Connection
 from hookinbox._model import DONE_STATUSES, MessageStatus, Status
 from hookinbox._storage._notify import CHANNEL
 from hookinbox._storage._schema import audit, deliveries, events, jobs, outbox
+from hookinbox._storage._search import SCAN_LIMIT, PayloadMatch, payload_match
 from hookinbox._storage._store import Store
 from hookinbox._storage._types import SafeText, UTCDateTime
 
@@ -52,13 +53,21 @@ Cursor = tuple[datetime, int]
 
 
 def list_events(
-    store: Store, filters: EventFilter, limit: int, *, before: Cursor | None = None
+    store: Store,
+    filters: EventFilter,
+    limit: int,
+    *,
+    before: Cursor | None = None,
+    payload: PayloadMatch | None = None,
 ) -> list[dict[str, Any]]:
     """Newest first; no bodies (`show` has them).
 
     Pages by keyset: pass the last row's `(received_at, id)` as `before` for the next page.
     Each page is an index range read from where the previous one stopped, however deep it is
     (an OFFSET would read and throw away every row before it).
+
+    With `payload`, only the newest `SCAN_LIMIT` events matching the rest are searched
+    (`_search.py`): a page may then be short, or empty, with older matches left to find.
     """
     keyset: list[sa.ColumnElement[bool]] = []
     if before is not None:
@@ -69,12 +78,15 @@ def list_events(
                 sa.and_(events.c.received_at == received_at, events.c.id < row_id),
             )
         )
-    query = (
-        sa.select(*LIST_COLUMNS)
-        .where(*filters.where(), *keyset)
-        .order_by(events.c.received_at.desc(), events.c.id.desc())
-        .limit(limit)
-    )
+    newest = (events.c.received_at.desc(), events.c.id.desc())
+    clauses = [*filters.where(), *keyset]
+    if payload is not None:
+        scanned = sa.select(events.c.id).where(*clauses).order_by(*newest).limit(SCAN_LIMIT)
+        clauses = [
+            events.c.id.in_(scanned.scalar_subquery()),
+            payload_match(store.dialect, payload),
+        ]
+    query = sa.select(*LIST_COLUMNS).where(*clauses).order_by(*newest).limit(limit)
     with store.reading() as connection:
         return [dict(row) for row in connection.execute(query).mappings()]
 

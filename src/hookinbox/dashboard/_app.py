@@ -30,9 +30,11 @@ from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._model import Status
 from hookinbox._operations import Thresholds, breached_figures, parse_time
 from hookinbox._storage import (
+    SCAN_LIMIT,
     Actor,
     Cursor,
     EventFilter,
+    PayloadMatch,
     ReplayResult,
     Store,
     audit_trail,
@@ -45,6 +47,7 @@ from hookinbox._storage import (
     replay_one,
     report,
     revoke_session,
+    search_for,
     session_revoked,
     worker_rows,
 )
@@ -148,6 +151,17 @@ def parse_filters(params: QueryParams | FormData, now: datetime) -> EventFilter:
     except ValueError:
         raise _bad_request(f"unknown status {status!r}") from None
     except ConfigurationError as error:
+        raise _bad_request(str(error)) from None
+
+
+def parse_search(params: QueryParams) -> PayloadMatch | None:
+    """The payload search fields (`path`, `equals`), checked; a 400 that says why otherwise."""
+    path, value = params.get("path", "").strip(), params.get("equals", "")
+    if not path:
+        return None
+    try:
+        return search_for(path, value.strip())
+    except ValueError as error:
         raise _bad_request(str(error)) from None
 
 
@@ -351,17 +365,22 @@ class Dashboard:
         filters = parse_filters(request.query_params, _now())
         before_text = request.query_params.get("before")
         before = parse_cursor(before_text) if before_text else None
+        search = parse_search(request.query_params)
         rows = await self.off_loop(
-            lambda: list_events(self.store, filters, PAGE_SIZE + 1, before=before)
+            lambda: list_events(self.store, filters, PAGE_SIZE + 1, before=before, payload=search)
         )
         older = encode_cursor(rows[PAGE_SIZE - 1]) if len(rows) > PAGE_SIZE else None
+        fields = filter_fields(filters)
+        searched = {"path": ".".join(search.path), "equals": search.value} if search else {}
         return self.render(
             request,
             "events.html",
             session,
             rows=rows[:PAGE_SIZE],
             filters=filters,
-            fields=filter_fields(filters),
+            fields=fields,
+            searched=searched,
+            scan_limit=SCAN_LIMIT,
             older=older,
             first_page=before is None,
         )
