@@ -87,6 +87,21 @@ def test_overview_shows_live_workers_per_host_and_alarms_below_the_minimum(shop:
                       ("web-2", "worker", "no heartbeat")]  # fmt: skip
 
 
+def test_charts_per_source_over_24_hours_and_7_days(signed_in: Browser, shop: Shop) -> None:
+    shop.deliver(checkout(1), times=2)
+    shop.fail(2, source="connect")
+
+    day, week = signed_in.get("/admin/charts").text, signed_in.get("/admin/charts?window=7d").text
+
+    assert re.findall(r'<h2 id="source-\d">(\w+)</h2>', day) == ["connect", "stripe"]
+    stripe = day.split(">stripe</h2>")[1]
+    assert '<figcaption id="chart-2-volume-caption">Deliveries (2)</figcaption>' in stripe
+    assert re.search(r"<title>\d{4}-\d\d-\d\d \d\d:00 UTC: 50.0%</title>", stripe)  # 1 of 2
+    assert "Events received then, failed now (1)" in day.split(">stripe</h2>")[0]
+    assert week.count("<rect ") == 2 * 2 * 28 and "Charts: 7 days, per 6 hours" in week
+    assert signed_in.get("/admin/charts?window=1y").status_code == 400
+
+
 def test_event_list_filters_and_searches(signed_in: Browser, shop: Shop) -> None:
     shop.deliver(checkout(1))
     shop.deliver(customer_created(2))

@@ -56,11 +56,12 @@ from hookinbox._storage._schema import deliveries, events, metadata, outbox
 from hookinbox._storage._search import SCAN_LIMIT, PayloadMatch, search_for
 from hookinbox._storage._sessions import revoke_session, session_revoked
 from hookinbox._storage._stats import (
+    Bucket,
     DuplicateRatio,
     OpenFigures,
     Report,
+    activity,
     duplicate_ratio,
-    duplicate_series,
     open_figures,
     report,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "SCAN_LIMIT",
     "Actor",
     "Beat",
+    "Bucket",
     "Cursor",
     "DuplicateRatio",
     "EventFilter",
@@ -89,6 +91,7 @@ __all__ = [
     "Store",
     "StoreOptions",
     "UniqueViolation",
+    "activity",
     "advance_ordering",
     "audit_trail",
     "beat",
@@ -99,7 +102,6 @@ __all__ = [
     "deliveries",
     "delivery_history",
     "duplicate_ratio",
-    "duplicate_series",
     "enqueue",
     "event_from_row",
     "events",
