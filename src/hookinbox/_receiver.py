@@ -170,7 +170,8 @@ class BaseReceiver(ABC):
         source = self.sources.get(source_name)
         if source is None:
             reply = _reject(404, Outcome.UNKNOWN_SOURCE, f"no source named {source_name!r}")
-            span = tracing.start_receive(source_name, {}, len(body))
+            # The name comes from the URL: never a span name either (cardinality).
+            span = tracing.start_receive("unknown", {}, len(body))
         elif len(body) > self.max_body_size:
             reply = self._too_large()
             span = tracing.start_receive(source_name, {}, len(body))

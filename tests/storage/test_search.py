@@ -52,17 +52,17 @@ def test_a_json_path_finds_the_same_events_on_both_databases(searched: Store) ->
     assert found(searched, "data", "cus_1") == []  # the form's field is not a JSON path
     assert found(searched, "note", "' OR 1=1 --") == ["evt_quote"]  # a value is data
     assert found(searched, "data.object.customer", "cus_1' OR '1'='1") == []
+    with searched.reading() as connection:
+        assert connection.execute(sa.select(sa.func.count()).select_from(events)).scalar() == 5
 
 
 @pytest.mark.parametrize(
     "path",
     ["", "a..b", "data'); DROP TABLE hookinbox_events; --", 'a"b', "a.b.c.d.e.f.g.h.i", "x" * 65],
 )
-def test_a_path_that_is_not_plain_segments_is_refused(searched: Store, path: str) -> None:
+def test_a_path_that_is_not_plain_segments_is_refused(path: str) -> None:
     with pytest.raises(ValueError, match="payload path"):
-        search_for(path, "x")
-    with searched.reading() as connection:
-        assert connection.execute(sa.select(sa.func.count()).select_from(events)).scalar() == 5
+        search_for(path, "x")  # before any SQL is built
 
 
 def test_a_search_is_bounded_to_the_newest_events(
