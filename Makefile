@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 APP ?= hookinbox.examples.shop:inbox
 
-.PHONY: demo serve test lint check clean
+.PHONY: demo serve test test-ha lint check clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ lint: $(BIN)/.installed
 
 test: lint
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# The multi-host test bed (tests/ha): root, HAProxy and pg_auto_failover; a few minutes.
+test-ha: $(BIN)/.installed
+	$(BIN)/python -m pytest -p no:xdist -m ha tests/ha $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

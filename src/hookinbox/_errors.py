@@ -11,7 +11,7 @@
     ├── PayloadError                authentic, but not an event we can store   -> HTTP 400
     ├── VerificationUnavailable     cannot be verified now (provider API down) -> HTTP 503
     ├── DeliveryIgnored             names nothing the provider knows: kept out -> HTTP 200
-    ├── Handshake                   a verified handshake (Slack's URL check)   -> HTTP 200
+    ├── Handshake                   a verified handshake (Slack's URL check)   -> its answer (200)
     ├── UnknownSource               no source of that name                     -> HTTP 404
     ├── BodyTooLarge                over the configured limit                  -> HTTP 413
     ├── StoreUnavailable            the database cannot take the write now     -> HTTP 503
@@ -29,6 +29,7 @@ redis-py's errors into `ClaimStoreUnavailable` in `hookinbox.claims._errors`.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -103,12 +104,33 @@ class Handshake(HookinboxError):
     """The delivery is a provider's handshake: answered at once and not stored.
 
     Raised by `Source.authenticate` when the source's `handshake` has an answer for a verified
-    delivery (Slack's `url_verification` challenge); `answer` is the reply body.
+    delivery (Slack's `url_verification` challenge, Discord's PING, Zoom's URL validation,
+    Twitch's callback verification). `answer` is the reply body: a dict is sent as JSON, a
+    string as it stands (`text/plain` unless `content_type` says otherwise); `status` is the
+    status code (200 unless the provider wants another).
     """
 
-    def __init__(self, answer: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        answer: dict[str, Any] | str,
+        *,
+        content_type: str | None = None,
+        status: int = 200,
+    ) -> None:
         super().__init__()
         self.answer = answer
+        self.status = status
+        if content_type is None:
+            json_answer = isinstance(answer, dict)
+            content_type = "application/json" if json_answer else "text/plain; charset=utf-8"
+        self.content_type = content_type
+
+    @property
+    def content(self) -> bytes:
+        """The bytes sent: compact JSON for a dict (as every other reply), else UTF-8 text."""
+        if isinstance(self.answer, dict):
+            return json.dumps(self.answer, separators=(",", ":")).encode()
+        return self.answer.encode()
 
 
 class UnknownSource(HookinboxError):

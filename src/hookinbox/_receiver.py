@@ -15,10 +15,10 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -65,6 +65,10 @@ class Outcome(StrEnum):
     ERROR = "error"
 
 
+STORED = frozenset({Outcome.ACCEPTED, Outcome.DUPLICATE})
+"""The outcomes of a delivery whose event is stored: a source's own answer replaces ours."""
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """The answer to one delivery, independent of any web framework."""
@@ -75,8 +79,9 @@ class Reply:
     outcome: Outcome = Outcome.ACCEPTED
     event_type: str | None = None
     key_conflict: bool = False
-
-    media_type: ClassVar[str] = "application/json"
+    media_type: str = "application/json"
+    raw: bytes | None = None
+    """The bytes to send instead of `body` as JSON: a handshake answered in text (Twitch)."""
 
     @property
     def ok(self) -> bool:
@@ -84,13 +89,33 @@ class Reply:
 
     @property
     def content(self) -> bytes:
-        """The JSON body to send, byte for byte the same from every adapter."""
+        """The body to send, byte for byte the same from every adapter: `body` as JSON,
+        unless the reply carries bytes of its own (`raw`, of type `media_type`)."""
+        if self.raw is not None:
+            return self.raw
         return json.dumps(self.body, separators=(",", ":")).encode()
 
 
 def _reject(status_code: int, outcome: Outcome, detail: str, **headers: str) -> Reply:
     body = {"status": "rejected", "error": outcome.value, "detail": detail}
     return Reply(status_code, body, dict(headers), outcome)
+
+
+def _handshake(handshake: Handshake) -> Reply:
+    """A handshake's answer as the provider wants it: JSON (`body` is the answer, as the logs
+    read it), or text sent as it stands."""
+    if isinstance(handshake.answer, dict):
+        body, raw = handshake.answer, None
+    else:
+        body, raw = {}, handshake.content
+    return Reply(
+        handshake.status,
+        body,
+        {},
+        Outcome.HANDSHAKE,
+        media_type=handshake.content_type,
+        raw=raw,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +125,8 @@ class Verified:
     delivery: NewDelivery
     started: float
     """`time.perf_counter()` when the delivery reached the receiver (for the ack latency)."""
+    answer: dict[str, Any] | None = None
+    """The source's own body for a stored event (`Identity.answer`), sent instead of ours."""
     span: Any = field(default=None, repr=False, compare=False)
     """The delivery's `receive` span (OpenTelemetry), ended with the reply; None without it."""
     verified_ns: int = 0
@@ -242,6 +269,8 @@ class BaseReceiver(ABC):
     def finish_verified(self, verified: Verified, reply: Reply) -> Reply:
         """Log and count the reply to a verified delivery, unless it was answered already."""
         delivery = verified.delivery
+        if verified.answer is not None and reply.outcome in STORED:
+            reply = replace(reply, body=verified.answer)
         if verified.settle():
             storing = tracing.start_child(
                 verified.span, "store", self.store_attributes(), kind="client",
@@ -325,10 +354,12 @@ class BaseReceiver(ABC):
             body=stored_body,
             # The receive span's context goes with the event: its processing continues the trace.
             headers={**source.headers_to_store(headers), **tracing.carrier_of(span)},
-            body_sha256=hashlib.sha256(stored_body).hexdigest(),
+            body_sha256=hashlib.sha256(
+                stored_body if identity.fingerprint is None else identity.fingerprint
+            ).hexdigest(),
             stale=stale,
         )
-        return Verified(delivery, started, span, time.time_ns())
+        return Verified(delivery, started, identity.answer, span, time.time_ns())
 
     def _authenticate(
         self, source: Source, headers: Mapping[str, str], body: bytes, now: float
@@ -345,7 +376,7 @@ class BaseReceiver(ABC):
         except DeliveryIgnored:
             return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
         except Handshake as handshake:
-            return Reply(200, handshake.answer, {}, Outcome.HANDSHAKE)
+            return _handshake(handshake)
 
     def _not_processed(self, detail: str) -> Reply:
         body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}

@@ -8,6 +8,7 @@ check inside the ingest benchmark finds hookinbox's effects undoubled.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +18,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_bench(script: str, *args: str) -> dict[str, object]:
+def run_bench(script: str, *args: str, env: dict[str, str] | None = None) -> dict[str, object]:
     """Run `bench/<script>` and return the raw results it saved."""
     result = subprocess.run(
         [sys.executable, f"bench/{script}", "--smoke", *args],
         cwd=ROOT,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
@@ -60,3 +62,14 @@ def test_ingest_benchmark_runs_and_counts_doubled_effects() -> None:
 def test_benchmark_runs_at_smoke_size(script: str, args: tuple[str, ...]) -> None:
     document = run_bench(script, *args)
     assert document["benchmark"] == script.removesuffix(".py")
+
+
+def test_capacity_benchmark_measures_cpu_per_event(postgres_template: str) -> None:
+    """PostgreSQL and wrk: the test run has both (CI installs wrk)."""
+    from tests.conftest import POSTGRES_URL
+
+    document = run_bench("capacity.py", env={"HOOKINBOX_BENCH_POSTGRES_URL": POSTGRES_URL})
+    (run,) = document["runs"]  # type: ignore[misc]
+    assert run["deliveries"] > 0 and run["events"] >= run["deliveries"]
+    assert run["ingest_app_ms"] > 0 and run["process_app_ms"] > 0
+    assert run["ingest_db_ms"] > 0 and run["process_db_ms"] > 0

@@ -12,18 +12,27 @@ from collections.abc import Mapping
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from hookinbox import Inbox
 from hookinbox.sources import (
+    Calendly,
+    Clerk,
+    Discord,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
+    Intercom,
     LemonSqueezy,
+    Linear,
+    Mailgun,
     Mollie,
     MollieClassic,
     Paddle,
     PayPal,
+    Postmark,
+    Resend,
     Shopify,
     Slack,
     Source,
@@ -31,7 +40,12 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
+    Twitch,
+    Typeform,
+    WorkOS,
+    Zoom,
 )
+from hookinbox.testing import ed25519_test_key
 
 STANDARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks spec's example
 GITLAB_TOKEN = "jéton-ünïcode ☕"  # typed with accents: GitLab sends its UTF-8 bytes
@@ -51,8 +65,21 @@ SIGNATURE_HEADER = {
     "mollie-hmac": "X-Mollie-Signature",
     "twilio": "X-Twilio-Signature",
     "paypal": "PAYPAL-TRANSMISSION-SIG",
+    "resend": "svix-signature",
+    "clerk": "svix-signature",
+    "discord": "X-Signature-Ed25519",
+    "zoom": "x-zm-signature",
+    "twitch": "Twitch-Eventsub-Message-Signature",
+    # issue 23, round two
+    "workos": "WorkOS-Signature",
+    "calendly": "Calendly-Webhook-Signature",
+    "intercom": "X-Hub-Signature",
+    "linear": "Linear-Signature",
+    "postmark": "Authorization",
+    "typeform": "Typeform-Signature",
 }
-"""The header each signed source's signature travels in (Mollie classic has none)."""
+"""The header each signed source's signature travels in (Mollie classic has none; Mailgun's
+signature is in its body)."""
 
 
 def fetch_payment(resource_id: str) -> Mapping[str, Any]:
@@ -84,6 +111,19 @@ def build_sources(paypal_pem: str) -> list[Source]:
         Twilio(secret="tw-headers", url="https://example.com/webhooks/twilio?sites=a,b"),
         PayPal(webhook_id="WH-HEADERS", certificate=paypal_pem),
         MollieClassic(fetch=fetch_payment),
+        Resend(secret=STANDARD_SECRET),
+        Clerk(secret=STANDARD_SECRET),
+        Discord(public_key=ed25519_test_key().hex),
+        Zoom(secret="zoom-headers"),
+        Twitch(secret="twitch-headers"),
+        # issue 23, round two
+        WorkOS(secret="workos-headers"),
+        Calendly(secret="calendly-headers"),
+        Intercom(secret="intercom-headers"),
+        Linear(secret="linear-headers"),
+        Postmark(username="postmark", password="postmark-headers"),
+        Mailgun(secret="mailgun-headers"),
+        Typeform(secret="typeform-headers"),
     ]
 
 
@@ -108,6 +148,25 @@ def payload(source: Source, tag: str) -> Any:
         return {"MessageSid": f"SM{tag}", "MessageStatus": "sent"}
     if isinstance(source, MollieClassic):
         return {"id": f"tr_{tag}"}
+    if isinstance(source, Discord):
+        # An interaction type Discord has not defined: stored, and answered with hookinbox's
+        # own body (a known type is answered with Discord's deferred response instead).
+        return {"id": str(1_179_000_000_000_000_000 + int(tag, 36) % 10**9), "type": 99}
+    if isinstance(source, Zoom):
+        return {"event": "meeting.started", "event_ts": int(tag, 36) % 10**12, "payload": {}}
+    if isinstance(source, Twitch):
+        return {"subscription": {"id": tag, "type": "channel.follow", "version": "2"}}
+    # issue 23, round two
+    if isinstance(source, Calendly):
+        return {"event": "invitee.created", "payload": {"uri": f"https://calendly.test/i/{tag}"}}
+    if isinstance(source, Linear):
+        return {"type": "Issue", "action": "create", "data": {"id": tag}}
+    if isinstance(source, Postmark):
+        return {"RecordType": "Bounce", "ID": tag, "MessageID": tag}
+    if isinstance(source, Mailgun):
+        return {"event-data": {"id": tag, "event": "delivered"}}
+    if isinstance(source, Typeform):
+        return {"event_id": tag, "event_type": "form_response"}
     return {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000}
 
 
@@ -117,4 +176,6 @@ def wrong_secret(source: Source) -> dict[str, Any]:
         return {"private_key": rsa.generate_private_key(public_exponent=65537, key_size=2048)}
     if isinstance(source, StandardWebhooks):
         return {"secret": "whsec_" + base64.b64encode(b"another key").decode()}
+    if isinstance(source, Discord):
+        return {"private_key": Ed25519PrivateKey.generate()}
     return {"secret": "another-secret"}

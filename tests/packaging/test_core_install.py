@@ -96,6 +96,12 @@ def paypal():
     from hookinbox.sources import PayPal
 
 
+def discord():
+    from hookinbox.sources import Discord  # importable: cryptography loads when one is built
+
+    Discord(public_key="00" * 32)
+
+
 def http_destination():
     from hookinbox.outbox import HTTPDestination
 
@@ -142,6 +148,7 @@ attempt("hookinbox.claims", claims)
 attempt("hookinbox.dashboard", dashboard)
 attempt("hookinbox.simulate", simulator)
 attempt("PayPal source", paypal)
+attempt("Discord source", discord)
 attempt("HTTPDestination", http_destination)
 attempt("postgresql URL", postgres)
 anyio.run(metrics)
@@ -272,6 +279,10 @@ def test_each_library_feature_needing_an_extra_says_which(core: Core) -> None:
     assert lines["PayPal source"] == (
         "hookinbox.sources.PayPal needs PayPal's certificate checks (cryptography, httpx): "
         "pip install 'hookinbox[paypal]'"
+    )
+    assert lines["Discord source"] == (
+        "hookinbox.sources.Discord needs public-key signature checks (cryptography): "
+        "pip install 'hookinbox[crypto]'"
     )
     assert lines["HTTPDestination"] == (
         "HTTPDestination needs an HTTP client (httpx): pip install 'hookinbox[http]'"

@@ -21,17 +21,26 @@ from urllib.parse import parse_qsl, urlencode
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from hookinbox._errors import VerificationError
 from hookinbox.sources import (
+    Calendly,
+    Clerk,
+    Discord,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
+    Intercom,
     LemonSqueezy,
+    Linear,
     Mollie,
     Paddle,
     PayPal,
+    Postmark,
+    Resend,
     Shopify,
     Slack,
     Source,
@@ -39,6 +48,10 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
+    Twitch,
+    Typeform,
+    WorkOS,
+    Zoom,
 )
 from hookinbox.sources._base import normalize_headers
 from tests.support import paypal
@@ -155,6 +168,21 @@ def _twilio_form(secret: str, body: bytes, _at: int) -> str:
 
 
 HEX_SCHEMES = ("sha1=", "sha512=", "SHA256=")
+
+# Discord's "secrets" are public keys: each signs with its private half.
+_ED25519 = [Ed25519PrivateKey.from_private_bytes(bytes([n]) * 32) for n in (1, 2, 3)]
+_BY_PUBLIC = {
+    k.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex(): k for k in _ED25519
+}
+DISCORD_KEYS = tuple(_BY_PUBLIC)
+
+
+def _svix_headers(entries: Sequence[str], at: int) -> Headers:
+    return {"svix-id": MESSAGE_ID, "svix-timestamp": str(at), "svix-signature": " ".join(entries)}
+
+
+def _twitch_time(at: int) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.123456789Z")
 
 
 def whsec(label: str) -> str:
@@ -294,6 +322,58 @@ KINDS: tuple[Kind, ...] = (
         },
     ),
     Kind(
+        Resend,
+        lambda s, **o: Resend(secret=s, **o),
+        STANDARD_SECRETS,
+        json_body(type="email.sent", created_at=iso(NOW), data={}),
+        sign=lambda s, b, t: "v1," + b64_mac(standard_key(s), f"{MESSAGE_ID}.{t}.".encode() + b),
+        assemble=_svix_headers,
+        several=True, scheme="v1,", wrong_schemes=("v1a,", "v2,", "V1,"), timestamped=True,
+    ),
+    Kind(
+        Clerk,
+        lambda s, **o: Clerk(secret=s, **o),
+        STANDARD_SECRETS,
+        json_body(type="user.created", timestamp=NOW * 1000, data={}),
+        sign=lambda s, b, t: "v1," + b64_mac(standard_key(s), f"{MESSAGE_ID}.{t}.".encode() + b),
+        assemble=_svix_headers,
+        several=True, scheme="v1,", wrong_schemes=("v1a,", "v2,", "V1,"), timestamped=True,
+    ),
+    Kind(
+        Zoom,
+        lambda s, **o: Zoom(secret=s, **o),
+        ("zoom_old_edge", "zoom_new_edge", "zoom_stranger"),
+        json_body(event="meeting.started", event_ts=NOW * 1000, payload={}),
+        sign=lambda s, b, t: "v0=" + hex_mac(s, f"v0:{t}:".encode() + b),
+        assemble=lambda e, t: {"x-zm-signature": ", ".join(e), "x-zm-request-timestamp": str(t)},
+        scheme="v0=", wrong_schemes=("v1=", "V0=", "v00="), timestamped=True,
+    ),
+    Kind(
+        Twitch,
+        lambda s, **o: Twitch(secret=s, **o),
+        ("twitch_old_edge", "twitch_new_edge", "twitch_stranger"),
+        json_body(subscription={"type": "channel.follow", "version": "2"}, event={}),
+        sign=lambda s, b, t: "sha256=" + hex_mac(s, f"tw-edge{_twitch_time(t)}".encode() + b),
+        assemble=lambda e, t: {
+            "Twitch-Eventsub-Message-Signature": ", ".join(e),
+            "Twitch-Eventsub-Message-Id": "tw-edge",
+            "Twitch-Eventsub-Message-Timestamp": _twitch_time(t),
+            "Twitch-Eventsub-Message-Type": "notification",
+        },
+        scheme="sha256=", wrong_schemes=HEX_SCHEMES, timestamped=True,
+    ),
+    Kind(
+        Discord,
+        lambda s, **o: Discord(public_key=s, **o),
+        DISCORD_KEYS,
+        json_body(type=2, id="1179000000000000001", data={"name": "edge"}),
+        sign=lambda s, b, t: _BY_PUBLIC[s].sign(str(t).encode() + b).hex(),
+        assemble=lambda e, t: {
+            "X-Signature-Ed25519": ", ".join(e), "X-Signature-Timestamp": str(t)
+        },
+        timestamped=True,
+    ),
+    Kind(
         GitLab,
         lambda s, **o: GitLab(token=s, **o),
         ("gl_old_edge_token", "gl_new_edge_token", "gl_stranger_token"),
@@ -303,5 +383,59 @@ KINDS: tuple[Kind, ...] = (
             "X-Gitlab-Token": ", ".join(e), "Idempotency-Key": "k-edge",
             "X-Gitlab-Event": "Push Hook",
         },
+    ),
+    # issue 23, round two (Mailgun signs in its body: see test_signature_edges.SIGNED_IN_BODY)
+    Kind(
+        WorkOS,
+        lambda s, **o: WorkOS(secret=s, **o),
+        ("wk_old_edge", "wk_new_edge", "wk_stranger"),
+        json_body(id="event_edge", event="user.created", created_at=iso(NOW)),
+        sign=lambda s, b, t: "v1=" + hex_mac(s, f"{t * 1000}.".encode() + b),
+        assemble=lambda e, t: {"WorkOS-Signature": ", ".join([f"t={t * 1000}", *e])},
+        several=True, scheme="v1=", wrong_schemes=("v0=", "v2=", "V1="), timestamped=True,
+    ),
+    Kind(
+        Calendly,
+        lambda s, **o: Calendly(secret=s, **o),
+        ("cal_old_edge", "cal_new_edge", "cal_stranger"),
+        json_body(event="invitee.created", payload={"uri": "https://calendly.test/i/edge"}),
+        sign=lambda s, b, t: "v1=" + hex_mac(s, f"{t}.".encode() + b),
+        assemble=lambda e, t: {"Calendly-Webhook-Signature": ",".join([f"t={t}", *e])},
+        several=True, scheme="v1=", wrong_schemes=("v0=", "v2=", "V1="), timestamped=True,
+    ),
+    Kind(
+        Intercom,
+        lambda s, **o: Intercom(secret=s, **o),
+        ("ic_old_edge", "ic_new_edge", "ic_stranger"),
+        json_body(type="notification_event", id="notif_edge", topic="ping"),
+        sign=lambda s, b, _t: "sha1=" + hex_mac(s, b, "sha1"),
+        assemble=lambda e, _t: {"X-Hub-Signature": ", ".join(e)},
+        scheme="sha1=", wrong_schemes=("sha256=", "SHA1=", "sha="),
+    ),
+    Kind(
+        Typeform,
+        lambda s, **o: Typeform(secret=s, **o),
+        ("tf_old_edge", "tf_new_edge", "tf_stranger"),
+        json_body(event_id="01HEDGE", event_type="form_response"),
+        sign=lambda s, b, _t: "sha256=" + b64_mac(s.encode(), b),
+        assemble=lambda e, _t: {"Typeform-Signature": ", ".join(e)},
+        scheme="sha256=", wrong_schemes=("sha1=", "SHA256=", "sha512="),
+    ),
+    Kind(
+        Linear,  # the time is in the signed body (stamped at NOW): its window is tested there
+        lambda s, **o: Linear(secret=s, **o),
+        ("lin_old_edge", "lin_new_edge", "lin_stranger"),
+        json_body(type="Issue", action="create", webhookTimestamp=NOW * 1000),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {"Linear-Signature": ", ".join(e), "Linear-Delivery": "d-edge"},
+    ),
+    Kind(
+        Postmark,
+        lambda s, **o: Postmark(username="postmark", password=s, **o),
+        ("pm_old_edge", "pm_new_edge", "pm_stranger"),
+        json_body(RecordType="Bounce", ID=1, MessageID="m-edge"),
+        sign=lambda s, _b, _t: "Basic " + base64.b64encode(f"postmark:{s}".encode()).decode(),
+        assemble=lambda e, _t: {"Authorization": ", ".join(e)},
+        scheme="Basic ", wrong_schemes=("Bearer ", "Basic: ", "Digest "),
     ),
 )  # fmt: skip

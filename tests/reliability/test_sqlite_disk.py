@@ -33,8 +33,8 @@ How each fault is made (we run as root in a VM; the choices below were probed he
   connections, SQLITE_READONLY on any opened meanwhile. The -shm file (a rebuildable index,
   memory-mapped) stays writable.
 
-/readyz answers from a read (`SELECT 1`), which still works in all three: the case records what
-it answered during the fault rather than asserting it.
+/readyz probes with a write (the schema version row rewritten): it must answer 503 during each
+fault, as the deliveries do, and 200 again after.
 """
 
 from __future__ import annotations
@@ -412,6 +412,7 @@ def test_sqlite_write_fault_is_refused_with_503_and_heals_without_restart(
                 time.sleep(0.1)
             answers += during
             readyz = httpx.get(server.base_url + "/readyz", timeout=10).status_code
+            assert readyz == 503, f"/readyz answered {readyz} during {fault.name}"
             refused = [a for a in during if a.status == 503]
             assert refused, f"the fault never took hold in {len(during)} deliveries"
             assert {a.status for a in during} <= {200, 503}, Counter(a.status for a in during)

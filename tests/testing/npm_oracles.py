@@ -1,4 +1,6 @@
-"""The npm SDKs that verify GitHub's, Shopify's, Twilio's and Mollie's signatures: test oracles.
+"""The npm SDKs that verify GitHub's, Shopify's, Twilio's, Mollie's, Discord's and Linear's
+signatures, and the documented recipes of Standard Webhooks v1a, Twitch and Zoom on Node's
+crypto: test oracles.
 
 Installed once into a cache directory (`$HOOKINBOX_TEST_NPM_DIR`, default
 `~/.cache/hookinbox-npm-oracles`) from tests/testing/package.json. Without Node or npm the
@@ -87,3 +89,22 @@ def npm_verifies(
     )
     answer: dict[str, Any] = json.loads(done.stdout)
     return answer
+
+
+def npm_judges(directory: Path, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Several oracle requests in one Node process (each as `npm_verifies` builds it, with
+    `body` as bytes; a request with `sign` set answers the headers the recipe signs)."""
+    payload = [
+        {"headers": {}, "secret": "", **r, "body": base64.b64encode(r["body"]).decode()}
+        for r in requests
+    ]
+    done = subprocess.run(
+        ["node", str(directory / "oracle.mjs")],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    answers: list[dict[str, Any]] = json.loads(done.stdout)
+    return answers

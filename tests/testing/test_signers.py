@@ -1,8 +1,10 @@
 """Every signer of `hookinbox.testing.sign` agrees with the provider's official verifier.
 
 Where the provider publishes an SDK that verifies, that SDK is the judge (PyPI's, or npm's for
-GitHub and Shopify); where none verifies (Mollie, Lemon Squeezy, PayPal offline, GitLab's
-token), the documented recipe is recomputed here, and GitHub's published vector is checked.
+GitHub, Shopify and Linear; `workos` for WorkOS); where none verifies (Mollie, Lemon Squeezy,
+PayPal offline, GitLab's token, Calendly, Intercom, Typeform, Mailgun, Postmark's
+credentials), the documented recipe is recomputed here, and GitHub's published vector is
+checked.
 Each signer is also checked against hookinbox's own source, and against a wrong secret.
 """
 
@@ -23,6 +25,7 @@ import pytest
 import standardwebhooks
 import stripe
 import svix
+import workos
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from paddle_billing.Notifications import Secret, Verifier
@@ -33,15 +36,20 @@ from werkzeug.datastructures import MultiDict
 
 from hookinbox import BadSignature
 from hookinbox.sources import (
+    Calendly,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
+    Intercom,
     LemonSqueezy,
+    Linear,
+    Mailgun,
     Mollie,
     MollieClassic,
     Paddle,
     PayPal,
+    Postmark,
     Shopify,
     Slack,
     Source,
@@ -49,6 +57,8 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
+    Typeform,
+    WorkOS,
 )
 from hookinbox.sources._base import normalize_headers
 from hookinbox.testing import paypal_test_certificate, sign
@@ -240,6 +250,57 @@ def test_paypal_recipe() -> None:
         source.verify(normalize_headers(forged), body, now=1_700_000_000)
 
 
+def test_workos_sdk_verifies() -> None:
+    sdk = workos.WorkOSClient(api_key="sk_test_signers", client_id="client_signers").webhooks
+    headers, body = sign(WorkOS(secret="wsec_1"), EVENT)
+    sdk.verify_header(event_body=body, event_signature=headers["WorkOS-Signature"], secret="wsec_1")
+    with pytest.raises(ValueError, match=r"(?i)signature"):
+        sdk.verify_header(
+            event_body=body, event_signature=headers["WorkOS-Signature"], secret="wsec_2"
+        )
+
+
+def test_linear_sdk_verifies_and_the_timestamp_is_in_the_signed_body(npm: Path) -> None:
+    issue = {"action": "create", "type": "Issue", "data": {"id": "1"}}
+    headers, body = sign(Linear(secret="lin-secret"), issue, delivery="d-1")
+    assert npm_verifies(npm, "linear", "lin-secret", headers, body)["valid"]
+    assert not npm_verifies(npm, "linear", "other", headers, body)["valid"]
+    assert abs(json.loads(body)["webhookTimestamp"] / 1000 - time.time()) < 30
+    assert (headers["Linear-Delivery"], headers["Linear-Event"]) == ("d-1", "Issue")
+
+
+def test_calendly_recipe() -> None:
+    headers, body = sign(Calendly(secret="cal"), EVENT, at=1_700_000_000)
+    digest = hmac.new(b"cal", b"1700000000." + body, hashlib.sha256).hexdigest()
+    assert headers["Calendly-Webhook-Signature"] == f"t=1700000000,v1={digest}"
+
+
+def test_intercom_recipe() -> None:
+    headers, body = sign(Intercom(secret="ic"), EVENT)
+    assert headers["X-Hub-Signature"] == "sha1=" + hmac.new(b"ic", body, hashlib.sha1).hexdigest()
+
+
+def test_typeform_recipe() -> None:
+    headers, body = sign(Typeform(secret="tf"), EVENT)
+    digest = base64.b64encode(hmac.new(b"tf", body, hashlib.sha256).digest()).decode()
+    assert headers["Typeform-Signature"] == f"sha256={digest}"
+
+
+def test_mailgun_recipe_signs_inside_the_body() -> None:
+    _, body = sign(Mailgun(secret="mg"), {"event-data": {"id": "e1"}}, at=1_700_000_000)
+    block = json.loads(body)["signature"]
+    assert (block["timestamp"], len(block["token"])) == ("1700000000", 50)
+    expected = hmac.new(b"mg", f"1700000000{block['token']}".encode(), hashlib.sha256)
+    assert block["signature"] == expected.hexdigest()
+    _, again = sign(Mailgun(secret="mg"), {"event-data": {"id": "e1"}}, at=1_700_000_000)
+    assert json.loads(again)["signature"]["token"] != block["token"]  # new on every attempt
+
+
+def test_postmark_sends_basic_credentials() -> None:
+    headers, _ = sign(Postmark(username="hooks", password="pw:1"), EVENT)
+    assert headers["Authorization"] == "Basic " + base64.b64encode(b"hooks:pw:1").decode()
+
+
 SOURCES: list[tuple[Source, Any]] = [
     (Stripe(secret="whsec_test"), EVENT),
     (Paddle(secret="pdl"), {"event_id": "evt_1", "event_type": "transaction.paid"}),
@@ -255,6 +316,13 @@ SOURCES: list[tuple[Source, Any]] = [
     (Twilio(secret="tw", url=TWILIO_URL), {"MessageSid": "SM1", "MessageStatus": "sent"}),
     (HMACSource(name="h", secret="h", signature_header="X-Sig", id_header="X-Id"), EVENT),
     (PayPal(webhook_id="WH1", certificate=paypal_test_certificate().pem), EVENT),
+    (WorkOS(secret="wk"), EVENT),
+    (Calendly(secret="cal"), {"event": "invitee.created", "payload": {"uri": "https://x/i/1"}}),
+    (Intercom(secret="ic"), EVENT),
+    (Linear(secret="lin", tolerance=300), {"type": "Issue", "action": "create"}),
+    (Postmark(username="pm", password="pw"), {"RecordType": "Bounce", "ID": 7}),
+    (Mailgun(secret="mg"), {"event-data": {"id": "e1", "event": "delivered"}}),
+    (Typeform(secret="tf"), {"event_id": "01H", "event_type": "form_response"}),
 ]
 
 
@@ -262,7 +330,7 @@ SOURCES: list[tuple[Source, Any]] = [
 def test_hookinboxs_own_sources_accept_and_key_by_body(source: Source, payload: Any) -> None:
     now = time.time()
     headers, body = sign(source, payload, at=now)
-    again, _ = sign(source, payload, at=now + 60)  # a retry, a minute later
+    again, again_body = sign(source, payload, at=now + 60)  # a retry, a minute later
     other, other_body = sign(
         source,
         {**payload, "extra": 1}
@@ -271,19 +339,20 @@ def test_hookinboxs_own_sources_accept_and_key_by_body(source: Source, payload: 
         at=now,
     )
     keys = []
-    for h, b in ((headers, body), (again, body), (other, other_body)):
+    for h, b in ((headers, body), (again, again_body), (other, other_body)):
         normalized = normalize_headers(h)
         source.verify(normalized, b, now=now + 60)
         keys.append(source.identify(normalized, b).event_id)
     assert keys[0] == keys[1], "the same body signed twice is one event"
     # Sources keyed by a header get a new id for a new body; the others read it from the body.
-    if not isinstance(
-        source, Stripe | Paddle | Slack | Square | Mollie | PayPal | HMACSource | LemonSqueezy
-    ):
+    body_keyed = (Stripe, Paddle, Slack, Square, Mollie, PayPal, HMACSource, LemonSqueezy)
+    body_keyed += (WorkOS, Calendly, Intercom, Postmark, Mailgun, Typeform)
+    if not isinstance(source, body_keyed):
         assert keys[2] != keys[0], "another body is another event"
-    forged, _ = sign(source, payload, at=now, **_wrong_secret(source))
+    # Mailgun signs inside the body: the forgery is in the body the signer returns.
+    forged, forged_body = sign(source, payload, at=now, **_wrong_secret(source))
     with pytest.raises(BadSignature):
-        source.verify(normalize_headers(forged), body, now=now)
+        source.verify(normalize_headers(forged), forged_body, now=now)
 
 
 def _wrong_secret(source: Source) -> dict[str, Any]:
@@ -312,7 +381,7 @@ def test_every_source_class_has_a_signer() -> None:
     classes = [getattr(hookinbox.sources, name) for name in hookinbox.sources.__all__]
     sources = [c for c in classes if isinstance(c, type) and issubclass(c, Source)]
     concrete = [c for c in sources if c is not Source]
-    assert len(concrete) == 15
+    assert len(concrete) == 27
     for cls in concrete:
         instance = cls.__new__(cls)  # the signer is chosen by class; nothing is configured
         assert signer_for(instance) is not None, cls.__name__

@@ -16,7 +16,16 @@ from datetime import datetime, timedelta
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
-from hookinbox._storage import Store, count_prunable, prune_batch
+from hookinbox._operations._pacing import Pacer
+from hookinbox._storage import (
+    PressureGauge,
+    Store,
+    checkpoint_passive,
+    count_prunable,
+    free_pages,
+    give_back_pages,
+    prune_batch,
+)
 from hookinbox.sources import Source
 
 log = logger("hookinbox.prune")
@@ -31,6 +40,8 @@ class PruneResult:
     deliveries: int
     messages: int
     dry_run: bool
+    pages_returned: int = 0
+    """SQLite: free pages given back to the file system after the prune."""
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
@@ -61,29 +72,66 @@ def prune(
     retention: timedelta,
     dry_run: bool = False,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    pause: float = 0.01,
+    pacer: Pacer | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> PruneResult:
-    """Delete done events received before `now - retention`, `batch_size` rows per transaction.
+    """Delete done events received before `now - retention`, in short transactions.
 
-    Each batch is a short transaction and `pause` seconds separate them, so ingest (on SQLite,
-    the one writer) never waits long behind the pruner. `progress` gets the events per batch.
+    Each batch is timed and the database asked what else ran meanwhile: batches shrink and
+    pauses grow while deliveries and workers use the database, and the pruner runs nearly
+    flat out while nobody does (`Pacer`; docs/operations.md, "Retention"). `batch_size` is
+    the first batch's size. `progress` gets the events of each batch.
     """
     cutoff = now - retention
     if dry_run:
         return PruneResult(*count_prunable(store, cutoff), dry_run=True)
+    pacer = pacer or Pacer(rows=batch_size)
+    gauge = PressureGauge(store)
     totals = [0, 0, 0]
-    while True:
-        deleted = prune_batch(store, cutoff, batch_size)
-        totals = [total + n for total, n in zip(totals, deleted, strict=True)]
-        if progress is not None and deleted[0]:
-            progress(deleted[0])
-        if not any(deleted):
-            break
-        time.sleep(pause)
-    result = PruneResult(totals[0], totals[1], totals[2], dry_run=False)
+    try:
+        gauge.mark()
+        while True:
+            pressure = gauge.sample()
+            started = time.perf_counter()
+            deleted = prune_batch(store, cutoff, pacer.rows)
+            took = time.perf_counter() - started
+            gauge.mark()
+            totals = [total + n for total, n in zip(totals, deleted, strict=True)]
+            if progress is not None and deleted[0]:
+                progress(deleted[0])
+            if not any(deleted):
+                break
+            checkpoint_passive(store)  # SQLite: the pruner's pages, not the ingest writer's
+            time.sleep(pacer.next_pause(sum(deleted), took, pressure))
+        returned = _give_back_space(store, gauge, pacer)
+    finally:
+        gauge.close()
+    result = PruneResult(totals[0], totals[1], totals[2], dry_run=False, pages_returned=returned)
     log.info("prune older than %s: %s", cutoff.isoformat(), result.summary())
     return result
+
+
+PAGES_PER_STEP = 1_000
+"""Free pages returned to the file system per short write (SQLite: 4 MB of 4 KiB pages)."""
+
+
+def _give_back_space(store: Store, gauge: PressureGauge, pacer: Pacer) -> int:
+    """SQLite: return the pages the prune freed to the file system, a step at a time, paced
+    like the batches (nothing on PostgreSQL, or on a SQLite file without incremental
+    auto-vacuum: docs/storage.md)."""
+    returned = 0
+    while free_pages(store) > 0:
+        pressure = gauge.sample()
+        started = time.perf_counter()
+        step = give_back_pages(store, PAGES_PER_STEP)
+        took = time.perf_counter() - started
+        gauge.mark()
+        if step == 0:
+            break
+        returned += step
+        time.sleep(pacer.next_pause(pacer.rows, took, pressure))
+    checkpoint_passive(store)
+    return returned
 
 
 def parse_duration(text: str) -> timedelta:

@@ -40,6 +40,7 @@ from hookinbox._storage._outbox import (
     settle,
     sweep_messages,
 )
+from hookinbox._storage._pressure import Pressure, PressureGauge
 from hookinbox._storage._queue import (
     Leased,
     Release,
@@ -55,6 +56,7 @@ from hookinbox._storage._queue import (
 from hookinbox._storage._schema import deliveries, events, metadata, outbox
 from hookinbox._storage._search import SCAN_LIMIT, PayloadMatch, search_for
 from hookinbox._storage._sessions import revoke_session, session_revoked
+from hookinbox._storage._space import checkpoint_passive, free_pages, give_back_pages
 from hookinbox._storage._stats import (
     Bucket,
     DuplicateRatio,
@@ -84,6 +86,8 @@ __all__ = [
     "Listener",
     "OpenFigures",
     "PayloadMatch",
+    "Pressure",
+    "PressureGauge",
     "Release",
     "ReplayResult",
     "Report",
@@ -95,6 +99,7 @@ __all__ = [
     "advance_ordering",
     "audit_trail",
     "beat",
+    "checkpoint_passive",
     "claim",
     "claim_job",
     "count_events",
@@ -106,6 +111,8 @@ __all__ = [
     "event_from_row",
     "events",
     "forget",
+    "free_pages",
+    "give_back_pages",
     "has_due",
     "has_message_due",
     "known_sources",

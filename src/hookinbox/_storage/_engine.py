@@ -148,6 +148,11 @@ def _sqlite_engine(url: URL, options: StoreOptions) -> Engine:
         # BEGIN IMMEDIATE ourselves (below) so every transaction queues for the write lock.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
+        # Pages freed by the pruner can be given back to the file system (incremental
+        # vacuum, `_space.py`). Only a database created with it has it (setting it later
+        # needs a full VACUUM), and only before its first table: on every other file it is
+        # a no-op.
+        cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
         _enable_wal(cursor, options.busy_timeout)  # readers never block the single writer
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute(f"PRAGMA busy_timeout={busy_ms}")

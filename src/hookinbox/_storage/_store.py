@@ -83,15 +83,20 @@ class Store:
     def transaction(self) -> Iterator[Connection]:
         """One transaction: committed on success, rolled back on any exception."""
         self.ensure_schema()
+        with self.writing(), self._begin() as connection:
+            yield connection
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """This process's turn at SQLite's one writer, for a write made outside `transaction`
+        (a pragma that must run as a script); nothing on PostgreSQL."""
         if self._writer is None:
-            with self._begin() as connection:
-                yield connection
+            yield
             return
         if not self._writer.acquire(timeout=self.options.busy_timeout):
             raise StoreUnavailable("database unavailable: the SQLite write lock is busy")
         try:
-            with self._begin() as connection:
-                yield connection
+            yield
         finally:
             self._writer.release()
 
@@ -111,18 +116,23 @@ class Store:
                 yield connection
 
     def ping(self) -> None:
-        """Raise `StoreUnavailable` unless the database answers, and (PostgreSQL) would
-        accept a write: a standby, or a server made read-only, is not ready for deliveries."""
-        with translate_errors(), self.engine.connect() as connection:
-            if self.dialect != "postgresql":
-                connection.execute(sa.text("SELECT 1"))
-                return
-            if connection.exec_driver_sql("SHOW transaction_read_only").scalar() == "on":
-                connection.invalidate()  # the next session may find the (new) primary
-                raise StoreUnavailable(
-                    "database unavailable: the server is read-only (a standby, or "
-                    "default_transaction_read_only is on)"
-                )
+        """Raise `StoreUnavailable` unless the database takes a write now, as a delivery's
+        would be: a standby or a server made read-only (PostgreSQL), a read-only, full or
+        size-limited file (SQLite), a commit that cannot be made durable, are not ready.
+
+        The write is the smallest that commits: on PostgreSQL a transaction id assigned and
+        committed (a WAL record flushed, and with synchronous replication, on the standby
+        too); on SQLite the schema version row rewritten as it is (a page through the WAL)."""
+        if self.dialect == "postgresql":
+            with translate_errors(), self.engine.connect() as connection:
+                if connection.exec_driver_sql("SHOW transaction_read_only").scalar() == "on":
+                    connection.invalidate()  # the next session may find the (new) primary
+                    raise StoreUnavailable(
+                        "database unavailable: the server is read-only (a standby, or "
+                        "default_transaction_read_only is on)"
+                    )
+        with self.transaction() as connection:
+            connection.execute(_PROBE_WRITE[self.dialect])
 
     def record_delivery(self, delivery: NewDelivery) -> RecordedDelivery:
         """Store a delivery durably in its own transaction (committed on return)."""
@@ -137,6 +147,16 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+_PROBE_WRITE = {
+    "postgresql": sa.text("SELECT txid_current()"),
+    "sqlite": sa.text(
+        "UPDATE hookinbox_schema_versions SET version = version"
+        " WHERE version = (SELECT max(version) FROM hookinbox_schema_versions)"
+    ),
+}
+"""The readiness probe's write, per dialect (see `Store.ping`)."""
 
 
 def event_from_row(row: sa.RowMapping | dict[str, Any]) -> Event:

@@ -9,6 +9,7 @@ behave as Starlette's routing makes them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 
@@ -26,12 +27,16 @@ ADMIN_PATH = "/admin"
 PROBES = frozenset({"healthz", "readyz", "metrics"})
 """Paths of the probes, never taken for a source name under a mount point."""
 
+READY_WAIT = 3.0
+"""How long `/readyz` waits for the database when the inbox has no ack deadline."""
+
 
 class Probes:
     """The app behind the delivery path: probes, lifespan, the dashboard, else 404."""
 
     def __init__(self, receiver: ReceiverSource, admin: ASGIApp | None = None) -> None:
         self.receiver = receiver
+        self._ping: asyncio.Future[None] | None = None
         self.admin: ASGIApp | None = None
         if admin is not None:
             from starlette.applications import Starlette
@@ -65,11 +70,14 @@ class Probes:
             except ConfigurationError as error:  # never ready: the inbox cannot start
                 await send_json(send, 503, {"status": "not ready", "detail": str(error)})
                 return
+            wait = receiver.ack_deadline or READY_WAIT
             try:
-                await anyio.to_thread.run_sync(receiver.ping)
+                await asyncio.wait_for(asyncio.shield(self._pinged(receiver)), wait)
             except StoreUnavailable as error:
-                reply = receiver.unavailable(error.message)
-                await send_json(send, reply.status_code, reply.body, **reply.headers)
+                await self._not_ready(receiver, error.message, send)
+                return
+            except TimeoutError:
+                await self._not_ready(receiver, f"database did not answer within {wait:g} s", send)
                 return
             await send_json(send, 200, {"status": "ready"})
         else:
@@ -79,6 +87,21 @@ class Probes:
                 await send_text(send, METRICS_MISSING_STATUS, f"{error}\n")
                 return
             await send_body(send, 200, body, content_type)
+
+    def _pinged(self, receiver: BaseReceiver) -> asyncio.Future[None]:
+        """The database ping in flight, or a new one: one at a time, however often the probe
+        is asked. A database that went silent (a lost host: no reset, no answer) holds a ping
+        until the connection's TCP timeout; without this, a load balancer probing every half
+        second would pile up a thread per probe meanwhile."""
+        if self._ping is None or self._ping.done():
+            loop = asyncio.get_running_loop()
+            self._ping = loop.run_in_executor(None, receiver.ping)
+        return self._ping
+
+    @staticmethod
+    async def _not_ready(receiver: BaseReceiver, detail: str, send: Send) -> None:
+        reply = receiver.unavailable(detail)
+        await send_json(send, reply.status_code, reply.body, **reply.headers)
 
 
 def route_path(scope: Scope) -> str:

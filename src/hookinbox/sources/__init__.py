@@ -5,20 +5,32 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._base import Headers, Identity, Source
+from hookinbox.sources._calendly import Calendly
+from hookinbox.sources._discord import Discord
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
+from hookinbox.sources._intercom import Intercom
 from hookinbox.sources._lemonsqueezy import LemonSqueezy
+from hookinbox.sources._linear import Linear
+from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._mollie import Mollie, MollieClassic
 from hookinbox.sources._paddle import Paddle
+from hookinbox.sources._postmark import Postmark
 from hookinbox.sources._shopify import Shopify
 from hookinbox.sources._slack import Slack
 from hookinbox.sources._square import Square
 from hookinbox.sources._standard_webhooks import StandardWebhooks
 from hookinbox.sources._stripe import Stripe
+from hookinbox.sources._svix_apps import Clerk, Resend
 from hookinbox.sources._twilio import Twilio
+from hookinbox.sources._twitch import Twitch
+from hookinbox.sources._typeform import Typeform
+from hookinbox.sources._workos import WorkOS
+from hookinbox.sources._zoom import Zoom
 
 if TYPE_CHECKING:
     from hookinbox.sources._mollie_api import MollieAPI
@@ -27,7 +39,8 @@ if TYPE_CHECKING:
 
 # Loaded on first use: they need cryptography and httpx, extras the core install does not have
 # (and that would add about a quarter of a second to every process importing hookinbox).
-# Without them, the import names the extra to install.
+# Without them, the import names the extra to install. (Discord and StandardWebhooks'
+# public keys need cryptography too, imported when such a source is built: see _ed25519.py.)
 _LAZY = {
     "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
     "PayPal": ("hookinbox.sources._paypal", "paypal"),
@@ -44,19 +57,28 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Calendly",
+    "Clerk",
+    "Discord",
     "GitHub",
     "GitLab",
     "GitLabSigned",
     "HMACSource",
+    "Handshake",
     "Headers",
     "Identity",
+    "Intercom",
     "LemonSqueezy",
+    "Linear",
+    "Mailgun",
     "Mollie",
     "MollieAPI",
     "MollieClassic",
     "Paddle",
     "PayPal",
     "PayPalAPI",
+    "Postmark",
+    "Resend",
     "Shopify",
     "Slack",
     "Source",
@@ -64,4 +86,8 @@ __all__ = [
     "StandardWebhooks",
     "Stripe",
     "Twilio",
+    "Twitch",
+    "Typeform",
+    "WorkOS",
+    "Zoom",
 ]

@@ -7,7 +7,8 @@ Two steps, always in this order:
 1. `verify(headers, body, now=...)` on the exact raw bytes, before anything is decoded or written;
 2. `identify(headers, body)`, which parses the body and finds the key, the type and the time.
 Between them, `handshake(headers, body)` lets a provider's verified non-event (Slack's URL
-check) be answered at once with nothing stored; by default there is none.
+check, Discord's PING, Zoom's and Twitch's challenges) be answered at once, in JSON or text,
+with nothing stored; by default there is none.
 
 Every malformed input becomes a `VerificationError` (step 1) or a `PayloadError` (step 2 and the
 handshake); nothing else escapes, which the property tests hold.
@@ -45,6 +46,10 @@ from hookinbox._model import MAX_KEY_LENGTH
 Headers = Mapping[str, str]
 """Request headers with lower-case names (see `normalize_headers`)."""
 
+HandshakeAnswer = dict[str, Any] | str | Handshake
+"""What `Source.handshake` may answer: JSON, text, or a `Handshake` with its own content type
+or status."""
+
 DEFAULT_TOLERANCE = 300.0
 
 MAX_SIGNATURE_HEADER = 4096
@@ -72,6 +77,14 @@ class Identity:
     """What to store instead of the delivery's body; None stores the body as received.
     A fetch-to-verify source (Mollie classic) stores the resource it fetched: the call
     itself carries only an id, and the fetched resource is what handlers need."""
+    fingerprint: bytes | None = None
+    """The bytes every redelivery of the event repeats, whose digest tells a retry from a key
+    conflict (the same key with another body); None compares the stored body. A provider that
+    signs inside the body (Mailgun's signature block, Linear's `webhookTimestamp`) changes
+    the body on every attempt, so its source names the part that stays the same."""
+    answer: dict[str, Any] | None = None
+    """The JSON to answer once the event is stored, for a provider that reads the answer
+    (Discord's deferred interaction response); None answers hookinbox's own body."""
 
 
 class HeaderValues(Mapping[str, str]):
@@ -363,16 +376,18 @@ def verify_timestamped(
     prefix: bytes = b"",
     separator: bytes = b".",
     algorithm: str = "sha256",
+    per_second: int = 1,
 ) -> None:
     """Check an HMAC over `{prefix}{timestamp}{separator}{body}`, then the timestamp's age.
 
-    The timestamp must be digits; the age is checked only once the signature matches, so a
-    forged delivery is reported as forged, not as late.
+    The timestamp must be digits, in seconds or (`per_second=1000`, WorkOS) milliseconds; the
+    age is checked only once the signature matches, so a forged delivery is reported as
+    forged, not as late.
     """
-    timestamp = parse_timestamp(timestamp_text)
+    timestamp = parse_timestamp(timestamp_text, per_second=per_second)
     signed = prefix + timestamp_text.strip().encode() + separator + body
     require_match(keys, candidates, signed, algorithm=algorithm)
-    check_tolerance(timestamp, now=now, tolerance=tolerance)
+    check_tolerance(timestamp / per_second, now=now, tolerance=tolerance)
 
 
 def fields_identity(
@@ -389,12 +404,28 @@ def fields_identity(
 
 
 def check_prefixed_hex_hmac(
-    headers: Headers, body: bytes, keys: Sequence[bytes], *, prefix: str, name: str
+    headers: Headers,
+    body: bytes,
+    keys: Sequence[bytes],
+    *,
+    prefix: str,
+    name: str,
+    algorithm: str = "sha256",
 ) -> None:
-    """The header `name` (or one of its values) is `prefix` + the hex HMAC-SHA256 of `body`
-    under one of `keys` (GitHub, Mollie, Lemon Squeezy). Raises `BadSignature` naming the
-    header when no value is well-formed or none matches."""
-    require_match(keys, decode_digests(headers, name.lower(), what=name, prefix=prefix), body)
+    """The header `name` (or one of its values) is `prefix` + the hex HMAC of `body` under one
+    of `keys` (GitHub, Mollie, Lemon Squeezy, Linear; Intercom's with SHA-1). Raises
+    `BadSignature` naming the header when no value is well-formed or none matches."""
+    candidates = decode_digests(headers, name.lower(), what=name, prefix=prefix)
+    require_match(keys, candidates, body, algorithm=algorithm)
+
+
+def canonical_json(value: Any) -> bytes:
+    """`value` serialised one way only (sorted keys, no spaces, ASCII), as a fingerprint."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    except (ValueError, RecursionError) as exc:
+        raise PayloadError("the body cannot be serialised canonically") from exc
+    return text.encode()
 
 
 def parse_json(body: bytes) -> Any:
@@ -487,12 +518,14 @@ class Source(ABC):
     def identify(self, headers: Headers, body: bytes) -> Identity:
         """Parse a verified delivery; raise `PayloadError` if it names no event."""
 
-    def handshake(self, headers: Headers, body: bytes) -> dict[str, Any] | None:
+    def handshake(self, headers: Headers, body: bytes) -> HandshakeAnswer | None:
         """The answer to a verified delivery that is a handshake rather than an event.
 
-        A dict is answered at once with 200 and nothing is stored (Slack's `url_verification`
-        challenge); None, the default, goes on to `identify`. Called by `authenticate`, only
-        after `verify` succeeded; may raise `PayloadError`.
+        An answer is sent at once and nothing is stored: a dict as JSON with 200 (Slack's
+        `url_verification` challenge, Discord's PING), a string as `text/plain` with 200
+        (Twitch's challenge), or a `Handshake` to choose the content type or the status.
+        None, the default, goes on to `identify`. Called by `authenticate`, only after
+        `verify` succeeded; may raise `PayloadError`.
         """
         return None
 
@@ -511,6 +544,8 @@ class Source(ABC):
             # store one that cannot be read. Every source refuses it (400), after verifying.
             raise PayloadError("body starts with a byte order mark (U+FEFF)")
         answer = self.handshake(headers, body)
+        if isinstance(answer, Handshake):
+            raise answer
         if answer is not None:
             raise Handshake(answer)
         return self.identify(headers, body)
@@ -563,6 +598,8 @@ class SignatureListSource(TimestampedSource):
     timestamp_name: ClassVar[str]
     signature_name: ClassVar[str]
     joiner: ClassVar[bytes]
+    per_second: ClassVar[int] = 1
+    """1 for a timestamp in seconds; 1000 where the provider signs milliseconds (WorkOS)."""
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         """Each timestamp with its signatures is checked on its own: a header repeated (its
@@ -594,6 +631,7 @@ class SignatureListSource(TimestampedSource):
                     now=now,
                     tolerance=self.tolerance,
                     separator=self.joiner,
+                    per_second=self.per_second,
                 )
                 return
             except VerificationError as exc:
@@ -617,15 +655,17 @@ def timestamp_groups(value: str, separator: str, timestamp_name: str) -> list[st
     return [separator.join(group) for group in groups]
 
 
-def parse_timestamp(raw: str) -> int:
-    """A signed Unix timestamp in seconds; anything else is a malformed signature."""
+def parse_timestamp(raw: str, *, per_second: int = 1) -> int:
+    """A signed Unix timestamp in seconds (or milliseconds, `per_second=1000`); anything else
+    is a malformed signature. At most 12 digits in seconds, 15 in milliseconds."""
     raw = raw.strip()
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 12:
+    limit = 12 + len(str(per_second)) - 1
+    if not raw.isascii() or not raw.isdigit() or len(raw) > limit:
         raise BadSignature("malformed signature timestamp")
     return int(raw)
 
 
-def check_tolerance(timestamp: int, *, now: float, tolerance: float | None) -> None:
+def check_tolerance(timestamp: float, *, now: float, tolerance: float | None) -> None:
     """Hold a verified timestamp within `tolerance` seconds of `now`, both ways.
 
     The window is symmetric: a timestamp far in the future is as suspect as an old one

@@ -3,7 +3,9 @@
 Headers `webhook-id`, `webhook-timestamp`, `webhook-signature` (Svix sends `svix-*` twins);
 the signature header is a space-separated list of `v1,<base64>` entries; HMAC-SHA256 over
 `{id}.{timestamp}.{body}`, keyed with the base64-decoded part of a `whsec_...` secret.
-`v1a` (ed25519) entries are not checked: a delivery signed only with them is rejected.
+`v1a,<base64>` entries are Ed25519 signatures of the same bytes, checked against a configured
+`whpk_<base64>` public key (the `crypto` extra). A source given both a secret and a public key
+accepts either (a sender moving from `v1` to `v1a` signs with both for a while).
 The key is `webhook-id`; the type is the payload's `type`.
 """
 
@@ -12,12 +14,15 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Sequence
 from datetime import timedelta
 
 from hookinbox._errors import BadSignature, ConfigurationError
 from hookinbox.sources._base import (
+    DEFAULT_TOLERANCE,
     Headers,
     Identity,
+    Source,
     TimestampedSource,
     check_signature_count,
     check_tolerance,
@@ -30,9 +35,12 @@ from hookinbox.sources._base import (
     parse_timestamp,
     require_header,
     require_match,
+    secrets_tuple,
 )
+from hookinbox.sources._ed25519 import Ed25519Keys
 
 SECRET_PREFIX = "whsec_"
+PUBLIC_KEY_PREFIX = "whpk_"
 VERSION = re.compile(r"v[0-9]+[a-z]*")
 """A signature's version label (`v1`, `v1a`): the token before the signature itself."""
 
@@ -49,9 +57,18 @@ def decode_secret(secret: str) -> bytes:
     return key
 
 
-def decode_signatures(*values: str) -> list[bytes]:
-    """The `v1` signatures of the `webhook-signature` header's values; malformed entries are
-    skipped.
+def decode_public_key(public_key: str) -> bytes:
+    """The Ed25519 key of a `whpk_<base64>` public key (the prefix is optional)."""
+    encoded = public_key.strip().removeprefix(PUBLIC_KEY_PREFIX)
+    try:
+        return base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ConfigurationError("a Standard Webhooks public key must be whpk_<base64>") from exc
+
+
+def decode_signatures(*values: str, version: str = "v1") -> list[bytes]:
+    """The `version` signatures of the `webhook-signature` header's values; malformed entries
+    are skipped.
 
     Entries are `<version>,<base64>`, separated by spaces. A header repeated reaches here as
     several values, or as one a WSGI server joined with commas (`v1,a,v1,b`): the text is
@@ -63,7 +80,7 @@ def decode_signatures(*values: str) -> list[bytes]:
     check_signature_count(max(len(labels), len(parts) // 2), "webhook-signature")
     signatures = []
     for i in labels:
-        if parts[i] != "v1" or i + 1 >= len(parts) or VERSION.fullmatch(parts[i + 1]):
+        if parts[i] != version or i + 1 >= len(parts) or VERSION.fullmatch(parts[i + 1]):
             continue
         try:
             signatures.append(base64.b64decode(parts[i + 1], validate=True))
@@ -73,6 +90,8 @@ def decode_signatures(*values: str) -> list[bytes]:
 
 
 class StandardWebhooks(TimestampedSource):
+    """`v1` signatures with a `whsec_` secret, `v1a` with a `whpk_` public key, or both."""
+
     default_name = "standard"
     # Svix retries for about 28 h; the spec's example schedule spans about 75 h.
     redelivery_window = timedelta(days=4)
@@ -86,6 +105,26 @@ class StandardWebhooks(TimestampedSource):
     )
     signature_headers = stored_headers  # the id and the timestamp are signed with the body
 
+    def __init__(
+        self,
+        *,
+        secret: str | Sequence[str] | None = None,
+        public_key: str | Sequence[str] | None = None,
+        name: str | None = None,
+        tolerance: float | None = DEFAULT_TOLERANCE,
+    ) -> None:
+        if secret is None and public_key is None:
+            raise ConfigurationError(
+                f"{type(self).__name__} needs a secret (v1), a public_key (v1a), or both"
+            )
+        Source.__init__(self, name=name)
+        self.tolerance = tolerance
+        self._keys = [] if secret is None else [self.decode_key(s) for s in secrets_tuple(secret)]
+        self._public: Ed25519Keys | None = None
+        if public_key is not None:
+            raw = [decode_public_key(k) for k in secrets_tuple(public_key)]
+            self._public = Ed25519Keys(raw, feature=f"{type(self).__name__}(public_key=...)")
+
     @staticmethod
     def decode_key(secret: str) -> bytes:
         return decode_secret(secret)
@@ -93,17 +132,21 @@ class StandardWebhooks(TimestampedSource):
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         message_id = require_header(headers, "webhook-id", "svix-id")
         timestamp_text = require_header(headers, "webhook-timestamp", "svix-timestamp")
-        candidates = decode_signatures(
-            *header_values(headers, "webhook-signature", "svix-signature")
-        )
-        if not candidates:
-            raise BadSignature("webhook-signature has no v1 signature")
+        values = header_values(headers, "webhook-signature", "svix-signature")
+        symmetric = decode_signatures(*values) if self._keys else []
+        asymmetric = decode_signatures(*values, version="v1a") if self._public else []
+        if not symmetric and not asymmetric:
+            wanted = " or ".join(v for v, on in (("v1", self._keys), ("v1a", self._public)) if on)
+            raise BadSignature(f"webhook-signature has no {wanted} signature")
         timestamp = parse_timestamp(timestamp_text)
         try:
             signed = f"{message_id}.{timestamp_text.strip()}.".encode() + body
         except UnicodeEncodeError as exc:  # a lone surrogate: no sender could have signed it
             raise BadSignature("webhook-id is not valid text") from exc
-        require_match(self._keys, candidates, signed)
+        if not (self._public is not None and self._public.verifies(asymmetric, signed)):
+            if not symmetric:
+                raise BadSignature()
+            require_match(self._keys, symmetric, signed)
         check_tolerance(timestamp, now=now, tolerance=self.tolerance)
 
     def identify(self, headers: Headers, body: bytes) -> Identity:

@@ -2,7 +2,8 @@
 plugin (`pytest_plugins = ["hookinbox.testing.pytest"]`) and an exactly-once check.
 
 Nothing here needs pytest (only the plugin module imports it) or another dependency of its
-own; PayPal's test certificate needs the `paypal` extra, as the PayPal source does.
+own; PayPal's test certificate needs the `paypal` extra, as the PayPal source does, and the
+Ed25519 test key (Discord, Standard Webhooks `v1a`) the `crypto` extra.
 See docs/testing.md.
 """
 
@@ -28,9 +29,12 @@ from hookinbox.testing._harness import InboxHarness
 from hookinbox.testing._signing import register_signer, sign
 
 if TYPE_CHECKING:
+    from hookinbox.testing._ed25519 import Ed25519TestKey, ed25519_test_key
     from hookinbox.testing._paypal import PayPalTestCertificate, paypal_test_certificate
 
 _LAZY = {
+    "Ed25519TestKey": ("hookinbox.testing._ed25519", "crypto"),
+    "ed25519_test_key": ("hookinbox.testing._ed25519", "crypto"),
     "PayPalTestCertificate": ("hookinbox.testing._paypal", "paypal"),
     "paypal_test_certificate": ("hookinbox.testing._paypal", "paypal"),
 }
@@ -47,11 +51,13 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Answer",
     "Clock",
+    "Ed25519TestKey",
     "ExactlyOnceReport",
     "ExactlyOnceViolation",
     "InboxHarness",
     "PayPalTestCertificate",
     "check_exactly_once",
+    "ed25519_test_key",
     "github_push",
     "paypal_test_certificate",
     "register_signer",

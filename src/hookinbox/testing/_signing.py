@@ -9,10 +9,13 @@ the project's tests check every signer against the provider's official verifier:
 a source and the same mistake in its signer cannot agree unseen.
 
 Ids that name the event (GitHub's delivery, Shopify's event id, a Standard Webhooks message
-id, GitLab's idempotency key, Twilio's token) default to a digest of the body, so signing the
-same body twice is a redelivery of one event, and two bodies are two events. Pass the field
-to choose it. Ids that are new on each transmission (PayPal's transmission id, GitLab's
-webhook UUID) are new on each call.
+id, GitLab's idempotency key, Twilio's token, Linear's delivery) default to a digest of the
+body, so signing the same body twice is a redelivery of one event, and two bodies are two
+events. Pass the field to choose it. Ids that are new on each transmission (PayPal's
+transmission id, GitLab's webhook UUID, Mailgun's token) are new on each call.
+
+Where a provider signs inside the body (Mailgun's signature block, Linear's
+`webhookTimestamp`), the signer returns the body it sends with the headers.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import hashlib
 import hmac
 import importlib
 import json
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -30,14 +34,19 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlparse
 
 from hookinbox.sources import (
+    Calendly,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
+    Intercom,
     LemonSqueezy,
+    Linear,
+    Mailgun,
     Mollie,
     MollieClassic,
     Paddle,
+    Postmark,
     Shopify,
     Slack,
     Source,
@@ -45,11 +54,19 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Twilio,
+    Twitch,
+    Typeform,
+    WorkOS,
+    Zoom,
 )
+from hookinbox.sources._svix_apps import Clerk, Resend
 
 Body = bytes | str | Mapping[str, Any] | list[Any]
-SignerFunction = Callable[[Any, bytes, int, dict[str, Any]], dict[str, str]]
-"""`(source, body, unix seconds, fields) -> headers`; pops the fields it understands."""
+SignerFunction = Callable[
+    [Any, bytes, int, dict[str, Any]], dict[str, str] | tuple[dict[str, str], bytes]
+]
+"""`(source, body, unix seconds, fields) -> headers`, or `(headers, body)` where the provider
+signs inside the body; pops the fields it understands."""
 T = TypeVar("T", bound=SignerFunction)
 
 JSON = "application/json"
@@ -57,7 +74,10 @@ FORM = "application/x-www-form-urlencoded"
 _NAMESPACE = uuid.UUID("6f1c1e8e-51f3-4a4e-9d0c-2b9a4f7f0b11")
 
 _SIGNERS: dict[type[Source], SignerFunction] = {}
-_LAZY = {"hookinbox.sources._paypal": "hookinbox.testing._paypal"}
+_LAZY = {
+    "hookinbox.sources._paypal": "hookinbox.testing._paypal",
+    "hookinbox.sources._discord": "hookinbox.testing._ed25519",
+}
 _FORM_SOURCES: tuple[type[Source], ...] = (Twilio, MollieClassic)
 
 
@@ -101,7 +121,8 @@ def sign(
     raw = encode_body(source, body, fields)
     timestamp = _timestamp(at)
     remaining = dict(fields)
-    headers = function(source, raw, timestamp, remaining)
+    signed = function(source, raw, timestamp, remaining)
+    headers, raw = signed if isinstance(signed, tuple) else (signed, raw)
     if remaining:
         names = ", ".join(sorted(remaining))
         raise TypeError(f"sign() got fields {type(source).__name__} does not use: {names}")
@@ -215,16 +236,24 @@ def _github(source: GitHub, body: bytes, t: int, fields: dict[str, Any]) -> dict
 
 
 def _standard_headers(
-    source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any]
+    source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any], prefix: str = "webhook"
 ) -> dict[str, str]:
-    key = secret_key(source, fields)
     message_id = fields.pop("message_id", None) or body_id(source, body, "msg_")
-    signature = _b64(key, f"{message_id}.{t}.".encode() + body)
+    signed = f"{message_id}.{t}.".encode() + body
+    # One entry per scheme the source trusts, space-separated: `v1` with its secret, `v1a`
+    # with its public key's private half (a sender moving to v1a signs with both).
+    signatures = []
+    if source._keys or "secret" in fields:
+        signatures.append("v1," + _b64(secret_key(source, fields), signed))
+    if source._public is not None or "private_key" in fields:
+        from hookinbox.testing._ed25519 import v1a_signature  # cryptography: on use only
+
+        signatures.append(v1a_signature(source, source._public, signed, fields))
     return {
         **_json_headers(fields),
-        "webhook-id": message_id,
-        "webhook-timestamp": str(t),
-        "webhook-signature": f"v1,{signature}",
+        f"{prefix}-id": message_id,
+        f"{prefix}-timestamp": str(t),
+        f"{prefix}-signature": " ".join(signatures),
     }
 
 
@@ -233,6 +262,13 @@ def _standard(
     source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any]
 ) -> dict[str, str]:
     return _standard_headers(source, body, t, fields)
+
+
+@register_signer(Resend)
+@register_signer(Clerk)
+def _svix(source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    # Svix's own header names, as Resend and Clerk send them.
+    return _standard_headers(source, body, t, fields, prefix="svix")
 
 
 @register_signer(GitLabSigned)
@@ -272,6 +308,41 @@ def _slack(source: Slack, body: bytes, t: int, fields: dict[str, Any]) -> dict[s
     retry = fields.pop("retry", 0)
     if retry:
         headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+    return headers
+
+
+@register_signer(Zoom)
+def _zoom(source: Zoom, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = _hex(secret_key(source, fields), f"v0:{t}:".encode() + body)
+    return {
+        **_json_headers(fields),
+        "User-Agent": "Zoom Marketplace/1.0a",
+        "x-zm-signature": f"v0={digest}",
+        "x-zm-request-timestamp": str(t),
+    }
+
+
+@register_signer(Twitch)
+def _twitch(source: Twitch, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    key = secret_key(source, fields)
+    message_id = fields.pop("message_id", None) or body_id(source, body)
+    timestamp = _iso(t).replace("Z", ".000000000Z")  # Twitch's nanoseconds
+    kind = fields.pop("message_type", "notification")
+    headers = {
+        **_json_headers(fields),
+        "Twitch-Eventsub-Message-Id": message_id,
+        "Twitch-Eventsub-Message-Retry": "0",
+        "Twitch-Eventsub-Message-Type": kind,
+        "Twitch-Eventsub-Message-Signature": "sha256="
+        + _hex(key, (message_id + timestamp).encode() + body),
+        "Twitch-Eventsub-Message-Timestamp": timestamp,
+    }
+    try:
+        subscription = json.loads(body)["subscription"]
+        headers["Twitch-Eventsub-Subscription-Type"] = str(subscription["type"])
+        headers["Twitch-Eventsub-Subscription-Version"] = str(subscription["version"])
+    except (ValueError, KeyError, TypeError):
+        pass
     return headers
 
 
@@ -364,3 +435,86 @@ def _hmac_source(source: HMACSource, body: bytes, t: int, fields: dict[str, Any]
     if source.type_header:
         headers[source.type_header] = fields.pop("event_type", "event")
     return headers
+
+
+# -- issue 23, round two: HMAC and credential sources --------------------------------------------
+
+
+@register_signer(WorkOS)
+def _workos(source: WorkOS, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    milliseconds = t * 1000  # WorkOS signs its timestamp in milliseconds
+    digest = _hex(secret_key(source, fields), f"{milliseconds}.".encode() + body)
+    return {**_json_headers(fields), "WorkOS-Signature": f"t={milliseconds}, v1={digest}"}
+
+
+@register_signer(Calendly)
+def _calendly(source: Calendly, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = _hex(secret_key(source, fields), f"{t}.".encode() + body)
+    return {**_json_headers(fields), "Calendly-Webhook-Signature": f"t={t},v1={digest}"}
+
+
+@register_signer(Intercom)
+def _intercom(source: Intercom, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = _hex(secret_key(source, fields), body, "sha1")
+    return {**_json_headers(fields), "X-Hub-Signature": f"sha1={digest}"}
+
+
+@register_signer(Typeform)
+def _typeform(source: Typeform, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    signature = _b64(secret_key(source, fields), body)
+    return {**_json_headers(fields), "Typeform-Signature": f"sha256={signature}"}
+
+
+@register_signer(Linear)
+def _linear(
+    source: Linear, body: bytes, t: int, fields: dict[str, Any]
+) -> tuple[dict[str, str], bytes]:
+    key = secret_key(source, fields)
+    delivery = fields.pop("delivery", None) or body_id(source, body)  # before the stamp
+    sent = body
+    payload = _json_object(body)
+    if payload is not None and "webhookTimestamp" not in payload:
+        # Linear puts the sending time, in milliseconds, in the body it signs.
+        sent = json.dumps({**payload, "webhookTimestamp": t * 1000}).encode()
+    event = fields.pop("event", None) or (payload or {}).get("type") or "Issue"
+    headers = {
+        **_json_headers(fields),
+        "Linear-Delivery": delivery,
+        "Linear-Event": str(event),
+        "Linear-Signature": _hex(key, sent),
+    }
+    return headers, sent
+
+
+@register_signer(Mailgun)
+def _mailgun(
+    source: Mailgun, body: bytes, t: int, fields: dict[str, Any]
+) -> tuple[dict[str, str], bytes]:
+    payload = _json_object(body)
+    if payload is None:
+        raise TypeError("Mailgun signs inside a JSON object body: pass a mapping")
+    token = fields.pop("token", None) or secrets.token_hex(25)  # 50 characters, new each time
+    digest = _hex(secret_key(source, fields), f"{t}{token}".encode())
+    block = {"timestamp": str(t), "token": token, "signature": digest}
+    sent = json.dumps({**payload, "signature": block}).encode()
+    return _json_headers(fields), sent
+
+
+@register_signer(Postmark)
+def _postmark(source: Postmark, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    username = fields.pop("username", source.username)
+    password = fields.pop("secret", None) or source._passwords[0]
+    credentials = base64.b64encode(f"{username}:{password}".encode()).decode()
+    return {
+        **_json_headers(fields),
+        "User-Agent": "Postmark",
+        "Authorization": f"Basic {credentials}",
+    }
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return payload if isinstance(payload, dict) else None

@@ -1,0 +1,89 @@
+"""How busy the database is with other work, read from the database itself.
+
+The pruner paces itself by it (`hookinbox._operations._pacing`): a database that serves
+deliveries and workers gets short batches with long pauses, an idle one long batches back to
+back. The gauge measures a window: `mark()` once the pruner's own transaction has committed,
+`sample()` when it is about to start the next, so the pruner never counts itself.
+
+- PostgreSQL (`pg_stat_activity`, which is live, unlike the cumulative statistics that
+  backends flush about once a second): the other client sessions of this database that ran
+  something during the window (active now, or changed state since the mark), and those
+  waiting now for a lock or for I/O, which is how the pruner's work shows up in theirs.
+- SQLite: `PRAGMA data_version` on a connection of the gauge's own changes whenever another
+  connection, of this process or another, has committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Pressure:
+    """Other work on the database during a window."""
+
+    others: int
+    """Other sessions that ran something (PostgreSQL); on SQLite 1 when another connection
+    committed, else 0."""
+    waiting: int
+    """Other sessions waiting for a lock or for I/O at the end of the window (PostgreSQL)."""
+
+    @property
+    def busy(self) -> bool:
+        return self.others > 0 or self.waiting > 0
+
+
+IDLE = Pressure(0, 0)
+
+_POSTGRES_NOW = sa.text("SELECT clock_timestamp()")
+_POSTGRES_OTHERS = sa.text(
+    "SELECT count(*) FILTER (WHERE state = 'active' OR state_change > :since),"
+    "       count(*) FILTER (WHERE wait_event_type IN ('Lock', 'LWLock', 'IO'))"
+    "  FROM pg_stat_activity"
+    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    "   AND backend_type = 'client backend'"
+)
+
+
+class PressureGauge:
+    """Samples `Pressure` on a connection of its own; `close()` when done."""
+
+    def __init__(self, store: Store) -> None:
+        self.dialect = store.dialect
+        with translate_errors():
+            self._connection: Connection = store.engine.connect()
+        self._mark: object | None = None
+
+    def mark(self) -> None:
+        """The pruner's own transaction is over: the window starts."""
+        with translate_errors():
+            if self.dialect == "postgresql":
+                self._mark = self._connection.execute(_POSTGRES_NOW).scalar_one()
+            else:
+                self._mark = self._connection.exec_driver_sql("PRAGMA data_version").scalar_one()
+            self._connection.rollback()
+
+    def sample(self) -> Pressure:
+        """Other work since `mark()`."""
+        if self._mark is None:
+            return IDLE
+        with translate_errors():
+            if self.dialect == "postgresql":
+                # pg_stat_activity is read once per transaction: a new one each time.
+                others, waiting = self._connection.execute(
+                    _POSTGRES_OTHERS, {"since": self._mark}
+                ).one()
+                self._connection.rollback()
+                return Pressure(int(others), int(waiting))
+            version = self._connection.exec_driver_sql("PRAGMA data_version").scalar_one()
+            self._connection.rollback()
+            return Pressure(int(version != self._mark), 0)
+
+    def close(self) -> None:
+        self._connection.close()

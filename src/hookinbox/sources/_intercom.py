@@ -1,0 +1,35 @@
+"""Intercom: `X-Hub-Signature: sha1=<hex>`, HMAC-SHA1 of the body with the app's client secret.
+
+The key is the notification's `id` (`notif_...`); its type is `topic`, its time `created_at`.
+Intercom signs no timestamp. The `ping` topic Intercom sends from the Developer Hub is stored
+like any other notification (it carries an id); handlers that do not register for it never
+see it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from hookinbox.sources._base import (
+    Headers,
+    Identity,
+    SecretSource,
+    check_prefixed_hex_hmac,
+    fields_identity,
+)
+
+
+class Intercom(SecretSource):
+    default_name = "intercom"
+    # The retry schedule is not confirmed; a subscription failing for seven days is suspended.
+    redelivery_window = timedelta(days=3)
+    stored_headers = ("x-hub-signature",)
+    signature_headers = stored_headers
+
+    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
+        check_prefixed_hex_hmac(
+            headers, body, self._keys, prefix="sha1=", name="X-Hub-Signature", algorithm="sha1"
+        )
+
+    def identify(self, headers: Headers, body: bytes) -> Identity:
+        return fields_identity(body, id_field="id", type_field="topic", time_field="created_at")

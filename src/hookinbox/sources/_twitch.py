@@ -1,0 +1,127 @@
+"""Twitch EventSub over webhooks: `Twitch-Eventsub-Message-Signature: sha256=<hex>`.
+
+The HMAC-SHA256 (key: the subscription's secret, as typed) covers the message id, the
+timestamp and the body, concatenated: `{Twitch-Eventsub-Message-Id}{...-Timestamp}{body}`. The
+timestamp is RFC 3339 with nanoseconds; Twitch asks receivers to refuse messages older than
+10 minutes, so the tolerance is 600 s (both ways, as everywhere here).
+
+`Twitch-Eventsub-Message-Type` says what the message is:
+- `webhook_callback_verification`: answered with the `challenge`, as it stands, in
+  `text/plain`, and nothing is stored;
+- `notification`: an event, stored under the message id (Twitch keeps it when it resends);
+- `revocation`: Twitch ended the subscription (its `subscription.status` says why): stored
+  as an event of type `revocation`, so a handler or an operator learns of it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from hookinbox._errors import BadSignature, PayloadError
+from hookinbox.sources._base import (
+    Headers,
+    Identity,
+    TimestampedSource,
+    check_tolerance,
+    decode_digests,
+    event_key,
+    lookup,
+    optional_text,
+    parse_json_object,
+    require_header,
+    require_match,
+)
+
+VERIFICATION = "webhook_callback_verification"
+REVOCATION = "revocation"
+REPLAY_WINDOW = 600.0
+"""Twitch's advice: refuse a message whose timestamp is more than 10 minutes old."""
+RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?([Zz]|[+-]\d\d:\d\d)")
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """An RFC 3339 time with up to nanoseconds (Python reads at most microseconds)."""
+    match = RFC3339.fullmatch(text.strip())
+    if match is None:
+        raise BadSignature("Twitch-Eventsub-Message-Timestamp is not an RFC 3339 time")
+    whole, fraction, zone = match.groups()
+    zone = "+00:00" if zone in ("Z", "z") else zone
+    try:
+        parsed = datetime.fromisoformat(f"{whole.replace('t', 'T')}{zone}")
+    except ValueError as exc:
+        raise BadSignature("Twitch-Eventsub-Message-Timestamp is not a valid time") from exc
+    micros = int((fraction or "0").ljust(6, "0")[:6])
+    return parsed.replace(microsecond=micros).astimezone(UTC)
+
+
+class Twitch(TimestampedSource):
+    default_name = "twitch"
+    # Twitch resends a message it is unsure was received, with the same id, and documents
+    # no schedule; a day keeps the key well past any resend.
+    redelivery_window = timedelta(days=1)
+    stored_headers = (
+        "twitch-eventsub-message-id",
+        "twitch-eventsub-message-timestamp",
+        "twitch-eventsub-message-signature",
+        "twitch-eventsub-message-type",
+        "twitch-eventsub-message-retry",
+        "twitch-eventsub-subscription-type",
+        "twitch-eventsub-subscription-version",
+    )
+    signature_headers = (
+        "twitch-eventsub-message-id",
+        "twitch-eventsub-message-timestamp",
+        "twitch-eventsub-message-signature",
+    )
+
+    def __init__(
+        self,
+        *,
+        secret: str | Sequence[str],
+        name: str | None = None,
+        tolerance: float | None = REPLAY_WINDOW,
+    ) -> None:
+        super().__init__(secret=secret, name=name, tolerance=tolerance)
+
+    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
+        candidates = decode_digests(
+            headers,
+            "twitch-eventsub-message-signature",
+            what="Twitch-Eventsub-Message-Signature",
+            prefix="sha256=",
+        )
+        message_id = require_header(headers, "twitch-eventsub-message-id")
+        timestamp_text = require_header(headers, "twitch-eventsub-message-timestamp")
+        sent = parse_rfc3339(timestamp_text)
+        try:
+            signed = (message_id + timestamp_text).encode() + body
+        except UnicodeEncodeError as exc:  # a lone surrogate: no sender could have signed it
+            raise BadSignature("Twitch-Eventsub-Message-Id is not valid text") from exc
+        require_match(self._keys, candidates, signed)
+        check_tolerance(int(sent.timestamp()), now=now, tolerance=self.tolerance)
+
+    def handshake(self, headers: Headers, body: bytes) -> str | None:
+        if headers.get("twitch-eventsub-message-type") != VERIFICATION:
+            return None
+        challenge = parse_json_object(body).get("challenge")
+        if optional_text(challenge, limit=1024) is None:
+            raise PayloadError("webhook_callback_verification without a usable challenge")
+        assert isinstance(challenge, str)
+        return challenge
+
+    def identify(self, headers: Headers, body: bytes) -> Identity:
+        payload = parse_json_object(body)
+        kind = headers.get("twitch-eventsub-message-type")
+        if kind == REVOCATION:
+            event_type: str | None = REVOCATION
+        else:
+            event_type = optional_text(lookup(payload, "subscription.type"))
+        timestamp = headers.get("twitch-eventsub-message-timestamp", "")
+        return Identity(
+            event_id=event_key(headers.get("twitch-eventsub-message-id"), "message id"),
+            event_type=event_type,
+            occurred_at=parse_rfc3339(timestamp) if timestamp else None,
+            payload=payload,
+        )

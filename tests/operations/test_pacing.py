@@ -1,0 +1,51 @@
+"""The pruner's pace: what the database says about other work, and what the pacer makes of it."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from hookinbox._operations._pacing import Pacer
+from hookinbox._storage import Pressure, PressureGauge, Store
+
+
+def test_the_gauge_sees_other_sessions_work_and_not_its_own(store: Store) -> None:
+    gauge = PressureGauge(store)
+    other = sa.create_engine(store.engine.url, poolclass=sa.NullPool)
+    try:
+        gauge.mark()
+        assert gauge.sample() == Pressure(0, 0)  # nobody else did anything
+        gauge.mark()
+        with other.connect() as connection:  # another session commits a write (and stays,
+            # as a pooled connection does: PostgreSQL lists only sessions still connected)
+            connection.exec_driver_sql("UPDATE hookinbox_schema_versions SET version = version")
+            connection.commit()
+            assert gauge.sample().busy
+        gauge.mark()
+        assert not gauge.sample().busy  # the window starts again at each mark
+    finally:
+        gauge.close()
+        other.dispose()
+
+
+def test_busy_batches_are_short_and_sparse() -> None:
+    pacer = Pacer(rows=500)
+    # 500 rows took 0.5 s while others worked: 1 ms a row, so 50 ms is 50 rows.
+    pause = pacer.next_pause(500, 0.5, Pressure(others=2, waiting=0))
+    assert pacer.rows == 50
+    assert pause == 0.5 * 0.75 / 0.25  # a duty cycle of a quarter
+
+
+def test_idle_batches_grow_towards_half_a_second_and_follow_closely() -> None:
+    pacer = Pacer(rows=500)
+    for _ in range(20):
+        pause = pacer.next_pause(pacer.rows, pacer.rows * 1e-4, Pressure(0, 0))  # 0.1 ms a row
+    assert pacer.rows == pacer.max_rows  # 0.5 s would be 5,000 rows: the cap
+    assert pause < 0.06  # 0.5 s of work, a tenth of it as pause
+
+
+def test_others_waiting_double_the_pause_until_they_no_longer_wait() -> None:
+    pacer = Pacer(rows=100)
+    waiting = Pressure(others=1, waiting=3)
+    pauses = [pacer.next_pause(100, 0.01, waiting) for _ in range(8)]
+    assert pauses == sorted(pauses) and pauses[-1] == pacer.max_pause
+    assert pacer.next_pause(100, 0.01, Pressure(others=1, waiting=0)) < 0.05
