@@ -43,6 +43,7 @@ EXTRAS: dict[str, Extra] = {
     "http": Extra("an HTTP client (httpx)", ("httpx",)),
     "simulate": Extra("the simulator (httpx, rich)", ("httpx", "rich")),
     "redis": Extra("the Redis client (redis)", ("redis",)),
+    "otel": Extra("the OpenTelemetry API (opentelemetry-api)", ("opentelemetry",)),
 }
 
 

@@ -183,7 +183,7 @@ class StoreCollector:
         try:
             now = datetime.now(UTC)
             with self.store.reading() as connection:
-                figures = open_figures(connection)
+                figures = open_figures(connection, now)
                 messages = outbox_backlog(connection)
                 ratios = {
                     window: duplicate_ratio(connection, now - delta)
@@ -202,6 +202,14 @@ class StoreCollector:
                        Status.STALE):  # fmt: skip
             by_status.add_metric([status.value], figures.count(status))
         yield by_status
+        live = GaugeMetricFamily(
+            "hookinbox_live_workers",
+            "Worker and relay processes whose heartbeat has not expired, by host and kind",
+            labels=["host", "kind"],
+        )
+        for (host, kind), count in sorted(figures.workers.items()):
+            live.add_metric([host, kind], count)
+        yield live
         yield _age("hookinbox_oldest_pending_age_seconds", "Age of the oldest pending event",
                    figures.oldest_pending, now)  # fmt: skip
         yield _age("hookinbox_oldest_deferred_age_seconds", "Time the oldest deferred event has "

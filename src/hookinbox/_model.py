@@ -95,6 +95,14 @@ class Event:
     forced_replay_at: datetime | None = None
     """When an operator last replayed it after it had been processed (`replay --force`): the
     first run's writes stay in place, whatever the re-run does."""
+    attempts_before_replay: int = 0
+    """`attempts` as it was at the last replay (0 if never replayed). `attempts` counts every
+    attempt ever made, across replays; the retry budget counts from the last replay."""
+
+    @property
+    def attempts_since_replay(self) -> int:
+        """The attempts of the current run: what `RetryPolicy(max_attempts=...)` limits."""
+        return self.attempts - self.attempts_before_replay
 
     @cached_property
     def payload(self) -> Any:

@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from sqlalchemy import Connection
 
+from hookinbox import _tracing as tracing
 from hookinbox._errors import (
     AckDeadlinePassed,
     DeliveryIgnored,
@@ -135,6 +136,10 @@ class Verified:
     batch: tuple[NewDelivery, ...] = ()
     """Every event of a batched delivery (`delivery` is the first), stored in one
     transaction; empty for the usual delivery of one event."""
+    span: Any = field(default=None, repr=False, compare=False)
+    """The delivery's `receive` span (OpenTelemetry), ended with the reply; None without it."""
+    verified_ns: int = 0
+    """`time.time_ns()` when verification ended: where the `store` span starts."""
     _answered: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def settle(self) -> bool:
@@ -201,14 +206,19 @@ class BaseReceiver(ABC):
         source = self.sources.get(source_name)
         if source is None:
             reply = _reject(404, Outcome.UNKNOWN_SOURCE, f"no source named {source_name!r}")
+            # The name comes from the URL: never a span name either (cardinality).
+            span = tracing.start_receive("unknown", {}, len(body))
         elif len(body) > self.max_body_size:
             reply = self._too_large()
+            span = tracing.start_receive(source_name, {}, len(body))
         else:
-            step = self._verify(source, normalize_headers(headers), body, started)
+            normalized = normalize_headers(headers)
+            span = tracing.start_receive(source_name, normalized, len(body))
+            step = self._verify(source, normalized, body, started, span)
             if isinstance(step, Verified):
                 return step
             reply = step
-        return self._finish(source_name, reply, started, known=source is not None)
+        return self._finish(source_name, reply, started, known=source is not None, span=span)
 
     def committer_for(self, verified: Verified) -> GroupCommitter | None:
         """The group committer that stores this delivery, or None: `store_verified` then
@@ -271,9 +281,15 @@ class BaseReceiver(ABC):
         if reply.outcome in STORED:
             reply = self._source_answer(verified, reply)
         if verified.settle():
+            storing = tracing.start_child(
+                verified.span, "store", self.store_attributes(), kind="client",
+                start_time=verified.verified_ns,
+            )  # fmt: skip
+            tracing.end(storing, error=_server_error(reply))
             return self._finish(
-                delivery.source, reply, verified.started, known=True, delivery=delivery
-            )
+                delivery.source, reply, verified.started, known=True, delivery=delivery,
+                span=verified.span,
+            )  # fmt: skip
         # The ack deadline answered 503 first; say what became of the delivery after all.
         log.log(
             logging.INFO if reply.ok else logging.WARNING,
@@ -306,9 +322,21 @@ class BaseReceiver(ABC):
         *,
         known: bool,
         delivery: NewDelivery | None = None,
+        span: Any = None,
     ) -> Reply:
         elapsed = time.perf_counter() - started
         self._log(source_name, reply, elapsed, delivery)
+        event_id = reply.body.get("event_id") or (delivery.event_id if delivery else None)
+        tracing.end(
+            span,
+            {
+                "http.response.status_code": reply.status_code,
+                "messaging.message.id": event_id,
+                "hookinbox.outcome": reply.outcome.value,
+                "hookinbox.event.type": reply.event_type,
+            },
+            error=_server_error(reply),
+        )
         # An unknown source's name comes from the URL: never a metric label (cardinality).
         label = source_name if known else "unknown"
         count_delivery(
@@ -316,41 +344,31 @@ class BaseReceiver(ABC):
         )
         return reply
 
+    def store_attributes(self) -> dict[str, Any]:
+        """The `store` span's attributes (the database's semantic conventions)."""
+        return {}
+
     def _verify(
-        self, source: Source, headers: Mapping[str, str], body: bytes, started: float
+        self, source: Source, headers: Mapping[str, str], body: bytes, started: float, span: Any
     ) -> Reply | Verified:
         now = self.clock()
-        try:
-            if source.batched:
-                return self._verify_batch(source, headers, body, started, now)
-            identity = source.authenticate(headers, body, now=now)
-        except VerificationError as error:
-            return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
-        except PayloadError as error:
-            return _reject(400, Outcome.BAD_REQUEST, error.message)
-        except VerificationUnavailable as error:
-            return self.unavailable(error.message)
-        except DeliveryIgnored:
-            return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
-        except Handshake as handshake:
-            return _handshake(handshake)
+        verifying = tracing.start_child(span, "verify", {"messaging.destination.name": source.name})
+        identified = self._authenticate(source, headers, body, now)
+        if isinstance(identified, Reply):
+            tracing.end(verifying, error=None if identified.ok else identified.outcome.value)
+            return identified
+        tracing.end(verifying)
         received_at = datetime.fromtimestamp(now, UTC)
-        delivery = self._new_delivery(
-            source, identity, body, received_at, source.headers_to_store(headers)
-        )
-        return Verified(delivery, started, identity.answer)
-
-    def _verify_batch(
-        self, source: Source, headers: Mapping[str, str], body: bytes, started: float, now: float
-    ) -> Verified:
-        """A batched delivery: one `NewDelivery` per event, sharing the stored headers."""
-        identities = cast(BatchSource, source).authenticate_batch(headers, body, now=now)
-        received_at = datetime.fromtimestamp(now, UTC)
-        kept = source.headers_to_store(headers)
-        batch = tuple(
-            self._new_delivery(source, identity, body, received_at, kept) for identity in identities
-        )
-        return Verified(batch[0], started, None, batch)
+        # The receive span's context goes with the event: its processing continues the trace.
+        kept = {**source.headers_to_store(headers), **tracing.carrier_of(span)}
+        if isinstance(identified, list):  # a batched delivery: one `NewDelivery` per event
+            batch = tuple(
+                self._new_delivery(source, identity, body, received_at, kept)
+                for identity in identified
+            )
+            return Verified(batch[0], started, None, batch, span, time.time_ns())
+        delivery = self._new_delivery(source, identified, body, received_at, kept)
+        return Verified(delivery, started, identified.answer, (), span, time.time_ns())
 
     def _new_delivery(
         self,
@@ -379,6 +397,26 @@ class BaseReceiver(ABC):
             ).hexdigest(),
             stale=stale,
         )
+
+    def _authenticate(
+        self, source: Source, headers: Mapping[str, str], body: bytes, now: float
+    ) -> Identity | list[Identity] | Reply:
+        """The source's identity of the delivery (each event's, for a batched source), or the
+        reply that ends it here."""
+        try:
+            if source.batched:
+                return list(cast(BatchSource, source).authenticate_batch(headers, body, now=now))
+            return source.authenticate(headers, body, now=now)
+        except VerificationError as error:
+            return _reject(401, Outcome.INVALID_SIGNATURE, error.message)
+        except PayloadError as error:
+            return _reject(400, Outcome.BAD_REQUEST, error.message)
+        except VerificationUnavailable as error:
+            return self.unavailable(error.message)
+        except DeliveryIgnored:
+            return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
+        except Handshake as handshake:
+            return _handshake(handshake)
 
     def _not_processed(self, detail: str) -> Reply:
         body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}
@@ -415,6 +453,11 @@ class BaseReceiver(ABC):
         )
 
 
+def _server_error(reply: Reply) -> str | None:
+    """A span's error for a 5xx answer (a 4xx is the sender's mistake, not a failure here)."""
+    return str(reply.status_code) if reply.status_code >= 500 else None
+
+
 class Receiver(BaseReceiver):
     """Turns (source name, headers, raw body) into a stored event and a `Reply`."""
 
@@ -439,6 +482,13 @@ class Receiver(BaseReceiver):
 
     def ping(self) -> None:
         self.store.ping()
+
+    def store_attributes(self) -> dict[str, Any]:
+        return {
+            "db.system.name": self.store.dialect,
+            "db.operation.name": "INSERT",
+            "db.collection.name": "hookinbox_events",
+        }
 
     def metrics(self) -> tuple[bytes, str]:
         return exposition(self.store)

@@ -223,6 +223,9 @@ def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "HOOKINBOX_MAX_STALE",
     ):
         monkeypatch.delenv(name, raising=False)
+    # These tests run no worker process, so none is ever alive; the liveness alarm has its
+    # own tests (tests/processes/test_liveness.py), with real workers.
+    monkeypatch.setenv("HOOKINBOX_MIN_WORKERS", "0")
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ LIST_FIELDS = {
     "status",
     "outcome",
     "attempts",
+    "attempts_before_replay",
     "deferrals",
     "delivery_count",
     "key_conflicts",

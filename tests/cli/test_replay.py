@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import sqlalchemy as sa
@@ -27,13 +28,34 @@ def test_replay_a_failed_event_then_a_worker_processes_it(shop: Shop) -> None:
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == "stripe evt_1: failed -> pending\n"
     replayed = shop.event("evt_1")
-    assert (replayed.status, replayed.attempts, replayed.outcome) == (Status.PENDING, 0, None)
+    assert (replayed.status, replayed.attempts, replayed.outcome) == (Status.PENDING, 2, None)
+    assert replayed.attempts_since_replay == 0  # attempts are history; the budget is full
 
     shop.outage.on = False  # the payments API is back
     shop.catch_up()  # the replay made it due at the CLI's "now"
     assert shop.process() == 1
     processed = shop.event("evt_1")
-    assert (processed.status, processed.attempts) == (Status.PROCESSED, 1)
+    assert (processed.status, processed.attempts) == (Status.PROCESSED, 3)
+
+
+def test_a_replayed_event_gets_its_full_budget_and_its_attempts_keep_counting(shop: Shop) -> None:
+    shop.fail(1)  # max_attempts (2) spent
+    assert shop.cli("replay", "stripe", "evt_1").returncode == 0
+    shop.catch_up()
+    shop.process()
+    retried = shop.event("evt_1")
+    assert (retried.status, retried.attempts, retried.attempts_since_replay) == (
+        Status.PENDING,
+        3,
+        1,
+    )
+    shop.clock.advance(10)  # past the retry delay, counted from the replay's first retry (5 s)
+    shop.process()
+    spent = shop.event("evt_1")
+    assert (spent.status, spent.outcome, spent.attempts) == (Status.FAILED, "max_attempts", 4)
+    listed = shop.cli("events", "list", "--json")
+    [row] = [r for r in json.loads(listed.stdout) if r["event_id"] == "evt_1"]
+    assert (row["attempts"], row["attempts_before_replay"]) == (4, 2)
 
 
 def test_replaying_a_processed_event_needs_force(shop: Shop) -> None:
@@ -53,7 +75,7 @@ def test_replaying_a_processed_event_needs_force(shop: Shop) -> None:
     assert forced.returncode == 0, forced.stderr
     assert forced.stdout == "stripe evt_1: processed -> pending\n"
     replayed = shop.event("evt_1")
-    assert (replayed.status, replayed.attempts, replayed.processed_at) == (Status.PENDING, 0, None)
+    assert (replayed.status, replayed.attempts, replayed.processed_at) == (Status.PENDING, 1, None)
     shop.catch_up()
     shop.process()  # the handler runs again; the order's unique payment id absorbs it
     again = shop.event("evt_1")
@@ -102,7 +124,8 @@ def test_bulk_replay_touches_exactly_the_matching_events(shop: Shop) -> None:
         ("stripe", "evt_1"): "pending",
         ("stripe", "evt_2"): "pending",
     }
-    assert shop.event("evt_1").attempts == shop.event("evt_2").attempts == 0
+    assert [shop.event(e).attempts_since_replay for e in ("evt_1", "evt_2")] == [0, 0]
+    assert shop.event("evt_1").attempts == shop.event("evt_2").attempts == 2  # history
     assert shop.event("evt_3", "connect").attempts == 2
     line = error_line(refused, 2)
     assert "replaying processed events runs them again" in line and "--force" in line

@@ -60,6 +60,27 @@ def test_find_read_replay_a_failed_event_in_a_browser(shop: Shop, tmp_path: Path
             expect(page.get_by_text("failed events: 1 (threshold 0)")).to_be_visible()
             page.screenshot(path=str(artefacts / "overview.png"), full_page=True)
 
+            # Charts with axes, per source, over 24 hours (per hour) and 7 days (per 6 hours).
+            page.get_by_role("link", name="Charts", exact=True).click()
+            expect(page.get_by_role("heading", name="Charts: 24 hours, per hour")).to_be_visible()
+            expect(page.get_by_role("heading", name="stripe")).to_be_visible()
+            expect(page.locator("#chart-1-volume rect")).to_have_count(24)
+            expect(page.locator("#chart-1-volume .axis.time text")).to_have_count(4)
+            expect(page.locator("#chart-1-duplicates circle")).to_have_count(24)
+            page.screenshot(path=str(artefacts / "charts.png"), full_page=True)
+            page.get_by_role("link", name="7d", exact=True).click()
+            expect(page.get_by_role("heading", name="Charts: 7 days, per 6 hours")).to_be_visible()
+            expect(page.locator("#chart-1-failures rect")).to_have_count(28)
+
+            # Payload search: the value at a JSON path.
+            page.get_by_role("link", name="Events", exact=True).click()
+            page.get_by_label("Payload path").fill("data.object.id")
+            page.get_by_label("equals").fill("in_2")
+            page.get_by_role("button", name="Filter").click()
+            expect(page.locator("#search-note")).to_be_visible()
+            expect(page.get_by_role("link", name="evt_1")).to_have_count(0)
+            expect(page.get_by_role("link", name="evt_2")).to_be_visible()
+
             page.get_by_role("link", name="Events", exact=True).click()
             page.get_by_label("Status").select_option("failed")
             page.get_by_role("button", name="Filter").click()
@@ -83,7 +104,13 @@ def test_find_read_replay_a_failed_event_in_a_browser(shop: Shop, tmp_path: Path
             page.screenshot(path=str(artefacts / "event-processed.png"), full_page=True)
 
             page.set_viewport_size({"width": 390, "height": 844})  # a phone
-            for path in ("/admin/", "/admin/events", "/admin/event?source=stripe&id=evt_2"):
+            pages = (
+                "/admin/",
+                "/admin/events",
+                "/admin/charts",
+                "/admin/event?source=stripe&id=evt_2",
+            )
+            for path in pages:
                 page.goto(base + path)
                 # Wide tables scroll inside their box; the page itself never scrolls sideways.
                 assert page.evaluate("document.documentElement.scrollWidth <= innerWidth"), path

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from hookinbox import Status
-from hookinbox._storage import Store
+from hookinbox._operations import Thresholds
+from hookinbox._storage import Beat, Store, beat
 from hookinbox.dashboard import dashboard_app
 from tests.cli.conftest import UNREACHABLE, Shop, customer_created
 from tests.dashboard.conftest import TOKEN, Browser, csrf_of
@@ -57,6 +59,49 @@ def test_overview_with_nothing_breached(signed_in: Browser, shop: Shop) -> None:
     assert "breach" not in page.replace("Thresholds breached", "")
 
 
+def test_overview_shows_live_workers_per_host_and_alarms_below_the_minimum(shop: Shop) -> None:
+    started = datetime.now(UTC) - timedelta(hours=1)
+    for name, kind, host, beat_at in (
+        ("a", "worker", "web-1", datetime.now(UTC)),
+        ("b", "relay", "web-1", datetime.now(UTC)),
+        ("c", "worker", "web-2", datetime.now(UTC) - timedelta(minutes=5)),  # SIGKILLed
+    ):
+        me = Beat(name, kind, host, pid=100, started_at=started)
+        beat(shop.inbox.store, me, now=beat_at, alive_for=timedelta(seconds=30))
+    dashboard = dashboard_app(shop.inbox.store, TOKEN, thresholds=Thresholds(min_workers=2))
+    browser = Browser(Starlette(routes=[Mount("/admin", dashboard)]))
+    assert browser.sign_in().status_code == 303
+
+    page = browser.get("/admin/").text
+
+    assert (
+        "<li>live workers: 1 (threshold: at least 2; no heartbeat within 3 intervals)</li>" in page
+    )
+    live = re.search(r'<p id="live-workers" class="breach">(.*?)</p>', page, re.S)
+    assert live is not None
+    text = re.sub(r"<[^>]+>", "", live.group(1)).split()
+    assert " ".join(text) == "Live: 1 relay on web-1, 1 worker on web-1."
+    row = r"<code>(web-\d)</code></td><td>(\w+)</td>.*?<td[^>]*>(alive|no heartbeat)</td>"
+    states = re.findall(row, page, re.S)
+    assert states == [("web-1", "worker", "alive"), ("web-1", "relay", "alive"),
+                      ("web-2", "worker", "no heartbeat")]  # fmt: skip
+
+
+def test_charts_per_source_over_24_hours_and_7_days(signed_in: Browser, shop: Shop) -> None:
+    shop.deliver(checkout(1), times=2)
+    shop.fail(2, source="connect")
+
+    day, week = signed_in.get("/admin/charts").text, signed_in.get("/admin/charts?window=7d").text
+
+    assert re.findall(r'<h2 id="source-\d">(\w+)</h2>', day) == ["connect", "stripe"]
+    stripe = day.split(">stripe</h2>")[1]
+    assert '<figcaption id="chart-2-volume-caption">Deliveries (2)</figcaption>' in stripe
+    assert re.search(r"<title>\d{4}-\d\d-\d\d \d\d:00 UTC: 50.0%</title>", stripe)  # 1 of 2
+    assert "Events received then, failed now (1)" in day.split(">stripe</h2>")[0]
+    assert week.count("<rect ") == 2 * 2 * 28 and "Charts: 7 days, per 6 hours" in week
+    assert signed_in.get("/admin/charts?window=1y").status_code == 400
+
+
 def test_event_list_filters_and_searches(signed_in: Browser, shop: Shop) -> None:
     shop.deliver(checkout(1))
     shop.deliver(customer_created(2))
@@ -71,6 +116,12 @@ def test_event_list_filters_and_searches(signed_in: Browser, shop: Shop) -> None
     assert event_ids(signed_in.get("/admin/events?status=failed&source=connect").text) == ["evt_4"]
     assert event_ids(signed_in.get("/admin/events?type=customer.created").text) == ["evt_2"]
     assert event_ids(signed_in.get("/admin/events?q=evt_1").text) == ["evt_1"]
+    # A payload search: a JSON path and the value there; no bulk replay offered beside it.
+    by_payload = signed_in.get("/admin/events?status=failed&path=data.object.id&equals=in_3")
+    assert event_ids(by_payload.text) == ["evt_3"] and 'id="search-note"' in by_payload.text
+    assert "Replay all failed events" not in by_payload.text
+    refused = signed_in.get("/admin/events", params={"path": "data') OR 1=1 --", "equals": "x"})
+    assert refused.status_code == 400 and "letters, digits, _ and - only" in refused.text
     assert event_ids(signed_in.get("/admin/events?since=1h").text) == [
         "evt_4", "evt_3", "evt_2", "evt_1"
     ]  # fmt: skip
@@ -133,6 +184,14 @@ def test_event_detail_shows_body_headers_deliveries_errors_and_messages(
     assert '<dd id="status" class="breach">failed</dd>' in failed
     assert "<dt>Attempts</dt><dd>2</dd>" in failed
     assert "RuntimeError: payments API down" in failed
+    # The user's frame first (the handler, in tests/cli/conftest.py), hookinbox's counted after.
+    trace = html.unescape(failed.split("<h2>Last error</h2>")[1].split("</pre>")[0])
+    trace = trace.split("<pre>", 1)[1]
+    lines = trace.splitlines()
+    assert lines[1].startswith('  File "') and lines[1].endswith(", in on_invoice")
+    assert "tests/cli/conftest.py" in lines[1]
+    assert re.fullmatch(r"  \(\d hookinbox frames not shown\)", lines[-1])
+    assert "Next attempt" not in failed and "Next attempt" not in page  # none is due
     assert "Replay this event" in failed
     missing = signed_in.get("/admin/event?source=stripe&id=evt_none")
     assert missing.status_code == 404
@@ -153,7 +212,12 @@ def test_replay_a_failed_event_then_a_worker_processes_it(signed_in: Browser, sh
     assert done.status_code == 303
     assert done.headers["location"] == "/admin/event?source=stripe&id=evt_1&done=replayed"
     assert "Replayed: the event is back to pending" in signed_in.get(done.headers["location"]).text
-    assert (shop.event("evt_1").status, shop.event("evt_1").attempts) == (Status.PENDING, 0)
+    replayed = shop.event("evt_1")
+    assert (replayed.status, replayed.attempts, replayed.attempts_since_replay) == (
+        Status.PENDING,
+        2,
+        0,
+    )
     shop.outage.on = False
     shop.catch_up()
     shop.process()

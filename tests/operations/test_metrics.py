@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from hookinbox import Inbox
+from hookinbox._storage import Beat, beat
 from tests.apps import orders as orders_app
 from tests.processing.conftest import checkout, subscription_update
 from tests.support.asgi import ASGIClient
 from tests.support.server import running_server
 from tests.support.signing import stripe_delivery
 
+ROOT = Path(__file__).resolve().parents[2]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
@@ -134,3 +140,28 @@ def test_serve_sums_every_process_into_one_metrics_page(db_url: str) -> None:
             accepted = value(samples, "hookinbox_deliveries_total", source="stripe",
                              type="checkout.session.completed", outcome="accepted")  # fmt: skip
             assert accepted == 40
+
+
+def test_the_grafana_dashboard_in_the_docs_queries_metrics_that_exist(inbox: Inbox) -> None:
+    """docs/grafana/hookinbox.json: every metric its queries name is on `/metrics`."""
+    dashboard = json.loads((ROOT / "docs" / "grafana" / "hookinbox.json").read_text())
+    queried = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\bhookinbox_[a-z0-9_]+\b", target["expr"])
+    }
+    client = ASGIClient(inbox.asgi())
+    headers, body = stripe_delivery(checkout(1), orders_app.STRIPE_SECRET)
+    client.post("/webhooks/stripe", headers=headers, content=body)
+    inbox.process_due()
+    me = Beat("grafana", "worker", "web-1", pid=1, started_at=datetime.now(UTC))
+    beat(inbox.store, me, now=datetime.now(UTC), alive_for=timedelta(seconds=30))
+    response = client.get("/metrics")
+    declared = set(re.findall(r"^# TYPE (\S+)", response.text, re.MULTILINE))
+    served = {name for name, _ in parse(response.text)} | declared
+
+    assert len(queried) >= 10
+    assert sorted(queried - served) == []
+    titles = [panel["title"] for panel in dashboard["panels"]]
+    assert len(titles) == len(set(titles)) and dashboard["uid"] == "hookinbox"

@@ -93,7 +93,7 @@ def test_cli_replays_write_who_when_why_and_what_was_reset(
     assert forced.returncode == 0, forced.stderr
     assert bulk.returncode == 0, bulk.stderr
     done = _shown(db_url, "evt_done")
-    assert done["attempts"] == 0  # reset: the retry policy's count starts again
+    assert (done["attempts"], done["attempts_before_replay"]) == (1, 1)  # history, not reset
     [row] = done["audit"]
     at = datetime.fromisoformat(row.pop("at"))
     assert at >= before.replace(microsecond=0)
@@ -160,7 +160,7 @@ def test_dashboard_replay_writes_a_row_shown_on_the_event_page(inbox: Inbox) -> 
     page = admin.get("/admin/event", params={"source": "stripe", "id": "evt_page"}).text
     assert "&lt;b&gt;retry&lt;/b&gt; after the fix" in page  # escaped, as all stored text
     assert "<td>dashboard</td>" in page
-    assert "0 since the last replay (1 in all, over 2 runs)" in page  # attempts are history
+    assert "1 in all, over 2 runs (0 since the last replay)" in page  # attempts are history
 
 
 def test_a_refused_or_failed_replay_writes_no_row(inbox: Inbox, backend: str) -> None:

@@ -4,8 +4,8 @@
   fails ends `failed` with the first run's writes still in place: "failed" no longer means "no
   effect". The event keeps the mark (`forced_replay_at`), which `events show --json` prints and
   the dashboard's event page states.
-- Replaying a pending event (waiting for its next retry) resets its attempts to 0 and makes it
-  due now, as the docs say (docs/operations.md, docs/cli.md).
+- Replaying a pending event (waiting for its next retry) gives it its full retry budget (its
+  attempts keep counting) and makes it due now, as the docs say (docs/operations.md, docs/cli.md).
 
 On SQLite and PostgreSQL.
 """
@@ -112,7 +112,7 @@ def test_a_failed_rerun_after_replay_force_leaves_the_first_runs_writes(
     )
 
 
-def test_replaying_a_pending_event_resets_its_attempts(
+def test_replaying_a_pending_event_refills_its_retry_budget(
     shop: tuple[Inbox, Switch], db_url: str
 ) -> None:
     inbox, _ = shop
@@ -124,6 +124,7 @@ def test_replaying_a_pending_event_resets_its_attempts(
     replayed = run_cli("replay", "stripe", "evt_waiting", "--database-url", db_url)
     assert replayed.returncode == 0, replayed.stderr
     after = inbox.store.get_event("stripe", "evt_waiting")
-    assert after is not None and (after.status, after.attempts) == (Status.PENDING, 0)
+    assert after is not None and (after.status, after.attempts) == (Status.PENDING, 1)
+    assert after.attempts_since_replay == 0
     assert after.next_attempt_at is not None and after.next_attempt_at < waiting.next_attempt_at
     assert after.forced_replay_at is None  # it had never been processed

@@ -8,10 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 from hookinbox._model import NewDelivery
 from hookinbox._storage import (
+    Bucket,
     EventFilter,
     Store,
-    duplicate_series,
+    activity,
     enqueue,
+    events,
     list_events,
     messages_for_event,
 )
@@ -84,17 +86,25 @@ def test_messages_for_event_lists_only_that_events_messages(store: Store) -> Non
     assert messages_for_event(store, "github", "evt_1") == []
 
 
-def test_duplicate_series_counts_each_hour_apart(store: Store) -> None:
-    now = NOON
-    receive(store, "evt_1", now - timedelta(minutes=90))
-    receive(store, "evt_1", now - timedelta(minutes=80))  # a duplicate, same hour
-    receive(store, "evt_2", now - timedelta(minutes=10))
-    receive(store, "evt_3", now - timedelta(hours=30))  # outside the day
+def test_activity_counts_each_source_per_bucket_in_the_database(store: Store) -> None:
+    start = NOON - timedelta(hours=24)
+    receive(store, "evt_1", NOON - timedelta(minutes=90))  # bucket 22
+    receive(store, "evt_1", NOON - timedelta(minutes=80))  # a duplicate, same hour
+    receive(store, "evt_2", NOON - timedelta(minutes=10))  # bucket 23
+    receive(store, "evt_2", start, source="github")  # bucket 0: its first instant
+    receive(store, "evt_3", NOON - timedelta(hours=30))  # before the window
+    receive(store, "evt_4", NOON + timedelta(minutes=1))  # after it
+    with store.transaction() as connection:
+        connection.execute(
+            events.update().where(events.c.event_id == "evt_2").values(status="failed")
+        )
 
     with store.reading() as connection:
-        series = duplicate_series(connection, now)
+        found = activity(connection, start, timedelta(hours=1), 24)
 
-    assert len(series) == 24
-    assert series[0][0] == now - timedelta(hours=24)
-    assert [(r.deliveries, r.duplicates) for _, r in series[-2:]] == [(2, 1), (1, 0)]
-    assert sum(r.deliveries for _, r in series) == 3
+    assert list(found) == ["github", "stripe"]
+    stripe = found["stripe"]
+    assert len(stripe) == 24 and sum(b.deliveries for b in stripe) == 3
+    assert (stripe[22], stripe[23]) == (Bucket(2, 1, 0), Bucket(1, 0, 1))
+    assert stripe[22].duplicate_ratio == 0.5
+    assert found["github"][0] == Bucket(1, 0, 1)

@@ -18,6 +18,7 @@ THRESHOLD_ENV = {
     "max_not_ready_deadline": "HOOKINBOX_MAX_NOT_READY_DEADLINE",
     "max_stale": "HOOKINBOX_MAX_STALE",
     "max_outbox_failed": "HOOKINBOX_MAX_OUTBOX_FAILED",
+    "min_workers": "HOOKINBOX_MIN_WORKERS",
 }
 """The variables `status --check` reads its thresholds from; the dashboard reads the same."""
 
@@ -31,6 +32,9 @@ class Thresholds:
     max_not_ready_deadline: int = 0
     max_stale: int = 0
     max_outbox_failed: int = 0
+    min_workers: int = 1
+    """Live worker processes (heartbeats not expired, on every host) below which it fails; 0
+    for an inbox that processes inline or has no worker on purpose."""
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> Thresholds:
@@ -50,9 +54,16 @@ class Thresholds:
 
 
 def breached_figures(figures: OpenFigures, now: datetime, thresholds: Thresholds) -> dict[str, str]:
-    """Each breached figure (failed, oldest_pending, not_ready_deadline, stale, outbox_failed)
-    with the line that explains it: the dashboard marks the figure, `--check` prints the line."""
+    """Each breached figure (workers, failed, oldest_pending, not_ready_deadline, stale,
+    outbox_failed) with the line that explains it: the dashboard marks the figure, `--check`
+    prints the line."""
     found: dict[str, str] = {}
+    live = figures.live("worker")
+    if live < thresholds.min_workers:
+        found["workers"] = (
+            f"live workers: {live} (threshold: at least {thresholds.min_workers}; "
+            "no heartbeat within 3 intervals)"
+        )
     failed = figures.count(Status.FAILED)
     if failed > thresholds.max_failed:
         found["failed"] = f"failed events: {failed} (threshold {thresholds.max_failed})"

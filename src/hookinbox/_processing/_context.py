@@ -14,6 +14,7 @@ from uuid import UUID
 
 from sqlalchemy import Connection
 
+from hookinbox import _tracing as tracing
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
 from hookinbox._model import MAX_KEY_LENGTH, Event
@@ -111,6 +112,7 @@ class Outbox:
             source=self._event.source,
             event_id=self._event.id,
             now=datetime.fromtimestamp(self._clock(), UTC),
+            trace_context=tracing.current_carrier(),  # the handler's span, when tracing
         )
         self.sent += 1
         return key
@@ -134,7 +136,8 @@ class HandlerContext:
     event: Event
     ordering: Ordering
     attempt: int
-    """1 on the first attempt."""
+    """1 on the first attempt; counts on across replays (`event.attempts_since_replay` is the
+    current run's)."""
     log: logging.LoggerAdapter[logging.Logger]
     """A logger whose lines carry the event's source, id and type."""
     outbox: Outbox

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
+from hookinbox import _tracing as tracing
 from hookinbox._logging import logger
 from hookinbox._model import Event
 from hookinbox._processing._context import handler_context
@@ -35,10 +36,11 @@ def _event_loop() -> asyncio.AbstractEventLoop:
 
 
 def call_handler(handler: Handler, event: Event, context: object) -> None:
-    if handler.is_async:
-        _event_loop().run_until_complete(handler.function(event, context))
-    else:
-        handler.function(event, context)
+    with tracing.step(f"handler {handler.name}", {"code.function.name": handler.name}):
+        if handler.is_async:
+            _event_loop().run_until_complete(handler.function(event, context))
+        else:
+            handler.function(event, context)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,11 @@ import traceback
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import Connection
 
+from hookinbox import _tracing as tracing
 from hookinbox._errors import NotReady, StoreUnavailable
 from hookinbox._logging import logger
 from hookinbox._metrics import count_attempt
@@ -49,10 +51,31 @@ class AttemptResult:
     detail: str = ""
 
 
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+_EXAMPLES = str(Path(_PACKAGE) / "examples")
+
+
+def _ours(frame: traceback.FrameSummary) -> bool:
+    """A frame of hookinbox's own code (its bundled examples are user code)."""
+    name = frame.filename
+    return name.startswith(_PACKAGE) and not name.startswith(_EXAMPLES)
+
+
 def describe_error(error: BaseException) -> str:
-    """Type, message and the last few frames: enough to debug, no locals, bounded."""
-    frames = traceback.format_tb(error.__traceback__, limit=-TRACEBACK_FRAMES)
-    text = f"{type(error).__name__}: {error}\n{''.join(frames)}"
+    """Type, message and the last few frames: enough to debug, no locals, bounded.
+
+    The user's frames come first: hookinbox's own (the processor, the handler call) are
+    counted on one line after them, so the traceback starts where the user's code does. An
+    error raised inside hookinbox keeps its frames.
+    """
+    frames = traceback.extract_tb(error.__traceback__)
+    theirs = [frame for frame in frames if not _ours(frame)]
+    hidden = len(frames) - len(theirs)
+    if not theirs:
+        theirs, hidden = frames, 0
+    shown = traceback.StackSummary.from_list(theirs[-TRACEBACK_FRAMES:]).format()
+    note = f"  ({hidden} hookinbox frame{'s' if hidden != 1 else ''} not shown)\n" if hidden else ""
+    text = f"{type(error).__name__}: {error}\n{''.join(shown)}{note}"
     return text[:MAX_ERROR_LENGTH]
 
 
@@ -94,11 +117,27 @@ class Processor:
         handlers = self.handlers.for_event(event.source, event.type)
         schedule = self.schedule(event.source, handlers)
         started = time.perf_counter()
-        if event.attempts > schedule.max_attempts:
-            # max_attempts was lowered below what this event has already used.
-            result = self._release(leased, self._failure(event, schedule, "attempts exhausted"))
-        else:
-            result = self._attempt(leased, handlers, schedule)
+        attributes = {
+            "messaging.system": tracing.SYSTEM,
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.destination.name": event.source,
+            "messaging.message.id": event.id,
+            "hookinbox.event.type": event.type or "",
+            "hookinbox.attempt": event.attempts,
+        }
+        # The stored context of the delivery's `receive` span: one trace, request to handler.
+        with tracing.consuming(f"process {event.source}", event.headers, attributes) as span:
+            if event.attempts_since_replay > schedule.max_attempts:
+                # max_attempts was lowered below what this event has already used.
+                exhausted = self._failure(event, schedule, "attempts exhausted")
+                result = self._release(leased, exhausted)
+            else:
+                result = self._attempt(leased, handlers, schedule)
+            failed = result.label not in SUCCESSES
+            tracing.annotate(
+                span, {"hookinbox.outcome": result.label}, error=result.label if failed else None
+            )
         elapsed = time.perf_counter() - started
         count_attempt(event.source, event.type, result.label, elapsed)
         self._log(event, result, elapsed)
@@ -111,7 +150,9 @@ class Processor:
         status = Status.PROCESSED if handlers else Status.UNHANDLED
         try:
             with self.store.transaction() as connection:
-                if not claim(connection, leased, status, self.now()):
+                with tracing.step("claim", self._claim_attributes()):
+                    claimed = claim(connection, leased, status, self.now())
+                if not claimed:
                     return AttemptResult(LOST_LEASE, "another worker took it over")
                 result = run_handlers(connection, event, handlers, self.clock, self.destinations)
                 outcome = result.outcome
@@ -126,11 +167,20 @@ class Processor:
             return AttemptResult(Status.UNHANDLED.value)
         return AttemptResult(BUSINESS_DUPLICATE if outcome == BUSINESS_DUPLICATE else PROCESSED)
 
+    def _claim_attributes(self) -> dict[str, str]:
+        return {
+            "db.system.name": self.store.dialect,
+            "db.operation.name": "UPDATE",
+            "db.collection.name": "hookinbox_events",
+        }
+
     def _failure(self, event: Event, schedule: Schedule, error: str) -> Release:
         now = self.now()
-        if event.attempts >= schedule.max_attempts:
+        # The budget counts from the last replay; `attempts` itself is history, never reset.
+        run = event.attempts_since_replay
+        if run >= schedule.max_attempts:
             return Release(Status.FAILED, now, error, outcome=MAX_ATTEMPTS)
-        delay = schedule.delay(event.attempts, self.rng)
+        delay = schedule.delay(run, self.rng)
         return Release(Status.PENDING, now + timedelta(seconds=delay), error)
 
     def _deferral(self, event: Event, schedule: Schedule, error: NotReady) -> Release:

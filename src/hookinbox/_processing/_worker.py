@@ -5,6 +5,8 @@ LISTEN/NOTIFY across processes, and polling as the fallback (50 ms on SQLite, wh
 is a cheap read; 1 s on PostgreSQL, where NOTIFY does the real work). When idle, the worker
 also sleeps no longer than until the soonest scheduled retry.
 
+While it runs, the worker beats (`_heartbeat.py`): operators see it alive, per host.
+
 SIGTERM or SIGINT: stop leasing, let the attempts in flight finish within the grace period,
 return. Attempts cut off by the grace period roll back with the process and are retried after
 their lease expires.
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hookinbox._logging import logger
+from hookinbox._processing._heartbeat import Heartbeat
 from hookinbox._processing._loop import LeaseLoop, WorkQueue
 from hookinbox._storage import Listener, Store, supports_listen
 
@@ -54,6 +57,9 @@ class WorkerOptions:
     """Install SIGTERM/SIGINT handlers (only from the main thread); off when embedded."""
     parent_pid: int | None = None
     """Stop when this process is gone (a worker started by `hookinbox serve`)."""
+    heartbeat_interval: float = 10.0
+    """Seconds between heartbeats (`hookinbox_workers`); the process counts as alive for three
+    intervals after each one."""
 
 
 class Worker:
@@ -88,7 +94,9 @@ class Worker:
             )
             for queue, concurrency, wake in queues
         ]
-        self._jobs = list(jobs)
+        kind = "worker" if any(loop.queue.name == "events" for loop in self.loops) else "relay"
+        self.heartbeat = Heartbeat(store, kind, self.options.heartbeat_interval)
+        self._jobs = [self.heartbeat, *jobs]
         self._channels = dict(channels or {})
 
     # -- control ---------------------------------------------------------------------------
@@ -141,6 +149,8 @@ class Worker:
                 listener.join(timeout=2.0)  # it checks the stop flag every second
             for job in self._jobs:
                 job.stop()
+            if drained:
+                self.heartbeat.forget()
             restore()
             log.info("worker stopped%s", "" if drained else " (grace period exceeded)")
         return drained

@@ -54,22 +54,28 @@ from hookinbox._storage._queue import (
     sweep_expired,
 )
 from hookinbox._storage._schema import deliveries, events, metadata, outbox
+from hookinbox._storage._search import SCAN_LIMIT, PayloadMatch, search_for
 from hookinbox._storage._sessions import revoke_session, session_revoked
 from hookinbox._storage._space import checkpoint_passive, free_pages, give_back_pages
 from hookinbox._storage._stats import (
+    Bucket,
     DuplicateRatio,
     OpenFigures,
     Report,
+    activity,
     duplicate_ratio,
-    duplicate_series,
     open_figures,
     report,
 )
 from hookinbox._storage._store import Store, event_from_row
+from hookinbox._storage._workers import Beat, beat, forget, live_workers, worker_rows
 
 __all__ = [
     "LATEST_VERSION",
+    "SCAN_LIMIT",
     "Actor",
+    "Beat",
+    "Bucket",
     "Cursor",
     "DuplicateRatio",
     "EventFilter",
@@ -79,6 +85,7 @@ __all__ = [
     "LeasedMessage",
     "Listener",
     "OpenFigures",
+    "PayloadMatch",
     "Pressure",
     "PressureGauge",
     "Release",
@@ -88,8 +95,10 @@ __all__ = [
     "Store",
     "StoreOptions",
     "UniqueViolation",
+    "activity",
     "advance_ordering",
     "audit_trail",
+    "beat",
     "checkpoint_passive",
     "claim",
     "claim_job",
@@ -98,10 +107,10 @@ __all__ = [
     "deliveries",
     "delivery_history",
     "duplicate_ratio",
-    "duplicate_series",
     "enqueue",
     "event_from_row",
     "events",
+    "forget",
     "free_pages",
     "give_back_pages",
     "has_due",
@@ -112,6 +121,7 @@ __all__ = [
     "lease_messages",
     "list_events",
     "listen_params",
+    "live_workers",
     "mark_inline",
     "messages_for_event",
     "metadata",
@@ -131,6 +141,7 @@ __all__ = [
     "replay_one",
     "report",
     "revoke_session",
+    "search_for",
     "session_revoked",
     "set_outcome",
     "settle",
@@ -140,4 +151,5 @@ __all__ = [
     "sweep_messages",
     "translate_errors",
     "unique_violation",
+    "worker_rows",
 ]

@@ -14,6 +14,7 @@ from sqlalchemy import Connection
 from hookinbox._model import DONE_STATUSES, MessageStatus, Status
 from hookinbox._storage._notify import CHANNEL
 from hookinbox._storage._schema import audit, deliveries, events, jobs, outbox
+from hookinbox._storage._search import SCAN_LIMIT, PayloadMatch, payload_match
 from hookinbox._storage._store import Store
 from hookinbox._storage._types import SafeText, UTCDateTime
 
@@ -52,13 +53,21 @@ Cursor = tuple[datetime, int]
 
 
 def list_events(
-    store: Store, filters: EventFilter, limit: int, *, before: Cursor | None = None
+    store: Store,
+    filters: EventFilter,
+    limit: int,
+    *,
+    before: Cursor | None = None,
+    payload: PayloadMatch | None = None,
 ) -> list[dict[str, Any]]:
     """Newest first; no bodies (`show` has them).
 
     Pages by keyset: pass the last row's `(received_at, id)` as `before` for the next page.
     Each page is an index range read from where the previous one stopped, however deep it is
     (an OFFSET would read and throw away every row before it).
+
+    With `payload`, only the newest `SCAN_LIMIT` events matching the rest are searched
+    (`_search.py`): a page may then be short, or empty, with older matches left to find.
     """
     keyset: list[sa.ColumnElement[bool]] = []
     if before is not None:
@@ -69,12 +78,15 @@ def list_events(
                 sa.and_(events.c.received_at == received_at, events.c.id < row_id),
             )
         )
-    query = (
-        sa.select(*LIST_COLUMNS)
-        .where(*filters.where(), *keyset)
-        .order_by(events.c.received_at.desc(), events.c.id.desc())
-        .limit(limit)
-    )
+    newest = (events.c.received_at.desc(), events.c.id.desc())
+    clauses = [*filters.where(), *keyset]
+    if payload is not None:
+        scanned = sa.select(events.c.id).where(*clauses).order_by(*newest).limit(SCAN_LIMIT)
+        clauses = [
+            events.c.id.in_(scanned.scalar_subquery()),
+            payload_match(store.dialect, payload),
+        ]
+    query = sa.select(*LIST_COLUMNS).where(*clauses).order_by(*newest).limit(limit)
     with store.reading() as connection:
         return [dict(row) for row in connection.execute(query).mappings()]
 
@@ -192,7 +204,8 @@ def _replay_values(now: datetime) -> dict[str, object]:
     return {
         "forced_replay_at": forced,
         "status": Status.PENDING.value,
-        "attempts": 0,
+        # Attempts are history: the count goes on, and the retry budget counts from here.
+        "attempts_before_replay": events.c.attempts,
         "deferrals": 0,
         "deferred_since": None,
         "next_attempt_at": now,
@@ -210,9 +223,11 @@ def notify_workers(connection: Connection) -> None:
 def replay_one(
     store: Store, source: str, event_id: str, now: datetime, *, force: bool, actor: Actor
 ) -> tuple[ReplayResult, Status | None]:
-    """Back to pending with attempts reset; returns the result and the status it had.
+    """Back to pending, its retry budget full again; returns the result and the status it had.
 
-    A replay writes its audit row (`actor`, and the status, outcome and attempts it replaces)
+    `attempts` keeps counting (it is history); `attempts_before_replay` takes its value, and the
+    retry budget counts from there. A replay writes its audit row (`actor`, and the status,
+    outcome and attempt count it had)
     in its own transaction; a refusal writes none.
 
     Never waits for a worker: an operator's action must not queue behind a handler (that

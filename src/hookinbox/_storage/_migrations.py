@@ -218,11 +218,36 @@ def _v4_audit(op: Operations) -> None:
     op.create_index("ix_hookinbox_audit_event", "hookinbox_audit", ["source", "event_id", "id"])
 
 
+def _v5_attempts_history(op: Operations) -> None:
+    op.add_column("hookinbox_events", sa.Column("attempts_before_replay", sa.Integer))
+
+
+def _v6_workers(op: Operations) -> None:
+    op.create_table(
+        "hookinbox_workers",
+        sa.Column("id", sa.String(32), primary_key=True),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("host", sa.String(255), nullable=False),
+        sa.Column("pid", sa.Integer, nullable=False),
+        sa.Column("started_at", UTCDateTime, nullable=False),
+        sa.Column("last_beat_at", UTCDateTime, nullable=False),
+        sa.Column("expires_at", UTCDateTime, nullable=False),
+    )
+    op.create_index("ix_hookinbox_workers_expires_at", "hookinbox_workers", ["expires_at"])
+
+
+def _v7_outbox_trace_context(op: Operations) -> None:
+    op.add_column("hookinbox_outbox", sa.Column("trace_context", sa.Text))
+
+
 MIGRATIONS: tuple[Step, ...] = (
     _v1_events,
     _v2_outbox,
     _v3_sessions_and_forced_replays,
     _v4_audit,
+    _v5_attempts_history,
+    _v6_workers,
+    _v7_outbox_trace_context,
 )
 """Step N (1-based) brings a database from version N-1 to version N."""
 

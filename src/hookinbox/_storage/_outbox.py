@@ -35,6 +35,8 @@ class LeasedMessage:
     message: Message
     token: str
     expires_at: datetime
+    trace_context: str | None = None
+    """The sending handler's trace context (JSON), for the relay's span."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,7 @@ def enqueue(
     source: str | None,
     event_id: str | None,
     now: datetime,
+    trace_context: str | None = None,
 ) -> bool:
     """Add a message in the caller's transaction; False if (destination, key) already exists."""
     insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
@@ -72,6 +75,7 @@ def enqueue(
             attempts=0,
             next_attempt_at=now,
             created_at=now,
+            trace_context=trace_context,
         )
         .on_conflict_do_nothing(index_elements=[outbox.c.destination, outbox.c.message_key])
         .returning(outbox.c.id)
@@ -140,7 +144,10 @@ def lease_messages(
         rows = connection.execute(
             sa.select(outbox).where(outbox.c.id.in_(ids)).order_by(outbox.c.id)
         ).mappings()
-        return [LeasedMessage(message_from_row(row), token, lease_until) for row in rows]
+        return [
+            LeasedMessage(message_from_row(row), token, lease_until, row["trace_context"])
+            for row in rows
+        ]
 
 
 def settle(store: Store, leased: LeasedMessage, settlement: Settlement, now: datetime) -> bool:

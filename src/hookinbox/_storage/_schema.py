@@ -63,6 +63,10 @@ events = Table(
     # The last replay of this event while it was processed (`--force`): its first run's writes
     # are still in place, so a failure of the re-run does not mean "no effect".
     Column("forced_replay_at", UTCDateTime),
+    # `attempts` is history: a replay never resets it. The count it had at the last replay is
+    # kept here, so the retry budget (`max_attempts`, backoff) counts from the replay. NULL:
+    # never replayed (the inserts on the delivery path need not know the column).
+    Column("attempts_before_replay", Integer),
     UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
 )
 
@@ -141,7 +145,8 @@ revoked_sessions = Table(
 
 # The audit trail: one row per event an operator replayed (CLI or dashboard), written in the
 # replay's own transaction, so a replay refused or rolled back leaves no row. What the event
-# was before (status, outcome, attempts) is kept here because the replay resets those columns.
+# was before (status, outcome, attempts) is kept here because the replay resets status and
+# outcome (attempts keep counting; `previous_attempts` is the count at the replay).
 # Never pruned: operator actions are few, and their history is the point.
 audit = Table(
     "hookinbox_audit",
@@ -158,6 +163,24 @@ audit = Table(
     Column("previous_attempts", Integer, nullable=False),
 )
 Index("ix_hookinbox_audit_event", audit.c.source, audit.c.event_id, audit.c.id)
+
+# Worker liveness: each worker or relay process beats here (one row per process, keyed by a
+# random id) every few seconds. A row whose `expires_at` has passed is a process that stopped
+# beating (killed, hung, cut off from the database); a clean stop deletes its row, and rows long
+# expired are deleted by the next beat of any process. Each row says how long it counts as alive,
+# so readers need not know the writers' interval.
+workers = Table(
+    "hookinbox_workers",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("kind", String(16), nullable=False),  # worker (events, maybe the outbox), relay
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("last_beat_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+)
+Index("ix_hookinbox_workers_expires_at", workers.c.expires_at)
 
 # The transactional outbox: side effects written in the handler's transaction, delivered later
 # by the relay, at least once, with the key as the receiver's idempotency key.
@@ -179,6 +202,9 @@ outbox = Table(
     Column("last_error", SafeText),
     Column("created_at", UTCDateTime, nullable=False),
     Column("delivered_at", UTCDateTime),
+    # The trace context of the handler that sent it (OpenTelemetry, JSON): the relay's span
+    # continues that trace. NULL when tracing was off.
+    Column("trace_context", Text),
     UniqueConstraint("destination", "message_key", name="uq_hookinbox_outbox_destination_key"),
 )
 _message_due = outbox.c.status == MessageStatus.PENDING.value

@@ -1,5 +1,7 @@
 """Read-only figures for `hookinbox status`, its `--check`, and the Prometheus gauges.
 
+The live workers come from their heartbeats (`_workers.py`).
+
 Every query that runs on a scrape or a health probe reads a partial index (`due`, `open`) or
 the deliveries log by time, so it stays cheap when processed events number in the millions.
 The per-source counts of done events (`status` without `--check`) scan the table: they are
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
@@ -17,6 +20,8 @@ from sqlalchemy import Connection
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
 from hookinbox._storage._outbox import outbox_backlog
 from hookinbox._storage._schema import deliveries, events
+from hookinbox._storage._types import UTCDateTime
+from hookinbox._storage._workers import live_workers
 
 NOT_READY_DEADLINE = "not_ready_deadline"
 HOUR = timedelta(hours=1)
@@ -42,6 +47,12 @@ class OpenFigures:
     not_ready_deadline: int
     outbox: dict[str, int] = field(default_factory=dict)
     """Outbox messages not delivered, by status (pending, delivering, failed)."""
+    workers: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(host, kind) -> live processes: workers and relays whose heartbeat has not expired."""
+
+    def live(self, kind: str) -> int:
+        """Live processes of `kind` (worker, relay) on every host."""
+        return sum(count for (_, k), count in self.workers.items() if k == kind)
 
     def count(self, status: Status) -> int:
         return self.by_status.get(status.value, 0)
@@ -58,7 +69,7 @@ class Report:
     """"last hour", "last day", "all" -> ratio."""
 
 
-def open_figures(connection: Connection) -> OpenFigures:
+def open_figures(connection: Connection, now: datetime) -> OpenFigures:
     done = [s.value for s in DONE_STATUSES]
     by_status = {
         status: count
@@ -88,6 +99,7 @@ def open_figures(connection: Connection) -> OpenFigures:
         oldest_deferred,
         int(deadline_failures),
         outbox_backlog(connection),
+        live_workers(connection, now),
     )
 
 
@@ -107,16 +119,6 @@ def duplicate_ratio(
     return DuplicateRatio(int(total), int(duplicates))
 
 
-def duplicate_series(
-    connection: Connection, now: datetime, *, buckets: int = 24, width: timedelta = HOUR
-) -> list[tuple[datetime, DuplicateRatio]]:
-    """The duplicate ratio in each of the last `buckets` windows of `width`, oldest first,
-    keyed by each window's start. One range read of the deliveries index per window: the
-    same query on both databases, with no dialect-specific date truncation."""
-    starts = [now - width * (buckets - index) for index in range(buckets)]
-    return [(start, duplicate_ratio(connection, start, start + width)) for start in starts]
-
-
 def counts_by_source(connection: Connection) -> dict[tuple[str, str], int]:
     rows = connection.execute(
         sa.select(events.c.source, events.c.status, sa.func.count()).group_by(
@@ -132,7 +134,7 @@ def report(connection: Connection, now: datetime, *, full: bool = True) -> Repor
     if full:
         ratios["all"] = duplicate_ratio(connection, None)
     return Report(
-        open=open_figures(connection),
+        open=open_figures(connection, now),
         counts=counts_by_source(connection) if full else {},
         duplicates=ratios,
     )
@@ -145,3 +147,70 @@ def waiting_count(connection: Connection) -> int:
             sa.select(sa.func.count()).where(events.c.status.in_(waiting))
         ).scalar_one()
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """One source's figures in one time bucket of `activity`."""
+
+    deliveries: int = 0
+    duplicates: int = 0
+    failed: int = 0
+    """Events received in the bucket that are failed now."""
+
+    @property
+    def duplicate_ratio(self) -> float:
+        return self.duplicates / self.deliveries if self.deliveries else 0.0
+
+
+def _bucket_of(connection: Connection, column: Any, start: datetime, width: timedelta) -> Any:
+    """The index (0, 1, ...) of the `width`-wide bucket from `start` that `column` falls in."""
+    seconds = width.total_seconds()
+    if connection.dialect.name == "postgresql":
+        elapsed = sa.extract("epoch", column - sa.literal(start, UTCDateTime()))
+        return sa.func.floor(elapsed / seconds)
+    # SQLite keeps naive UTC text; julianday() reads it (and the bound start) as days.
+    days = sa.func.julianday(column) - sa.func.julianday(sa.literal(start, UTCDateTime()))
+    return sa.cast(days * 86400.0 / seconds, sa.Integer)
+
+
+def activity(
+    connection: Connection, start: datetime, width: timedelta, buckets: int
+) -> dict[str, list[Bucket]]:
+    """Per source, per bucket from `start`: deliveries, duplicates and failed events.
+
+    Two grouped range reads (the deliveries log and the events, by their received_at
+    indexes), whatever the number of buckets: the bucket is computed in the database.
+    """
+    end = start + width * buckets
+    found: dict[str, dict[int, dict[str, int]]] = {}
+    log_bucket = _bucket_of(connection, deliveries.c.received_at, start, width)
+    rows = connection.execute(
+        sa.select(
+            deliveries.c.source,
+            log_bucket,
+            sa.func.count(),
+            sa.func.coalesce(sa.func.sum(sa.cast(deliveries.c.duplicate, sa.Integer)), 0),
+        )
+        .where(deliveries.c.received_at >= start, deliveries.c.received_at < end)
+        .group_by(deliveries.c.source, log_bucket)
+    )
+    for source, index, count, duplicates in rows:
+        figures = found.setdefault(source, {}).setdefault(int(index), {})
+        figures["deliveries"], figures["duplicates"] = int(count), int(duplicates)
+    event_bucket = _bucket_of(connection, events.c.received_at, start, width)
+    rows = connection.execute(
+        sa.select(events.c.source, event_bucket, sa.func.count())
+        .where(
+            events.c.status == Status.FAILED.value,
+            events.c.received_at >= start,
+            events.c.received_at < end,
+        )
+        .group_by(events.c.source, event_bucket)
+    )
+    for source, index, count in rows:
+        found.setdefault(source, {}).setdefault(int(index), {})["failed"] = int(count)
+    return {
+        source: [Bucket(**by_index.get(i, {})) for i in range(buckets)]
+        for source, by_index in sorted(found.items())
+    }

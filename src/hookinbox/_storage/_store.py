@@ -181,4 +181,5 @@ def event_from_row(row: sa.RowMapping | dict[str, Any]) -> Event:
         key_conflicts=row["key_conflicts"],
         last_delivery_at=row["last_delivery_at"],
         forced_replay_at=row["forced_replay_at"],
+        attempts_before_replay=row["attempts_before_replay"] or 0,
     )

@@ -23,6 +23,7 @@ EVENT_FIELDS = (
     "status",
     "outcome",
     "attempts",
+    "attempts_before_replay",
     "deferrals",
     "delivery_count",
     "key_conflicts",
@@ -52,7 +53,9 @@ AUDIT_FIELDS = (
 
 def event_summary(row: Mapping[str, Any]) -> dict[str, Any]:
     """An event from a row of `list_events` (whose columns carry these names)."""
-    return {name: _value(row[name]) for name in EVENT_FIELDS}
+    document = {name: _value(row[name]) for name in EVENT_FIELDS}
+    document["attempts_before_replay"] = row["attempts_before_replay"] or 0  # NULL: never
+    return document
 
 
 def event_document(event: Event) -> dict[str, Any]:
@@ -64,6 +67,7 @@ def event_document(event: Event) -> dict[str, Any]:
         "status": event.status.value,
         "outcome": event.outcome,
         "attempts": event.attempts,
+        "attempts_before_replay": event.attempts_before_replay,
         "deferrals": event.deferrals,
         "delivery_count": event.delivery_count,
         "key_conflicts": event.key_conflicts,

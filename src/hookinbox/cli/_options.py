@@ -121,6 +121,15 @@ grace_option = click.option(
     show_envvar=True,
     help="On SIGTERM, seconds to let attempts in flight finish.",
 )
+heartbeat_option = click.option(
+    "--heartbeat-interval",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0.05, 3600),
+    envvar="HOOKINBOX_HEARTBEAT_INTERVAL",
+    show_envvar=True,
+    help="Seconds between liveness beats; alive for 3 intervals after each.",
+)
 metrics_port_option = click.option(
     "--metrics-port",
     type=click.IntRange(1, 65535),

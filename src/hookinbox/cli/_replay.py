@@ -68,13 +68,14 @@ def replay(
     confirm_above: int,
     as_json: bool,
 ) -> None:
-    """Put events back to pending, attempts reset: `replay SOURCE EVENT_ID` or `--status failed`.
+    """Put events back to pending, retries anew: `replay SOURCE EVENT_ID` or `--status failed`.
 
     Replaying an event that was processed runs its handlers again: their database writes
     happen a second time unless a business key or an idempotent write absorbs them. That is
     why it needs --force. A replay of more than --confirm-above events asks first (on a
     terminal; elsewhere it needs --yes). Every event replayed gets an audit row: when, who
-    (your OS user), --reason, and the status, outcome and attempts it had.
+    (your OS user), --reason, and the status, outcome and attempts it had. Attempts keep
+    counting across replays; the retry budget (max_attempts) counts from the replay.
 
     Exit codes: 0 replayed (or --dry-run); 1 no such event, a worker holds the event right
     now (refused at once, never waited for) or it needs --force, the confirmation was

@@ -67,6 +67,15 @@ EXIT_CHECK_FAILED = 1
     envvar="HOOKINBOX_MAX_OUTBOX_FAILED",
     show_envvar=True,
 )
+@click.option(
+    "--min-workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(0),
+    envvar="HOOKINBOX_MIN_WORKERS",
+    show_envvar=True,
+    help="Live worker processes (by heartbeat) below which --check fails; 0 for none needed.",
+)
 @json_option
 def status(
     app: str | None,
@@ -78,12 +87,15 @@ def status(
     max_not_ready_deadline: int,
     max_stale: int,
     max_outbox_failed: int,
+    min_workers: int,
     as_json: bool,
 ) -> None:
     """Counts, duplicate ratio, backlog; with --check, a health check for cron and probes.
 
     --check reads only indexed figures (cheap enough for every probe) and exits 0 when no
-    threshold is breached, 1 with one line per breach otherwise.
+    threshold is breached, 1 with one line per breach otherwise: among them, fewer live
+    workers than --min-workers (a worker is live while its heartbeat has not expired), and an
+    oldest pending event older than --max-pending-age.
 
     Exit codes: 0 ok; 1 a threshold is breached (--check) or the database is unavailable;
     2 bad usage or configuration.
@@ -100,6 +112,7 @@ def status(
         max_not_ready_deadline=max_not_ready_deadline,
         max_stale=max_stale,
         max_outbox_failed=max_outbox_failed,
+        min_workers=min_workers,
     )
     now = datetime.now(UTC)
     with opened(app, database_url) as target, target.store.reading() as connection:
@@ -132,6 +145,10 @@ def status(
         "stale": figures.open.count(Status.STALE),
         "not_ready_deadline": figures.open.not_ready_deadline,
         "outbox": {s: figures.open.outbox.get(s, 0) for s in ("pending", "delivering", "failed")},
+        "live_workers": [
+            {"host": host, "kind": kind, "count": count}
+            for (host, kind), count in sorted(figures.open.workers.items())
+        ],
         "breaches": found,
     }
     if as_json:
@@ -161,6 +178,11 @@ def _print_status(
     show(ratios)
     click.echo()
     summary = Table(["figure", "value"], header=False)
+    live = document["live_workers"]
+    summary.add_row(
+        "live workers",
+        ", ".join(f"{w['host']}: {w['count']} {w['kind']}" for w in live) if live else "none",
+    )
     summary.add_row("oldest pending", age(document["oldest_pending"], now))
     summary.add_row(
         "deferred (NotReady)",

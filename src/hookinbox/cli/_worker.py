@@ -16,6 +16,7 @@ from hookinbox.cli._options import (
     concurrency_option,
     database_url_option,
     grace_option,
+    heartbeat_option,
     lease_option,
     log_format_option,
     log_level_option,
@@ -54,6 +55,7 @@ EXIT_NOT_DRAINED = 1
     help="Do not deliver outbox messages (run `hookinbox relay` elsewhere).",
 )
 @relay_concurrency_option
+@heartbeat_option
 @log_level_option
 @log_format_option
 def worker(
@@ -67,6 +69,7 @@ def worker(
     metrics_port: int | None,
     no_relay: bool,
     relay_concurrency: int,
+    heartbeat_interval: float,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -75,7 +78,8 @@ def worker(
     On SIGTERM the worker stops leasing and lets the attempts in flight finish within
     --grace-period, then exits 0; if some are still running it exits 1 at once, and those
     attempts roll back with the process (their events are retried after their lease expires).
-    Run as many workers as you like, on any number of machines.
+    Run as many workers as you like, on any number of machines. Each writes a heartbeat
+    every --heartbeat-interval seconds: `hookinbox status --check` alarms when none is alive.
 
     Exit codes: 0 stopped and drained; 1 attempts outlived the grace period, the database is
     unavailable, or the metrics port is taken; 2 bad usage or configuration.
@@ -95,6 +99,7 @@ def worker(
         grace_period=grace_period,
         poll_interval=poll_interval,
         parent_pid=parent_pid,
+        heartbeat_interval=heartbeat_interval,
     )
     run_until_stopped(inbox, inbox.worker(options, relay=not no_relay), metrics_port)
 
@@ -105,6 +110,7 @@ def worker(
 @relay_concurrency_option
 @lease_option
 @grace_option
+@heartbeat_option
 @metrics_port_option
 @log_level_option
 @log_format_option
@@ -114,6 +120,7 @@ def relay(
     relay_concurrency: int,
     lease_seconds: float,
     grace_period: float,
+    heartbeat_interval: float,
     metrics_port: int | None,
     log_level: str,
     log_format: str,
@@ -131,7 +138,10 @@ def relay(
     configure_logging(log_level, log_format)
     inbox = load_inbox(app, database_url=database_url)
     options = WorkerOptions(
-        relay_concurrency=relay_concurrency, lease_seconds=lease_seconds, grace_period=grace_period
+        relay_concurrency=relay_concurrency,
+        lease_seconds=lease_seconds,
+        grace_period=grace_period,
+        heartbeat_interval=heartbeat_interval,
     )
     run_until_stopped(inbox, inbox.relay_only(options), metrics_port)
 

@@ -30,22 +30,27 @@ from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._model import Status
 from hookinbox._operations import Thresholds, breached_figures, parse_time
 from hookinbox._storage import (
+    SCAN_LIMIT,
     Actor,
+    Bucket,
     Cursor,
     EventFilter,
+    PayloadMatch,
     ReplayResult,
     Store,
+    activity,
     audit_trail,
     count_events,
     delivery_history,
-    duplicate_series,
     list_events,
     messages_for_event,
     replay_matching,
     replay_one,
     report,
     revoke_session,
+    search_for,
     session_revoked,
+    worker_rows,
 )
 from hookinbox._text import safe_text
 from hookinbox.dashboard._auth import (
@@ -59,7 +64,7 @@ from hookinbox.dashboard._auth import (
     csrf_matches,
     mount_path,
 )
-from hookinbox.dashboard._chart import HEIGHT, WIDTH, duplicate_chart
+from hookinbox.dashboard._chart import WINDOWS, percent, time_chart
 
 PAGE_SIZE = 50
 URLENCODED = "application/x-www-form-urlencoded"
@@ -150,6 +155,17 @@ def parse_filters(params: QueryParams | FormData, now: datetime) -> EventFilter:
         raise _bad_request(str(error)) from None
 
 
+def parse_search(params: QueryParams) -> PayloadMatch | None:
+    """The payload search fields (`path`, `equals`), checked; a 400 that says why otherwise."""
+    path, value = params.get("path", "").strip(), params.get("equals", "")
+    if not path:
+        return None
+    try:
+        return search_for(path, value.strip())
+    except ValueError as error:
+        raise _bad_request(str(error)) from None
+
+
 MAX_FORM_BYTES = 16 * 1024
 """The dashboard's forms hold a token and a few filter fields."""
 
@@ -195,6 +211,12 @@ def filter_fields(filters: EventFilter) -> dict[str, str]:
         "q": filters.event_id,
     }
     return {name: value for name, value in fields.items() if value}
+
+
+def _ratio(buckets: Sequence[Bucket]) -> float:
+    """The duplicate ratio of several sources' buckets together."""
+    deliveries = sum(b.deliveries for b in buckets)
+    return sum(b.duplicates for b in buckets) / deliveries if deliveries else 0.0
 
 
 def pretty_body(payload: Callable[[], Any], body: bytes) -> str:
@@ -324,11 +346,25 @@ class Dashboard:
     async def overview(self, request: Request, session: Session) -> Response:
         now = _now()
 
-        def read() -> tuple[Any, Any]:
-            with self.store.reading() as connection:
-                return report(connection, now), duplicate_series(connection, now)
+        window = WINDOWS["24h"]
+        start = window.start(now)
 
-        figures, series = await self.off_loop(read)
+        def read() -> tuple[Any, Any, Any]:
+            with self.store.reading() as connection:
+                figures = report(connection, now)
+                buckets = activity(connection, start, window.width, window.buckets)
+                return figures, buckets, worker_rows(connection)
+
+        figures, buckets, processes = await self.off_loop(read)
+        ratios = [
+            _ratio([per_source[i] for per_source in buckets.values()])
+            for i in range(window.buckets)
+        ]
+        day = figures.duplicates["last day"].deliveries
+        title = (
+            "Duplicate ratio per hour over the last 24 hours, every source "
+            f"({day} deliveries in the last day)"
+        )
         counts: dict[tuple[str, str], int] = figures.counts
         return self.render(
             request,
@@ -339,26 +375,61 @@ class Dashboard:
             sources=sorted({source for source, _ in counts} | set(self.sources)),
             counts=counts,
             breached=breached_figures(figures.open, now, self.thresholds),
-            chart=duplicate_chart(series),
-            chart_width=WIDTH,
-            chart_height=HEIGHT,
+            chart=time_chart(title, start, window, ratios, line=True, unit=percent, floor=0.01),
+            processes=processes,
         )
+
+    async def charts(self, request: Request, session: Session) -> Response:
+        """Volume, failures and the duplicate ratio per source, over 24 hours or 7 days."""
+        now = _now()
+        key = request.query_params.get("window", "24h")
+        if key not in WINDOWS:
+            raise _bad_request(f"window is one of {', '.join(WINDOWS)}")
+        window = WINDOWS[key]
+        start = window.start(now)
+
+        def read() -> dict[str, list[Bucket]]:
+            with self.store.reading() as connection:
+                return activity(connection, start, window.width, window.buckets)
+
+        buckets = await self.off_loop(read)
+        by_source = []
+        for source, series in buckets.items():
+            volume = [float(b.deliveries) for b in series]
+            failed = [float(b.failed) for b in series]
+            ratio = [b.duplicate_ratio for b in series]
+            by_source.append((source, [
+                ("volume", time_chart(f"Deliveries ({sum(volume):.0f})", start, window, volume)),
+                ("failures", time_chart(f"Events received then, failed now ({sum(failed):.0f})",
+                                        start, window, failed)),
+                ("duplicates", time_chart("Duplicate ratio", start, window, ratio, line=True,
+                                          unit=percent, floor=0.01)),
+            ]))  # fmt: skip
+        return self.render(
+            request, "charts.html", session,
+            window=window, windows=WINDOWS, start=start, by_source=by_source,
+        )  # fmt: skip
 
     async def event_list(self, request: Request, session: Session) -> Response:
         filters = parse_filters(request.query_params, _now())
         before_text = request.query_params.get("before")
         before = parse_cursor(before_text) if before_text else None
+        search = parse_search(request.query_params)
         rows = await self.off_loop(
-            lambda: list_events(self.store, filters, PAGE_SIZE + 1, before=before)
+            lambda: list_events(self.store, filters, PAGE_SIZE + 1, before=before, payload=search)
         )
         older = encode_cursor(rows[PAGE_SIZE - 1]) if len(rows) > PAGE_SIZE else None
+        fields = filter_fields(filters)
+        searched = {"path": ".".join(search.path), "equals": search.value} if search else {}
         return self.render(
             request,
             "events.html",
             session,
             rows=rows[:PAGE_SIZE],
             filters=filters,
-            fields=filter_fields(filters),
+            fields=fields,
+            searched=searched,
+            scan_limit=SCAN_LIMIT,
             older=older,
             first_page=before is None,
         )
@@ -512,6 +583,7 @@ def dashboard_app(
         Route("/login", dashboard.login, methods=["POST"]),
         Route("/logout", dashboard.logout, methods=["POST"]),
         Route("/events", dashboard.page(dashboard.event_list), methods=["GET"]),
+        Route("/charts", dashboard.page(dashboard.charts), methods=["GET"]),
         Route("/event", dashboard.page(dashboard.event_detail), methods=["GET"]),
         Route("/event/replay", dashboard.page(dashboard.replay_confirm), methods=["GET"]),
         Route("/event/replay", dashboard.replay, methods=["POST"]),

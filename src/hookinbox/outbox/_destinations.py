@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from hookinbox import _tracing as tracing
 from hookinbox._errors import HookinboxError
 from hookinbox._extras import require
 from hookinbox._model import Message
@@ -105,11 +106,19 @@ class HTTPDestination:
         import httpx
 
         headers = {**self.headers, "Idempotency-Key": message.key}
+        tracing.inject_current(headers)  # traceparent: the receiver may continue the trace
         try:
             response = self.client.post(self.url, json=message.payload, headers=headers)
         except httpx.TransportError as error:  # connection refused or reset, timeouts
             raise DeliveryError(f"{type(error).__name__}: {error}") from error
         status = response.status_code
+        # Host and port, never the URL: its path or query may carry a token.
+        tracing.annotate_current({
+            "http.request.method": "POST",
+            "server.address": response.request.url.host,
+            "server.port": response.request.url.port or 443,
+            "http.response.status_code": status,
+        })  # fmt: skip
         if 200 <= status < 300:
             return
         detail = f"{self.url} answered {status}"

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
+from hookinbox import _tracing as tracing
 from hookinbox._errors import StoreUnavailable
 from hookinbox._logging import logger
 from hookinbox._metrics import count_message
@@ -61,20 +62,20 @@ class Relay:
         """One attempt; returns its outcome label: delivered, retried, failed, lost_lease."""
         message = leased.message
         started = time.perf_counter()
-        destination = self.destinations.get(message.destination)
-        try:
-            if destination is None:
-                raise DeliveryError(f"no destination named {message.destination!r} is configured")
-            destination.deliver(message)
-        except Undeliverable as error:
-            settlement = Settlement(MessageStatus.FAILED, self.now(), error.message)
-        except DeliveryError as error:
-            settlement = self._retry(message, error.message, error.retry_after)
-        except Exception as error:
-            settlement = self._retry(message, describe_error(error), None)
-        else:
-            settlement = Settlement(MessageStatus.DELIVERED, self.now())
-        label = self._settle(leased, settlement)
+        attributes = {
+            "messaging.system": tracing.SYSTEM,
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "send",
+            "messaging.destination.name": message.destination,
+            "messaging.message.id": message.key,
+            "hookinbox.attempt": message.attempts,
+        }
+        name = f"send {message.destination}"
+        with tracing.consuming(name, leased.trace_context, attributes, kind="producer") as span:
+            settlement = self._attempt(message)
+            label = self._settle(leased, settlement)
+            error = None if label == "delivered" else label
+            tracing.annotate(span, {"hookinbox.outcome": label}, error=error)
         elapsed = time.perf_counter() - started
         count_message(message.destination, label, elapsed)
         level = logging.INFO if label == "delivered" else logging.WARNING
@@ -96,6 +97,20 @@ class Relay:
             },
         )
         return label
+
+    def _attempt(self, message: Message) -> Settlement:
+        destination = self.destinations.get(message.destination)
+        try:
+            if destination is None:
+                raise DeliveryError(f"no destination named {message.destination!r} is configured")
+            destination.deliver(message)
+        except Undeliverable as error:
+            return Settlement(MessageStatus.FAILED, self.now(), error.message)
+        except DeliveryError as error:
+            return self._retry(message, error.message, error.retry_after)
+        except Exception as error:
+            return self._retry(message, describe_error(error), None)
+        return Settlement(MessageStatus.DELIVERED, self.now())
 
     def _retry(self, message: Message, error: str, retry_after: float | None) -> Settlement:
         schedule = self.schedule(message.destination)

@@ -1,0 +1,80 @@
+"""Worker liveness from heartbeats, with real processes (issue 24, item 3).
+
+A `hookinbox worker` and a `hookinbox relay` beat every 0.2 s; `status --check` and `/metrics`
+see them per host. SIGKILL the worker (no handler runs, as with the OOM killer): its row stays,
+its heartbeat expires after three intervals, and the check alarms, together with the oldest
+pending event that nobody processes. A SIGTERM'd relay removes its own row.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+from datetime import UTC, datetime, timedelta
+
+from hookinbox._metrics import exposition
+from hookinbox._storage import events, live_workers, worker_rows
+from tests.apps import orders
+from tests.support.server import run_cli
+from tests.support.workers import Workers, checkout_event, deliver, opened_store, wait_for
+
+BEAT = "0.2"
+HOST = socket.gethostname()
+
+
+def test_a_killed_worker_goes_stale_and_the_check_alarms(db_url: str) -> None:
+    orders.create_tables(db_url)
+    check = ("status", "--check", "--json", "--database-url", db_url, "--min-workers", "1")
+    with (
+        opened_store(db_url) as store,
+        Workers(db_url, "--heartbeat-interval", BEAT) as workers,
+        Workers(db_url, "--heartbeat-interval", BEAT, command="relay") as relays,
+    ):
+
+        def live() -> dict[tuple[str, str], int]:
+            with store.reading() as connection:
+                return live_workers(connection, datetime.now(UTC))
+
+        [worker] = workers.start()
+        [relay] = relays.start()
+        both = {(HOST, "worker"): 1, (HOST, "relay"): 1}
+        wait_for(
+            lambda: live() == both, timeout=30, what="two heartbeats", check=workers.check_alive
+        )
+        healthy = run_cli(*check)
+        assert (healthy.returncode, json.loads(healthy.stdout)) == (0, {"ok": True, "breaches": []})
+        metrics = exposition(store)[0].decode()
+        assert f'hookinbox_live_workers{{host="{HOST}",kind="worker"}} 1.0' in metrics
+
+        worker.kill()
+        wait_for(lambda: live() == {(HOST, "relay"): 1}, timeout=10, what="the heartbeat to expire")
+        with store.reading() as connection:
+            kinds = {(row["kind"], row["pid"]) for row in worker_rows(connection)}
+        assert ("worker", worker.pid) in kinds  # the dead worker's row stays, expired
+        inbox = orders.build(db_url)
+        try:
+            deliver(inbox, checkout_event(1))  # nobody processes it now
+        finally:
+            inbox.close()
+        with store.transaction() as connection:
+            two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
+            connection.execute(events.update().values(received_at=two_minutes_ago))
+
+        alarm = run_cli(*check, "--max-pending-age", "90s")
+
+        assert alarm.returncode == 1, alarm.stderr
+        report = json.loads(alarm.stdout)
+        assert report["ok"] is False
+        assert report["breaches"][0].startswith("live workers: 0 (threshold: at least 1")
+        assert report["breaches"][1].startswith("oldest pending event is 2.")
+        metrics = exposition(store)[0].decode()
+        assert f'hookinbox_live_workers{{host="{HOST}",kind="worker"}}' not in metrics
+        assert "hookinbox_oldest_pending_age_seconds 1" in metrics  # 120 s and a bit
+
+        relay.wait_ready()
+        relay.signal(signal.SIGTERM)
+        assert relay.wait(30) == 0, relay.describe()
+        with store.reading() as connection:
+            left = [row["kind"] for row in worker_rows(connection)]
+        assert left == ["worker"]  # a clean stop removes its row; the dead one's stays
