@@ -175,13 +175,18 @@ def test_the_library_refuses_a_sql_ascii_database_as_a_configuration_error(
 # -- the LISTEN connection's back-off ------------------------------------------------------
 
 
-def listening_pid(admin: sa.Engine, database: str) -> int | None:
-    """The backend of the listener (its last statement was a LISTEN), if it is connected."""
+def listening_pid(admin: sa.Engine, database: str, other_than: int | None = None) -> int | None:
+    """The backend of a listener (its last statement was a LISTEN) other than `other_than`.
+
+    The old one may still be listed after the listener gave it up: across a silent link the
+    server side of it lives on until its own keepalives end it, so it must be skipped, not
+    taken for the only one."""
     query = sa.text(
         "SELECT pid FROM pg_stat_activity WHERE datname = :db AND query LIKE 'LISTEN %'"
+        " AND pid <> :other ORDER BY backend_start DESC"
     )
     with admin.connect() as connection:
-        return connection.execute(query, {"db": database}).scalar()
+        return connection.execute(query, {"db": database, "other": other_than or 0}).scalar()
 
 
 def wait_listening(
@@ -190,7 +195,7 @@ def wait_listening(
     timeout = RELISTEN_WAIT if timeout is None else timeout
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pid = listening_pid(admin, database)
+        pid = listening_pid(admin, database, other_than)
         if pid is not None and pid != other_than:
             return pid
         time.sleep(0.05)

@@ -87,9 +87,9 @@ def _watchdog(connection: Any, seconds: float) -> Iterator[None]:
 
     connect_timeout bounds the connection, and TCP timeouts a peer that stops acknowledging;
     neither bounds a statement that a peer acknowledges and never answers: a proxy or pooler
-    between us and PostgreSQL that accepted the connection but lost its own upstream (the
-    test suite's relay did, after a silent link came back). The shutdown wakes the blocked
-    read with an error, and the listener reconnects as after any loss."""
+    between us and PostgreSQL that accepted the connection but lost its own upstream. The
+    shutdown wakes the blocked read with an error, and the listener reconnects as after any
+    loss."""
 
     def shut_down() -> None:
         with suppress(OSError), socket.socket(fileno=os.dup(connection.pgconn.socket)) as dup:
