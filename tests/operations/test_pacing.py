@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from hookinbox._operations._pacing import Pacer
@@ -29,10 +30,14 @@ def test_the_gauge_sees_other_sessions_work_and_not_its_own(store: Store) -> Non
 
 def test_busy_batches_are_short_and_sparse() -> None:
     pacer = Pacer(rows=500)
-    # 500 rows took 0.5 s while others worked: 1 ms a row, so 50 ms is 50 rows.
-    pause = pacer.next_pause(500, 0.5, Pressure(others=2, waiting=0))
-    assert pacer.rows == 50
-    assert pause == 0.5 * 0.75 / 0.25  # a duty cycle of a quarter
+    # 500 rows took 0.25 s while others worked: 0.5 ms a row, so 20 ms is 40 rows, and the
+    # floor is 50.
+    pause = pacer.next_pause(500, 0.25, Pressure(others=2, waiting=0))
+    assert pacer.rows == pacer.min_rows == 50
+    assert pause == pytest.approx(0.25 * 0.85 / 0.15)  # a duty cycle of 15 %
+    pacer = Pacer(rows=500)
+    pacer.next_pause(500, 0.05, Pressure(others=2, waiting=0))  # 0.1 ms a row: 200 rows
+    assert pacer.rows == 200
 
 
 def test_idle_batches_grow_towards_half_a_second_and_follow_closely() -> None:
@@ -48,4 +53,7 @@ def test_others_waiting_double_the_pause_until_they_no_longer_wait() -> None:
     waiting = Pressure(others=1, waiting=3)
     pauses = [pacer.next_pause(100, 0.01, waiting) for _ in range(8)]
     assert pauses == sorted(pauses) and pauses[-1] == pacer.max_pause
-    assert pacer.next_pause(100, 0.01, Pressure(others=1, waiting=0)) < 0.05
+    # No one waits any more: back to the duty cycle's pause alone.
+    assert pacer.next_pause(100, 0.01, Pressure(others=1, waiting=0)) == pytest.approx(
+        0.01 * 0.85 / 0.15
+    )

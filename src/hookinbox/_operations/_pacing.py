@@ -24,9 +24,9 @@ from hookinbox._storage import Pressure
 
 @dataclass
 class Pacer:
-    busy_duty: float = 0.25
+    busy_duty: float = 0.15
     idle_duty: float = 0.9
-    busy_batch_seconds: float = 0.05
+    busy_batch_seconds: float = 0.02
     idle_batch_seconds: float = 0.5
     min_rows: int = 50
     max_rows: int = 5_000
