@@ -24,7 +24,7 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql, sqlite
 
 from hookinbox._model import Message, MessageStatus
-from hookinbox._storage._schema import outbox
+from hookinbox._storage._schema import outbox, status_is
 from hookinbox._storage._store import Store
 
 _UNSENT = [MessageStatus.PENDING.value, MessageStatus.DELIVERING.value]
@@ -95,7 +95,7 @@ def _due(now: datetime) -> list[sa.ColumnElement[bool]]:
         .exists()
     )
     return [
-        outbox.c.status == MessageStatus.PENDING.value,
+        status_is(outbox.c.status, MessageStatus.PENDING.value),
         outbox.c.next_attempt_at <= now,
         sa.or_(outbox.c.ordering_key.is_(None), ~predecessor_unsent),
     ]
@@ -109,7 +109,7 @@ def has_message_due(store: Store, now: datetime) -> bool:
 
 def next_message_due_at(store: Store) -> datetime | None:
     query = sa.select(sa.func.min(outbox.c.next_attempt_at)).where(
-        outbox.c.status == MessageStatus.PENDING.value
+        status_is(outbox.c.status, MessageStatus.PENDING.value)
     )
     with store.reading() as connection:
         value = connection.execute(query).scalar()
@@ -167,7 +167,7 @@ def settle(store: Store, leased: LeasedMessage, settlement: Settlement, now: dat
             .where(
                 outbox.c.id == leased.message.row_id,
                 outbox.c.lease_token == leased.token,
-                outbox.c.status == MessageStatus.DELIVERING.value,
+                status_is(outbox.c.status, MessageStatus.DELIVERING.value),
             )
             .values(**values)
         )
@@ -180,7 +180,10 @@ def sweep_messages(
     """Give back messages whose relay died while delivering them (their lease expired)."""
     expired = (
         sa.select(outbox)
-        .where(outbox.c.status == MessageStatus.DELIVERING.value, outbox.c.lease_expires_at < now)
+        .where(
+            status_is(outbox.c.status, MessageStatus.DELIVERING.value),
+            outbox.c.lease_expires_at < now,
+        )
         .order_by(outbox.c.lease_expires_at)
         .limit(limit)
         .with_for_update(skip_locked=True)

@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from hookinbox._model import WAITING_STATUSES, Event, Status
-from hookinbox._storage._schema import events
+from hookinbox._storage._schema import events, status_is
 from hookinbox._storage._store import Store, event_from_row
 
 _WAITING = [s.value for s in WAITING_STATUSES]
@@ -60,7 +60,7 @@ def has_due(store: Store, now: datetime) -> bool:
     """A cheap read (no write lock on SQLite): is any event due?"""
     query = (
         sa.select(events.c.id)
-        .where(events.c.status.in_(_WAITING), events.c.next_attempt_at <= now)
+        .where(status_is(events.c.status, *_WAITING), events.c.next_attempt_at <= now)
         .limit(1)
     )
     with store.reading() as connection:
@@ -69,7 +69,8 @@ def has_due(store: Store, now: datetime) -> bool:
 
 def next_due_at(store: Store) -> datetime | None:
     """When the soonest waiting event becomes due (to sleep exactly that long)."""
-    query = sa.select(sa.func.min(events.c.next_attempt_at)).where(events.c.status.in_(_WAITING))
+    soonest = sa.func.min(events.c.next_attempt_at)
+    query = sa.select(soonest).where(status_is(events.c.status, *_WAITING))
     with store.reading() as connection:
         value = connection.execute(query).scalar()
     return value if isinstance(value, datetime) else None
@@ -80,7 +81,7 @@ def lease_due(store: Store, *, limit: int, now: datetime, lease_until: datetime)
     token = uuid.uuid4().hex
     candidates = (
         sa.select(events.c.id)
-        .where(events.c.status.in_(_WAITING), events.c.next_attempt_at <= now)
+        .where(status_is(events.c.status, *_WAITING), events.c.next_attempt_at <= now)
         .order_by(events.c.next_attempt_at, events.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True)  # PostgreSQL only; SQLite has one writer anyway
@@ -109,7 +110,7 @@ def _held(row_id: int, token: str) -> sa.ColumnElement[bool]:
     return sa.and_(
         events.c.id == row_id,
         events.c.lease_token == token,
-        events.c.status == Status.PROCESSING.value,
+        status_is(events.c.status, Status.PROCESSING.value),
     )
 
 
@@ -174,7 +175,7 @@ def sweep_expired(
     """
     expired = (
         sa.select(events)
-        .where(events.c.status == Status.PROCESSING.value, events.c.lease_expires_at < now)
+        .where(status_is(events.c.status, Status.PROCESSING.value), events.c.lease_expires_at < now)
         .order_by(events.c.lease_expires_at)
         .limit(limit)
         .with_for_update(skip_locked=True)
