@@ -13,7 +13,15 @@ from sqlalchemy import Connection
 
 from hookinbox._model import DONE_STATUSES, MessageStatus, Status
 from hookinbox._storage._notify import CHANNEL
-from hookinbox._storage._schema import audit, deliveries, events, jobs, outbox
+from hookinbox._storage._schema import (
+    audit,
+    deliveries,
+    events,
+    jobs,
+    open_event_status,
+    outbox,
+    status_is,
+)
 from hookinbox._storage._search import SCAN_LIMIT, PayloadMatch, payload_match
 from hookinbox._storage._store import Store
 from hookinbox._storage._types import SafeText, UTCDateTime
@@ -33,8 +41,10 @@ class EventFilter:
 
     def where(self) -> list[sa.ColumnElement[bool]]:
         clauses: list[sa.ColumnElement[bool]] = []
-        if self.status is not None:
-            clauses.append(events.c.status == self.status.value)
+        if self.status in DONE_STATUSES:
+            clauses.append(status_is(events.c.status, self.status.value))
+        elif self.status is not None:
+            clauses.append(open_event_status(self.status.value))
         if self.source is not None:
             clauses.append(events.c.source == self.source)
         if self.event_type is not None:

@@ -24,7 +24,7 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql, sqlite
 
 from hookinbox._model import Message, MessageStatus
-from hookinbox._storage._schema import outbox, status_is
+from hookinbox._storage._schema import outbox, status_is, status_not
 from hookinbox._storage._store import Store
 
 _UNSENT = [MessageStatus.PENDING.value, MessageStatus.DELIVERING.value]
@@ -90,7 +90,7 @@ def _due(now: datetime) -> list[sa.ColumnElement[bool]]:
         .where(
             earlier.c.ordering_key == outbox.c.ordering_key,
             earlier.c.id < outbox.c.id,
-            earlier.c.status.in_(_UNSENT),
+            status_is(earlier.c.status, *_UNSENT),
         )
         .exists()
     )
@@ -226,7 +226,10 @@ def outbox_backlog(connection: Connection) -> dict[str, int]:
     """Unsent and failed messages, by status (from the small partial indexes)."""
     rows = connection.execute(
         sa.select(outbox.c.status, sa.func.count())
-        .where(outbox.c.status.in_([*_UNSENT, MessageStatus.FAILED.value]))
+        .where(
+            status_is(outbox.c.status, *_UNSENT, MessageStatus.FAILED.value),
+            status_not(outbox.c.status, MessageStatus.DELIVERED.value),  # the open index's
+        )
         .group_by(outbox.c.status)
     )
     return {status: int(count) for status, count in rows}

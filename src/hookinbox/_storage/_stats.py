@@ -19,7 +19,13 @@ from sqlalchemy import Connection
 
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
 from hookinbox._storage._outbox import outbox_backlog
-from hookinbox._storage._schema import deliveries, events
+from hookinbox._storage._schema import (
+    deliveries,
+    events,
+    open_event_status,
+    status_is,
+    status_not,
+)
 from hookinbox._storage._types import UTCDateTime
 from hookinbox._storage._workers import live_workers
 
@@ -75,22 +81,22 @@ def open_figures(connection: Connection, now: datetime) -> OpenFigures:
         status: count
         for status, count in connection.execute(
             sa.select(events.c.status, sa.func.count())
-            .where(events.c.status.not_in(done))
+            .where(status_not(events.c.status, *done))
             .group_by(events.c.status)
         )
     }
     oldest = sa.select(sa.func.min(events.c.received_at))
     oldest_pending = connection.execute(
-        oldest.where(events.c.status.in_([Status.PENDING.value, Status.PROCESSING.value]))
+        oldest.where(open_event_status(Status.PENDING.value, Status.PROCESSING.value))
     ).scalar()
     oldest_deferred = connection.execute(
         sa.select(sa.func.min(events.c.deferred_since)).where(
-            events.c.status == Status.DEFERRED.value
+            open_event_status(Status.DEFERRED.value)
         )
     ).scalar()
     deadline_failures = connection.execute(
         sa.select(sa.func.count()).where(
-            events.c.status == Status.FAILED.value, events.c.outcome == NOT_READY_DEADLINE
+            open_event_status(Status.FAILED.value), events.c.outcome == NOT_READY_DEADLINE
         )
     ).scalar_one()
     return OpenFigures(
@@ -144,7 +150,7 @@ def waiting_count(connection: Connection) -> int:
     waiting = [s.value for s in WAITING_STATUSES]
     return int(
         connection.execute(
-            sa.select(sa.func.count()).where(events.c.status.in_(waiting))
+            sa.select(sa.func.count()).where(status_is(events.c.status, *waiting))
         ).scalar_one()
     )
 
@@ -202,7 +208,7 @@ def activity(
     rows = connection.execute(
         sa.select(events.c.source, event_bucket, sa.func.count())
         .where(
-            events.c.status == Status.FAILED.value,
+            open_event_status(Status.FAILED.value),
             events.c.received_at >= start,
             events.c.received_at < end,
         )
