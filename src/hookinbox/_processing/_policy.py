@@ -3,6 +3,14 @@
 A policy is set on the `Inbox`, on a source, and on a handler; each level overrides only the
 fields it sets, and the most specific wins. When several handlers of one event set a field,
 the strictest value applies (they share one transaction, so they share one retry budget).
+
+Two schedules come out of one policy. A failure (the handler raised) backs off steeply
+(`delay`: 5 s, x4, up to an hour), because it is a bug or an outage that will not be gone in
+a second. A `NotReady` (an event that arrived before its predecessor) is expected and usually
+resolves within seconds, when the predecessor arrives: `not_ready_delay` tries again after
+about a second and backs off gently (x1.5) up to `not_ready_max_delay` (5 minutes), so a
+late predecessor is followed promptly without a stuck event costing a transaction a second
+until its `not_ready_deadline`.
 """
 
 from __future__ import annotations
@@ -15,6 +23,12 @@ from typing import Any
 from hookinbox._errors import ConfigurationError
 
 DAY = 86_400.0
+
+NOT_READY_FIRST_DELAY = 1.0
+"""Seconds before an event is tried again after its first `NotReady`."""
+NOT_READY_FACTOR = 1.5
+"""Each later `NotReady` waits this many times longer than the one before (up to the
+policy's `not_ready_max_delay`); the policy's `jitter` spreads each wait."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +47,16 @@ class RetryPolicy:
     """Each delay is spread by up to +/- this fraction, so retries of many events disperse."""
     not_ready_deadline: float | None = None
     """Seconds after the first NotReady until the event fails with `not_ready_deadline`."""
+    not_ready_max_delay: float | None = None
+    """The longest wait between two tries of an event whose handler raised `NotReady` (the
+    waits start near 1 s and grow 1.5 times per try, never past the deadline)."""
 
     def __post_init__(self) -> None:
         if self.max_attempts is not None and self.max_attempts < 1:
             raise ConfigurationError("max_attempts must be at least 1")
+        if self.not_ready_max_delay is not None and self.not_ready_max_delay <= 0:
+            # 0 would try a stuck event in a loop, a transaction each, until its deadline.
+            raise ConfigurationError("not_ready_max_delay must be positive")
         for name in ("first_delay", "max_delay", "not_ready_deadline"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -59,6 +79,9 @@ DEFAULT_POLICY = RetryPolicy(
     max_delay=3600.0,
     jitter=0.2,
     not_ready_deadline=3 * DAY,  # Stripe's retry window: past it, the predecessor is not coming
+    # A stuck event costs a transaction every 5 minutes (864 over the 3-day deadline), and a
+    # predecessor arriving late is followed within 5 minutes at most.
+    not_ready_max_delay=300.0,
 )
 
 
@@ -72,6 +95,7 @@ class Schedule:
     max_delay: float
     jitter: float
     not_ready_deadline: float
+    not_ready_max_delay: float
 
     @classmethod
     def resolve(
@@ -91,8 +115,20 @@ class Schedule:
         return cls(**{f.name: getattr(policy, f.name) for f in fields(policy)})
 
     def delay(self, retry: int, rng: random.Random | None = None) -> float:
-        """Seconds before retry number `retry` (1 = the first retry)."""
-        exponent = min(max(0, retry - 1), 64)  # past the cap anyway; keeps the power finite
-        base = min(self.max_delay, self.first_delay * self.factor**exponent)
+        """Seconds before retry number `retry` (1 = the first retry) after a failure."""
+        return self._spread(_backoff(self.first_delay, self.factor, self.max_delay, retry), rng)
+
+    def not_ready_delay(self, deferral: int, rng: random.Random | None = None) -> float:
+        """Seconds before the next try after `NotReady` number `deferral` (1 = the first)."""
+        base = _backoff(NOT_READY_FIRST_DELAY, NOT_READY_FACTOR, self.not_ready_max_delay, deferral)
+        return self._spread(base, rng)
+
+    def _spread(self, base: float, rng: random.Random | None) -> float:
         spread = (rng or random).uniform(-self.jitter, self.jitter)
         return max(0.0, base * (1 + spread))
+
+
+def _backoff(first: float, factor: float, cap: float, number: int) -> float:
+    """`first`, times `factor` for each step after the first, up to `cap`."""
+    exponent = min(max(0, number - 1), 64)  # past the cap anyway; keeps the power finite
+    return min(cap, first * factor**exponent)

@@ -192,9 +192,11 @@ class Processor:
             return Release(
                 Status.FAILED, now, reason, outcome=NOT_READY_DEADLINE, refund_attempt=True
             )
-        delay = error.retry_in if error.retry_in is not None else None
+        # NotReady's own gentle schedule (1 s, x1.5, up to not_ready_max_delay), not the
+        # failure backoff: the predecessor usually arrives within seconds.
+        delay = error.retry_in
         if delay is None:
-            delay = schedule.delay(event.deferrals + 1, self.rng)
+            delay = schedule.not_ready_delay(event.deferrals + 1, self.rng)
         return Release(
             Status.DEFERRED,
             min(now + timedelta(seconds=max(0.0, delay)), deadline),
