@@ -223,6 +223,7 @@ class Inbox(BaseInbox):
             prune_at=resolve_prune_at(prune_at),
             auto_migrate=auto_migrate,
             group_commit=resolve_group_commit(group_commit),
+            wake_socket=current_overrides().wake_socket,
         )
         self._registry = Registry()
         self._runtime = Runtime(self.settings, self._registry, self._store_factory())

@@ -20,6 +20,7 @@ from hookinbox._operations._schedule import DailyJob
 from hookinbox._processing._loop import WorkQueue
 from hookinbox._processing._processor import Processor
 from hookinbox._processing._queues import EventQueue
+from hookinbox._processing._wakeup import WakeSender
 from hookinbox._processing._worker import Worker, WorkerOptions
 from hookinbox._receiver import Receiver
 from hookinbox._registry import Registry
@@ -59,6 +60,8 @@ class Runtime:
         self._relay: Relay | None = None
         self.wake = threading.Event()  # set on each new event: an in-process worker starts at once
         self.relay_wake = threading.Event()
+        self._wake_worker: WakeSender | None = None
+        """Wakes `hookinbox serve`'s worker process (settings.wake_socket), once receiving."""
 
     @property
     def started(self) -> bool:
@@ -84,11 +87,14 @@ class Runtime:
                     self.registry.check()
                     settings = self.settings
                     registry = self.registry
+                    if settings.wake_socket is not None:
+                        self._wake_worker = WakeSender(settings.wake_socket)
                     committer = (
                         GroupCommitter(
                             self.store,
                             settings.group_commit,
                             statement_timeout=settings.statement_timeout,
+                            on_new_event=self._wake_worker,  # once per commit
                         )
                         if settings.group_commit
                         else None
@@ -98,11 +104,18 @@ class Runtime:
                         registry.sources,
                         settings.receiver,
                         inline={name: self.processor.inline for name in registry.inline_sources},
-                        on_new_event=self.wake.set,
+                        on_new_event=self._on_new_event,
                         retention=settings.retention,
                         committer=committer,
                     )
         return self._receiver
+
+    def _on_new_event(self) -> None:
+        """A delivery stored a new event: wake a worker of this process, and serve's worker
+        unless the group committer did already (once for its whole commit)."""
+        self.wake.set()
+        if self._wake_worker is not None and self.settings.group_commit is None:
+            self._wake_worker()  # each delivery is a commit of its own
 
     @property
     def processor(self) -> Processor:
@@ -173,3 +186,5 @@ class Runtime:
             self._receiver.committer.close()
         if self._store is not None:
             self._store.dispose()
+        if self._wake_worker is not None:
+            self._wake_worker.close()

@@ -88,6 +88,10 @@ class Settings:
     prune_at: time_of_day | None = None
     auto_migrate: bool = True
     group_commit: GroupCommit | None = field(default_factory=GroupCommit)
+    wake_socket: str | None = None
+    """Not an argument: `hookinbox serve` sets it in its HTTP processes on SQLite, where each
+    commit that stores a new event sends its worker a wake-up there (docs/processing.md,
+    running workers). None elsewhere."""
 
     def __post_init__(self) -> None:
         for name, kind in (
@@ -125,10 +129,13 @@ class Overrides:
     ack_deadline: float | None = None
     """Seconds; 0 turns the deadline off; None leaves the app's setting."""
     body_timeout: float | None = None
+    wake_socket: str | None = None
+    """Where `hookinbox serve`'s worker is woken after each commit (its HTTP processes only)."""
 
     def __bool__(self) -> bool:
         return any(value is not None for value in (
-            self.database_url, self.group_commit, self.ack_deadline, self.body_timeout
+            self.database_url, self.group_commit, self.ack_deadline, self.body_timeout,
+            self.wake_socket,
         ))  # fmt: skip
 
 

@@ -1,9 +1,10 @@
 """The worker: an event loop, a relay loop for the outbox, the daily jobs, and clean shutdowns.
 
 Wake-ups: an in-process signal when ingest runs in the same process, PostgreSQL
-LISTEN/NOTIFY across processes, and polling as the fallback (50 ms on SQLite, where a due check
-is a cheap read; 1 s on PostgreSQL, where NOTIFY does the real work). When idle, the worker
-also sleeps no longer than until the soonest scheduled retry.
+LISTEN/NOTIFY across processes, a datagram from `hookinbox serve`'s HTTP processes on SQLite
+(`_wakeup.py`, when `wake_socket` is set), and polling as the fallback (50 ms on SQLite, where a
+due check is a cheap read; 1 s on PostgreSQL, where NOTIFY does the real work). When idle, the
+worker also sleeps no longer than until the soonest scheduled retry.
 
 While it runs, the worker beats (`_heartbeat.py`): operators see it alive, per host.
 
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from hookinbox._logging import logger
 from hookinbox._processing._heartbeat import Heartbeat
 from hookinbox._processing._loop import LeaseLoop, WorkQueue
+from hookinbox._processing._wakeup import WakeSocket
 from hookinbox._storage import Listener, Store, supports_listen
 
 log = logger("hookinbox.worker")
@@ -57,6 +59,10 @@ class WorkerOptions:
     """Install SIGTERM/SIGINT handlers (only from the main thread); off when embedded."""
     parent_pid: int | None = None
     """Stop when this process is gone (a worker started by `hookinbox serve`)."""
+    wake_socket: str | None = None
+    """A path to bind a UNIX datagram socket at: each datagram wakes the event loop. `hookinbox
+    serve` passes one on SQLite, and its HTTP processes send a datagram after each commit that
+    stored a new event. The poll stays the fallback for wake-ups lost or never sent."""
     heartbeat_interval: float = 10.0
     """Seconds between heartbeats (`hookinbox_workers`); the process counts as alive for three
     intervals after each one."""
@@ -119,6 +125,9 @@ class Worker:
         if supports_listen(self.store) and self._channels:
             listener = Listener(self.store, self._channels, self._stopping)
             listener.start()
+        # Bound before the loops start (and before the first heartbeat, which tells the
+        # server's tests that this worker is up): a commit from then on wakes it.
+        wake_socket = self._wake_socket()
         for job in self._jobs:
             job.start()
         threads = [
@@ -147,6 +156,9 @@ class Worker:
             drained = drained and not any(thread.is_alive() for thread in threads)
             if listener is not None:
                 listener.join(timeout=2.0)  # it checks the stop flag every second
+            if wake_socket is not None:
+                wake_socket.join(timeout=2.0)  # so does the wake-up socket
+                wake_socket.close()
             for job in self._jobs:
                 job.stop()
             if drained:
@@ -170,6 +182,19 @@ class Worker:
             if done == 0:
                 break
         return total
+
+    def _wake_socket(self) -> WakeSocket | None:
+        """The bound wake-up socket's thread, started; None without one (or if it cannot be
+        bound: the worker then polls, logged)."""
+        path = self.options.wake_socket
+        if path is None:
+            return None
+        events = [loop.wake for loop in self.loops if loop.queue.name == "events"]
+        receiver = WakeSocket(path, events, self._stopping)
+        if not receiver.bind():
+            return None
+        receiver.start()
+        return receiver
 
     def _parent_gone(self) -> bool:
         return self.options.parent_pid is not None and os.getppid() != self.options.parent_pid

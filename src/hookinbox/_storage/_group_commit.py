@@ -33,6 +33,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ from sqlalchemy import Connection
 from hookinbox._errors import AckDeadlinePassed, ConfigurationError, StoreUnavailable
 from hookinbox._logging import logger
 from hookinbox._metrics import observe_batch
-from hookinbox._model import NewDelivery, RecordedDelivery
+from hookinbox._model import NewDelivery, RecordedDelivery, Status
 from hookinbox._storage._batch import record_deliveries
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._store import Store
@@ -90,9 +91,14 @@ class GroupCommitter:
         options: GroupCommit | None = None,
         *,
         statement_timeout: float | None = None,
+        on_new_event: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.options = options or GroupCommit()
+        # Called by the writer thread once per commit that stored a new event to process,
+        # before the waiters hear of it: it wakes a worker in another process (`hookinbox
+        # serve` on SQLite). It must not block or raise.
+        self.on_new_event = on_new_event
         # PostgreSQL: a batch statement stuck behind a lock is cancelled after this many
         # seconds, so that the batches queued behind it are not held up for as long as the lock
         # (its requests have been answered 503 at their ack deadline by then).
@@ -236,6 +242,10 @@ class GroupCommitter:
                 self._flush([pending])
             return
         observe_batch(len(deliveries))
+        if self.on_new_event is not None and any(
+            recorded.is_new and recorded.status is Status.PENDING for recorded in results
+        ):
+            self.on_new_event()
         start = 0
         for item, waiter in batch:
             resolved: Future[Any] = waiter  # the item's type decides what it resolves to

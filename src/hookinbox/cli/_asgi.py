@@ -14,6 +14,7 @@ from hookinbox.cli._options import (
     BODY_TIMEOUT_ENV,
     DATABASE_URL_ENV,
     GROUP_COMMIT_ENV,
+    WAKE_SOCKET_ENV,
 )
 from hookinbox.dashboard._token import ADMIN_TOKEN_ENV
 from hookinbox.http._app import create_app
@@ -29,6 +30,7 @@ def overrides_from_environment() -> Overrides:
         group_commit=False if os.environ.get(GROUP_COMMIT_ENV) == "off" else None,
         ack_deadline=float(ack_deadline) if ack_deadline else None,
         body_timeout=float(body_timeout) if body_timeout else None,
+        wake_socket=os.environ.get(WAKE_SOCKET_ENV) or None,
     )
 
 

@@ -14,6 +14,8 @@ import click
 APP_ENV = "HOOKINBOX_APP"
 DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
 GROUP_COMMIT_ENV = "HOOKINBOX_GROUP_COMMIT"
+WAKE_SOCKET_ENV = "HOOKINBOX_WAKE_SOCKET"
+"""Set by `serve` for its HTTP processes (not a user's setting): where its worker is woken."""
 ACK_DEADLINE_ENV = "HOOKINBOX_ACK_DEADLINE"
 """Seconds, set by `serve --ack-deadline` (or by hand); 0 turns the deadline off."""
 BODY_TIMEOUT_ENV = "HOOKINBOX_BODY_TIMEOUT"

@@ -21,6 +21,7 @@ from hookinbox.cli._options import (
     BODY_TIMEOUT_ENV,
     DATABASE_URL_ENV,
     GROUP_COMMIT_ENV,
+    WAKE_SOCKET_ENV,
     app_argument,
     concurrency_option,
     database_url_option,
@@ -160,15 +161,19 @@ def serve(
         os.environ[ACK_DEADLINE_ENV] = f"{ack_deadline:g}"
     if body_timeout is not None:
         os.environ[BODY_TIMEOUT_ENV] = f"{body_timeout:g}"
+    os.environ.pop(WAKE_SOCKET_ENV, None)  # only ever this server's own (below)
     inbox = load_app(app, overrides=overrides_from_environment())
+    sqlite = False
     if isinstance(inbox, Inbox):
         inbox.migrate()  # checks the app's handlers and sources first
+        sqlite = inbox.store.dialect == "sqlite"
     else:
         no_worker = True  # Redis claim mode: handlers run in the request; no schema, no queue
     inbox.close()
     if admin_token:
         os.environ[ADMIN_TOKEN_ENV] = admin_token
     supervisor = None
+    wake_dir = None
     if not no_worker:
         command = [
             sys.executable, "-m", "hookinbox", "worker", app,
@@ -179,6 +184,11 @@ def serve(
             "--log-format", log_format,
             "--parent-pid", str(os.getpid()),  # it stops by itself if this process is killed
         ]  # fmt: skip
+        if sqlite:  # PostgreSQL's NOTIFY wakes the worker already, from any host
+            wake_dir, wake_socket = _wake_socket()
+            if wake_socket is not None:
+                command += ["--wake-socket", wake_socket]
+                os.environ[WAKE_SOCKET_ENV] = wake_socket  # for the HTTP processes
         supervisor = WorkerSupervisor(command, grace_period)
         supervisor.start()
     # uvicorn re-raises the signal that stopped it once it is done, to whatever handler was
@@ -207,3 +217,15 @@ def serve(
             supervisor.stop()
         if own_metrics_dir is not None:
             shutil.rmtree(own_metrics_dir, ignore_errors=True)
+        if wake_dir is not None:
+            shutil.rmtree(wake_dir, ignore_errors=True)
+
+
+def _wake_socket() -> tuple[str, str | None]:
+    """A private directory (mode 0700) and the path of the worker's wake-up socket in it;
+    None for the path when it cannot be bound (too long, not POSIX): the worker then polls."""
+    from hookinbox._processing._wakeup import usable_path
+
+    directory = tempfile.mkdtemp(prefix="hookinbox-serve-")
+    path = os.path.join(directory, "worker.sock")
+    return directory, path if usable_path(path) else None

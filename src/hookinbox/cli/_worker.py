@@ -46,6 +46,7 @@ EXIT_NOT_DRAINED = 1
     help="Seconds between checks when nothing wakes the worker [default: 0.05 SQLite, 1 PG].",
 )
 @click.option("--parent-pid", type=int, default=None, hidden=True)
+@click.option("--wake-socket", default=None, hidden=True)  # serve's, on SQLite
 @metrics_port_option
 @click.option(
     "--no-relay",
@@ -66,6 +67,7 @@ def worker(
     grace_period: float,
     poll_interval: float | None,
     parent_pid: int | None,
+    wake_socket: str | None,
     metrics_port: int | None,
     no_relay: bool,
     relay_concurrency: int,
@@ -99,6 +101,7 @@ def worker(
         grace_period=grace_period,
         poll_interval=poll_interval,
         parent_pid=parent_pid,
+        wake_socket=wake_socket,
         heartbeat_interval=heartbeat_interval,
     )
     run_until_stopped(inbox, inbox.worker(options, relay=not no_relay), metrics_port)

@@ -1,0 +1,112 @@
+"""Wake-ups between processes of one host: a UNIX datagram socket the worker binds.
+
+`hookinbox serve` on SQLite, where there is no LISTEN/NOTIFY: it makes a private directory
+and hands one path in it to its worker (`--wake-socket`) and to its HTTP processes (the
+settings' `wake_socket`). The worker binds the path (`WakeSocket`, a thread that sets the
+event loop's wake-up on each datagram); each HTTP process sends one empty datagram after each
+commit that stored a new event (`WakeSender`, called by the group committer's writer thread).
+
+Best effort on purpose: the send never blocks and ignores every error (no worker bound yet, a
+worker restarting, its queue full of wake-ups already), because the worker's poll stays as
+the fallback. A lost wake-up costs latency, never an event.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Sequence
+from contextlib import suppress
+
+from hookinbox._logging import logger
+
+log = logger("hookinbox.worker")
+
+MAX_PATH_BYTES = 100
+"""A socket's path must fit `sockaddr_un.sun_path` (108 bytes on Linux, 104 on macOS)."""
+
+_WAKE = b""
+_RECEIVE_TIMEOUT = 1.0
+"""Seconds between checks of the stop flag while no datagram arrives."""
+
+
+def usable_path(path: str) -> bool:
+    """Whether a wake-up socket can be bound at `path`: a POSIX system (Windows has no UNIX
+    datagram sockets), and a path short enough (a deep $TMPDIR can make it too long)."""
+    return os.name == "posix" and len(os.fsencode(path)) <= MAX_PATH_BYTES
+
+
+class WakeSender:
+    """Sends a wake-up to the worker bound at `path`; never blocks, never raises."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._socket.setblocking(False)
+
+    def __call__(self) -> None:
+        # FileNotFoundError / ConnectionRefusedError: no worker bound (starting, restarting,
+        # or killed and not yet rebound); BlockingIOError: its queue is full of wake-ups it has
+        # not read yet, so one more would add nothing. The poll covers every case.
+        with suppress(OSError):
+            self._socket.sendto(_WAKE, self.path)
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+class WakeSocket(threading.Thread):
+    """Binds `path` and sets every event of `wakes` on each datagram, until `stop` is set."""
+
+    def __init__(self, path: str, wakes: Sequence[threading.Event], stop: threading.Event) -> None:
+        super().__init__(name="hookinbox-wake-socket", daemon=True)
+        self.path = path
+        self._wakes = list(wakes)
+        self._stopping = stop  # not `_stop`: that would shadow Thread._stop, which join() calls
+        self._socket: socket.socket | None = None
+
+    def bind(self) -> bool:
+        """Bind the path (replacing what a killed worker left there); False if it cannot be,
+        and the worker polls alone."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            # A worker killed by SIGKILL leaves its socket file behind, and its restart binds
+            # the same path: remove it first. The directory is serve's own (mode 0700).
+            with suppress(FileNotFoundError):
+                os.unlink(self.path)
+            sock.bind(self.path)
+        except OSError as error:
+            sock.close()
+            log.warning("cannot bind the wake-up socket %s (%s); polling only", self.path, error)
+            return False
+        sock.settimeout(_RECEIVE_TIMEOUT)
+        self._socket = sock
+        return True
+
+    def run(self) -> None:
+        sock = self._socket
+        if sock is None:
+            return
+        while not self._stopping.is_set():
+            try:
+                sock.recv(16)
+            except TimeoutError:
+                continue
+            except OSError:
+                return  # closed under us: the worker is stopping
+            # Read what else is queued: one wake-up stands for all of them.
+            with suppress(OSError):
+                while True:
+                    sock.recv(16, socket.MSG_DONTWAIT)
+            for wake in self._wakes:
+                wake.set()
+
+    def close(self) -> None:
+        """After the thread stopped (or was never started): close and remove the socket."""
+        sock, self._socket = self._socket, None
+        if sock is None:
+            return
+        sock.close()
+        with suppress(OSError):
+            os.unlink(self.path)
