@@ -27,7 +27,7 @@ from hookinbox._registry import Registry
 from hookinbox._settings import Settings
 from hookinbox._storage._group_commit import GroupCommitter
 from hookinbox._storage._notify import CHANNEL as EVENTS_CHANNEL
-from hookinbox._storage._notify import OUTBOX_CHANNEL
+from hookinbox._storage._notify import OUTBOX_CHANNEL, supports_listen
 from hookinbox._storage._store import Store
 from hookinbox.outbox._relay import MessageQueue, Relay
 
@@ -87,7 +87,8 @@ class Runtime:
                     self.registry.check()
                     settings = self.settings
                     registry = self.registry
-                    if settings.wake_socket is not None:
+                    if settings.wake_socket is not None and not supports_listen(self.store):
+                        # SQLite (on PostgreSQL, NOTIFY wakes serve's worker already)
                         self._wake_worker = WakeSender(settings.wake_socket)
                     committer = (
                         GroupCommitter(

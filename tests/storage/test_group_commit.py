@@ -232,3 +232,23 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.01)
+
+
+def test_on_new_event_is_called_once_per_commit_that_stored_a_new_event(store: Store) -> None:
+    """The hook `hookinbox serve` wakes its worker with: once per commit, not per delivery,
+    and not for a commit with nothing to process (duplicates, events held as stale)."""
+    store.ensure_schema()
+    calls: list[int] = []
+    committer = GroupCommitter(store, on_new_event=lambda: calls.append(1))
+    assert committer.record(delivery("s", "evt_new", b"a", 1)).is_new
+    assert len(calls) == 1
+    assert not committer.record(delivery("s", "evt_new", b"a", 2)).is_new  # a duplicate
+    assert committer.record(delivery("s", "evt_old", b"b", 3, stale=True)).is_new  # stale
+    assert len(calls) == 1
+    with watched(store) as seen, ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(
+            pool.map(lambda n: committer.record(delivery("s", f"evt_{n}", b"c", n)), range(64))
+        )
+    committer.close()
+    assert all(result.is_new for result in results)
+    assert len(calls) - 1 == len(seen["batches"])  # one per batch, each batch one commit

@@ -95,18 +95,21 @@ class WakeSocket(threading.Thread):
                 continue
             except OSError:
                 return  # closed under us: the worker is stopping
-            # Read what else is queued: one wake-up stands for all of them.
-            with suppress(OSError):
-                while True:
-                    sock.recv(16, socket.MSG_DONTWAIT)
+            # Each datagram sets the events again; a loop busy with the last one's event does
+            # not run more often for it (an event stays set until the loop clears it).
             for wake in self._wakes:
                 wake.set()
 
     def close(self) -> None:
-        """After the thread stopped (or was never started): close and remove the socket."""
+        """Once `stop` is set: end the thread (a datagram of our own wakes it at once, rather
+        than at its next timeout), then close and remove the socket."""
         sock, self._socket = self._socket, None
         if sock is None:
             return
+        if self.is_alive():
+            with suppress(OSError):
+                sock.sendto(_WAKE, self.path)
+            self.join(timeout=2.0)
         sock.close()
         with suppress(OSError):
             os.unlink(self.path)

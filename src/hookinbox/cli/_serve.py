@@ -161,19 +161,27 @@ def serve(
         os.environ[ACK_DEADLINE_ENV] = f"{ack_deadline:g}"
     if body_timeout is not None:
         os.environ[BODY_TIMEOUT_ENV] = f"{body_timeout:g}"
-    os.environ.pop(WAKE_SOCKET_ENV, None)  # only ever this server's own (below)
-    inbox = load_app(app, overrides=overrides_from_environment())
-    sqlite = False
-    if isinstance(inbox, Inbox):
-        inbox.migrate()  # checks the app's handlers and sources first
-        sqlite = inbox.store.dialect == "sqlite"
-    else:
-        no_worker = True  # Redis claim mode: handlers run in the request; no schema, no queue
-    inbox.close()
+    # Where the HTTP processes wake the worker (only on SQLite: the inbox and the worker
+    # decide, knowing the database), set before APP is imported: with --workers 1, uvicorn
+    # serves in this process, with the inbox built by the import below.
+    os.environ.pop(WAKE_SOCKET_ENV, None)
+    wake_dir, wake_socket = (None, None) if no_worker else _wake_socket()
+    if wake_socket is not None:
+        os.environ[WAKE_SOCKET_ENV] = wake_socket
+    try:
+        inbox = load_app(app, overrides=overrides_from_environment())
+        if isinstance(inbox, Inbox):
+            inbox.migrate()  # checks the app's handlers and sources first
+        else:
+            no_worker = True  # Redis claim mode: handlers run in the request; no schema, no queue
+        inbox.close()
+    except BaseException:
+        if wake_dir is not None:
+            shutil.rmtree(wake_dir, ignore_errors=True)
+        raise
     if admin_token:
         os.environ[ADMIN_TOKEN_ENV] = admin_token
     supervisor = None
-    wake_dir = None
     if not no_worker:
         command = [
             sys.executable, "-m", "hookinbox", "worker", app,
@@ -184,11 +192,8 @@ def serve(
             "--log-format", log_format,
             "--parent-pid", str(os.getpid()),  # it stops by itself if this process is killed
         ]  # fmt: skip
-        if sqlite:  # PostgreSQL's NOTIFY wakes the worker already, from any host
-            wake_dir, wake_socket = _wake_socket()
-            if wake_socket is not None:
-                command += ["--wake-socket", wake_socket]
-                os.environ[WAKE_SOCKET_ENV] = wake_socket  # for the HTTP processes
+        if wake_socket is not None:
+            command += ["--wake-socket", wake_socket]
         supervisor = WorkerSupervisor(command, grace_period)
         supervisor.start()
     # uvicorn re-raises the signal that stopped it once it is done, to whatever handler was
@@ -223,7 +228,8 @@ def serve(
 
 def _wake_socket() -> tuple[str, str | None]:
     """A private directory (mode 0700) and the path of the worker's wake-up socket in it;
-    None for the path when it cannot be bound (too long, not POSIX): the worker then polls."""
+    None for the path when it cannot be bound (too long, not POSIX): the worker then polls.
+    On PostgreSQL nothing binds or sends there (NOTIFY wakes the worker from any host)."""
     from hookinbox._processing._wakeup import usable_path
 
     directory = tempfile.mkdtemp(prefix="hookinbox-serve-")
