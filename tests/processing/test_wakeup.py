@@ -1,8 +1,9 @@
 """Wake-ups: an idle worker starts on a new event at once, not at its next poll.
 
-Each test gives the worker a 30 s poll interval and a 10 s deadline, so only the wake-up
-mechanism under test can explain the event being processed in time. Latency itself is
-measured in the benchmarks, not asserted here.
+Each test of a running worker gives it a 30 s poll interval and a 10 s deadline, so only the
+wake-up mechanism under test can explain the event being processed in time. Latency itself is
+measured in the benchmarks, not asserted here. `hookinbox serve`'s own wiring, with real
+processes and a SIGKILL, is tested in tests/processes/test_serve_wakeup.py.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from pathlib import Path
 import pytest
 
 from hookinbox import Inbox, Status, WorkerOptions
+from hookinbox._processing._queues import EventQueue
 from hookinbox._processing._wakeup import WakeSender, WakeSocket
 from hookinbox._settings import Overrides, overriding
 from tests.apps import orders as orders_app
-from tests.processing.conftest import checkout
+from tests.processing.conftest import checkout, subscription_update
+from tests.support.clock import ManualClock
 from tests.support.signing import stripe_delivery
 
 LONG_POLL = 30.0
@@ -82,7 +85,8 @@ def test_ingest_in_another_process_wakes_the_worker(db_url: str, backend: str) -
     """Two Inbox objects share nothing but the database, as two processes would.
 
     PostgreSQL wakes the worker with LISTEN/NOTIFY even with a 30 s poll; SQLite has no
-    notification channel, so there the worker relies on its default 50 ms poll.
+    notification channel, so there a worker on its own relies on its default 50 ms poll (one
+    that serve wakes: the next test).
     """
     orders_app.create_tables(db_url)
     receiving, working = orders_app.build(db_url), orders_app.build(db_url)
@@ -97,25 +101,28 @@ def test_ingest_in_another_process_wakes_the_worker(db_url: str, backend: str) -
 
 @pytest.mark.parametrize("group_commit", [True, False], ids=["group-commit", "own-commit"])
 def test_a_commit_in_another_process_wakes_the_worker_through_its_socket(
-    db_url: str, socket_path: str, group_commit: bool
+    db_url: str, backend: str, socket_path: str, group_commit: bool
 ) -> None:
     """`hookinbox serve`'s wiring, in one process: the receiving inbox has the worker's socket
     in its settings (as serve's HTTP processes do) and sends a datagram after each commit; the
-    worker, polling every 30 s, is woken by it (on PostgreSQL NOTIFY would wake it too)."""
+    worker, polling every 30 s, is woken by it. On PostgreSQL neither binds nor sends: NOTIFY
+    wakes the worker, from any host."""
     orders_app.create_tables(db_url)
     overrides = Overrides(wake_socket=socket_path, group_commit=None if group_commit else False)
     with overriding(overrides):
         receiving = orders_app.build(db_url)
     assert receiving.settings.wake_socket == socket_path
     working = orders_app.build(db_url)
-    with running_worker(working, LONG_POLL, wake_socket=socket_path):
-        assert Path(socket_path).is_socket()
-        for number in range(3):
-            deliver(receiving, number)
-            wait_processed(working, f"evt_{number}")
-    assert not Path(socket_path).exists()  # a clean stop removes it
-    receiving.close()
-    working.close()
+    try:
+        with running_worker(working, LONG_POLL, wake_socket=socket_path):
+            assert Path(socket_path).is_socket() is (backend == "sqlite")
+            for number in range(3):
+                deliver(receiving, number)
+                wait_processed(working, f"evt_{number}")
+        assert not Path(socket_path).exists()  # a clean stop removes it
+    finally:
+        receiving.close()
+        working.close()
 
 
 def test_the_socket_replaces_a_killed_workers_file_and_wakes_on_each_datagram(
@@ -141,7 +148,6 @@ def test_the_socket_replaces_a_killed_workers_file_and_wakes_on_each_datagram(
         assert wake.wait(5.0)
     finally:
         stop.set()
-        receiver.join(timeout=5.0)
         receiver.close()
     assert not receiver.is_alive()
     assert not Path(socket_path).exists()
@@ -153,3 +159,51 @@ def test_an_unbindable_socket_leaves_the_worker_polling(tmp_path: Path) -> None:
     wake, stop = threading.Event(), threading.Event()
     missing = str(tmp_path / "no-such-directory" / "worker.sock")
     assert not WakeSocket(missing, [wake], stop).bind()
+
+
+def test_a_long_poll_still_wakes_for_the_soonest_retry(db_url: str) -> None:
+    """serve's worker polls every second (the server wakes it), so a retry coming due sooner
+    than its next poll is looked ahead for; a 50 ms poll on SQLite finds it by itself."""
+    clock = ManualClock()
+    orders_app.create_tables(db_url)
+    inbox = orders_app.build(db_url, clock=clock)
+    headers, body = stripe_delivery(
+        subscription_update(1, payment="pi_none"), orders_app.STRIPE_SECRET, timestamp=int(clock())
+    )
+    inbox.receive("stripe", headers, body)
+    inbox.process_due()  # NotReady: tried again in about a second
+    event = inbox.store.get_event("stripe", "evt_1")
+    assert event is not None and event.next_attempt_at is not None
+    due_in = event.next_attempt_at.timestamp() - clock()
+    assert 0.5 < due_in < 1.5
+    queue = EventQueue(inbox._runtime.processor, lease_seconds=60)
+    assert queue.idle_wait(30.0) == pytest.approx(due_in, abs=0.01)
+    clock.advance(due_in - 0.25)
+    assert queue.idle_wait(1.0) == pytest.approx(0.25, abs=0.01)
+    if inbox.store.dialect == "sqlite":
+        assert queue.idle_wait(0.05) == 0.05
+    inbox.close()
+
+
+def test_a_worker_that_serve_wakes_polls_every_second(
+    db_url: str, backend: str, socket_path: str
+) -> None:
+    """Woken on each new event, serve's worker polls only as a fallback, as on PostgreSQL (a
+    worker on its own on SQLite checks every 50 ms); a poll set by hand is kept."""
+    orders_app.create_tables(db_url)
+    inbox = orders_app.build(db_url)
+    alone = inbox.worker(WorkerOptions(handle_signals=False))
+    assert {loop.poll for loop in alone.loops} == {0.05 if backend == "sqlite" else 1.0}
+    for poll, expected in ((None, 1.0), (0.2, 0.2)):
+        options = WorkerOptions(handle_signals=False, wake_socket=socket_path, poll_interval=poll)
+        woken = inbox.worker(options)
+        thread = threading.Thread(target=woken.run, daemon=True)
+        thread.start()
+        time.sleep(0.3)
+        try:
+            assert {loop.poll for loop in woken.loops} == {expected}
+        finally:
+            woken.stop()
+            thread.join(timeout=10)
+        assert not thread.is_alive()
+    inbox.close()

@@ -21,6 +21,10 @@ log = logger("hookinbox.worker")
 
 T = TypeVar("T")
 
+SHORT_POLL = 0.1
+"""A poll at most this long (SQLite's 50 ms) finds a retry coming due soon enough by itself:
+no need to look for the soonest one. A longer poll (1 s) is shortened to reach it."""
+
 
 class WorkQueue(Protocol[T]):
     name: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from hookinbox._logging import logger
+from hookinbox._processing._loop import SHORT_POLL
 from hookinbox._processing._processor import Processor
 from hookinbox._storage import Leased, has_due, lease_due, next_due_at, sweep_expired
 
@@ -37,7 +38,7 @@ class EventQueue:
             log.warning("%s %s: lease expired (worker lost); given back", event.source, event.id)
 
     def idle_wait(self, poll: float) -> float:
-        if self._sqlite:
+        if self._sqlite and poll <= SHORT_POLL:
             return poll  # the poll is a cheap read already; no need to look further ahead
         due = next_due_at(self.store)
         if due is None:

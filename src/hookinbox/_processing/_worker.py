@@ -2,9 +2,10 @@
 
 Wake-ups: an in-process signal when ingest runs in the same process, PostgreSQL
 LISTEN/NOTIFY across processes, a datagram from `hookinbox serve`'s HTTP processes on SQLite
-(`_wakeup.py`, when `wake_socket` is set), and polling as the fallback (50 ms on SQLite, where a
-due check is a cheap read; 1 s on PostgreSQL, where NOTIFY does the real work). When idle, the
-worker also sleeps no longer than until the soonest scheduled retry.
+(`_wakeup.py`, when `wake_socket` is set), and polling as the fallback: 1 s where something
+wakes the worker (PostgreSQL's NOTIFY, serve's datagram), 50 ms on SQLite otherwise, where a
+due check is a cheap read. When idle, the worker also sleeps no longer than until the soonest
+scheduled retry.
 
 While it runs, the worker beats (`_heartbeat.py`): operators see it alive, per host.
 
@@ -31,6 +32,12 @@ from hookinbox._storage import Listener, Store, supports_listen
 
 log = logger("hookinbox.worker")
 
+SQLITE_POLL = 0.05
+"""Seconds between due checks on SQLite when nothing wakes the worker."""
+WOKEN_POLL = 1.0
+"""Seconds between due checks when something wakes the worker on each new event (NOTIFY on
+PostgreSQL, serve's datagram on SQLite): the poll is only the fallback then."""
+
 
 class BackgroundJob(Protocol):
     """A thread the worker starts with itself and stops with itself (the daily pruner)."""
@@ -51,7 +58,8 @@ class WorkerOptions:
     not depend on it (the processing transaction holds the row lock); it only bounds how soon an
     event held by a killed worker is retried."""
     poll_interval: float | None = None
-    """Seconds between checks when nothing wakes the worker; None: 0.05 SQLite, 1.0 PostgreSQL."""
+    """Seconds between checks when nothing wakes the worker; None: 1.0 on PostgreSQL and with a
+    `wake_socket`, else 0.05 on SQLite."""
     sweep_interval: float = 5.0
     grace_period: float = 30.0
     """On shutdown, seconds to let attempts in flight finish."""
@@ -60,8 +68,8 @@ class WorkerOptions:
     parent_pid: int | None = None
     """Stop when this process is gone (a worker started by `hookinbox serve`)."""
     wake_socket: str | None = None
-    """A path to bind a UNIX datagram socket at: each datagram wakes the event loop. `hookinbox
-    serve` passes one on SQLite, and its HTTP processes send a datagram after each commit that
+    """On SQLite, a path to bind a UNIX datagram socket at: each datagram wakes the event loop.
+    `hookinbox serve` passes one, and its HTTP processes send a datagram after each commit that
     stored a new event. The poll stays the fallback for wake-ups lost or never sent."""
     heartbeat_interval: float = 10.0
     """Seconds between heartbeats (`hookinbox_workers`); the process counts as alive for three
@@ -87,7 +95,7 @@ class Worker:
         self.store = store
         self.options = options or WorkerOptions()
         self._stopping = threading.Event()
-        default_poll = 0.05 if store.dialect == "sqlite" else 1.0
+        default_poll = SQLITE_POLL if store.dialect == "sqlite" else WOKEN_POLL
         poll = self.options.poll_interval or default_poll
         self.loops = [
             LeaseLoop(
@@ -157,7 +165,6 @@ class Worker:
             if listener is not None:
                 listener.join(timeout=2.0)  # it checks the stop flag every second
             if wake_socket is not None:
-                wake_socket.join(timeout=2.0)  # so does the wake-up socket
                 wake_socket.close()
             for job in self._jobs:
                 job.stop()
@@ -187,13 +194,19 @@ class Worker:
         """The bound wake-up socket's thread, started; None without one (or if it cannot be
         bound: the worker then polls, logged)."""
         path = self.options.wake_socket
-        if path is None:
-            return None
+        if path is None or supports_listen(self.store):
+            return None  # on PostgreSQL, LISTEN/NOTIFY wakes the worker from any host
         events = [loop.wake for loop in self.loops if loop.queue.name == "events"]
         receiver = WakeSocket(path, events, self._stopping)
         if not receiver.bind():
             return None
         receiver.start()
+        if self.options.poll_interval is None:
+            # Woken on each new event, the worker polls only for what nothing announces (a
+            # replay, another process's delivery, an outbox message of an inline handler), as
+            # on PostgreSQL; retries coming due are looked ahead for (`idle_wait`).
+            for loop in self.loops:
+                loop.poll = WOKEN_POLL
         return receiver
 
     def _parent_gone(self) -> bool:

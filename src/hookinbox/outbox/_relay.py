@@ -15,6 +15,7 @@ from hookinbox._logging import logger
 from hookinbox._metrics import count_message
 from hookinbox._model import Message, MessageStatus
 from hookinbox._processing import RetryPolicy, Schedule
+from hookinbox._processing._loop import SHORT_POLL
 from hookinbox._processing._processor import describe_error
 from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._storage import (
@@ -187,8 +188,8 @@ class MessageQueue:
                         message.key)  # fmt: skip
 
     def idle_wait(self, poll: float) -> float:
-        if self._sqlite:
-            return poll
+        if self._sqlite and poll <= SHORT_POLL:
+            return poll  # as the event queue's
         due = next_message_due_at(self.store)
         if due is None:
             return poll
