@@ -216,6 +216,7 @@ def workers(url: str, count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
         url,
         "--log-level",
         "warning",
+        *os.environ.get("BENCH_WORKER_ARGS", "").split(),  # e.g. "--concurrency 1"
     ]
     log = Path(tempfile.gettempdir()) / f"bench-processing-workers-{os.getpid()}.log"
     with log.open("ab") as out:

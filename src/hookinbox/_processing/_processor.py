@@ -18,11 +18,20 @@ from hookinbox._errors import NotReady, StoreUnavailable
 from hookinbox._logging import logger
 from hookinbox._metrics import count_attempt
 from hookinbox._model import Event, Status
-from hookinbox._processing._execute import BUSINESS_DUPLICATE, run_handlers
+from hookinbox._processing._execute import BUSINESS_DUPLICATE, HANDLED, NO_HANDLER, run_handlers
 from hookinbox._processing._handlers import Handler, HandlerRegistry
 from hookinbox._processing._policy import RetryPolicy, Schedule
 from hookinbox._processing._unrecorded import Unrecorded
-from hookinbox._storage import Leased, Release, Store, claim, mark_inline, release, set_outcome
+from hookinbox._storage import (
+    Leased,
+    Release,
+    Store,
+    claim,
+    mark_inline,
+    refuse_aborted,
+    release,
+    set_outcome,
+)
 
 log = logger("hookinbox.worker")
 
@@ -148,15 +157,18 @@ class Processor:
     ) -> AttemptResult:
         event = leased.event
         status = Status.PROCESSED if handlers else Status.UNHANDLED
+        expected = HANDLED if handlers else NO_HANDLER
         try:
             with self.store.transaction() as connection:
                 with tracing.step("claim", self._claim_attributes()):
-                    claimed = claim(connection, leased, status, self.now())
+                    claimed = claim(connection, leased, status, self.now(), expected)
                 if not claimed:
                     return AttemptResult(LOST_LEASE, "another worker took it over")
                 result = run_handlers(connection, event, handlers, self.clock, self.destinations)
                 outcome = result.outcome
-                set_outcome(connection, event.row_id, outcome)
+                if outcome != expected:
+                    set_outcome(connection, event.row_id, outcome)
+                refuse_aborted(connection)
             if result.messages:
                 self.on_messages()  # committed: the relay may send them now
         except NotReady as error:
