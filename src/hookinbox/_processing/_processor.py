@@ -112,13 +112,19 @@ class Processor:
         self.destinations = destinations
         self.on_messages = on_messages
         self.unrecorded = Unrecorded()
+        self._schedules: dict[tuple[RetryPolicy | None, tuple[RetryPolicy, ...]], Schedule] = {}
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
     def schedule(self, source: str, handlers: Sequence[Handler]) -> Schedule:
-        handler_policies = [h.retry for h in handlers if h.retry is not None]
-        return Schedule.resolve(self.policy, self.source_policies.get(source), handler_policies)
+        handler_policies = tuple(h.retry for h in handlers if h.retry is not None)
+        key = (self.source_policies.get(source), handler_policies)
+        schedule = self._schedules.get(key)
+        if schedule is None:  # policies are frozen: each combination is resolved once
+            schedule = Schedule.resolve(self.policy, key[0], handler_policies)
+            self._schedules[key] = schedule
+        return schedule
 
     def process(self, leased: Leased) -> str:
         """Run one attempt; returns its outcome label (the metric's and the log line's)."""
@@ -254,6 +260,8 @@ class Processor:
 
     def _log(self, event: Event, result: AttemptResult, elapsed: float) -> None:
         level = logging.INFO if result.label in SUCCESSES else logging.WARNING
+        if not log.isEnabledFor(level):
+            return  # the line and its fields are not built for nothing
         log.log(
             level,
             "%s %s (%s) attempt %d: %s in %.1f ms%s",
