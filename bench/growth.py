@@ -756,6 +756,7 @@ def prune_case(engine: sa.Engine, url: str, args: argparse.Namespace) -> dict[st
             raise RuntimeError("prune failed") from pruner.error
         for _ in range(args.runs):
             after.append(window())
+    sizes_after = table_sizes(engine, url)  # SQLite returns freed pages; PostgreSQL reuses them
     seconds = pruner.ended_at - pruner.started_at
     full = [load for load, whole in during if whole] or [load for load, _ in during]
     p99_before = statistics.median(w.p99_ms for w in before)
@@ -763,6 +764,7 @@ def prune_case(engine: sa.Engine, url: str, args: argparse.Namespace) -> dict[st
     log(f"prune: {pruner.result.summary()} in {seconds:.1f} s; p99 x{p99_during / p99_before:.2f}")
     return {
         "rows_before": sizes,
+        "rows_after": sizes_after,
         "prunable": prunable,
         "topped_up": top_up,
         "prune_seconds": seconds,
@@ -861,8 +863,8 @@ def render(backends: list[dict[str, Any]], args: argparse.Namespace) -> str:
             "",
             "| backend | rows in inbox | pruned events (+ log rows) | prune took | "
             "pace first/last tenth (events/s) | p99 ms before | p99 ms during (max) | ratio | "
-            "p99 ms after |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "p99 ms after | database GiB before / after |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for b in prunes:
             p = b["prune"]
@@ -874,7 +876,9 @@ def render(backends: list[dict[str, Any]], args: argparse.Namespace) -> str:
                 f"{pace.get('first_tenth', 0):.0f} / {pace.get('last_tenth', 0):.0f} | "
                 f"{p['p99_before_ms']['median']:.1f} | {p['p99_during_ms']['median']:.1f} "
                 f"({p['p99_during_ms']['max']:.1f}) | {p['ratio']:.2f}x | "
-                f"{p['p99_after_ms']['median']:.1f} |"
+                f"{p['p99_after_ms']['median']:.1f} | "
+                f"{p['rows_before']['bytes'] / 2**30:.2f} / "
+                f"{p.get('rows_after', p['rows_before'])['bytes'] / 2**30:.2f} |"
             )
     for b in backends:
         sizes = b["sizes"]
