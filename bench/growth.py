@@ -92,7 +92,6 @@ from hookinbox._storage import (
     prune_batch,
     release,
     report,
-    set_outcome,
 )
 from hookinbox._storage._schema import jobs
 
@@ -495,15 +494,15 @@ def query_plans(engine: sa.Engine, url: str) -> list[dict[str, Any]]:
         ("events list --status failed",
          lambda: list_events(store, EventFilter(status=Status.FAILED), 50), False),
         ("prune batch", lambda: prune_batch(store, now - RETENTION, 500), True),
-        ("worker claim + outcome", lambda: finish(leased[0]), True),
+        ("worker claim", lambda: finish(leased[0]), True),
     ]  # fmt: skip
     leased: list[Leased] = []
 
     def finish(event: Leased) -> None:
-        """The processing transaction's own statements (the handler's insert left out)."""
+        """The processing transaction's own statement (the handler's insert left out; the
+        outcome is written by the claim unless a business key changes it)."""
         with store.transaction() as connection:
-            claim(connection, event, Status.PROCESSED, now)
-            set_outcome(connection, event.event.row_id, "handled")
+            claim(connection, event, Status.PROCESSED, now, "handled")
 
     found: list[dict[str, Any]] = []
     try:
