@@ -14,9 +14,9 @@ timed, and the database is asked what else ran meanwhile (`PressureGauge`):
 - **Back-off.** When other sessions wait for a lock or for I/O, the pause doubles (up to
   `max_pause`) until they no longer do.
 
-SQLite has one writer: while a batch runs, every delivery's commit waits for it, so there a
-busy batch is kept to 5 ms (`Pacer.for_dialect`); PostgreSQL's batches hold only the rows they
-delete, and 20 ms batches cost ingest p99 1.9x at a million rows (bench/README.md, growth).
+On SQLite a batch holds the one write lock, so every delivery's commit waits for it. Shorter
+batches (5 ms) measured worse, not better: ingest p99 110-200 ms against 40 ms with 20 ms
+batches at a million rows (bench/README.md, growth), so both databases get the same pacing.
 """
 
 from __future__ import annotations
@@ -24,10 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hookinbox._storage import Pressure
-
-
-SQLITE_BUSY_BATCH_SECONDS = 0.005
-"""How long a prune batch may hold SQLite's one write lock while deliveries are written."""
 
 
 @dataclass
@@ -42,13 +38,6 @@ class Pacer:
     rows: int = 500
     """The next batch's size: starts at the caller's batch size."""
     backoff: float = field(default=0.0, init=False)
-
-    @classmethod
-    def for_dialect(cls, dialect: str, rows: int) -> Pacer:
-        """The pacing for a database: shorter batches where one batch stops every writer."""
-        if dialect == "sqlite":
-            return cls(rows=rows, busy_batch_seconds=SQLITE_BUSY_BATCH_SECONDS, min_rows=10)
-        return cls(rows=rows)
 
     def next_pause(self, rows_done: int, took: float, pressure: Pressure) -> float:
         """After a batch of `rows_done` rows that took `took` seconds, with `pressure` seen

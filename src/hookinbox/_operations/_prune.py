@@ -85,9 +85,10 @@ def prune(
     cutoff = now - retention
     if dry_run:
         return PruneResult(*count_prunable(store, cutoff), dry_run=True)
-    pacer = pacer or Pacer.for_dialect(store.dialect, batch_size)
+    pacer = pacer or Pacer(rows=batch_size)
     gauge = PressureGauge(store)
     totals = [0, 0, 0]
+    checkpointed = time.monotonic()
     try:
         gauge.mark()
         while True:
@@ -101,7 +102,9 @@ def prune(
                 progress(deleted[0])
             if not any(deleted):
                 break
-            checkpoint_passive(store)  # SQLite: the pruner's pages, not the ingest writer's
+            if time.monotonic() - checkpointed >= CHECKPOINT_EVERY:
+                checkpoint_passive(store)  # SQLite: the pruner's pages, not the ingest writer's
+                checkpointed = time.monotonic()
             time.sleep(pacer.next_pause(sum(deleted), took, pressure))
         returned = _give_back_space(store, gauge)
     finally:
@@ -110,6 +113,9 @@ def prune(
     log.info("prune older than %s: %s", cutoff.isoformat(), result.summary())
     return result
 
+
+CHECKPOINT_EVERY = 1.0
+"""Seconds between the pruner's own WAL checkpoints (SQLite)."""
 
 FIRST_PAGES_STEP = 100
 """Free pages returned to the file system by the first short write (SQLite: 400 KB of 4 KiB
@@ -122,7 +128,7 @@ def _give_back_space(store: Store, gauge: PressureGauge) -> int:
     like the batches (nothing on PostgreSQL, or on a SQLite file without incremental
     auto-vacuum: docs/storage.md)."""
     returned = 0
-    pages = Pacer.for_dialect(store.dialect, FIRST_PAGES_STEP)
+    pages = Pacer(rows=FIRST_PAGES_STEP, min_rows=10)
     while free_pages(store) > 0:
         pressure = gauge.sample()
         started = time.perf_counter()
