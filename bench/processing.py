@@ -24,11 +24,12 @@ For each backend (SQLite, PostgreSQL):
   runs and commits);
 - mixed (issue 20): can the workers keep up while ingest runs? First the ingest ceiling:
   hookinbox's own requests/s on that backend, measured as bench/ingest.py does (one
-  `hookinbox serve --no-worker` process on a fresh database, the median of `--runs` wrk runs,
-  64 connections, `--mixed-ceiling-seconds`), unless `--mixed-ceiling` gives it. Then, on another fresh
-  database, `hookinbox serve` (one server process) with its own worker (`--mixed-workers 0`,
-  the default) or with K separate `hookinbox worker` processes (`--mixed-workers K`, as the
-  drain above) receives `--mixed-fraction` (default 0.5) x the ceiling, open loop
+  `hookinbox serve --no-worker` process on a fresh database, the median of `--runs` wrk
+  runs, 64 connections, `--mixed-ceiling-seconds`), unless `--mixed-ceiling` gives it. Then,
+  on another fresh database, `hookinbox serve` (one server process) with its own worker
+  (`--mixed-workers 0`, the default) or with K separate `hookinbox worker` processes
+  (`--mixed-workers K`, as the drain above) receives `--mixed-fraction` (default 0.5) x the
+  ceiling, open loop
   (`_loadgen.py`, `--mixed-generators` processes sharing the rate), for `--mixed-seconds`,
   while a thread counts the backlog, the events pending, deferred or processing, with SQL
   every `--mixed-sample-every` seconds (`_backlog.py`). Reported: offered requests/s (sent by
