@@ -7,10 +7,11 @@ SQL statement (one snapshot) every `interval` seconds while the load runs.
 **Bounded**, precisely: the backlog at the end of the run is at most the larger of
 - the backlog at the two-thirds mark of the run, and
 - `SLACK_SECONDS` (2) seconds of the offered load (offered requests/s x 2).
-So a backlog that levels off at any height passes once it has levelled off by two thirds of
-the run, and one that never leaves a couple of seconds' worth of events (the workers keeping
-up, with jitter) passes whatever its shape; a backlog still growing in the last third by more
-than 2 s of load fails. "Offered" is what the load generator sent, not what was asked of it.
+A backlog ending within 2 s of load passes whatever its shape (the workers keep up, with
+jitter); above that, it must end no higher than it was at two thirds: it stopped growing. A
+backlog growing steadily from empty by g events/s fails when g x the run's seconds exceeds 2 s
+of load: in a 60-s run, growth faster than 1/30 of the offered rate. "Offered" is what the
+load generator sent, not what was asked of it.
 """
 
 from __future__ import annotations
