@@ -17,6 +17,8 @@ tolerance), not with `hookinbox.sources.Stripe`, for two reasons:
   line for line, less the insert), so bare / ceiling is what one durable insert per request
   costs, and hookinbox / ceiling is everything hookinbox does beyond the minimum, its stricter
   header checks included (repeated headers, signature counts, the BOM refusal).
+Either way the ceiling moves little: in process the recipe takes 3.9 us per 700-byte event,
+`Stripe.check_and_verify` 6.8 us (2026-12-02), of the ~60 us of CPU a request costs here.
 """
 
 from __future__ import annotations
