@@ -92,7 +92,6 @@ from hookinbox._storage import (
     prune_batch,
     release,
     report,
-    set_outcome,
 )
 from hookinbox._storage._schema import jobs
 
@@ -495,15 +494,15 @@ def query_plans(engine: sa.Engine, url: str) -> list[dict[str, Any]]:
         ("events list --status failed",
          lambda: list_events(store, EventFilter(status=Status.FAILED), 50), False),
         ("prune batch", lambda: prune_batch(store, now - RETENTION, 500), True),
-        ("worker claim + outcome", lambda: finish(leased[0]), True),
+        ("worker claim", lambda: finish(leased[0]), True),
     ]  # fmt: skip
     leased: list[Leased] = []
 
     def finish(event: Leased) -> None:
-        """The processing transaction's own statements (the handler's insert left out)."""
+        """The processing transaction's own statement (the handler's insert left out; the
+        outcome is written by the claim unless a business key changes it)."""
         with store.transaction() as connection:
-            claim(connection, event, Status.PROCESSED, now)
-            set_outcome(connection, event.event.row_id, "handled")
+            claim(connection, event, Status.PROCESSED, now, "handled")
 
     found: list[dict[str, Any]] = []
     try:
@@ -756,6 +755,7 @@ def prune_case(engine: sa.Engine, url: str, args: argparse.Namespace) -> dict[st
             raise RuntimeError("prune failed") from pruner.error
         for _ in range(args.runs):
             after.append(window())
+    sizes_after = table_sizes(engine, url)  # SQLite returns freed pages; PostgreSQL reuses them
     seconds = pruner.ended_at - pruner.started_at
     full = [load for load, whole in during if whole] or [load for load, _ in during]
     p99_before = statistics.median(w.p99_ms for w in before)
@@ -763,6 +763,7 @@ def prune_case(engine: sa.Engine, url: str, args: argparse.Namespace) -> dict[st
     log(f"prune: {pruner.result.summary()} in {seconds:.1f} s; p99 x{p99_during / p99_before:.2f}")
     return {
         "rows_before": sizes,
+        "rows_after": sizes_after,
         "prunable": prunable,
         "topped_up": top_up,
         "prune_seconds": seconds,
@@ -861,8 +862,8 @@ def render(backends: list[dict[str, Any]], args: argparse.Namespace) -> str:
             "",
             "| backend | rows in inbox | pruned events (+ log rows) | prune took | "
             "pace first/last tenth (events/s) | p99 ms before | p99 ms during (max) | ratio | "
-            "p99 ms after |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "p99 ms after | database GiB before / after |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for b in prunes:
             p = b["prune"]
@@ -874,7 +875,9 @@ def render(backends: list[dict[str, Any]], args: argparse.Namespace) -> str:
                 f"{pace.get('first_tenth', 0):.0f} / {pace.get('last_tenth', 0):.0f} | "
                 f"{p['p99_before_ms']['median']:.1f} | {p['p99_during_ms']['median']:.1f} "
                 f"({p['p99_during_ms']['max']:.1f}) | {p['ratio']:.2f}x | "
-                f"{p['p99_after_ms']['median']:.1f} |"
+                f"{p['p99_after_ms']['median']:.1f} | "
+                f"{p['rows_before']['bytes'] / 2**30:.2f} / "
+                f"{p.get('rows_after', p['rows_before'])['bytes'] / 2**30:.2f} |"
             )
     for b in backends:
         sizes = b["sizes"]

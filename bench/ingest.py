@@ -12,6 +12,10 @@ For each backend (SQLite, PostgreSQL), server process count (1, 2) and peer:
 Peers: `hookinbox serve --no-worker`; the bare limit (`peers/bare.py`); a tutorial-style
 FastAPI + SQLAlchemy ORM endpoint (`peers/naive.py`); AWS Lambda Powertools' idempotency with
 Redis (`peers/powertools.py`). Same machine, same payloads, same load generators, one run.
+
+Every run also measures the ceiling (`peers/ceiling.py`: the same raw ASGI callable as the bare
+limit, with no database), first in each backend and process count whatever `--peers` says, and
+reports each peer's requests/s against it ("vs ceiling") as well as against the bare limit.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ PEERS = {
     "hookinbox": None,
     "hookinbox-nogc": None,  # group commit off: one transaction per delivery
     "hookinbox-1w": None,  # group commit with one writer thread (PostgreSQL's default is 2)
+    "ceiling": "bench.peers.ceiling:app",  # no database: measured in every run, see main()
     "bare": "bench.peers.bare:app",
     "naive": "bench.peers.naive:app",
     "powertools": "bench.peers.powertools:app",
@@ -129,19 +134,28 @@ def _wait_processed(url: str, events: int, timeout: float = 120) -> None:
     raise RuntimeError("hookinbox's worker did not drain in time")
 
 
+def medians_of(rows: list[dict[str, Any]], peer: str) -> dict[tuple[str, int], float]:
+    """`peer`'s median requests/s for each (backend, server processes) it was measured in."""
+    return {(r["backend"], r["workers"]): r["rate"]["median"] for r in rows if r["peer"] == peer}
+
+
+def ratio(rate: float, base: float | None) -> str:
+    return f"{rate / base:.2f}x" if base else "-"
+
+
 def render(rows: list[dict[str, Any]], doubles: list[dict[str, Any]]) -> str:
     lines = ["| backend | processes | peer | req/s (median, min-max) | p99 ms at saturation | "
-             f"p99 ms at {rows[0]['moderate'][0].rate:.0f}/s | vs bare |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
-    bare = {(r["backend"], r["workers"]): r["rate"]["median"] for r in rows if r["peer"] == "bare"}
+             f"p99 ms at {rows[0]['moderate'][0].rate:.0f}/s | vs bare | vs ceiling |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    bare, ceiling = medians_of(rows, "bare"), medians_of(rows, "ceiling")
     for r in rows:
-        base = bare.get((r["backend"], r["workers"]))
-        ratio = f"{r['rate']['median'] / base:.2f}x" if base else "-"
+        where = (r["backend"], r["workers"])
         rate, p99, moderate = r["rate"], r["p99_ms"], r["moderate_p99_ms"]
         lines.append(
             f"| {r['backend']} | {r['workers']} | {r['peer']} | {rate['median']:.0f} "
             f"({rate['min']:.0f}-{rate['max']:.0f}) | {p99['median']:.1f} | "
-            f"{moderate['median']:.1f} | {ratio} |"
+            f"{moderate['median']:.1f} | {ratio(rate['median'], bare.get(where))} | "
+            f"{ratio(rate['median'], ceiling.get(where))} |"
         )
     if doubles:
         lines += [
@@ -161,8 +175,11 @@ def main() -> None:
     )
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--workers", default="1,2")
-    parser.add_argument("--peers", default="hookinbox,hookinbox-nogc,bare,naive,powertools",
-                        help=f"any of {','.join(PEERS)}")  # fmt: skip
+    parser.add_argument(
+        "--peers",
+        default="hookinbox,hookinbox-nogc,bare,naive,powertools",
+        help=f"any of {','.join(PEERS)}; the ceiling is measured whatever this says",
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rate", type=float, default=200)
@@ -171,15 +188,20 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.runs, args.seconds, args.rate, args.doubled_events = 1, 1, 50, 20
+    # The ceiling is the reference of every run: measured first, whatever --peers names.
+    peers = ["ceiling", *(p for p in args.peers.split(",") if p != "ceiling")]
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        parser.error(f"unknown peer(s) {','.join(unknown)}: any of {','.join(PEERS)}")
     rows: list[dict[str, Any]] = []
     doubles: list[dict[str, Any]] = []
     for backend in args.backends.split(","):
         for workers in (int(w) for w in args.workers.split(",")):
-            for peer in args.peers.split(","):
+            for peer in peers:
                 print(f"{backend} x{workers} {peer} ...", file=sys.stderr, flush=True)
                 rows.append(measure(peer, backend, workers, args))
-        for peer in args.peers.split(","):
-            if peer in ("hookinbox", "naive", "powertools"):  # bare has no effects
+        for peer in peers:
+            if peer in ("hookinbox", "naive", "powertools"):  # bare and ceiling have no effects
                 print(f"{backend} {peer}: 3 copies at once ...", file=sys.stderr, flush=True)
                 doubles.append(doubled_effects(peer, backend, args.doubled_events))
     table = render(rows, doubles)

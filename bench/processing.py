@@ -1,7 +1,8 @@
 """Benchmark 2, processing: how fast hookinbox's workers drain events, and how soon they do.
 
-    python bench/processing.py                  # everything, both backends, 3 runs: ~12 min
+    python bench/processing.py                  # everything, both backends, 3 runs: ~20 min
     python bench/processing.py --backends sqlite --runs 1 --processes 1 --events 2000
+    python bench/processing.py --scenarios mixed --mixed-workers 0,2   # the mixed one alone
     python bench/processing.py --smoke          # seconds; what CI runs to keep this working
 
 For each backend (SQLite, PostgreSQL):
@@ -20,7 +21,25 @@ For each backend (SQLite, PostgreSQL):
   p50/p99/max; and the same at `--idle-rate` (the worker idles between events: wake-up cost).
   Both timestamps are hookinbox's: `received_at` is taken when the delivery is verified,
   `processed_at` at the claim (the start of the processing transaction, before the handler
-  runs and commits).
+  runs and commits);
+- mixed (issue 20): can the workers keep up while ingest runs? First the ingest ceiling:
+  hookinbox's own requests/s on that backend, measured as bench/ingest.py does (one
+  `hookinbox serve --no-worker` process on a fresh database, the median of `--runs` wrk
+  runs, 64 connections, `--mixed-ceiling-seconds`), unless `--mixed-ceiling` gives it. Then,
+  on another fresh database, `hookinbox serve` (one server process) with its own worker
+  (`--mixed-workers 0`, the default) or with K separate `hookinbox worker` processes
+  (`--mixed-workers K`, as the drain above) receives `--mixed-fraction` (default 0.5) x the
+  ceiling, open loop
+  (`_loadgen.py`, `--mixed-generators` processes sharing the rate), for `--mixed-seconds`,
+  while a thread counts the backlog, the events pending, deferred or processing, with SQL
+  every `--mixed-sample-every` seconds (`_backlog.py`). Reported: offered requests/s (sent by
+  the generators, beside the rate asked of them: a generator that falls behind shows there),
+  accepted (events stored) and processed (events that left the backlog) per second of the run,
+  the backlog at 25/50/75/100 % of the run and its maximum, the ingest p99 (open loop, from
+  each request's due time), and the verdict: **bounded** when the backlog at the end is at
+  most the larger of the backlog at two thirds of the run and 2 s of the offered load (the
+  workers kept up, or the backlog stopped growing before the last third), else NOT bounded.
+  Every sample is in the raw JSON (`series`).
 Medians of `--runs` runs, with min-max; raw JSON under bench/results/.
 """
 
@@ -37,7 +56,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,8 +66,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sqlalchemy as sa
 
+from bench._backlog import SLACK_SECONDS, BacklogSampler, backlog_report
 from bench._common import (
     ROOT,
+    Load,
     database,
     fixed_rate,
     hookinbox_serve,
@@ -57,6 +79,7 @@ from bench._common import (
     sign,
     stripe_body,
     summary,
+    wrk,
 )
 from bench.peers.hookinbox_app import create_tables, orders
 from hookinbox._storage import Store
@@ -66,6 +89,7 @@ APP = "bench.peers.hookinbox_app:inbox"
 DEFAULT_EVENTS = {"sqlite": 1_200, "postgres": 2_000}
 """About 10 s of work for one worker process on the reference machine (2 cores)."""
 OPEN = ("pending", "deferred", "processing")
+SCENARIOS = ("drain", "latency", "mixed")
 
 
 def sa_url(url: str) -> str:
@@ -216,6 +240,7 @@ def workers(url: str, count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
         url,
         "--log-level",
         "warning",
+        *os.environ.get("BENCH_WORKER_ARGS", "").split(),  # e.g. "--concurrency 1"
     ]
     log = Path(tempfile.gettempdir()) / f"bench-processing-workers-{os.getpid()}.log"
     with log.open("ab") as out:
@@ -372,7 +397,145 @@ def latency(backend: str, rate: float, seconds: float) -> dict[str, Any]:
     }
 
 
-def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+def ingest_ceiling(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    """hookinbox's own ingest requests/s on `backend` (`--mixed-ceiling` when given), measured
+    as bench/ingest.py measures its hookinbox peer: `hookinbox serve --no-worker` (one server
+    process, group commit) on a fresh database, a warm-up, then the median of `--runs` runs of
+    wrk with 64 connections for `--mixed-ceiling-seconds`. At --smoke, 200/s open loop for 1 s
+    instead (no wrk)."""
+    if backend in args.mixed_ceiling:
+        return {"rate": args.mixed_ceiling[backend], "measured": False}
+    loads: list[Load] = []
+    with database(backend) as url, server(hookinbox_serve(APP, url, 1)) as running:
+        target = f"{running.base_url}/webhooks/stripe"
+        warmup = request_file(200)
+        fixed_rate(target, warmup, rate=100, seconds=1)
+        warmup.unlink()
+        for _ in range(args.runs):
+            if args.smoke:
+                requests = request_file(400)
+                loads.append(fixed_rate(target, requests, rate=200, seconds=1))
+            else:
+                requests = request_file(max(20_000, 8_000 * args.mixed_ceiling_seconds))
+                loads.append(wrk(target, requests, seconds=args.mixed_ceiling_seconds))
+            requests.unlink()
+    rates = summary([load.rate for load in loads])
+    return {"rate": rates["median"], "rates": rates, "measured": True, "loads": loads}
+
+
+def open_loop(target: str, files: list[Path], rate: float, seconds: float) -> list[Load]:
+    """`rate` requests/s for `seconds`, shared among one load generator process per file (one
+    Python process may not keep up with a few thousand a second: the run's `offered_rate`,
+    what was sent, shows whether they did)."""
+    share = rate / len(files)
+    with ThreadPoolExecutor(len(files)) as pool:
+        return list(
+            pool.map(lambda path: fixed_rate(target, path, rate=share, seconds=seconds), files)
+        )
+
+
+def drained_by(separate_workers: int) -> str:
+    if separate_workers == 0:
+        return "serve's worker"
+    return f"{separate_workers} worker process{'es' if separate_workers > 1 else ''}"
+
+
+def mixed(
+    backend: str, separate_workers: int, ceiling: float, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Ingest at `--mixed-fraction` x `ceiling` for `--mixed-seconds` while the events are
+    processed, by `hookinbox serve`'s own worker (`separate_workers` 0) or by that many
+    `hookinbox worker` processes beside `serve --no-worker`; the backlog sampled throughout."""
+    target_rate = args.mixed_fraction * ceiling
+    seconds = args.mixed_seconds
+    with (
+        database(backend) as url,
+        server(hookinbox_serve(APP, url, 1, worker=separate_workers == 0)) as running,
+    ):
+        drainers = workers(url, separate_workers) if separate_workers else nullcontext()
+        with drainers:
+            target = f"{running.base_url}/webhooks/stripe"
+            warmup = request_file(50)
+            fixed_rate(target, warmup, rate=50, seconds=1)
+            warmup.unlink()
+            wait_drained(url, 50, 60)
+            share = int(target_rate * seconds / args.mixed_generators) + 1
+            files = [request_file(share) for _ in range(args.mixed_generators)]
+            with BacklogSampler(url, args.mixed_sample_every) as sampler:
+                sampler.sample()  # the baseline, before the first request
+                loads = open_loop(target, files, target_rate, seconds)
+                finished = time.monotonic()
+                sampler.sample()  # the end: every answer is in
+            for path in files:
+                path.unlink()
+    # The load ran from its first due request to its last answer: the slowest generator's
+    # `seconds` before the generators returned (their exit adds a few tens of ms).
+    load_seconds = max(load.seconds for load in loads)
+    sent = sum(load.requests for load in loads)
+    return {
+        "drained_by": drained_by(separate_workers),
+        "separate_workers": separate_workers,
+        "ceiling": ceiling,
+        "fraction": args.mixed_fraction,
+        "target_rate": target_rate,
+        "generators": loads,
+        "answers_not_2xx": sum(load.errors for load in loads),
+        "ingest_p99_ms": max(load.p99_ms for load in loads),
+        **backlog_report(
+            sampler.samples,
+            began=finished - load_seconds,
+            finished=finished,
+            offered_rate=sent / load_seconds,
+        ),
+    }
+
+
+def folded(runs: list[dict[str, Any]], *keys: str) -> dict[str, Any]:
+    return {key: summary([r[key] for r in runs]) for key in keys}
+
+
+def measure_mixed(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    print(f"{backend}: mixed: ingest ceiling ...", file=sys.stderr, flush=True)
+    ceiling = ingest_ceiling(backend, args)
+    runs: dict[int, list[dict[str, Any]]] = {k: [] for k in args.mixed_workers}
+    for run in range(args.runs):
+        for k in args.mixed_workers:
+            print(
+                f"{backend} run {run + 1}: mixed, {args.mixed_fraction:.0%} of "
+                f"{ceiling['rate']:.0f}/s for {args.mixed_seconds:.0f} s, {drained_by(k)} ...",
+                file=sys.stderr,
+                flush=True,
+            )
+            result = mixed(backend, k, ceiling["rate"], args)
+            print(
+                f"  backlog {result['backlog']}, max {result['backlog_max']}: "
+                f"{'bounded' if result['bounded'] else 'NOT bounded'}",
+                file=sys.stderr,
+                flush=True,
+            )
+            runs[k].append(result)
+    configurations = []
+    for k, done in runs.items():
+        marks = {mark: summary([r["backlog"][mark] for r in done]) for mark in done[0]["backlog"]}
+        configurations.append(
+            {
+                "drained_by": drained_by(k),
+                "runs": done,
+                "bounded_runs": sum(r["bounded"] for r in done),
+                "backlog": marks,
+                "backlog_max": max(r["backlog_max"] for r in done),
+                **folded(done, "offered_rate", "accepted_rate", "processed_rate", "ingest_p99_ms"),
+            }
+        )
+    return {
+        "ceiling": ceiling,
+        "fraction": args.mixed_fraction,
+        "seconds": args.mixed_seconds,
+        "configurations": configurations,
+    }
+
+
+def render_drain(results: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
     lines = [
         "| backend | drained by | events/s (median, min-max) | vs bare | worker CPU ms/event "
         "| correct |",
@@ -395,8 +558,15 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
             f"{b['rate']['max']:.0f}) | 1.00x | {b['cpu_ms_per_event']['median']:.2f} | "
             f"{'yes' if b['correct'] else 'NO'} |"
         )
-    lines += [
-        "",
+    lines.append(
+        f"\nmedian of {args.runs} run(s), (min-max); drain: {args.events or 'default'} "
+        "events per run; bare: one process, SQLAlchemy Core, one transaction per event"
+    )
+    return lines
+
+
+def render_latency(results: list[dict[str, Any]]) -> list[str]:
+    lines = [
         "| backend | rate | events | accepted -> processed p50 ms | p99 ms | max ms |",
         "|---|---|---|---|---|---|",
     ]
@@ -409,14 +579,51 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
                 f" | {m['p99_ms']['median']:.1f} ({m['p99_ms']['min']:.1f}-"
                 f"{m['p99_ms']['max']:.1f}) | {m['max_ms']['max']:.1f} |"
             )
+    return lines
+
+
+def render_mixed(results: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
+    lines = [
+        "| backend | drained by | ingest ceiling req/s | offered /s (asked) | accepted /s "
+        "| processed /s | backlog at 25 / 50 / 75 / 100 % | max | ingest p99 ms | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        m = r["mixed"]
+        ceiling = m["ceiling"]["rate"]
+        measured = "" if m["ceiling"]["measured"] else " (given)"
+        for c in m["configurations"]:
+            marks = " / ".join(f"{c['backlog'][mark]['median']:.0f}" for mark in c["backlog"])
+            runs = len(c["runs"])
+            verdict = "bounded" if c["bounded_runs"] == runs else "NOT bounded"
+            lines.append(
+                f"| {r['backend']} | {c['drained_by']} | {ceiling:.0f}{measured} | "
+                f"{c['offered_rate']['median']:.0f} ({m['fraction'] * ceiling:.0f}) | "
+                f"{c['accepted_rate']['median']:.0f} | {c['processed_rate']['median']:.0f} | "
+                f"{marks} | {c['backlog_max']} | {c['ingest_p99_ms']['median']:.1f} | "
+                f"{verdict} ({c['bounded_runs']} of {runs}) |"
+            )
     lines.append(
-        f"\nmedian of {args.runs} run(s), (min-max); drain: {args.events or 'default'} "
-        "events per run; bare: one process, SQLAlchemy Core, one transaction per event"
+        f"\nmixed: ingest offered at {args.mixed_fraction:.0%} of the ceiling for "
+        f"{args.mixed_seconds:.0f} s, median of {args.runs} run(s); backlog = events pending, "
+        "deferred or processing; bounded = the backlog at the end is at most the larger of the "
+        f"backlog at two thirds of the run and {SLACK_SECONDS:.0f} s of the offered load"
     )
-    return "\n".join(lines)
+    return lines
 
 
-def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    sections = []
+    if "drain" in args.scenarios:
+        sections.append(render_drain(results, args))
+    if "latency" in args.scenarios:
+        sections.append(render_latency(results))
+    if "mixed" in args.scenarios:
+        sections.append(render_mixed(results, args))
+    return "\n\n".join("\n".join(lines) for lines in sections)
+
+
+def measure_drain(backend: str, args: argparse.Namespace) -> dict[str, Any]:
     count = args.events or DEFAULT_EVENTS[backend]
     timeout = max(120.0, count / 50)
     drains: dict[int, list[dict[str, Any]]] = {k: [] for k in args.processes}
@@ -427,18 +634,7 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
             drains[k].append(drain(backend, k, count, timeout))
         print(f"{backend} run {run + 1}: bare loop ...", file=sys.stderr, flush=True)
         bares.append(bare_loop(backend, count))
-    moderate: list[dict[str, Any]] = []
-    idle: list[dict[str, Any]] = []
-    for run in range(args.runs):
-        print(f"{backend} run {run + 1}: latency ...", file=sys.stderr, flush=True)
-        moderate.append(latency(backend, args.rate, args.seconds))
-        idle.append(latency(backend, args.idle_rate, args.idle_seconds))
-
-    def folded(runs: list[dict[str, Any]], *keys: str) -> dict[str, Any]:
-        return {key: summary([r[key] for r in runs]) for key in keys}
-
     return {
-        "backend": backend,
         "events": count,
         "drain": [
             {
@@ -456,6 +652,17 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
             "correct": all(r["correct"] for r in bares),
             **folded(bares, "rate", "cpu_ms_per_event"),
         },
+    }
+
+
+def measure_latency(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    moderate: list[dict[str, Any]] = []
+    idle: list[dict[str, Any]] = []
+    for run in range(args.runs):
+        print(f"{backend} run {run + 1}: latency ...", file=sys.stderr, flush=True)
+        moderate.append(latency(backend, args.rate, args.seconds))
+        idle.append(latency(backend, args.idle_rate, args.idle_seconds))
+    return {
         "moderate": {
             "runs": moderate,
             "rate": args.rate,
@@ -473,11 +680,36 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {"backend": backend}
+    if "drain" in args.scenarios:
+        result |= measure_drain(backend, args)
+    if "latency" in args.scenarios:
+        result |= measure_latency(backend, args)
+    if "mixed" in args.scenarios:
+        result["mixed"] = measure_mixed(backend, args)
+    return result
+
+
+def given_ceilings(text: str, backends: list[str]) -> dict[str, float]:
+    """`--mixed-ceiling`: "" (measure each), "3000" (every backend) or "sqlite=2500,postgres=3100"
+    (a backend left out is measured)."""
+    if not text:
+        return {}
+    if "=" not in text:
+        return dict.fromkeys(backends, float(text))
+    pairs = (item.split("=", 1) for item in text.split(","))
+    return {backend.strip(): float(rate) for backend, rate in pairs}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument(
+        "--scenarios", default=",".join(SCENARIOS), help=f"any of {','.join(SCENARIOS)}"
+    )
     parser.add_argument("--processes", default="1,2,4", help="worker process counts to drain with")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
@@ -490,14 +722,50 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--idle-rate", type=float, default=5, help="a rate that leaves it idle")
     parser.add_argument("--idle-seconds", type=float, default=10)
+    parser.add_argument(
+        "--mixed-fraction", type=float, default=0.5, help="ingest as a fraction of its ceiling"
+    )
+    parser.add_argument(
+        "--mixed-ceiling",
+        default="",
+        help='ingest requests/s to take as the ceiling instead of measuring it: "3000" or '
+        '"sqlite=2500,postgres=3100"',
+    )
+    parser.add_argument("--mixed-ceiling-seconds", type=int, default=10, help="wrk's run")
+    parser.add_argument(
+        "--mixed-seconds", type=float, default=60, help="ingest's run (at most 240: signatures)"
+    )
+    parser.add_argument(
+        "--mixed-workers",
+        default="0",
+        help="what drains, one run each: 0 = serve's own worker, K = K `hookinbox worker` "
+        "processes beside `serve --no-worker`",
+    )
+    parser.add_argument(
+        "--mixed-generators", type=int, default=1, help="load generator processes sharing the rate"
+    )
+    parser.add_argument("--mixed-sample-every", type=float, default=1.0, help="seconds")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes")
     args = parser.parse_args()
     if args.smoke:
         args.runs, args.events, args.seconds, args.idle_seconds = 1, 200, 1, 2
         args.rate = 50
+        args.mixed_seconds, args.mixed_sample_every = 3, 0.5
     args.processes = [int(k) for k in str(args.processes).split(",")]
+    args.scenarios = [s for s in str(args.scenarios).split(",") if s]
+    if unknown := set(args.scenarios) - set(SCENARIOS):
+        parser.error(f"unknown scenario(s) {','.join(sorted(unknown))}")
+    if not 0 < args.mixed_fraction or not 0 < args.mixed_seconds <= 240:
+        # Requests are signed before the run starts and Stripe's tolerance is 300 s.
+        parser.error("--mixed-fraction must be above 0, --mixed-seconds within (0, 240]")
+    args.mixed_workers = [int(k) for k in str(args.mixed_workers).split(",")]
+    backends = args.backends.split(",")
+    try:
+        args.mixed_ceiling = given_ceilings(args.mixed_ceiling, backends)
+    except ValueError:
+        parser.error(f"--mixed-ceiling {args.mixed_ceiling!r}: a rate, or backend=rate,...")
     started = time.monotonic()
-    results = [measure(backend, args) for backend in args.backends.split(",")]
+    results = [measure(backend, args) for backend in backends]
     table = render(results, args)
     path = save(
         "processing",

@@ -2,8 +2,8 @@
 
 hookinbox depends on `opentelemetry-api` only. An application that configures an SDK (a tracer
 provider and an exporter) gets the spans below; one that installs the API without configuring
-it gets the API's non-recording spans, which cost microseconds; one without the API pays one
-`find_spec` and nothing is imported. Nothing here is imported by `import hookinbox`: the
+it gets no spans at all (hookinbox looks for a provider before each span); one without the API
+pays one `find_spec` and nothing is imported. Nothing here is imported by `import hookinbox`: the
 receiver, processor and relay call these functions, which load the API on first use.
 
 The trace of one event: `receive {source}` (with `verify` and `store`) answers the provider; its
@@ -29,6 +29,8 @@ SYSTEM = "hookinbox"
 TRACEPARENT = "traceparent"
 
 _api: SimpleNamespace | bool | None = None
+_UNCONFIGURED: tuple[type, ...] = ()
+"""The API's tracer providers that record nothing (set once the API is loaded)."""
 
 
 def _otel() -> SimpleNamespace | None:
@@ -45,10 +47,19 @@ def _otel() -> SimpleNamespace | None:
             else:
                 from hookinbox import __version__
 
+                global _UNCONFIGURED
+                _UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
                 tracer = trace.get_tracer("hookinbox", __version__)
                 _api = SimpleNamespace(context=context, propagate=propagate, trace=trace,
                                        tracer=tracer)  # fmt: skip
-    return _api if isinstance(_api, SimpleNamespace) else None
+    if not isinstance(_api, SimpleNamespace):
+        return None
+    # Until an application sets a tracer provider (an SDK), every span is non-recording: skip
+    # them whole (a few microseconds each, several per event). Asked on every call, so a
+    # provider set later is honoured from the next span on.
+    if isinstance(_api.trace.get_tracer_provider(), _UNCONFIGURED):
+        return None
+    return _api
 
 
 def enabled() -> bool:

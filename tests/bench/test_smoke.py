@@ -43,17 +43,29 @@ def test_ingest_benchmark_runs_and_counts_doubled_effects() -> None:
     )
     rows = document["results"]
     assert isinstance(rows, list)
-    assert {r["peer"] for r in rows} == {"hookinbox", "bare"}
+    assert {r["peer"] for r in rows} == {"ceiling", "hookinbox", "bare"}  # the ceiling always
     assert all(r["rate"]["median"] > 0 for r in rows)
     doubled = {d["peer"]: d for d in document["doubled"]}  # type: ignore[attr-defined]
     assert doubled["hookinbox"]["doubled"] == 0
     assert doubled["hookinbox"]["effects"] == doubled["hookinbox"]["events"]
 
 
+def test_processing_benchmark_runs_and_samples_the_backlog_under_load() -> None:
+    document = run_bench("processing.py", "--backends", "sqlite")
+    (result,) = document["results"]  # type: ignore[misc]
+    assert {"drain", "bare", "moderate", "idle", "mixed"} <= result.keys()
+    mixed = result["mixed"]
+    assert mixed["ceiling"]["measured"] and mixed["ceiling"]["rate"] > 0
+    (configuration,) = mixed["configurations"]
+    (run,) = configuration["runs"]
+    assert run["accepted_rate"] > 0 and run["processed_rate"] > 0
+    assert set(run["backlog"]) == {"25%", "50%", "75%", "100%"}
+    assert len(run["series"]) >= 3 and isinstance(run["bounded"], bool)
+
+
 @pytest.mark.parametrize(
     ("script", "args"),
     [
-        ("processing.py", ("--backends", "sqlite")),
         ("growth.py", ("--backend", "sqlite")),
         ("memory.py", ()),
         ("signature_header.py", ()),

@@ -375,3 +375,36 @@ def test_a_crashed_relay_delivery_is_sent_again(
     inbox.process_due()
     [message] = messages(inbox)
     assert (message["status"], message["attempts"]) == ("delivered", 2)
+
+
+def test_the_relay_leases_a_batch_in_one_statement_and_keeps_ordering_keys(
+    inbox: Inbox, clock: ManualClock, receiver: Receiver
+) -> None:
+    """The relay leases through the same gateway as the worker (`_storage/_leases.py`): every
+    due message in one lease, except one that waits for an older message with its ordering
+    key; then each is delivered and settled on its own."""
+    from hookinbox._model import MessageStatus
+    from hookinbox._storage import lease_messages, settle
+    from hookinbox._storage._outbox import Settlement
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def book(event: Event, ctx: HandlerContext) -> None:
+        for number in range(3):
+            ctx.outbox.send("shipping", {"parcel": number}, key=f"{event.id}-{number}")
+        ctx.outbox.send("shipping", {"step": 1}, key=f"{event.id}-a", ordering_key="order-1")
+        ctx.outbox.send("shipping", {"step": 2}, key=f"{event.id}-b", ordering_key="order-1")
+
+    deliver(inbox, clock, checkout(1))
+    process_events_only(inbox)
+    relay = inbox._runtime.relay
+    now = relay.now()
+    batch = lease_messages(inbox.store, limit=10, now=now, lease_until=now + timedelta(seconds=30))
+    assert sorted(item.message.key for item in batch) == [
+        "evt_1-0", "evt_1-1", "evt_1-2", "evt_1-a"
+    ]  # fmt: skip
+    assert len({item.token for item in batch}) == 1
+    assert lease_messages(inbox.store, limit=10, now=now, lease_until=now) == []  # b waits
+    for item in batch:
+        assert settle(inbox.store, item, Settlement(MessageStatus.DELIVERED, now), now)
+    [step_two] = lease_messages(inbox.store, limit=10, now=now, lease_until=now)
+    assert step_two.message.key == "evt_1-b"  # its predecessor is delivered: due now

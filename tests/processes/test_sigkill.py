@@ -23,6 +23,7 @@ from tests.support.workers import (
     opened_store,
     read_all,
     status_counts,
+    wait_for,
 )
 
 EVENTS = 1000
@@ -94,3 +95,42 @@ def test_sigkilled_workers_never_apply_an_event_twice(db_url: str) -> None:
     retried = [r for r in event_rows if r.attempts > 1]
     print(f"{len(retried)} events needed more than one attempt")
     assert retried, "no event needed a second attempt: no kill hit an attempt in flight"
+
+
+def test_a_worker_killed_in_the_middle_of_a_batch_loses_and_doubles_nothing(db_url: str) -> None:
+    """One worker, concurrency 2: it leases 4 events at a time and its threads take them one
+    by one (2 s each). SIGKILL once the first batch is partly done: the events it held but had
+    not started, and the ones cut off mid-attempt, stay `processing` until their lease expires;
+    a second worker sweeps them back and applies each once."""
+    orders.create_tables(db_url)
+    ingest_checkouts(db_url, range(8))
+    env = {**ENV, "ORDERS_HANDLER_SLEEP": "2"}
+    args = ("--lease-seconds", "3", "--concurrency", "2")
+    with opened_store(db_url) as store, Workers(db_url, *args, env=env) as workers:
+        [first] = workers.start(1)
+        wait_for(
+            lambda: status_counts(store).get("processed", 0) >= 1,
+            timeout=60,
+            what="the first events of the batch to be processed",
+            describe=first.describe,
+        )
+        held = status_counts(store).get("processing", 0)
+        assert first.kill() == -signal.SIGKILL, first.describe()
+        workers.retire(first)
+        at_kill = status_counts(store)
+        assert held >= 2 and at_kill.get("processing", 0) >= 2, at_kill  # a batch was held
+        workers.start(1)
+        wait_for(
+            lambda: status_counts(store) == {"processed": 8},
+            timeout=120,
+            what="every event processed after the kill",
+            describe=workers.describe,
+        )
+        codes = workers.terminate_all(timeout=30)
+        assert set(codes.values()) == {0}, workers.describe()
+        rows = read_all(store, sa.select(events.c.event_id, events.c.attempts))
+        applied = [
+            r.event_id for r in read_all(store, sa.select(orders.applied_checkouts.c.event_id))
+        ]
+    assert sorted(applied) == sorted(f"evt_{n}" for n in range(8))  # each once
+    assert any(row.attempts > 1 for row in rows), rows  # the kill cut some short

@@ -3,7 +3,8 @@
 The API lets a process set its tracer provider once, and a recording one would change what
 every later test in that process stores (the receive span's `traceparent` among an event's
 headers). So `recording()` hands hookinbox a tracer of a provider of its own for the length of
-a block, exporting to memory (and to `also`); and `forget_global_provider()` undoes what a docs
+a block, exporting to memory (and to `also`), and lets it trace although no global provider is
+set; and `forget_global_provider()` undoes what a docs
 page that sets the global provider did.
 """
 
@@ -29,6 +30,9 @@ def recording(also: SpanProcessor | None = None) -> Iterator[InMemorySpanExporte
     provider.add_span_processor(SimpleSpanProcessor(memory))
     if also is not None:
         provider.add_span_processor(also)
+    _tracing._otel()  # loaded, so that what it sets at load is not set again below
+    unconfigured = _tracing._UNCONFIGURED
+    _tracing._UNCONFIGURED = ()  # no global provider is set: spans all the same
     api = _tracing._otel()
     assert api is not None, "the otel extra is part of the test install"
     saved = api.tracer
@@ -37,6 +41,7 @@ def recording(also: SpanProcessor | None = None) -> Iterator[InMemorySpanExporte
         yield memory
     finally:
         api.tracer = saved
+        _tracing._UNCONFIGURED = unconfigured
         provider.shutdown()
 
 

@@ -18,11 +18,20 @@ from hookinbox._errors import NotReady, StoreUnavailable
 from hookinbox._logging import logger
 from hookinbox._metrics import count_attempt
 from hookinbox._model import Event, Status
-from hookinbox._processing._execute import BUSINESS_DUPLICATE, run_handlers
+from hookinbox._processing._execute import BUSINESS_DUPLICATE, HANDLED, NO_HANDLER, run_handlers
 from hookinbox._processing._handlers import Handler, HandlerRegistry
 from hookinbox._processing._policy import RetryPolicy, Schedule
 from hookinbox._processing._unrecorded import Unrecorded
-from hookinbox._storage import Leased, Release, Store, claim, mark_inline, release, set_outcome
+from hookinbox._storage import (
+    Leased,
+    Release,
+    Store,
+    claim,
+    mark_inline,
+    refuse_aborted,
+    release,
+    set_outcome,
+)
 
 log = logger("hookinbox.worker")
 
@@ -103,13 +112,19 @@ class Processor:
         self.destinations = destinations
         self.on_messages = on_messages
         self.unrecorded = Unrecorded()
+        self._schedules: dict[tuple[RetryPolicy | None, tuple[RetryPolicy, ...]], Schedule] = {}
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
     def schedule(self, source: str, handlers: Sequence[Handler]) -> Schedule:
-        handler_policies = [h.retry for h in handlers if h.retry is not None]
-        return Schedule.resolve(self.policy, self.source_policies.get(source), handler_policies)
+        handler_policies = tuple(h.retry for h in handlers if h.retry is not None)
+        key = (self.source_policies.get(source), handler_policies)
+        schedule = self._schedules.get(key)
+        if schedule is None:  # policies are frozen: each combination is resolved once
+            schedule = Schedule.resolve(self.policy, key[0], handler_policies)
+            self._schedules[key] = schedule
+        return schedule
 
     def process(self, leased: Leased) -> str:
         """Run one attempt; returns its outcome label (the metric's and the log line's)."""
@@ -148,15 +163,18 @@ class Processor:
     ) -> AttemptResult:
         event = leased.event
         status = Status.PROCESSED if handlers else Status.UNHANDLED
+        expected = HANDLED if handlers else NO_HANDLER
         try:
             with self.store.transaction() as connection:
                 with tracing.step("claim", self._claim_attributes()):
-                    claimed = claim(connection, leased, status, self.now())
+                    claimed = claim(connection, leased, status, self.now(), expected)
                 if not claimed:
                     return AttemptResult(LOST_LEASE, "another worker took it over")
                 result = run_handlers(connection, event, handlers, self.clock, self.destinations)
                 outcome = result.outcome
-                set_outcome(connection, event.row_id, outcome)
+                if outcome != expected:
+                    set_outcome(connection, event.row_id, outcome)
+                refuse_aborted(connection)
             if result.messages:
                 self.on_messages()  # committed: the relay may send them now
         except NotReady as error:
@@ -244,6 +262,8 @@ class Processor:
 
     def _log(self, event: Event, result: AttemptResult, elapsed: float) -> None:
         level = logging.INFO if result.label in SUCCESSES else logging.WARNING
+        if not log.isEnabledFor(level):
+            return  # the line and its fields are not built for nothing
         log.log(
             level,
             "%s %s (%s) attempt %d: %s in %.1f ms%s",

@@ -1,46 +1,95 @@
-"""The event queue: what the worker's event loop leases, processes and sweeps."""
+"""The queues the worker's loops run: events, and (in `outbox/_relay.py`) outbox messages.
+
+Both lease from a `_storage/_leases.py` queue and share one rhythm, written once here: write
+down the attempts kept while the database was away, check cheaply whether anything is due
+before taking SQLite's write lock to lease (skipped while the last lease came back full: the
+queue is busy and the check would only cost a read), and when idle sleep no longer than until
+the soonest retry (PostgreSQL, and SQLite under `hookinbox serve`, whose worker polls every
+second; a 50 ms SQLite poll is already a cheap read).
+"""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from abc import ABC, abstractmethod
+from datetime import datetime, timedelta
+from typing import Generic, TypeVar
 
 from hookinbox._logging import logger
 from hookinbox._processing._loop import SHORT_POLL
 from hookinbox._processing._processor import Processor
-from hookinbox._storage import Leased, has_due, lease_due, next_due_at, sweep_expired
+from hookinbox._processing._unrecorded import Unrecorded
+from hookinbox._storage import Leased, Store, has_due, lease_due, next_due_at, sweep_expired
 
 log = logger("hookinbox.worker")
 
+T = TypeVar("T")
 
-class EventQueue:
+
+class StoreQueue(ABC, Generic[T]):
+    """A `WorkQueue` over a leased table; subclasses say which table and how to process."""
+
+    name: str
+
+    def __init__(self, store: Store, unrecorded: Unrecorded, lease_seconds: float) -> None:
+        self.store = store
+        self.unrecorded = unrecorded
+        self.lease_seconds = lease_seconds
+        self._sqlite = store.dialect == "sqlite"
+        self._busy = False
+
+    @abstractmethod
+    def now(self) -> datetime: ...
+
+    @abstractmethod
+    def _has_due(self, now: datetime) -> bool: ...
+
+    @abstractmethod
+    def _next_due_at(self) -> datetime | None: ...
+
+    @abstractmethod
+    def _lease(self, limit: int, now: datetime, until: datetime) -> list[T]: ...
+
+    def lease(self, limit: int) -> list[T]:
+        now = self.now()
+        self.unrecorded.retry(now)
+        if self._sqlite and not self._busy and not self._has_due(now):
+            return []  # a read: polling SQLite must not take the write lock every 50 ms
+        leased = self._lease(limit, now, now + timedelta(seconds=self.lease_seconds))
+        self._busy = len(leased) == limit
+        return leased
+
+    def idle_wait(self, poll: float) -> float:
+        if self._sqlite and poll <= SHORT_POLL:
+            return poll  # the poll is a cheap read already; no need to look further ahead
+        due = self._next_due_at()
+        if due is None:
+            return poll
+        return max(0.0, min(poll, (due - self.now()).total_seconds()))
+
+
+class EventQueue(StoreQueue[Leased]):
     name = "events"
 
     def __init__(self, processor: Processor, lease_seconds: float) -> None:
+        super().__init__(processor.store, processor.unrecorded, lease_seconds)
         self.processor = processor
-        self.store = processor.store
-        self.lease_seconds = lease_seconds
-        self._sqlite = self.store.dialect == "sqlite"
 
-    def lease(self, limit: int) -> list[Leased]:
-        now = self.processor.now()
-        self.processor.unrecorded.retry(now)
-        if self._sqlite and not has_due(self.store, now):
-            return []  # a read: polling SQLite must not take the write lock every 50 ms
-        lease_until = now + timedelta(seconds=self.lease_seconds)
-        return lease_due(self.store, limit=limit, now=now, lease_until=lease_until)
+    def now(self) -> datetime:
+        return self.processor.now()
+
+    def _has_due(self, now: datetime) -> bool:
+        return has_due(self.store, now)
+
+    def _next_due_at(self) -> datetime | None:
+        return next_due_at(self.store)
+
+    def _lease(self, limit: int, now: datetime, until: datetime) -> list[Leased]:
+        return lease_due(self.store, limit=limit, now=now, lease_until=until)
 
     def process(self, item: Leased) -> str:
         return self.processor.process(item)
 
     def sweep(self) -> None:
-        swept = sweep_expired(self.store, now=self.processor.now(), decide=self.processor.expired)
+        swept = sweep_expired(self.store, now=self.now(), decide=self.processor.expired)
         for event in swept:
             log.warning("%s %s: lease expired (worker lost); given back", event.source, event.id)
-
-    def idle_wait(self, poll: float) -> float:
-        if self._sqlite and poll <= SHORT_POLL:
-            return poll  # the poll is a cheap read already; no need to look further ahead
-        due = next_due_at(self.store)
-        if due is None:
-            return poll
-        return max(0.0, min(poll, (due - self.processor.now()).total_seconds()))

@@ -348,7 +348,7 @@ def count_prunable(store: Store, cutoff: datetime) -> tuple[int, int, int]:
 def prune_batch(store: Store, cutoff: datetime, batch_size: int) -> tuple[int, int, int]:
     """Delete up to `batch_size` prunable events, log rows and delivered messages each, in one
     short transaction; returns how many of each. Call until all three are zero."""
-    with store.transaction() as connection:
+    with store.housekeeping() as connection:
         event_ids = list(
             connection.execute(
                 sa.select(events.c.id)

@@ -13,7 +13,6 @@ no older message with its key is still pending or being delivered.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +23,7 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql, sqlite
 
 from hookinbox._model import Message, MessageStatus
+from hookinbox._storage._leases import LeasedQueue
 from hookinbox._storage._schema import outbox, status_is, status_not
 from hookinbox._storage._store import Store
 
@@ -83,7 +83,8 @@ def enqueue(
     return connection.execute(statement).first() is not None
 
 
-def _due(now: datetime) -> list[sa.ColumnElement[bool]]:
+def _ordered(_now: datetime) -> list[sa.ColumnElement[bool]]:
+    """A message with an ordering key is due only when no older one with its key is unsent."""
     earlier = outbox.alias("earlier")
     predecessor_unsent = (
         sa.select(earlier.c.id)
@@ -94,60 +95,31 @@ def _due(now: datetime) -> list[sa.ColumnElement[bool]]:
         )
         .exists()
     )
-    return [
-        status_is(outbox.c.status, MessageStatus.PENDING.value),
-        outbox.c.next_attempt_at <= now,
-        sa.or_(outbox.c.ordering_key.is_(None), ~predecessor_unsent),
-    ]
+    return [sa.or_(outbox.c.ordering_key.is_(None), ~predecessor_unsent)]
+
+
+MESSAGES = LeasedQueue(
+    outbox, (MessageStatus.PENDING.value,), MessageStatus.DELIVERING.value, _ordered
+)
+"""The outbox's queue (`_leases.py` holds the SQL it shares with the event queue's)."""
 
 
 def has_message_due(store: Store, now: datetime) -> bool:
-    with store.reading() as connection:
-        query = sa.select(outbox.c.id).where(*_due(now)).limit(1)
-        return connection.execute(query).first() is not None
+    return MESSAGES.has_due(store, now)
 
 
 def next_message_due_at(store: Store) -> datetime | None:
-    query = sa.select(sa.func.min(outbox.c.next_attempt_at)).where(
-        status_is(outbox.c.status, MessageStatus.PENDING.value)
-    )
-    with store.reading() as connection:
-        value = connection.execute(query).scalar()
-    return value if isinstance(value, datetime) else None
+    return MESSAGES.next_due_at(store)
 
 
 def lease_messages(
     store: Store, *, limit: int, now: datetime, lease_until: datetime
 ) -> list[LeasedMessage]:
-    token = uuid.uuid4().hex
-    candidates = (
-        sa.select(outbox.c.id)
-        .where(*_due(now))
-        .order_by(outbox.c.next_attempt_at, outbox.c.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    with store.transaction() as connection:
-        ids = list(connection.execute(candidates).scalars())
-        if not ids:
-            return []
-        connection.execute(
-            outbox.update()
-            .where(outbox.c.id.in_(ids))
-            .values(
-                status=MessageStatus.DELIVERING.value,
-                attempts=outbox.c.attempts + 1,
-                lease_token=token,
-                lease_expires_at=lease_until,
-            )
-        )
-        rows = connection.execute(
-            sa.select(outbox).where(outbox.c.id.in_(ids)).order_by(outbox.c.id)
-        ).mappings()
-        return [
-            LeasedMessage(message_from_row(row), token, lease_until, row["trace_context"])
-            for row in rows
-        ]
+    token, rows = MESSAGES.lease(store, limit=limit, now=now, until=lease_until)
+    return [
+        LeasedMessage(message_from_row(row), token, lease_until, row["trace_context"])
+        for row in rows
+    ]
 
 
 def settle(store: Store, leased: LeasedMessage, settlement: Settlement, now: datetime) -> bool:
@@ -156,56 +128,28 @@ def settle(store: Store, leased: LeasedMessage, settlement: Settlement, now: dat
         "status": settlement.status.value,
         "next_attempt_at": settlement.next_attempt_at,
         "last_error": settlement.last_error,
-        "lease_token": None,
-        "lease_expires_at": None,
     }
     if settlement.status is MessageStatus.DELIVERED:
         values["delivered_at"] = now
     with store.transaction() as connection:
-        result = connection.execute(
-            outbox.update()
-            .where(
-                outbox.c.id == leased.message.row_id,
-                outbox.c.lease_token == leased.token,
-                status_is(outbox.c.status, MessageStatus.DELIVERING.value),
-            )
-            .values(**values)
-        )
-        return result.rowcount == 1
+        return MESSAGES.settle(connection, leased.message.row_id, leased.token, values)
 
 
 def sweep_messages(
     store: Store, *, now: datetime, decide: Callable[[Message], Settlement], limit: int = 100
 ) -> Sequence[Message]:
     """Give back messages whose relay died while delivering them (their lease expired)."""
-    expired = (
-        sa.select(outbox)
-        .where(
-            status_is(outbox.c.status, MessageStatus.DELIVERING.value),
-            outbox.c.lease_expires_at < now,
-        )
-        .order_by(outbox.c.lease_expires_at)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    swept: list[Message] = []
-    with store.transaction() as connection:
-        for row in connection.execute(expired).mappings().all():
-            message = message_from_row(row)
-            decision = decide(message)
-            connection.execute(
-                outbox.update()
-                .where(outbox.c.id == message.row_id, outbox.c.lease_token == row["lease_token"])
-                .values(
-                    status=decision.status.value,
-                    next_attempt_at=decision.next_attempt_at,
-                    last_error=decision.last_error,
-                    lease_token=None,
-                    lease_expires_at=None,
-                )
-            )
-            swept.append(message)
-    return swept
+
+    def values(row: sa.RowMapping) -> dict[str, object]:
+        decision = decide(message_from_row(row))
+        return {
+            "status": decision.status.value,
+            "next_attempt_at": decision.next_attempt_at,
+            "last_error": decision.last_error,
+        }
+
+    rows = MESSAGES.sweep(store, now=now, decide=values, limit=limit)
+    return [message_from_row(row) for row in rows]
 
 
 def message_from_row(row: sa.RowMapping) -> Message:

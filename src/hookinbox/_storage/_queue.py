@@ -2,12 +2,14 @@
 
 The life of one attempt takes two transactions:
 
-1. `lease_due` (short, committed at once): due events become `processing` with a lease token,
-   an expiry and `attempts + 1`. The attempt is durable before any handler runs, so an event
-   that kills its worker every time still runs out of attempts. On PostgreSQL the candidates are
-   picked `FOR UPDATE SKIP LOCKED`, so concurrent workers take different events without waiting.
+1. `lease_due` (one statement, committed at once, for a batch of events): due events become
+   `processing` with a lease token, an expiry and `attempts + 1`. The attempt is durable
+   before any handler runs, so an event that kills its worker every time still runs out of
+   attempts. On PostgreSQL the candidates are picked `FOR UPDATE SKIP LOCKED`, so concurrent
+   workers take different events without waiting (`_leases.py`, shared with the outbox).
 2. `claim` opens the processing transaction with a conditional update on (id, lease token,
-   status): the first statement moves the event to its final status and locks the row; the
+   status): the first statement moves the event to its final status, with the outcome it
+   will have unless a handler's business key says otherwise, and locks the row; the
    handlers' writes follow on the same connection and everything commits together. A worker
    whose lease was swept and re-leased matches no row and runs nothing.
 
@@ -18,7 +20,6 @@ vanished: their lease expired while they were still `processing`.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +28,8 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from hookinbox._model import WAITING_STATUSES, Event, Status
-from hookinbox._storage._schema import events, status_is
+from hookinbox._storage._leases import LeasedQueue
+from hookinbox._storage._schema import events
 from hookinbox._storage._store import Store, event_from_row
 
 _WAITING = [s.value for s in WAITING_STATUSES]
@@ -56,90 +58,91 @@ class Release:
     count_deferral: bool = False
 
 
+EVENTS = LeasedQueue(events, tuple(_WAITING), Status.PROCESSING.value)
+"""The event queue (`_leases.py` holds the SQL it shares with the outbox's)."""
+
+
 def has_due(store: Store, now: datetime) -> bool:
     """A cheap read (no write lock on SQLite): is any event due?"""
-    query = (
-        sa.select(events.c.id)
-        .where(status_is(events.c.status, *_WAITING), events.c.next_attempt_at <= now)
-        .limit(1)
-    )
-    with store.reading() as connection:
-        return connection.execute(query).first() is not None
+    return EVENTS.has_due(store, now)
 
 
 def next_due_at(store: Store) -> datetime | None:
     """When the soonest waiting event becomes due (to sleep exactly that long)."""
-    soonest = sa.func.min(events.c.next_attempt_at)
-    query = sa.select(soonest).where(status_is(events.c.status, *_WAITING))
-    with store.reading() as connection:
-        value = connection.execute(query).scalar()
-    return value if isinstance(value, datetime) else None
+    return EVENTS.next_due_at(store)
 
 
 def lease_due(store: Store, *, limit: int, now: datetime, lease_until: datetime) -> list[Leased]:
     """Lease up to `limit` due events, oldest due first, counting one attempt each."""
-    token = uuid.uuid4().hex
-    candidates = (
-        sa.select(events.c.id)
-        .where(status_is(events.c.status, *_WAITING), events.c.next_attempt_at <= now)
-        .order_by(events.c.next_attempt_at, events.c.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)  # PostgreSQL only; SQLite has one writer anyway
+    token, rows = EVENTS.lease(store, limit=limit, now=now, until=lease_until)
+    return [Leased(event_from_row(row), token, lease_until) for row in rows]
+
+
+_CLAIM = (
+    events.update()
+    .where(EVENTS.held(sa.bindparam("row_id"), sa.bindparam("token")))
+    .values(
+        status=sa.bindparam("new_status"),
+        processed_at=sa.bindparam("now", type_=events.c.processed_at.type),
+        outcome=sa.bindparam("new_outcome"),
+        last_error=None,
+        deferred_since=None,
+        lease_token=None,
+        lease_expires_at=None,
     )
-    with store.transaction() as connection:
-        ids = list(connection.execute(candidates).scalars())
-        if not ids:
-            return []
-        connection.execute(
-            events.update()
-            .where(events.c.id.in_(ids))
-            .values(
-                status=Status.PROCESSING.value,
-                attempts=events.c.attempts + 1,
-                lease_token=token,
-                lease_expires_at=lease_until,
-            )
-        )
-        rows = connection.execute(
-            sa.select(events).where(events.c.id.in_(ids)).order_by(events.c.next_attempt_at)
-        ).mappings()
-        return [Leased(event_from_row(row), token, lease_until) for row in rows]
+)
+"""Built once: the hot path's one statement per event (SQLAlchemy compiles it once, and it
+need not be built, coerced and hashed again for every event)."""
 
 
-def _held(row_id: int, token: str) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        events.c.id == row_id,
-        events.c.lease_token == token,
-        status_is(events.c.status, Status.PROCESSING.value),
-    )
-
-
-def claim(connection: Connection, leased: Leased, status: Status, now: datetime) -> bool:
-    """First statement of the processing transaction: move the event to its final status.
+def claim(
+    connection: Connection, leased: Leased, status: Status, now: datetime, outcome: str
+) -> bool:
+    """First statement of the processing transaction: move the event to its final status,
+    with the outcome it will have unless the handlers say otherwise (`set_outcome`).
 
     True when the lease was still ours; the row stays locked until the transaction ends.
     """
     result = connection.execute(
-        events.update()
-        .where(_held(leased.event.row_id, leased.token))
-        .values(status=status.value, lease_token=None, lease_expires_at=None, processed_at=now)
+        _CLAIM,
+        {
+            "row_id": leased.event.row_id,
+            "token": leased.token,
+            "new_status": status.value,
+            "now": now,
+            "new_outcome": outcome,
+        },
     )
     return result.rowcount == 1
 
 
 def set_outcome(connection: Connection, row_id: int, outcome: str) -> None:
-    """Last statement of the processing transaction.
-
-    It fails loudly when an earlier statement aborted the transaction (a PostgreSQL error a
-    handler caught and ignored), instead of letting a silent rollback pass for a commit.
-    """
+    """A statement of the processing transaction, when the handlers' outcome is not the one
+    the claim wrote (a business key already taken)."""
     result = connection.execute(
-        events.update()
-        .where(events.c.id == row_id)
-        .values(outcome=outcome, last_error=None, deferred_since=None)
+        events.update().where(events.c.id == row_id).values(outcome=outcome)
     )
     if result.rowcount != 1:
         raise RuntimeError(f"event row {row_id} vanished inside its processing transaction")
+
+
+_IN_ERROR = 3
+"""libpq's PQTRANS_INERROR, as psycopg 3 and psycopg2 report `info.transaction_status`."""
+
+
+def refuse_aborted(connection: Connection) -> None:
+    """Before the processing transaction commits: fail loudly if an earlier statement aborted
+    it (a PostgreSQL error that a handler caught and ignored). PostgreSQL would answer the
+    COMMIT with a rollback, and the attempt would pass for a success. Read from the driver's
+    connection state: no round trip. SQLite keeps a transaction usable after an error."""
+    if connection.dialect.name != "postgresql":
+        return
+    info = getattr(connection.connection.driver_connection, "info", None)
+    if getattr(info, "transaction_status", None) == _IN_ERROR:
+        raise RuntimeError(
+            "the processing transaction was aborted by an earlier database error (one a "
+            "handler caught and went on): rolled back, to be retried"
+        )
 
 
 def release(store: Store, leased: Leased, release: Release) -> bool:
@@ -149,8 +152,6 @@ def release(store: Store, leased: Leased, release: Release) -> bool:
         "next_attempt_at": release.next_attempt_at,
         "last_error": release.last_error,
         "outcome": release.outcome,
-        "lease_token": None,
-        "lease_expires_at": None,
     }
     if release.refund_attempt:
         values["attempts"] = events.c.attempts - 1
@@ -159,10 +160,7 @@ def release(store: Store, leased: Leased, release: Release) -> bool:
     if release.count_deferral:
         values["deferrals"] = events.c.deferrals + 1
     with store.transaction() as connection:
-        updated = connection.execute(
-            events.update().where(_held(leased.event.row_id, leased.token)).values(**values)
-        )
-        return updated.rowcount == 1
+        return EVENTS.settle(connection, leased.event.row_id, leased.token, values)
 
 
 def sweep_expired(
@@ -173,32 +171,17 @@ def sweep_expired(
     On PostgreSQL an event whose processing transaction is still open is row-locked and
     skipped, so a slow handler is never swept from under its worker.
     """
-    expired = (
-        sa.select(events)
-        .where(status_is(events.c.status, Status.PROCESSING.value), events.c.lease_expires_at < now)
-        .order_by(events.c.lease_expires_at)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    swept: list[Event] = []
-    with store.transaction() as connection:
-        for row in connection.execute(expired).mappings().all():
-            event = event_from_row(row)
-            decision = decide(event)
-            connection.execute(
-                events.update()
-                .where(_held(event.row_id, row["lease_token"]))
-                .values(
-                    status=decision.status.value,
-                    next_attempt_at=decision.next_attempt_at,
-                    last_error=decision.last_error,
-                    outcome=decision.outcome,
-                    lease_token=None,
-                    lease_expires_at=None,
-                )
-            )
-            swept.append(event)
-    return swept
+
+    def values(row: sa.RowMapping) -> dict[str, object]:
+        decision = decide(event_from_row(row))
+        return {
+            "status": decision.status.value,
+            "next_attempt_at": decision.next_attempt_at,
+            "last_error": decision.last_error,
+            "outcome": decision.outcome,
+        }
+
+    return [event_from_row(row) for row in EVENTS.sweep(store, now=now, decide=values, limit=limit)]
 
 
 def mark_inline(

@@ -87,6 +87,32 @@ class Store:
             yield connection
 
     @contextmanager
+    def housekeeping(self) -> Iterator[Connection]:
+        """A transaction whose commit need not be durable on its own (the pruner's deletes:
+        lost to a power cut, they are made again by the next prune).
+
+        On SQLite its commit does not fsync the WAL (`synchronous=NORMAL` for that one
+        transaction; the next durable commit's fsync carries its pages too), so a prune's
+        batches add no fsyncs of their own to the ones deliveries wait for. WAL mode keeps the
+        file consistent either way. Elsewhere, `transaction()`.
+        """
+        if self.dialect != "sqlite":
+            with self.transaction() as connection:
+                yield connection
+            return
+        self.ensure_schema()
+        with self.writing(), translate_errors(), self.engine.connect() as connection:
+            driver: Any = connection.connection.driver_connection
+            driver.execute("PRAGMA synchronous=NORMAL")  # outside any transaction
+            try:
+                with connection.begin():
+                    yield connection
+            finally:
+                if driver.in_transaction:  # a commit that failed part way: undone here
+                    driver.rollback()
+                driver.execute(f"PRAGMA synchronous={self.options.sqlite_synchronous}")
+
+    @contextmanager
     def writing(self) -> Iterator[None]:
         """This process's turn at SQLite's one writer, for a write made outside `transaction`
         (a pragma that must run as a script); nothing on PostgreSQL."""

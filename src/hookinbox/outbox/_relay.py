@@ -15,8 +15,8 @@ from hookinbox._logging import logger
 from hookinbox._metrics import count_message
 from hookinbox._model import Message, MessageStatus
 from hookinbox._processing import RetryPolicy, Schedule
-from hookinbox._processing._loop import SHORT_POLL
 from hookinbox._processing._processor import describe_error
+from hookinbox._processing._queues import StoreQueue
 from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._storage import (
     LeasedMessage,
@@ -161,36 +161,30 @@ def _seconds(retry_after: object) -> float | None:
     return None if math.isnan(seconds) else seconds
 
 
-class MessageQueue:
+class MessageQueue(StoreQueue[LeasedMessage]):
     name = "outbox"
 
     def __init__(self, relay: Relay, lease_seconds: float) -> None:
+        super().__init__(relay.store, relay.unrecorded, lease_seconds)
         self.relay = relay
-        self.store = relay.store
-        self.lease_seconds = lease_seconds
-        self._sqlite = self.store.dialect == "sqlite"
 
-    def lease(self, limit: int) -> list[LeasedMessage]:
-        now = self.relay.now()
-        self.relay.unrecorded.retry(now)
-        if self._sqlite and not has_message_due(self.store, now):
-            return []
-        until = now + timedelta(seconds=self.lease_seconds)
+    def now(self) -> datetime:
+        return self.relay.now()
+
+    def _has_due(self, now: datetime) -> bool:
+        return has_message_due(self.store, now)
+
+    def _next_due_at(self) -> datetime | None:
+        return next_message_due_at(self.store)
+
+    def _lease(self, limit: int, now: datetime, until: datetime) -> list[LeasedMessage]:
         return lease_messages(self.store, limit=limit, now=now, lease_until=until)
 
     def process(self, item: LeasedMessage) -> str:
         return self.relay.deliver(item)
 
     def sweep(self) -> None:
-        swept = sweep_messages(self.store, now=self.relay.now(), decide=self.relay.expired)
+        swept = sweep_messages(self.store, now=self.now(), decide=self.relay.expired)
         for message in swept:
             log.warning("%s %s: lease expired (relay lost); given back", message.destination,
                         message.key)  # fmt: skip
-
-    def idle_wait(self, poll: float) -> float:
-        if self._sqlite and poll <= SHORT_POLL:
-            return poll  # as the event queue's
-        due = next_message_due_at(self.store)
-        if due is None:
-            return poll
-        return max(0.0, min(poll, (due - self.relay.now()).total_seconds()))
