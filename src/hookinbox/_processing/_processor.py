@@ -28,7 +28,6 @@ from hookinbox._storage import (
     Store,
     claim,
     mark_inline,
-    refuse_aborted,
     release,
     set_outcome,
 )
@@ -174,7 +173,7 @@ class Processor:
                 outcome = result.outcome
                 if outcome != expected:
                     set_outcome(connection, event.row_id, outcome)
-                refuse_aborted(connection)
+                self.store.refuse_aborted(connection)
             if result.messages:
                 self.on_messages()  # committed: the relay may send them now
         except NotReady as error:

@@ -110,11 +110,10 @@ class LeasedQueue:
         self, row_id: int | sa.BindParameter[int], token: str | sa.BindParameter[str]
     ) -> sa.ColumnElement[bool]:
         """The row, only while this lease holds it (values, or parameters bound later)."""
-        columns = self.table.c
         return sa.and_(
-            columns.id == row_id,
-            columns.lease_token == token,
-            status_is(columns.status, self.leased),
+            self.table.c.id == row_id,
+            self.table.c.lease_token == token,  # compared by the database, not by Python
+            status_is(self.table.c.status, self.leased),
         )
 
     def settle(

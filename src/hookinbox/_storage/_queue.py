@@ -126,25 +126,6 @@ def set_outcome(connection: Connection, row_id: int, outcome: str) -> None:
         raise RuntimeError(f"event row {row_id} vanished inside its processing transaction")
 
 
-_IN_ERROR = 3
-"""libpq's PQTRANS_INERROR, as psycopg 3 and psycopg2 report `info.transaction_status`."""
-
-
-def refuse_aborted(connection: Connection) -> None:
-    """Before the processing transaction commits: fail loudly if an earlier statement aborted
-    it (a PostgreSQL error that a handler caught and ignored). PostgreSQL would answer the
-    COMMIT with a rollback, and the attempt would pass for a success. Read from the driver's
-    connection state: no round trip. SQLite keeps a transaction usable after an error."""
-    if connection.dialect.name != "postgresql":
-        return
-    info = getattr(connection.connection.driver_connection, "info", None)
-    if getattr(info, "transaction_status", None) == _IN_ERROR:
-        raise RuntimeError(
-            "the processing transaction was aborted by an earlier database error (one a "
-            "handler caught and went on): rolled back, to be retried"
-        )
-
-
 def release(store: Store, leased: Leased, release: Release) -> bool:
     """End an unsuccessful attempt, if the lease is still ours; True when it was."""
     values: dict[str, object] = {

@@ -141,6 +141,21 @@ class Store:
             with connection.begin():
                 yield connection
 
+    def refuse_aborted(self, connection: Connection) -> None:
+        """Before a processing transaction commits: fail loudly if an earlier statement
+        aborted it (a PostgreSQL error that a handler caught and ignored). PostgreSQL would
+        answer the COMMIT with a rollback, and the attempt would pass for a success. Read from
+        the driver's connection state: no round trip. SQLite keeps a transaction usable after
+        an error."""
+        if self.dialect != "postgresql":
+            return
+        info = getattr(connection.connection.driver_connection, "info", None)
+        if getattr(info, "transaction_status", None) == _IN_ERROR:
+            raise RuntimeError(
+                "the processing transaction was aborted by an earlier database error (one a "
+                "handler caught and went on): rolled back, to be retried"
+            )
+
     def ping(self) -> None:
         """Raise `StoreUnavailable` unless the database takes a write now, as a delivery's
         would be: a standby or a server made read-only (PostgreSQL), a read-only, full or
@@ -177,6 +192,9 @@ class Store:
     def dispose(self) -> None:
         self.engine.dispose()
 
+
+_IN_ERROR = 3
+"""libpq's PQTRANS_INERROR, as psycopg 3 and psycopg2 report `info.transaction_status`."""
 
 _PROBE_WRITE = sa.text(
     "UPDATE hookinbox_schema_versions SET version = version"

@@ -48,6 +48,10 @@ class DjangoStore(Store):
         if connections[self.using].needs_rollback:
             raise TransactionBroken(_SPOILED)
 
+    def refuse_aborted(self, connection: Connection) -> None:
+        self._refuse_spoiled_transaction()  # Django's own word for it, on any database
+        super().refuse_aborted(connection)
+
     def ensure_schema(self) -> None:
         try:
             super().ensure_schema()
