@@ -66,6 +66,13 @@ class DjangoStore(Store):
             return super().migrate()
 
     @contextmanager
+    def housekeeping(self) -> Iterator[Connection]:
+        """An ordinary transaction: Django owns its connection's settings and transactions
+        (the store's own version changes SQLite's `synchronous` outside `atomic()`)."""
+        with self.transaction() as connection:
+            yield connection
+
+    @contextmanager
     def _begin(self) -> Iterator[Connection]:
         django_connection = connections[self.using]
         outermost = not django_connection.in_atomic_block
