@@ -281,11 +281,12 @@ class BaseReceiver(ABC):
         if reply.outcome in STORED:
             reply = self._source_answer(verified, reply)
         if verified.settle():
-            storing = tracing.start_child(
-                verified.span, "store", self.store_attributes(), kind="client",
-                start_time=verified.verified_ns,
-            )  # fmt: skip
-            tracing.end(storing, error=_server_error(reply))
+            if verified.span is not None:
+                storing = tracing.start_child(
+                    verified.span, "store", self.store_attributes(), kind="client",
+                    start_time=verified.verified_ns,
+                )  # fmt: skip
+                tracing.end(storing, error=_server_error(reply))
             return self._finish(
                 delivery.source, reply, verified.started, known=True, delivery=delivery,
                 span=verified.span,
@@ -326,17 +327,18 @@ class BaseReceiver(ABC):
     ) -> Reply:
         elapsed = time.perf_counter() - started
         self._log(source_name, reply, elapsed, delivery)
-        event_id = reply.body.get("event_id") or (delivery.event_id if delivery else None)
-        tracing.end(
-            span,
-            {
-                "http.response.status_code": reply.status_code,
-                "messaging.message.id": event_id,
-                "hookinbox.outcome": reply.outcome.value,
-                "hookinbox.event.type": reply.event_type,
-            },
-            error=_server_error(reply),
-        )
+        if span is not None:
+            event_id = reply.body.get("event_id") or (delivery.event_id if delivery else None)
+            tracing.end(
+                span,
+                {
+                    "http.response.status_code": reply.status_code,
+                    "messaging.message.id": event_id,
+                    "hookinbox.outcome": reply.outcome.value,
+                    "hookinbox.event.type": reply.event_type,
+                },
+                error=_server_error(reply),
+            )
         # An unknown source's name comes from the URL: never a metric label (cardinality).
         label = source_name if known else "unknown"
         count_delivery(
@@ -352,7 +354,11 @@ class BaseReceiver(ABC):
         self, source: Source, headers: Mapping[str, str], body: bytes, started: float, span: Any
     ) -> Reply | Verified:
         now = self.clock()
-        verifying = tracing.start_child(span, "verify", {"messaging.destination.name": source.name})
+        verifying = None
+        if span is not None:
+            verifying = tracing.start_child(
+                span, "verify", {"messaging.destination.name": source.name}
+            )
         identified = self._authenticate(source, headers, body, now)
         if isinstance(identified, Reply):
             tracing.end(verifying, error=None if identified.ok else identified.outcome.value)
@@ -426,6 +432,9 @@ class BaseReceiver(ABC):
     def _log(
         self, source_name: str, reply: Reply, elapsed: float, delivery: NewDelivery | None = None
     ) -> None:
+        level = logging.INFO if reply.ok else logging.WARNING
+        if not log.isEnabledFor(level):  # one line per delivery: built only when written
+            return
         # A verified delivery names its event even when the answer does not (a 503).
         event_id = reply.body.get("event_id") or (delivery.event_id if delivery else None)
         event_type = reply.event_type or (delivery.event_type if delivery else None)
@@ -437,7 +446,6 @@ class BaseReceiver(ABC):
             "status_code": reply.status_code,
             "latency_ms": round(elapsed * 1000, 2),
         }
-        level = logging.INFO if reply.ok else logging.WARNING
         detail = reply.body.get("detail", "")
         log.log(
             level,

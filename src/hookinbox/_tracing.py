@@ -106,8 +106,10 @@ def start_child(
     start_time: int | None = None,
 ) -> Any | None:
     """A child of `parent` (a span from `start_receive`), or None when there is no parent."""
+    if parent is None:  # first: no parent is the common case, and the cheaper question
+        return None
     otel = _otel()
-    if otel is None or parent is None:
+    if otel is None:
         return None
     return otel.tracer.start_span(
         name,
@@ -150,8 +152,10 @@ def annotate(span: Any | None, attributes: Mapping[str, Any], *, error: str | No
 
 def carrier_of(span: Any | None) -> dict[str, str]:
     """`traceparent` (and `tracestate`) of a recording span, to store; {} otherwise."""
+    if span is None:
+        return {}
     otel = _otel()
-    if otel is None or span is None or not span.is_recording():
+    if otel is None or not span.is_recording():
         return {}
     carrier: dict[str, str] = {}
     otel.propagate.inject(carrier, context=otel.trace.set_span_in_context(span))

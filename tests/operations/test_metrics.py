@@ -135,6 +135,9 @@ def test_serve_sums_every_process_into_one_metrics_page(db_url: str) -> None:
                 break
             time.sleep(0.2)
         assert processed == 40  # counted in the worker process, read by an HTTP process
+        # Each process adds its delivery counts to the shared files at least once a second
+        # (and at once when it answers the scrape itself): within 2 s, every scrape agrees.
+        time.sleep(2)
         for _ in range(6):  # several scrapes land on both HTTP processes: all agree
             samples = parse(httpx.get(f"{base_url}/metrics", timeout=10).text)
             accepted = value(samples, "hookinbox_deliveries_total", source="stripe",
