@@ -3,6 +3,7 @@ deliveries with the error while leaving nothing behind."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,8 +28,8 @@ def batch_size(statement: str, parameters: Any) -> int | None:
     PostgreSQL: the one statement (one array element per delivery in its log part). SQLite:
     the upsert, which holds one row per event (deliveries of one event are folded).
     """
-    if statement.lstrip().startswith("WITH upserted AS"):
-        return len(parameters["log_source"])
+    if statement.lstrip().startswith("WITH batch AS"):
+        return len(json.loads(parameters["events"])[1])  # [events, delivery-log rows]
     if statement.startswith("INSERT INTO hookinbox_events") and "?, 0, 0, ?" in statement:
         return len(parameters) // 12  # 12 bound values per row
     return None  # anything else, including the one-row upsert used without group commit
@@ -36,8 +37,8 @@ def batch_size(statement: str, parameters: Any) -> int | None:
 
 def logged_deliveries(statement: str, parameters: Any) -> int | None:
     """How many deliveries a group-commit batch logged (its size), else None."""
-    if statement.lstrip().startswith("WITH upserted AS"):
-        return len(parameters["log_source"])
+    if statement.lstrip().startswith("WITH batch AS"):
+        return len(json.loads(parameters["events"])[1])  # [events, delivery-log rows]
     if statement.startswith("INSERT INTO hookinbox_deliveries (received_at,"):
         # SQLite: one row per delivery (a batch of one is executed as a single row)
         return len(parameters) if isinstance(parameters, list) else 1

@@ -1,8 +1,9 @@
 """Storing many deliveries with one upsert: the statements behind group commit.
 
 PostgreSQL: ONE statement per batch. A data-modifying CTE upserts the events
-(`INSERT ... SELECT FROM unnest(<one array per column>) ON CONFLICT DO UPDATE ... RETURNING`)
-and inserts their delivery-log rows, joined to what the upsert returned. One statement is
+(`INSERT ... SELECT FROM json_to_recordset(<the batch as JSON>) ON CONFLICT DO UPDATE ...
+RETURNING`, the bodies sliced from one bytea) and inserts their delivery-log rows, joined to
+what the upsert returned. One statement is
 atomic on its own, so group commit runs it in autocommit: one round trip and one commit per
 batch, where BEGIN, two statements and COMMIT would take four. The text never changes, so the
 server keeps it prepared.
@@ -53,29 +54,35 @@ ON CONFLICT (source, event_id) DO UPDATE SET
     last_delivery_at = {latest}(hookinbox_events.last_delivery_at, excluded.last_delivery_at)
 RETURNING id, source, event_id, delivery_count, body_sha256, status
 """
+# The batch travels as two parameters: the events and the delivery-log rows as one JSON text,
+# and every body in one bytea (each event names its slice). One array parameter per column was
+# the first form: psycopg builds an array literal in Python, escaping each element, which cost
+# about 20 us of the writer's CPU per row, a third of a saturated server's writer thread
+# (a body, headers' JSON and timestamps escaped character by character); a JSON text is
+# written by the C encoder and read once by PostgreSQL, a bytea is copied as it stands.
 _POSTGRES = f"""
-WITH upserted AS (
+WITH batch AS (
+    SELECT b.s AS source, b.i AS event_id, b.t AS event_type, b.o AS occurred_at,
+           b.r AS received_at, substring(%(bodies)s::bytea FROM b.bo FOR b.bn) AS body,
+           b.h AS headers, b.d AS body_sha256, b.st AS status, b.c AS delivery_count,
+           b.l AS last_delivery_at
+    FROM json_to_recordset(%(events)s::json -> 0) AS b(
+        s varchar, i varchar, t varchar, o timestamptz, r timestamptz, bo int, bn int,
+        h text, d varchar, st varchar, c int, l timestamptz)
+), upserted AS (
     INSERT INTO hookinbox_events ({_EVENT_COLUMNS})
     SELECT source, event_id, event_type, occurred_at, received_at, body, headers, body_sha256,
            status, 0, 0, received_at, delivery_count, 0, last_delivery_at
-    FROM unnest(
-        %(source)s::varchar[], %(event_id)s::varchar[], %(event_type)s::varchar[],
-        %(occurred_at)s::timestamptz[], %(received_at)s::timestamptz[], %(body)s::bytea[],
-        %(headers)s::text[], %(body_sha256)s::varchar[], %(status)s::varchar[],
-        %(delivery_count)s::int[], %(last_delivery_at)s::timestamptz[]
-    ) AS batch(source, event_id, event_type, occurred_at, received_at, body, headers,
-               body_sha256, status, delivery_count, last_delivery_at)
+    FROM batch
     {_ON_CONFLICT.format(latest="GREATEST")}
 ), logged AS (
     INSERT INTO hookinbox_deliveries (source, event_id, received_at, duplicate, key_conflict)
-    SELECT u.source, u.event_id, l.received_at,
-           NOT (l.position = 1 AND u.delivery_count = l.folded),
-           u.body_sha256 <> l.body_sha256
-    FROM unnest(%(log_source)s::varchar[], %(log_event_id)s::varchar[],
-                %(log_received_at)s::timestamptz[], %(log_position)s::int[],
-                %(log_folded)s::int[], %(log_body_sha256)s::varchar[])
-         AS l(source, event_id, received_at, position, folded, body_sha256)
-    JOIN upserted u ON u.source = l.source AND u.event_id = l.event_id
+    SELECT u.source, u.event_id, l.r,
+           NOT (l.p = 1 AND u.delivery_count = l.f),
+           u.body_sha256 <> l.d
+    FROM json_to_recordset(%(events)s::json -> 1)
+         AS l(s varchar, i varchar, r timestamptz, p int, f int, d varchar)
+    JOIN upserted u ON u.source = l.s AND u.event_id = l.i
 )
 SELECT id, source, event_id, delivery_count, body_sha256, status FROM upserted
 """
@@ -181,29 +188,49 @@ def _statements(deliveries: Sequence[NewDelivery]) -> list[list[_Group]]:
 def _write_postgres(
     connection: Connection, deliveries: Sequence[NewDelivery], groups: list[_Group]
 ) -> dict[tuple[str, str], Row]:
-    firsts = [g.first for g in groups]
-    logged = [(index, position, g) for g in groups for position, index in enumerate(g.members)]
-    parameters = {
-        "source": [d.source for d in firsts],
-        "event_id": [d.event_id for d in firsts],
-        "event_type": [d.event_type for d in firsts],
-        "occurred_at": [d.occurred_at for d in firsts],
-        "received_at": [d.received_at for d in firsts],
-        "body": [d.body for d in firsts],
-        "headers": [json.dumps(d.headers, sort_keys=True) for d in firsts],
-        "body_sha256": [d.body_sha256 for d in firsts],
-        "status": [_status(d) for d in firsts],
-        "delivery_count": [len(g.members) for g in groups],
-        "last_delivery_at": [g.last_delivery_at for g in groups],
-        "log_source": [g.first.source for _, _, g in logged],
-        "log_event_id": [g.first.event_id for _, _, g in logged],
-        "log_received_at": [deliveries[i].received_at for i, _, _ in logged],
-        "log_position": [position + 1 for _, position, _ in logged],
-        "log_folded": [len(g.members) for _, _, g in logged],
-        "log_body_sha256": [g.first.body_sha256 for _, _, g in logged],
-    }
+    events: list[dict[str, object]] = []
+    log: list[dict[str, object]] = []
+    bodies: list[bytes] = []
+    offset = 1  # SQL's substring counts from 1
+    for group in groups:
+        first = group.first
+        folded = len(group.members)
+        events.append(
+            {
+                "s": first.source,
+                "i": first.event_id,
+                "t": first.event_type,
+                "o": _iso(first.occurred_at),
+                "r": first.received_at.isoformat(),
+                "bo": offset,
+                "bn": len(first.body),
+                "h": json.dumps(first.headers, sort_keys=True),
+                "d": first.body_sha256,
+                "st": _status(first),
+                "c": folded,
+                "l": group.last_delivery_at.isoformat(),
+            }
+        )
+        bodies.append(first.body)
+        offset += len(first.body)
+        for position, index in enumerate(group.members, start=1):
+            log.append(
+                {
+                    "s": first.source,
+                    "i": first.event_id,
+                    "r": deliveries[index].received_at.isoformat(),
+                    "p": position,
+                    "f": folded,
+                    "d": first.body_sha256,
+                }
+            )
+    parameters = {"events": json.dumps([events, log]), "bodies": b"".join(bodies)}
     result = connection.exec_driver_sql(_POSTGRES, parameters)
     return {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 _SQLITE_ROWS = 2_000
