@@ -207,7 +207,6 @@ class _Tally:
         self._latencies: dict[str, _Buckets] = {}
         self._batches = _Buckets(BATCH_BUCKETS)
         self._flusher: threading.Thread | None = None
-        self._pid = os.getpid()
         self._last_error: str | None = None
 
     def delivery(
@@ -222,13 +221,13 @@ class _Tally:
             latencies.add(seconds)
             if key_conflict:
                 self._conflicts[source] = self._conflicts.get(source, 0) + 1
-        if self._flusher is None or self._pid != os.getpid():
+        if self._flusher is None:
             self._start()
 
     def batch(self, size: int) -> None:
         with self._lock:
             self._batches.add(size)
-        if self._flusher is None or self._pid != os.getpid():
+        if self._flusher is None:
             self._start()
 
     def flush_quietly(self) -> None:
@@ -260,12 +259,18 @@ class _Tally:
             buckets.add_to(_instrument("ack_latency").labels(source))
         batches.add_to(_instrument("batch_size"))
 
+    def forked(self) -> None:
+        """In a forked child: the parent's counts are the parent's, and its thread is gone.
+        (Asking `os.getpid()` per delivery instead is a system call each time.)"""
+        self._lock = threading.Lock()
+        self._deliveries, self._conflicts, self._latencies = {}, {}, {}
+        self._batches = _Buckets(BATCH_BUCKETS)
+        self._flusher = None
+
     def _start(self) -> None:
         with self._lock:
-            # A forked child (uvicorn's workers) inherits the tally but not its thread.
-            if self._flusher is not None and self._pid == os.getpid():
+            if self._flusher is not None:
                 return
-            self._pid = os.getpid()
             self._flusher = threading.Thread(
                 target=self._run, name="hookinbox-metrics", daemon=True
             )
@@ -311,6 +316,7 @@ class _Buckets:
 
 _tally = _Tally()
 atexit.register(_tally.flush_quietly)
+os.register_at_fork(after_in_child=_tally.forked)
 
 
 class StoreCollector:

@@ -114,7 +114,8 @@ class Runtime:
     def _on_new_event(self) -> None:
         """A delivery stored a new event: wake a worker of this process, and serve's worker
         unless the group committer did already (once for its whole commit)."""
-        self.wake.set()
+        if not self.wake.is_set():  # set() takes a lock and notifies: once per wake-up
+            self.wake.set()
         if self._wake_worker is not None and self.settings.group_commit is None:
             self._wake_worker()  # each delivery is a commit of its own
 

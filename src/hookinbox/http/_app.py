@@ -25,6 +25,7 @@ from hookinbox._logging import logger
 from hookinbox._receiver import BaseReceiver, Reply
 from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_body, send_text
 from hookinbox.http._types import ASGIApp, Message, Receive, Scope, Send
+from hookinbox.sources._base import normalize_raw_headers
 
 if TYPE_CHECKING:
     from hookinbox._inbox import BaseInbox
@@ -124,7 +125,7 @@ async def _deliver(
         body = await _read_in_time(receive, declared, receiver, on_asyncio)
     except BodyTooLarge:
         return receiver.reject_too_large(source)
-    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
+    headers = normalize_raw_headers(raw_headers)
     # Verification is CPU work of tens of microseconds (an HMAC, a JSON parse): it runs on
     # the event loop, which costs less than a hop to a worker thread and back; sources
     # that call their provider to verify run in a thread.

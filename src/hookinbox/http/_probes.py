@@ -128,6 +128,9 @@ async def lifespan(receiver: ReceiverSource, receive: Receive, send: Send) -> No
             return
 
 
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 async def send_body(
     send: Send, status: int, body: bytes, content_type: str, **headers: str
 ) -> None:
@@ -141,7 +144,7 @@ async def send_body(
 
 
 async def send_json(send: Send, status: int, document: object, **headers: str) -> None:
-    body = json.dumps(document, separators=(",", ":")).encode()
+    body = _compact_json(document).encode()
     await send_body(send, status, body, "application/json", **headers)
 
 

@@ -160,6 +160,22 @@ def normalize_headers(
     return HeaderValues._adopt(values)
 
 
+def normalize_raw_headers(raw: Iterable[tuple[bytes, bytes]]) -> HeaderValues:
+    """`normalize_headers` of an ASGI scope's header bytes, in one pass: each value read as
+    latin-1 text first, as every server hands header bytes over, then by `wire_text`."""
+    values: dict[str, list[str]] = {}
+    for raw_name, raw_value in raw:
+        value = raw_value.decode("latin-1")
+        if not value.isascii():
+            value = wire_text(value)
+        key = raw_name.decode("latin-1").lower()
+        if key in values:
+            values[key].append(value)
+        else:
+            values[key] = [value]
+    return HeaderValues._adopt(values)
+
+
 def wire_text(value: str) -> str:
     """A header value as the text its bytes spell in UTF-8: the rule on every entry point.
 
