@@ -100,11 +100,14 @@ def _sqlite_upsert(rows: int) -> str:
 
 
 def _sqlite_time(value: datetime | None) -> str | None:
-    """The text SQLAlchemy's SQLite DateTime writes (naive UTC, always with microseconds), so
-    rows from a batch sort and compare with every other row."""
+    """The text SQLAlchemy's SQLite DateTime writes (naive UTC, a four-digit year, always with
+    microseconds), so rows from a batch sort and compare with every other row. `isoformat`
+    rather than `strftime`: a third of the SQLite writer's CPU went to `strftime`."""
     if value is None:
         return None
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.isoformat(" ", "microseconds")[:26]  # less the "+00:00"
 
 
 @dataclass(frozen=True, slots=True)
