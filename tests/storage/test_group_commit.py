@@ -3,6 +3,7 @@ deliveries with the error while leaving nothing behind."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -253,3 +254,63 @@ def test_on_new_event_is_called_once_per_commit_that_stored_a_new_event(store: S
     committer.close()
     assert all(result.is_new for result in results)
     assert len(calls) - 1 == len(seen["batches"])  # one per batch, each batch one commit
+
+
+def test_an_event_loop_is_woken_once_per_batch_not_per_delivery(store: Store) -> None:
+    """`submit_async`: every delivery's asyncio future is resolved on its loop, and each batch
+    wakes the loop once (one `call_soon_threadsafe`), however many deliveries it holds."""
+    store.ensure_schema()
+    committer = GroupCommitter(store)
+    wake_ups: list[int] = []
+
+    async def deliver_all() -> list[RecordedDelivery]:
+        loop = asyncio.get_running_loop()
+        original = loop.call_soon_threadsafe
+
+        def counted(callback: Any, *args: Any, **kwargs: Any) -> Any:
+            if getattr(callback, "__name__", "") == "_resolve":
+                wake_ups.append(len(args[0]))
+            return original(callback, *args, **kwargs)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        futures = [committer.submit_async(delivery("s", f"evt_{n % 40}", b"x", n))
+                   for n in range(120)]  # fmt: skip
+        return list(await asyncio.gather(*futures))
+
+    with watched(store) as seen:
+        results = asyncio.run(deliver_all())
+    committer.close()
+    assert sum(r.is_new for r in results) == 40
+    assert sorted(r.delivery_count for r in results) == sorted([1, 2, 3] * 40)
+    assert sum(wake_ups) == 120  # every delivery answered through a wake-up
+    assert len(wake_ups) == len(seen["batches"]) < 120  # one per batch
+
+
+def test_an_awaited_delivery_given_up_before_a_writer_takes_it_is_never_written(
+    store: Store,
+) -> None:
+    """The ack deadline on the event loop: the awaited future is cancelled, and the committer
+    drops the delivery if no writer has taken it yet."""
+    store.ensure_schema()
+    committer = GroupCommitter(store)
+    url = store.engine.url.render_as_string(hide_password=False)
+
+    async def give_up() -> None:
+        future = committer.submit_async(delivery("s", "evt_given_up", b"x", 9))
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await future
+        assert future.cancelled()
+
+    with lock_held(url.replace("+psycopg", "")):
+        taken = []
+        for n in range(committer.writers):  # each writer takes one and waits for the lock
+            taken.append(committer.submit(delivery("s", f"evt_taken_{n}", b"x", n)))
+            wait_until(taken[-1].running)
+        asyncio.run(give_up())
+    assert all(future.result(timeout=30).is_new for future in taken)
+    committer.close()
+    with store.reading() as connection:
+        stored = set(connection.execute(sa.select(events.c.event_id)).scalars())
+    assert "evt_given_up" not in stored
+    assert {f"evt_taken_{n}" for n in range(len(taken))} <= stored
