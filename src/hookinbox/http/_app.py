@@ -23,6 +23,7 @@ import anyio.to_thread
 from hookinbox._errors import BodyTooLarge, ConfigurationError
 from hookinbox._logging import logger
 from hookinbox._receiver import BaseReceiver, Reply
+from hookinbox.http._deadlines import within
 from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_body, send_text
 from hookinbox.http._types import ASGIApp, Message, Receive, Scope, Send
 from hookinbox.sources._base import normalize_raw_headers
@@ -153,7 +154,7 @@ async def _deliver(
     try:
         # At the deadline the timeout cancels `future`: the committer drops the delivery
         # unless a writer has taken it already.
-        async with asyncio.timeout(time_left):
+        async with within(time_left):
             recorded = await future
     except TimeoutError:
         return receiver.past_deadline(step)
@@ -167,14 +168,15 @@ async def _read_in_time(
 ) -> bytes:
     """The body within the receiver's `body_timeout`, or `BodyTimeout`.
 
-    On asyncio, one timer for the whole body (`asyncio.timeout`); under another loop, anyio's
-    cancel scope per message (`receive_within`), which costs several times more per request.
+    On asyncio, one deadline for the whole body, kept by the loop's shared timer (`within`);
+    under another loop, anyio's cancel scope per message (`receive_within`), which costs
+    several times more per request.
     """
     if not on_asyncio:
-        within = receive_within(receive, receiver.body_timeout)
-        return await read_body(within, declared, receiver.max_body_size)
+        bounded = receive_within(receive, receiver.body_timeout)
+        return await read_body(bounded, declared, receiver.max_body_size)
     try:
-        async with asyncio.timeout(receiver.body_timeout):
+        async with within(receiver.body_timeout):
             return await read_body(receive, declared, receiver.max_body_size)
     except TimeoutError:
         raise BodyTimeout() from None
