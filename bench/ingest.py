@@ -46,13 +46,13 @@ from bench._common import (
 PEERS = {
     "hookinbox": None,
     "hookinbox-nogc": None,  # group commit off: one transaction per delivery
-    "hookinbox-1w": None,  # group commit with one writer thread (PostgreSQL's default is 2)
+    "hookinbox-2w": None,  # group commit with two writer threads (the default is one)
     "ceiling": "bench.peers.ceiling:app",  # no database: measured in every run, see main()
     "bare": "bench.peers.bare:app",
     "naive": "bench.peers.naive:app",
     "powertools": "bench.peers.powertools:app",
 }
-PEER_ENV = {"hookinbox-1w": {"BENCH_GROUP_COMMIT_WRITERS": "1"}}
+PEER_ENV = {"hookinbox-2w": {"BENCH_GROUP_COMMIT_WRITERS": "2"}}
 HOOKINBOX_APP = "bench.peers.hookinbox_app:inbox"
 
 

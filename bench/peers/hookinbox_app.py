@@ -12,7 +12,7 @@ from hookinbox import Event, GroupCommit, HandlerContext, Inbox
 from hookinbox.sources import Stripe
 
 # The URL comes from `hookinbox serve --database-url`; BENCH_GROUP_COMMIT_WRITERS sets the
-# number of group-commit writer threads (bench/ingest.py's "hookinbox-1w" peer).
+# number of group-commit writer threads (bench/ingest.py's "hookinbox-2w" peer).
 _writers = os.environ.get("BENCH_GROUP_COMMIT_WRITERS")
 inbox = Inbox(group_commit=GroupCommit(writers=int(_writers)) if _writers else True)
 inbox.add_source(Stripe(secret=SECRET))
