@@ -17,6 +17,7 @@ to HTTP destinations. Attribute names follow the semantic conventions (messaging
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -31,6 +32,9 @@ TRACEPARENT = "traceparent"
 _api: SimpleNamespace | bool | None = None
 _UNCONFIGURED: tuple[type, ...] = ()
 """The API's tracer providers that record nothing (set once the API is loaded)."""
+_ASK = object()
+_PROVIDER_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+"""A provider named in the environment is loaded by the API on first use: ask it then."""
 
 
 def _otel() -> SimpleNamespace | None:
@@ -56,7 +60,12 @@ def _otel() -> SimpleNamespace | None:
         return None
     # Until an application sets a tracer provider (an SDK), every span is non-recording: skip
     # them whole (a few microseconds each, several per event). Asked on every call, so a
-    # provider set later is honoured from the next span on.
+    # provider set later is honoured from the next span on. The API's own question reads the
+    # environment each time no provider is set (about 1.5 us, 4 % of a delivery's CPU on the
+    # event loop), so its global is read first; where the API lacks it, the API is asked.
+    provider = getattr(_api.trace, "_TRACER_PROVIDER", _ASK)
+    if provider is None and _UNCONFIGURED and not _PROVIDER_FROM_ENVIRONMENT:
+        return None
     if isinstance(_api.trace.get_tracer_provider(), _UNCONFIGURED):
         return None
     return _api
