@@ -99,6 +99,11 @@ def _sqlite_upsert(rows: int) -> str:
     return f"INSERT INTO hookinbox_events ({_EVENT_COLUMNS}) VALUES {values}{upsert}"
 
 
+_headers_json = json.JSONEncoder(sort_keys=True).encode
+"""`json.dumps(headers, sort_keys=True)`, as `record_delivery` writes them, without a new
+encoder per call (which is what `json.dumps` builds whenever it is given an option)."""
+
+
 def _sqlite_time(value: datetime | None) -> str | None:
     """The text SQLAlchemy's SQLite DateTime writes (naive UTC, a four-digit year, always with
     microseconds), so rows from a batch sort and compare with every other row. `isoformat`
@@ -207,7 +212,7 @@ def _write_postgres(
                 "r": first.received_at.isoformat(),
                 "bo": offset,
                 "bn": len(first.body),
-                "h": json.dumps(first.headers, sort_keys=True),
+                "h": _headers_json(first.headers),
                 "d": first.body_sha256,
                 "st": _status(first),
                 "c": folded,
@@ -262,7 +267,7 @@ def _write_sqlite(
             _sqlite_time(delivery.occurred_at),
             received,
             delivery.body,
-            json.dumps(delivery.headers, sort_keys=True),
+            _headers_json(delivery.headers),
             delivery.body_sha256,
             _status(delivery),
             received,
