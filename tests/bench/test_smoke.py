@@ -85,3 +85,21 @@ def test_capacity_benchmark_measures_cpu_per_event(postgres_template: str) -> No
     assert run["deliveries"] > 0 and run["events"] >= run["deliveries"]
     assert run["ingest_app_ms"] > 0 and run["process_app_ms"] > 0
     assert run["ingest_db_ms"] > 0 and run["process_db_ms"] > 0
+
+
+def test_the_ingest_profile_groups_samples_by_part_of_the_delivery_path() -> None:
+    """`bench/profile_ingest.py` (py-spy and wrk, run by hand): its grouping of stacks."""
+    from bench.profile_ingest import OTHER, WRITER, part_of
+
+    uvicorn = "thread (1): MainThread;run_asgi (uvicorn/protocols/http/httptools_impl.py:420)"
+    app = f"{uvicorn};WebhookApp.__call__ (hookinbox/http/_app.py:214)"
+    assert part_of(f"{app};answer (x);BaseReceiver.verify (hookinbox/_receiver.py:221)") == (
+        "verify and identify"
+    )
+    # uvicorn's own send, under hookinbox's send_reply, is the answer being sent
+    sent = f"{app};send_reply (x);send_body (x);RequestResponseCycle.send (uvicorn/x.py:522)"
+    assert part_of(sent) == "sending the answer (uvicorn's send)"
+    assert part_of(uvicorn) == "uvicorn's HTTP protocol and task"
+    writer = "thread (2): hookinbox-group-commit-0;_run (x);record_deliveries (x)"
+    assert part_of(writer) == WRITER
+    assert part_of("thread (3): hookinbox-metrics;sleep (x)") == OTHER
