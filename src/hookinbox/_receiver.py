@@ -99,11 +99,25 @@ class Reply:
         unless the reply carries bytes of its own (`raw`, of type `media_type`)."""
         if self.raw is not None:
             return self.raw
-        return _compact_json(self.body).encode()
+        return _json_bytes(self.body)
 
 
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode
 """`json.dumps` with these separators, without building an encoder per call as it does."""
+_quote = json.encoder.encode_basestring_ascii
+"""A JSON string exactly as `json.dumps` writes one (ASCII, escaped), in C."""
+_STORED_KEYS = ["status", "event_id"]
+
+
+def _json_bytes(document: dict[str, Any]) -> bytes:
+    """`document` as compact JSON. The answer to nearly every delivery, `{"status": ...,
+    "event_id": ...}`, is written directly: the same bytes `json.dumps` gives, without the
+    encoder it builds for every call (a few microseconds per delivery)."""
+    if list(document) == _STORED_KEYS:
+        status, event_id = document["status"], document["event_id"]
+        if type(status) is str and type(event_id) is str:
+            return f'{{"status":{_quote(status)},"event_id":{_quote(event_id)}}}'.encode()
+    return _compact_json(document).encode()
 
 
 def _reject(status_code: int, outcome: Outcome, detail: str, **headers: str) -> Reply:
