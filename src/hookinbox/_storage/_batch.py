@@ -99,6 +99,8 @@ def _sqlite_upsert(rows: int) -> str:
     return f"INSERT INTO hookinbox_events ({_EVENT_COLUMNS}) VALUES {values}{upsert}"
 
 
+_STATUSES = {status.value: status for status in Status}
+"""A stored status's member, without the enum's own lookup (about a microsecond a row)."""
 _headers_json = json.JSONEncoder(sort_keys=True).encode
 """`json.dumps(headers, sort_keys=True)`, as `record_delivery` writes them, without a new
 encoder per call (which is what `json.dumps` builds whenever it is given an option)."""
@@ -153,7 +155,7 @@ def record_deliveries(
                     is_new=created and position == 0,
                     delivery_count=stored_count - folded + position + 1,
                     key_conflict=deliveries[index].body_sha256 != stored_sha,
-                    status=Status(status),
+                    status=_STATUSES[status],
                 )
     return [r for r in results if r is not None]
 
