@@ -102,3 +102,12 @@ def test_the_gauge_reads_sqlite_without_queueing_for_the_write_lock(tmp_path: Pa
         writer.close()
         gauge.close()
         store.dispose()
+
+
+def test_sqlite_batches_are_shorter_while_others_write() -> None:
+    """A SQLite batch holds the one write lock that every delivery waits for."""
+    sqlite, postgres = Pacer.for_dialect("sqlite", rows=500), Pacer.for_dialect("postgresql", 500)
+    others = Pressure(others=1, waiting=0)
+    sqlite.next_pause(500, 0.05, others)  # 0.1 ms a row
+    postgres.next_pause(500, 0.05, others)
+    assert (sqlite.rows, postgres.rows) == (50, 200)  # 5 ms (the floor: 50 rows) and 20 ms
