@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
+from pathlib import Path
+
 import pytest
 import sqlalchemy as sa
 
+from hookinbox import StoreOptions
 from hookinbox._operations._pacing import Pacer
 from hookinbox._storage import Pressure, PressureGauge, Store
 
@@ -42,10 +47,27 @@ def test_busy_batches_are_short_and_sparse() -> None:
 
 def test_idle_batches_grow_towards_half_a_second_and_follow_closely() -> None:
     pacer = Pacer(rows=500)
-    for _ in range(20):
+    for _ in range(40):
         pause = pacer.next_pause(pacer.rows, pacer.rows * 1e-4, Pressure(0, 0))  # 0.1 ms a row
     assert pacer.rows == pacer.max_rows  # 0.5 s would be 5,000 rows: the cap
     assert pause < 0.06  # 0.5 s of work, a tenth of it as pause
+
+
+def test_the_database_is_idle_only_after_a_quiet_second() -> None:
+    pacer = Pacer(rows=500)
+    # The first window of a run lasts no time: that nobody committed in it proves nothing.
+    pause = pacer.next_pause(500, 0.02, Pressure(0, 0))
+    assert pacer.rows == 500 and pause == pytest.approx(0.02 * 0.85 / 0.15)
+    pauses = [pause]
+    while sum(pauses) < pacer.idle_after:  # quiet pauses, but not yet a second of them
+        pauses.append(pacer.next_pause(500, 0.02, Pressure(0, 0)))
+        assert pacer.rows == 500
+    # A second of quiet: idle, longer batches, short pauses.
+    pause = pacer.next_pause(500, 0.02, Pressure(0, 0))
+    assert pacer.rows > 500 and pause == pytest.approx(0.02 * 0.1 / 0.9)
+    # One commit by someone else: busy again at once, and the quiet starts over.
+    pacer.next_pause(pacer.rows, 0.02 * pacer.rows / 500, Pressure(others=1, waiting=0))
+    assert pacer.rows == 500 and pacer.quiet == 0.0
 
 
 def test_others_waiting_double_the_pause_until_they_no_longer_wait() -> None:
@@ -57,3 +79,35 @@ def test_others_waiting_double_the_pause_until_they_no_longer_wait() -> None:
     assert pacer.next_pause(100, 0.01, Pressure(others=1, waiting=0)) == pytest.approx(
         0.01 * 0.85 / 0.15
     )
+
+
+def test_the_gauge_reads_sqlite_without_queueing_for_the_write_lock(tmp_path: Path) -> None:
+    """The gauge samples twice per batch: taking the write lock for it (BEGIN IMMEDIATE) put
+    it in the way of the deliveries it measures, and behind the writer that holds it."""
+    path = tmp_path / "inbox.db"
+    store = Store(f"sqlite:///{path}", StoreOptions(busy_timeout=0.5))
+    store.migrate()
+    gauge = PressureGauge(store)
+    writer = sqlite3.connect(path, isolation_level=None)  # another process, as SQLite sees it
+    try:
+        gauge.mark()
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE hookinbox_schema_versions SET version = version")
+        started = time.monotonic()
+        assert gauge.sample() == Pressure(0, 0)  # nothing committed yet, and no wait for it
+        assert time.monotonic() - started < 0.25
+        writer.execute("COMMIT")
+        assert gauge.sample().busy
+    finally:
+        writer.close()
+        gauge.close()
+        store.dispose()
+
+
+def test_sqlite_batches_are_shorter_while_others_write() -> None:
+    """A SQLite batch holds the one write lock that every delivery waits for."""
+    sqlite, postgres = Pacer.for_dialect("sqlite", rows=500), Pacer.for_dialect("postgresql", 500)
+    others = Pressure(others=1, waiting=0)
+    sqlite.next_pause(500, 0.05, others)  # 0.1 ms a row
+    postgres.next_pause(500, 0.05, others)
+    assert (sqlite.rows, postgres.rows) == (50, 200)  # 5 ms (the floor: 50 rows) and 20 ms

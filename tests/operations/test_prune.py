@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from hookinbox import ConfigurationError, Inbox, Status
 from hookinbox._operations import DailyJob, check_retention, current_slot, prune
 from hookinbox._operations._pacing import Pacer
-from hookinbox._storage import Store, claim_job, deliveries, events
+from hookinbox._storage import Pressure, Store, claim_job, deliveries, events
 from hookinbox.sources import GitHub, Shopify, Stripe
 from tests.apps import orders as orders_app
 from tests.processing.conftest import checkout
@@ -117,6 +117,25 @@ def test_40000_old_rows_are_pruned_while_ingest_keeps_answering(db_url: str) -> 
     assert remaining["failed"] == remaining["stale"] == remaining["deferred"] == 50
     assert remaining["pending"] == 50 + len(statuses)  # the old waiting ones and the new ones
     store.dispose()
+
+
+def test_each_table_s_batch_is_sized_by_the_pacer_not_their_sum(store: Store) -> None:
+    """A batch deletes up to `rows` events and up to `rows` log rows: paced by their sum, every
+    batch took twice the time the pacer aimed at (SQLite, 1M rows: 38 ms for 20)."""
+    insert_old(store, 1_000, Status.PROCESSED, "done")  # and 1,000 delivery log rows
+    seen: list[tuple[int, int]] = []
+
+    class Recording(Pacer):
+        def next_pause(self, rows_done: int, took: float, pressure: Pressure) -> float:
+            seen.append((rows_done, self.rows))
+            return 0.0
+
+    result = prune(
+        store, now=datetime.now(UTC), retention=timedelta(days=90), pacer=Recording(rows=300)
+    )
+    assert result.events == 1_000 and result.deliveries == 1_000
+    assert [done for done, _ in seen] == [300, 300, 300, 100]
+    assert all(done <= rows for done, rows in seen)
 
 
 def test_a_dry_run_deletes_nothing(store: Store) -> None:

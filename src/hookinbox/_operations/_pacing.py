@@ -8,15 +8,25 @@ timed, and the database is asked what else ran meanwhile (`PressureGauge`):
 - **Duty cycle.** The pruner works at most `busy_duty` of the wall time while others use the
   database (pausing `took x (1 - duty) / duty` after a batch that took `took`), and
   `idle_duty` while nobody else does.
+- **Idle means quiet for a while.** The database counts as idle only once nobody else has
+  committed during `idle_after` seconds of pauses in a row. One quiet window proves little: the
+  first one of a run lasts no time at all, and a writer still waiting for the lock commits
+  nothing in it. Taken at its word, it turned the first 100-page step of a SQLite space
+  give-back into a 5,000-page step (155 ms) followed by a 0.5 ms pause, in which a waiting
+  writer may again commit nothing (bench/README.md, growth).
 - **Batch length.** Batches are sized to take `busy_batch_seconds` while others are busy (a
   short transaction: locks and dirty pages released soon) and `idle_batch_seconds` otherwise,
   from the last batch's time per row, between `min_rows` and `max_rows`.
 - **Back-off.** When other sessions wait for a lock or for I/O, the pause doubles (up to
   `max_pause`) until they no longer do.
 
-On SQLite a batch holds the one write lock, so every delivery's commit waits for it. Shorter
-batches (5 ms) measured worse, not better: ingest p99 110-200 ms against 40 ms with 20 ms
-batches at a million rows (bench/README.md, growth), so both databases get the same pacing.
+On SQLite a batch holds the one write lock, so a delivery that arrives during one waits for
+the rest of it: batches there aim at `SQLITE_BUSY_BATCH_SECONDS` (5 ms) while others write.
+5 ms batches once measured worse than 20 ms ones (ingest p99 110-200 ms against 40 ms), but
+that was SQLite's busy handler, whose sleeps of up to 100 ms cost more the more often a
+delivery met a batch; hookinbox's writers now poll for the lock every millisecond, and at a
+million rows 5 ms batches measured p99 32 ms against 44 ms with 20 ms ones (bench/README.md,
+growth). PostgreSQL keeps 20 ms: its batches lock only the old rows they delete.
 """
 
 from __future__ import annotations
@@ -24,6 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hookinbox._storage import Pressure
+
+SQLITE_BUSY_BATCH_SECONDS = 0.005
 
 
 @dataclass
@@ -35,14 +47,29 @@ class Pacer:
     min_rows: int = 50
     max_rows: int = 5_000
     max_pause: float = 5.0
+    idle_after: float = 1.0
     rows: int = 500
-    """The next batch's size: starts at the caller's batch size."""
+    """The next batch's size (per table): starts at the caller's batch size."""
     backoff: float = field(default=0.0, init=False)
+    quiet: float = field(default=0.0, init=False)
+    """Seconds of pauses in a row in which nobody else committed."""
+    _last_pause: float = field(default=0.0, init=False, repr=False)
+
+    @classmethod
+    def for_dialect(cls, dialect: str, rows: int) -> Pacer:
+        """The pacing for a database: short batches on SQLite, whose one write lock every
+        delivery waits for while a batch holds it."""
+        if dialect == "sqlite":
+            return cls(rows=rows, busy_batch_seconds=SQLITE_BUSY_BATCH_SECONDS)
+        return cls(rows=rows)
 
     def next_pause(self, rows_done: int, took: float, pressure: Pressure) -> float:
-        """After a batch of `rows_done` rows that took `took` seconds, with `pressure` seen
-        in the pause before it: adjust `rows` and return the pause before the next batch."""
-        busy = pressure.busy
+        """After a batch of `rows_done` rows (of the table that had the most) that took `took`
+        seconds, with `pressure` seen in the pause before it: adjust `rows` and return the
+        pause before the next batch."""
+        # The window `pressure` describes is the pause returned last time.
+        self.quiet = 0.0 if pressure.busy else self.quiet + self._last_pause
+        busy = pressure.busy or self.quiet < self.idle_after
         if rows_done > 0 and took > 0:
             goal = self.busy_batch_seconds if busy else self.idle_batch_seconds
             wanted = int(goal * rows_done / took)
@@ -57,4 +84,5 @@ class Pacer:
         else:
             self.backoff = 0.0
         duty = self.busy_duty if busy else self.idle_duty
-        return min(self.max_pause, took * (1 - duty) / duty + self.backoff)
+        self._last_pause = min(self.max_pause, took * (1 - duty) / duty + self.backoff)
+        return self._last_pause

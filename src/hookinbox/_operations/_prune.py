@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
-from hookinbox._operations._pacing import Pacer
+from hookinbox._operations._pacing import SQLITE_BUSY_BATCH_SECONDS, Pacer
 from hookinbox._storage import (
     PressureGauge,
     Store,
@@ -85,7 +85,7 @@ def prune(
     cutoff = now - retention
     if dry_run:
         return PruneResult(*count_prunable(store, cutoff), dry_run=True)
-    pacer = pacer or Pacer(rows=batch_size)
+    pacer = pacer or Pacer.for_dialect(store.dialect, rows=batch_size)
     gauge = PressureGauge(store)
     totals = [0, 0, 0]
     checkpointed = time.monotonic()
@@ -105,7 +105,9 @@ def prune(
             if time.monotonic() - checkpointed >= CHECKPOINT_EVERY:
                 checkpoint_passive(store)  # SQLite: the pruner's pages, not the ingest writer's
                 checkpointed = time.monotonic()
-            time.sleep(pacer.next_pause(sum(deleted), took, pressure))
+            # `rows` bounds each table's deletes, not their sum: the sum, an events batch and
+            # a log batch, made every batch twice the time the pacer aimed at.
+            time.sleep(pacer.next_pause(max(deleted), took, pressure))
         returned = _give_back_space(store, gauge)
     finally:
         gauge.close()
@@ -128,7 +130,7 @@ def _give_back_space(store: Store, gauge: PressureGauge) -> int:
     like the batches (nothing on PostgreSQL, or on a SQLite file without incremental
     auto-vacuum: docs/storage.md)."""
     returned = 0
-    pages = Pacer(rows=FIRST_PAGES_STEP, min_rows=10)
+    pages = Pacer(rows=FIRST_PAGES_STEP, min_rows=10, busy_batch_seconds=SQLITE_BUSY_BATCH_SECONDS)
     while free_pages(store) > 0:
         pressure = gauge.sample()
         started = time.perf_counter()

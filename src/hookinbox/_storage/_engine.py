@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import time
@@ -162,8 +163,19 @@ def _sqlite_engine(url: URL, options: StoreOptions) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Any) -> None:
-        read_only = connection.get_execution_options().get(READ_ONLY, False)
-        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        if connection.get_execution_options().get(READ_ONLY, False):
+            connection.exec_driver_sql("BEGIN")
+            return
+        driver = connection.connection.driver_connection
+        driver.execute("PRAGMA busy_timeout=0")  # this process polls instead (below)
+        try:
+            if not _poll_for_write_lock(driver, options.busy_timeout):
+                # The last try: its error is SQLAlchemy's, as before (a 503, or a read-only
+                # connection dropped from the pool).
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+        finally:
+            with contextlib.suppress(sqlite3.Error):  # a connection just dropped is closed
+                driver.execute(f"PRAGMA busy_timeout={busy_ms}")
 
     @event.listens_for(engine, "handle_error")
     def _discard_read_only(context: ExceptionContext) -> None:
@@ -176,6 +188,38 @@ def _sqlite_engine(url: URL, options: StoreOptions) -> Engine:
             context.is_disconnect = True
 
     return engine
+
+
+LOCK_POLL = 0.001
+"""Seconds between two tries for SQLite's write lock held by another process."""
+SQLITE_BUSY = 5
+
+
+def _poll_for_write_lock(sqlite: Any, timeout: float) -> bool:
+    """`BEGIN IMMEDIATE` on a connection without a busy timeout, tried every `LOCK_POLL` while
+    another process holds the write lock, for up to `timeout` seconds; False if it is still
+    held then, or on any other error (left to the caller's last try).
+
+    SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, then 100 ms
+    between tries: a delivery that arrives while the pruner (another process) commits a 20 ms
+    batch wakes 10-30 ms after the lock was freed, and a writer already sleeping 100 ms at a
+    time misses every gap shorter than that between the other process's transactions: it
+    waited 1.7-2.0 s behind transactions of 300 ms with 10 ms gaps, where it is taken in the
+    first gap here (bench/README.md, growth). A try costs tens of microseconds; only a writer
+    that waits makes them.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            sqlite.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as error:
+            code = getattr(error, "sqlite_errorcode", None)
+            if code is None or code & 0xFF != SQLITE_BUSY:
+                return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(LOCK_POLL)
 
 
 SQLITE_READONLY = 8

@@ -7,9 +7,9 @@ first table exists) can return them with `PRAGMA incremental_vacuum`, a few page
 write transaction; an older file needs one `VACUUM` while nothing writes (docs/storage.md).
 
 The WAL is folded back into the database (a checkpoint) by whichever connection commits past
-its threshold (1,000 pages), which during a prune would often be the ingest writer, paying
-for the pruner's pages while deliveries wait. The pruner checkpoints itself after each batch,
-in PASSIVE mode: it copies what it can without waiting for, or blocking, anyone.
+its threshold (1,000 pages), which during a prune is often the ingest writer, paying for the
+pruner's pages while deliveries wait. The pruner checkpoints too (once a second), in PASSIVE
+mode: it copies what it can without waiting for, or blocking, anyone.
 
 PostgreSQL needs none of this here: autovacuum makes the space reusable, and docs/storage.md
 has what to tune for a large inbox.

@@ -47,9 +47,10 @@ class Store:
         # SQLite admits one writer. Left to SQLite alone, the threads of one process that wait
         # for it poll with growing sleeps (SQLite's busy handler), and the holder may wait for
         # the GIL while it holds the lock: throughput falls and p99 climbs to seconds. A
-        # process-wide lock queues this process's writers instead, handing over at once; the
-        # busy handler still arbitrates between processes. Re-entrant, so a handler that opens
-        # a second transaction fails on SQLite's timeout as before instead of hanging here.
+        # process-wide lock queues this process's writers instead, handing over at once;
+        # between processes, each polls for SQLite's lock (`_engine._poll_for_write_lock`).
+        # Re-entrant, so a handler that opens a second transaction fails on SQLite's timeout
+        # as before instead of hanging here.
         self._writer = threading.RLock() if self.dialect == "sqlite" else None
 
     @property
