@@ -88,6 +88,12 @@ def test_counters_and_gauges_after_a_known_sequence(inbox: Inbox) -> None:
     assert delta(total, source="unknown", type="", outcome="unknown_source") == 1
     assert delta("hookinbox_key_conflicts_total", source="stripe") == 1
     assert delta("hookinbox_ack_latency_seconds_count", source="stripe") == 6
+    # Summed in memory and added as bucket counts and a sum (`_metrics._Tally`): each of the
+    # six fell into some bucket, all of them under 30 s, and their seconds add up.
+    latency = "hookinbox_ack_latency_seconds_bucket"
+    assert delta(latency, source="stripe", le="30.0") == 6
+    assert delta(latency, source="stripe", le="+Inf") == 6
+    assert 0 < delta("hookinbox_ack_latency_seconds_sum", source="stripe") < 6 * 30
     attempts = "hookinbox_processing_attempts_total"
     assert delta(attempts, source="stripe", type=completed, outcome="processed") == 1
     assert delta(attempts, source="stripe", type=updated, outcome="deferred") == 1
