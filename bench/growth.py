@@ -556,14 +556,25 @@ def workers(url: str, processes: int) -> Iterator[list[subprocess.Popen[bytes]]]
             path.unlink()
 
 
+POLL = 0.25
+"""Seconds between two looks at whether a processing run is done."""
+
+
 def drain(engine: sa.Engine, since: datetime, count: int, *, timeout: float,
           workers_: Sequence[subprocess.Popen[bytes]]) -> dict[str, Any]:  # fmt: skip
     """Wait until every event received since `since` is done; the rate runs from `since` (just
     before the commit that made them visible) to the last `processed_at`. After `timeout`
-    seconds: the rate so far, marked incomplete."""
+    seconds: the rate so far, marked incomplete.
+
+    The wait itself must cost the database little, or it measures itself: a `COUNT(*)` of the
+    open events every 50 ms read every index entry the run had left behind (two per processed
+    event, each a heap fetch) and took 8 ms of PostgreSQL's CPU per look at 10 million rows,
+    3 ms on the empty table: a sixth of a core at 10M against a twentieth, taken from the
+    workers (2026-12-03). The poll now asks whether any open event is left (`EXISTS` stops
+    at the first), every `POLL` seconds; the rate does not depend on the poll's timing."""
     waiting = sa.text(
-        "SELECT COUNT(*) FROM hookinbox_events WHERE status IN ('pending', 'processing') "
-        "AND received_at >= :since"
+        "SELECT CASE WHEN EXISTS (SELECT 1 FROM hookinbox_events WHERE status IN "
+        "('pending', 'processing') AND received_at >= :since) THEN 1 ELSE 0 END"
     )
     outcome = sa.text(
         "SELECT status, COUNT(*), MAX(processed_at) FROM hookinbox_events "
@@ -578,11 +589,12 @@ def drain(engine: sa.Engine, since: datetime, count: int, *, timeout: float,
                 break
             if any(w.poll() is not None for w in workers_):
                 raise RuntimeError("a worker exited during the run")
-            time.sleep(0.05)
+            time.sleep(POLL)
         rows = connection.execute(outcome, {"since": _bind(engine, since)}).all()
         connection.rollback()
     statuses = {status: n for status, n, _ in rows}
     if left:
+        left = statuses.get("pending", 0) + statuses.get("processing", 0)
         seconds = (datetime.now(UTC) - since).total_seconds()
         log(f"  processing: {left} of {count} events still waiting after {timeout:.0f} s")
         return {"events": count - left, "seconds": seconds, "rate": (count - left) / seconds,

@@ -77,9 +77,13 @@ events = Table(
 # events reads only the waiting ones, even at tens of millions of rows.
 _waiting = events.c.status.in_([s.value for s in WAITING_STATUSES])
 _leased = events.c.status == Status.PROCESSING.value
+# In the lease's order, (next_attempt_at, id): the lease reads the first `limit` due rows and
+# stops. On `next_attempt_at` alone, PostgreSQL fetched and sorted every due row for each
+# lease (19 ms per lease behind a backlog of 5,000, growing with the backlog; schema 8).
 Index(
-    "ix_hookinbox_events_due",
+    "ix_hookinbox_events_due_order",
     events.c.next_attempt_at,
+    events.c.id,
     postgresql_where=_waiting,
     sqlite_where=_waiting,
 )
@@ -213,9 +217,10 @@ outbox = Table(
 _message_due = outbox.c.status == MessageStatus.PENDING.value
 _message_leased = outbox.c.status == MessageStatus.DELIVERING.value
 _message_open = outbox.c.status.in_([MessageStatus.PENDING.value, MessageStatus.DELIVERING.value])
-Index(
-    "ix_hookinbox_outbox_due",
+Index(  # in the relay's lease order, as the events' (above)
+    "ix_hookinbox_outbox_due_order",
     outbox.c.next_attempt_at,
+    outbox.c.id,
     postgresql_where=_message_due,
     sqlite_where=_message_due,
 )
