@@ -7,6 +7,9 @@ so a backlog drained in quadratic time (bench/README.md, growth). The index is n
 the lease reads, `(next_attempt_at, id)` (schema 8). Each lease statement is captured as the
 worker issues it and run again under `EXPLAIN ANALYZE`, after `ANALYZE` as autovacuum would
 have run it: the due index is scanned in order and yields a few rows, not the backlog.
+
+The claim that follows a lease finds its row by primary key. Planned from statistics taken
+while nothing was leased, it read the whole leased or open index instead, filtered by id.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from hookinbox._model import NewDelivery
-from hookinbox._storage import Store, lease_due, lease_messages, record_deliveries
+from hookinbox._model import NewDelivery, Status
+from hookinbox._storage import Store, claim, lease_due, lease_messages, record_deliveries
 from hookinbox._storage._schema import outbox
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -141,3 +144,19 @@ def test_a_message_lease_reads_its_first_rows_not_the_backlog(store: Store) -> N
     assert scans, f"the lease does not read the due index: {json.dumps(plan)[:2000]}"
     assert not [node for node in nodes(plan) if node["Node Type"] == "Sort"]
     assert scans[0]["Actual Rows"] <= 4 * LIMIT
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_a_claim_finds_its_row_by_primary_key_however_many_are_leased(store: Store) -> None:
+    """The claim (and every write conditional on a lease) reads one row, not the leased or
+    open index: the statistics, taken while nothing was leased, made those look empty."""
+    add_due_events(store, BACKLOG, NOW - timedelta(minutes=1))
+    analyze(store)  # as autovacuum would: nothing is leased yet
+    leased = lease_due(store, limit=BACKLOG, now=NOW, lease_until=NOW + timedelta(minutes=5))
+    with captured(store) as statements, store.transaction() as connection:
+        assert claim(connection, leased[-1], Status.PROCESSED, NOW, "handled")
+
+    plan = lease_plan(store, statements, "hookinbox_events")
+    scans = [node for node in nodes(plan) if "Index Name" in node or "Scan" in node["Node Type"]]
+    assert [node.get("Index Name") for node in scans] == ["hookinbox_events_pkey"], scans
+    assert scans[0]["Actual Rows"] <= 1
