@@ -21,9 +21,7 @@ the next batch goes out while one is in flight; SQLite has one writer whatever t
 - the batching adapts by itself: while one batch commits, the next one gathers. A lone
   request is written at once (no timer to wait out); under load, batches grow with the
   arrival rate up to `max_rows`. `max_wait` can add a short wait for more rows, but only while
-  the previous batch had company, so a lone request still goes straight through;
-- on SQLite the WAL is checkpointed by a thread beside the writer, not by the writer's
-  commits (`_checkpoint.py`), so that no batch waits for the copy and its fsync.
+  the previous batch had company, so a lone request still goes straight through.
 
 A thread rather than an asyncio task: storage is synchronous SQLAlchemy, shared by the sync
 `Inbox.receive` (Flask, Django) and the ASGI app. A synchronous caller waits on a future from
@@ -53,7 +51,6 @@ from hookinbox._logging import logger
 from hookinbox._metrics import observe_batch
 from hookinbox._model import NewDelivery, RecordedDelivery, Status
 from hookinbox._storage._batch import record_deliveries
-from hookinbox._storage._checkpoint import Checkpointer, keep_writer_threshold, wants_checkpointer
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._store import Store
 
@@ -131,9 +128,6 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self._closed = False
         self._local = threading.local()  # each writer's own connection (PostgreSQL)
-        # SQLite: the WAL is checkpointed by a thread of its own, not by the writer's commits
-        # (`_checkpoint.py`). Not on Django's connections, whose settings are Django's.
-        self._checkpointer = Checkpointer(store) if wants_checkpointer(store) else None
 
     @property
     def writers(self) -> int:
@@ -193,8 +187,7 @@ class GroupCommitter:
         return _wait(self.submit_batch(events), timeout)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Store what is queued, then stop the writer threads (and, on SQLite, the
-        checkpointer, after one last checkpoint)."""
+        """Store what is queued, then stop the writer threads."""
         with self._lock:
             self._closed = True
             threads = list(self._threads)
@@ -203,12 +196,6 @@ class GroupCommitter:
         deadline = time.monotonic() + timeout
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        if self._checkpointer is not None and threads:
-            self._checkpointer.stop(max(0.0, deadline - time.monotonic()))
-            # The pooled connections the writer used keep its raised checkpoint threshold,
-            # right only while the checkpointer runs: replaced by fresh ones (a connection in
-            # use now goes back to the old pool, which hands out nothing again).
-            self.store.engine.dispose()
 
     def _start(self) -> None:
         with self._lock:
@@ -221,8 +208,6 @@ class GroupCommitter:
                 ]
                 for thread in self._threads:
                     thread.start()
-                if self._checkpointer is not None:
-                    self._checkpointer.start()
 
     def _run(self) -> None:
         busy = False
@@ -311,14 +296,8 @@ class GroupCommitter:
         """Store `deliveries`; `atomic` (a batched delivery among them) keeps them in one
         transaction on PostgreSQL too, where the batch statements otherwise autocommit."""
         if self.store.dialect != "postgresql" or atomic:
-            checkpointer = self._checkpointer
             with self.store.transaction() as transaction:
-                if checkpointer is not None:
-                    keep_writer_threshold(transaction)
-                results = record_deliveries(transaction, deliveries)
-            if checkpointer is not None:
-                checkpointer.committed()
-            return results
+                return record_deliveries(transaction, deliveries)
         # PostgreSQL: each batch is one atomic statement, run in autocommit on a connection
         # this thread keeps (checking one out would cost the pool's ping, a round trip).
         self.store.ensure_schema()

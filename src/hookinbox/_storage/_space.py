@@ -7,11 +7,9 @@ first table exists) can return them with `PRAGMA incremental_vacuum`, a few page
 write transaction; an older file needs one `VACUUM` while nothing writes (docs/storage.md).
 
 The WAL is folded back into the database (a checkpoint) by whichever connection commits past
-its threshold (SQLite's default: 1,000 pages). The group-commit writer's connections have a
-higher one (a backstop), because a thread beside the writer checkpoints after its commits
-(`_checkpoint.py`): during a prune, ingest no longer pays for the pruner's pages. The pruner
-checkpoints too (once a second). Both in PASSIVE mode (`checkpoint_passive`): it copies what
-it can without waiting for, or blocking, anyone.
+its threshold (1,000 pages), which during a prune is often the ingest writer, paying for the
+pruner's pages while deliveries wait. The pruner checkpoints too (once a second), in PASSIVE
+mode: it copies what it can without waiting for, or blocking, anyone.
 
 PostgreSQL needs none of this here: autovacuum makes the space reusable, and docs/storage.md
 has what to tune for a large inbox.

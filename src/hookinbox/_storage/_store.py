@@ -6,7 +6,7 @@ import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
@@ -27,11 +27,6 @@ class Store:
     Every method translates "database unavailable" into `StoreUnavailable`. The schema is
     created or upgraded on first use unless `auto_migrate=False`.
     """
-
-    owns_connections: ClassVar[bool] = True
-    """Its engine's connections are its own (pooled, set up by `_engine.py`), so hookinbox may
-    change their settings and run its own threads on them (SQLite's background checkpoints).
-    False for a store on a framework's connections (hookinbox.django)."""
 
     def __init__(
         self,

@@ -33,8 +33,6 @@ class TransactionBroken(HookinboxError):
 class DjangoStore(Store):
     """A `Store` whose connections and transactions are Django's (database alias `using`)."""
 
-    owns_connections = False  # Django's: hookinbox neither tunes them nor checkpoints on them
-
     def __init__(self, using: str = DEFAULT_DB_ALIAS, options: StoreOptions | None = None) -> None:
         self.using = using
         engine = django_engine(using)
