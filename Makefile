@@ -4,12 +4,22 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 APP ?= hookinbox.examples.shop:inbox
 
-.PHONY: demo serve test test-ha lint check clean
+# What the tests install is locked (docs/development.md): requirements/test.txt pins every
+# Python package of `.[test]` (transitive ones included) and tests/testing/package-lock.json the
+# npm oracles, so a fresh clone tests with exactly what CI last passed with. The library's own
+# ranges in pyproject.toml stay ranges: users need them. `make lock` refreshes both locks;
+# `make test-latest` tries the newest releases of the oracles without touching the lock.
+LOCK = requirements/test.txt
+PIP_VERSION = 26.3
+UV_VERSION = 0.13.9
+LATEST_VENV ?= .venv-latest
 
-$(BIN)/.installed: pyproject.toml
+.PHONY: demo serve test test-ha test-latest lock lint check clean
+
+$(BIN)/.installed: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet 'pip==$(PIP_VERSION)'
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e '.[test]'
 	touch $@
 
 demo: $(BIN)/.installed
@@ -31,5 +41,23 @@ test: lint
 test-ha: $(BIN)/.installed
 	$(BIN)/python -m pytest -p no:xdist -m ha tests/ha $(PYTEST_ARGS)
 
+# Resolve the newest releases the ranges in pyproject.toml allow, and the npm oracles' tree.
+lock: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet 'uv==$(UV_VERSION)'
+	$(BIN)/uv pip compile pyproject.toml --extra test --universal --python-version 3.11 \
+		--upgrade --no-header --quiet -o $(LOCK)
+	cd tests/testing && rm -f package-lock.json && \
+		npm install --package-lock-only --no-audit --no-fund --silent
+
+# The oracle tests (provider SDKs as judges) against the newest releases, in a venv of their
+# own; not part of CI's required path: run it on purpose, then `make lock` if it passes.
+test-latest:
+	rm -rf $(LATEST_VENV)
+	$(PYTHON) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test]'
+	HOOKINBOX_NPM_ORACLES=latest HOOKINBOX_REQUIRE_NODE=1 \
+		$(LATEST_VENV)/bin/python -m pytest -n 2 -m oracle $(PYTEST_ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LATEST_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -18,6 +18,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import sqlalchemy as sa
@@ -141,8 +142,33 @@ def redis_url() -> str:
     return REDIS_URL
 
 
+# The official SDKs the tests use as judges (PyPI's, and npm's through tests.testing.npm_oracles).
+# A test module that imports one is an oracle test: `make test-latest` runs those against the
+# newest releases, while `make test` uses the lock (requirements/test.txt, package-lock.json).
+ORACLE_PACKAGES = frozenset(
+    {
+        "stripe", "standardwebhooks", "svix", "slack_sdk", "twilio", "mollie", "paddle_billing",
+        "square", "sendgrid", "hubspot", "Adyen", "workos", "tests.testing.npm_oracles",
+    }
+)  # fmt: skip
+
+
+def _uses_an_oracle(module: ModuleType | None) -> bool:
+    if module is None:
+        return False
+    for value in vars(module).values():
+        name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", "")
+        if isinstance(name, str) and (
+            name in ORACLE_PACKAGES or name.split(".")[0] in ORACLE_PACKAGES
+        ):
+            return True
+    return False
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        if _uses_an_oracle(getattr(item, "module", None)):
+            item.add_marker(pytest.mark.oracle)
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("backend") == "postgres":
             item.add_marker(pytest.mark.postgres)

@@ -3,8 +3,12 @@ signatures, and the documented recipes of Standard Webhooks v1a, Twitch and Zoom
 crypto: test oracles.
 
 Installed once into a cache directory (`$HOOKINBOX_TEST_NPM_DIR`, default
-`~/.cache/hookinbox-npm-oracles`) from tests/testing/package.json. Without Node or npm the
-tests that need them are skipped, unless `HOOKINBOX_REQUIRE_NODE=1` makes that a failure.
+`~/.cache/hookinbox-npm-oracles`) with `npm ci` from tests/testing/package.json and its
+package-lock.json, so every run judges with the same oracles, transitive packages included
+(`make lock` refreshes the lock). `HOOKINBOX_NPM_ORACLES=latest` (set by `make test-latest`)
+installs the newest release of each package instead, into a directory of its own, to see
+upstream changes on purpose. Without Node or npm the tests that need them are skipped, unless
+`HOOKINBOX_REQUIRE_NODE=1` makes that a failure.
 """
 
 from __future__ import annotations
@@ -23,15 +27,30 @@ import pytest
 HERE = Path(__file__).parent
 
 
+LOCKED_FILES = ("package.json", "package-lock.json")
+
+
+def _latest() -> bool:
+    return os.environ.get("HOOKINBOX_NPM_ORACLES") == "latest"
+
+
+def _wanted_files() -> dict[str, str]:
+    """What the cache directory must hold: the lock's two files, or (latest) the manifest."""
+    if not _latest():
+        return {name: (HERE / name).read_text() for name in LOCKED_FILES}
+    manifest = json.loads((HERE / "package.json").read_text())
+    manifest["dependencies"] = {name: "latest" for name in manifest["dependencies"]}
+    return {"package.json": json.dumps(manifest, indent=2) + "\n"}
+
+
 def oracle_dir() -> Path:
-    default = Path.home() / ".cache" / "hookinbox-npm-oracles"
+    name = "hookinbox-npm-oracles-latest" if _latest() else "hookinbox-npm-oracles"
+    default = Path.home() / ".cache" / name
     target = Path(os.environ.get("HOOKINBOX_TEST_NPM_DIR", default))
     target.parent.mkdir(parents=True, exist_ok=True)
-    wanted = (HERE / "package.json").read_text()
-    installed = target / "package.json"
+    wanted = _wanted_files()
     if not (
-        installed.exists()
-        and installed.read_text() == wanted
+        all((target / f).exists() and (target / f).read_text() == t for f, t in wanted.items())
         and (target / "node_modules").is_dir()
     ):
         if shutil.which("node") is None or shutil.which("npm") is None:
@@ -41,9 +60,12 @@ def oracle_dir() -> Path:
         # Installed beside the target, then renamed into place: two test processes (xdist)
         # may install at once, and neither may see the other's half-made directory.
         staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-        (staging / "package.json").write_text(wanted)
+        for file, text in wanted.items():
+            (staging / file).write_text(text)
+        # `npm ci` installs exactly the lock and fails if package.json disagrees with it.
+        command = "install" if _latest() else "ci"
         subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--silent"],
+            ["npm", command, "--no-audit", "--no-fund", "--silent"],
             cwd=staging,
             check=True,
             timeout=300,
