@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from hookinbox._processing._worker import Worker, WorkerOptions
     from hookinbox._receiver import Outcome, Reply
     from hookinbox._settings import ReceiverSettings, Settings
-    from hookinbox._storage._engine import StoreOptions
     from hookinbox._storage._group_commit import GroupCommit
+    from hookinbox._storage._options import StoreOptions
     from hookinbox._storage._store import Store
 
 __version__ = "0.1.0"
@@ -56,7 +56,7 @@ _LAZY = {
     "Settings": "hookinbox._settings",
     "Status": "hookinbox._model",
     "Store": "hookinbox._storage._store",
-    "StoreOptions": "hookinbox._storage._engine",
+    "StoreOptions": "hookinbox._storage._options",
     "Worker": "hookinbox._processing._worker",
     "WorkerOptions": "hookinbox._processing._worker",
 }

@@ -45,8 +45,9 @@ from hookinbox._settings import (
     resolve_prune_at,
     resolve_receiver,
 )
-from hookinbox._storage._engine import StoreOptions, parse_url
+from hookinbox._storage._dialects import parse_url
 from hookinbox._storage._group_commit import GroupCommit
+from hookinbox._storage._options import StoreOptions
 from hookinbox._storage._store import Store
 from hookinbox.outbox._destinations import CallableDestination, Destination
 from hookinbox.sources import Source

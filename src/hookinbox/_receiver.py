@@ -516,7 +516,7 @@ class Receiver(BaseReceiver):
 
     def store_attributes(self) -> dict[str, Any]:
         return {
-            "db.system.name": self.store.dialect,
+            "db.system.name": self.store.dialect.name,
             "db.operation.name": "INSERT",
             "db.collection.name": "hookinbox_events",
         }

@@ -18,8 +18,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from hookinbox._storage import Store
-from hookinbox._storage._engine import StoreOptions
+from hookinbox._storage import Store, StoreOptions
 from hookinbox.dashboard import dashboard_app
 from hookinbox.dashboard._app import OPERATOR_CONCURRENCY
 from tests.dashboard.conftest import BASE, TOKEN, csrf_of

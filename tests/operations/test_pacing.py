@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from hookinbox import StoreOptions
 from hookinbox._operations._pacing import Pacer
 from hookinbox._storage import Pressure, PressureGauge, Store
+from hookinbox._storage._dialects import dialect_named
 
 
 def test_the_gauge_sees_other_sessions_work_and_not_its_own(store: Store) -> None:
@@ -106,7 +107,8 @@ def test_the_gauge_reads_sqlite_without_queueing_for_the_write_lock(tmp_path: Pa
 
 def test_sqlite_batches_are_shorter_while_others_write() -> None:
     """A SQLite batch holds the one write lock that every delivery waits for."""
-    sqlite, postgres = Pacer.for_dialect("sqlite", rows=500), Pacer.for_dialect("postgresql", 500)
+    sqlite = Pacer.for_dialect(dialect_named("sqlite"), rows=500)
+    postgres = Pacer.for_dialect(dialect_named("postgresql"), rows=500)
     others = Pressure(others=1, waiting=0)
     sqlite.next_pause(500, 0.05, others)  # 0.1 ms a row
     postgres.next_pause(500, 0.05, others)

@@ -180,7 +180,7 @@ def test_a_long_poll_still_wakes_for_the_soonest_retry(db_url: str) -> None:
     assert queue.idle_wait(30.0) == pytest.approx(due_in, abs=0.01)
     clock.advance(due_in - 0.25)
     assert queue.idle_wait(1.0) == pytest.approx(0.25, abs=0.01)
-    if inbox.store.dialect == "sqlite":
+    if inbox.store.dialect.name == "sqlite":
         assert queue.idle_wait(0.05) == 0.05
     inbox.close()
 

@@ -33,7 +33,7 @@ def delivery(source: str, event_id: str, body: bytes, n: int, stale: bool = Fals
 
 def batch(store: Store, items: list[NewDelivery]) -> list[RecordedDelivery]:
     with store.transaction() as connection:
-        return record_deliveries(connection, items)
+        return record_deliveries(connection, items, store.dialect)
 
 
 def rows(store: Store, source: str) -> tuple[list[dict[str, object]], list[tuple[object, ...]]]:
@@ -102,7 +102,7 @@ def test_a_failed_batch_leaves_nothing(store: Store) -> None:
     items = [delivery("s", f"evt_{n}", b"x", n) for n in range(5)]
     try:
         with store.transaction() as connection:
-            record_deliveries(connection, items)
+            record_deliveries(connection, items, store.dialect)
             raise RuntimeError("the commit never happens")
     except RuntimeError:
         pass

@@ -97,7 +97,7 @@ def kill_connection(store: Store, connection: Any) -> None:
     """Really break the batch's connection: PostgreSQL terminates its backend from another
     session; SQLite interrupts the connection, failing its next statement."""
     dbapi = connection.connection.dbapi_connection
-    if store.dialect == "postgresql":
+    if store.dialect.name == "postgresql":
         pid = dbapi.info.backend_pid
         with sa.create_engine(store.engine.url, poolclass=sa.NullPool).connect() as admin:
             admin.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
@@ -113,7 +113,8 @@ def broken_batch(store: Store, when: Callable[[int], bool]) -> Iterator[list[int
     sizes of the batches it broke."""
     broken: list[int] = []
     lock = threading.Lock()
-    moment = "before_cursor_execute" if store.dialect == "postgresql" else "after_cursor_execute"
+    on_postgres = store.dialect.name == "postgresql"
+    moment = "before_cursor_execute" if on_postgres else "after_cursor_execute"
 
     def listener(conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
         size = batch_size(statement, parameters)

@@ -88,7 +88,7 @@ def add_due_events(store: Store, count: int, at: datetime) -> None:
         for n in range(count)
     ]
     with store.transaction() as connection:
-        record_deliveries(connection, deliveries)
+        record_deliveries(connection, deliveries, store.dialect)
 
 
 def add_due_messages(store: Store, count: int, at: datetime) -> None:

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from hookinbox import ConfigurationError, Inbox, StoreOptions, StoreUnavailable
-from hookinbox._storage import Listener, Store, listen_params, parse_url
+from hookinbox._storage import Listener, Store, parse_url
 from hookinbox._storage._notify import CHANNEL
 from tests.apps import orders as orders_app
 from tests.conftest import _admin_engine, _postgres_database
@@ -120,7 +120,7 @@ def test_the_pool_and_the_listener_connect_alike(pg_url: str, form: str) -> None
     """Same hosts, same ports, and read-write sessions only, whichever form the URL takes."""
     store = Store(multi_host(pg_url, form))
     _, pool = store.engine.dialect.create_connect_args(store.engine.url)
-    listener = listen_params(store.engine, store.options)
+    listener = store.dialect.listen_params(store.engine, store.options)
     for key in ("host", "port", "dbname", "user"):
         assert str(listener[key]) == str(pool[key])
     assert listener["target_session_attrs"] == pool["target_session_attrs"] == "read-write"
@@ -129,7 +129,7 @@ def test_the_pool_and_the_listener_connect_alike(pg_url: str, form: str) -> None
 
 def test_an_explicit_target_session_attrs_is_kept(pg_url: str) -> None:
     store = Store(multi_host(pg_url, "comma") + "&target_session_attrs=any")
-    assert listen_params(store.engine, store.options)["target_session_attrs"] == "any"
+    assert store.dialect.listen_params(store.engine, store.options)["target_session_attrs"] == "any"
     assert store.engine.url.query["target_session_attrs"] == "any"
     store.dispose()
 
@@ -243,7 +243,7 @@ def test_tcp_timeouts_are_set_by_default_for_the_pool_and_the_listener(pg_url: s
     expected = {"tcp_user_timeout": "10000", "keepalives_idle": "5", "keepalives_count": "3"}
     pool = libpq_parameters(store)
     assert {key: pool.get(key) for key in expected} == expected
-    listener = listen_params(store.engine, store.options)
+    listener = store.dialect.listen_params(store.engine, store.options)
     assert {key: str(listener.get(key)) for key in expected} == expected
     store.dispose()
 
@@ -252,7 +252,7 @@ def test_tcp_timeouts_given_in_the_url_win_and_zero_turns_them_off(pg_url: str) 
     store = Store(f"{pg_url}?tcp_user_timeout=2500&keepalives_idle=30")
     pool = libpq_parameters(store)
     assert (pool["tcp_user_timeout"], pool["keepalives_idle"]) == ("2500", "30")
-    assert listen_params(store.engine, store.options)["tcp_user_timeout"] == "2500"
+    assert store.dialect.listen_params(store.engine, store.options)["tcp_user_timeout"] == "2500"
     store.dispose()
     store = Store(pg_url, StoreOptions(tcp_timeout=0))
     assert "tcp_user_timeout" not in libpq_parameters(store)

@@ -21,7 +21,7 @@ timed, and the database is asked what else ran meanwhile (`PressureGauge`):
   `max_pause`) until they no longer do.
 
 On SQLite a batch holds the one write lock, so a delivery that arrives during one waits for
-the rest of it: batches there aim at `SQLITE_BUSY_BATCH_SECONDS` (5 ms) while others write.
+the rest of it: batches there aim at 5 ms (`Dialect.prune_busy_batch_seconds`) while others write.
 5 ms batches once measured worse than 20 ms ones (ingest p99 110-200 ms against 40 ms), but
 that was SQLite's busy handler, whose sleeps of up to 100 ms cost more the more often a
 delivery met a batch; hookinbox's writers now poll for the lock every millisecond, and at a
@@ -33,9 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hookinbox._storage import Pressure
-
-SQLITE_BUSY_BATCH_SECONDS = 0.005
+from hookinbox._storage import Dialect, Pressure
 
 
 @dataclass
@@ -56,12 +54,10 @@ class Pacer:
     _last_pause: float = field(default=0.0, init=False, repr=False)
 
     @classmethod
-    def for_dialect(cls, dialect: str, rows: int) -> Pacer:
+    def for_dialect(cls, dialect: Dialect, rows: int) -> Pacer:
         """The pacing for a database: short batches on SQLite, whose one write lock every
         delivery waits for while a batch holds it."""
-        if dialect == "sqlite":
-            return cls(rows=rows, busy_batch_seconds=SQLITE_BUSY_BATCH_SECONDS)
-        return cls(rows=rows)
+        return cls(rows=rows, busy_batch_seconds=dialect.prune_busy_batch_seconds)
 
     def next_pause(self, rows_done: int, took: float, pressure: Pressure) -> float:
         """After a batch of `rows_done` rows (of the table that had the most) that took `took`

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
-from hookinbox._operations._pacing import SQLITE_BUSY_BATCH_SECONDS, Pacer
+from hookinbox._operations._pacing import Pacer
 from hookinbox._storage import (
     PressureGauge,
     Store,
@@ -130,7 +130,8 @@ def _give_back_space(store: Store, gauge: PressureGauge) -> int:
     like the batches (nothing on PostgreSQL, or on a SQLite file without incremental
     auto-vacuum: docs/storage.md)."""
     returned = 0
-    pages = Pacer(rows=FIRST_PAGES_STEP, min_rows=10, busy_batch_seconds=SQLITE_BUSY_BATCH_SECONDS)
+    busy = store.dialect.prune_busy_batch_seconds
+    pages = Pacer(rows=FIRST_PAGES_STEP, min_rows=10, busy_batch_seconds=busy)
     while free_pages(store) > 0:
         pressure = gauge.sample()
         started = time.perf_counter()

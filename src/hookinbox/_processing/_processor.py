@@ -186,7 +186,7 @@ class Processor:
 
     def _claim_attributes(self) -> dict[str, str]:
         return {
-            "db.system.name": self.store.dialect,
+            "db.system.name": self.store.dialect.name,
             "db.operation.name": "UPDATE",
             "db.collection.name": "hookinbox_events",
         }

@@ -34,7 +34,7 @@ class StoreQueue(ABC, Generic[T]):
         self.store = store
         self.unrecorded = unrecorded
         self.lease_seconds = lease_seconds
-        self._sqlite = store.dialect == "sqlite"
+        self._sqlite = store.dialect.single_writer
         self._busy = False
 
     @abstractmethod

@@ -95,7 +95,7 @@ class Worker:
         self.store = store
         self.options = options or WorkerOptions()
         self._stopping = threading.Event()
-        default_poll = SQLITE_POLL if store.dialect == "sqlite" else WOKEN_POLL
+        default_poll = WOKEN_POLL if store.dialect.listens else SQLITE_POLL
         poll = self.options.poll_interval or default_poll
         self.loops = [
             LeaseLoop(

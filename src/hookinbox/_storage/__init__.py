@@ -23,11 +23,12 @@ from hookinbox._storage._admin import (
 )
 from hookinbox._storage._batch import record_deliveries
 from hookinbox._storage._deliveries import record_delivery
-from hookinbox._storage._engine import StoreOptions, listen_params, parse_url
+from hookinbox._storage._dialects import Dialect, dialect_for_django, dialect_for_url, parse_url
 from hookinbox._storage._errors import UniqueViolation, translate_errors, unique_violation
 from hookinbox._storage._group_commit import GroupCommit, GroupCommitter
 from hookinbox._storage._migrations import LATEST_VERSION
 from hookinbox._storage._notify import Listener, supports_listen
+from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._ordering import advance as advance_ordering
 from hookinbox._storage._outbox import (
     LeasedMessage,
@@ -71,12 +72,14 @@ from hookinbox._storage._store import Store, event_from_row
 from hookinbox._storage._workers import Beat, beat, forget, live_workers, worker_rows
 
 __all__ = [
+    "HIDE_PARAMETERS",
     "LATEST_VERSION",
     "SCAN_LIMIT",
     "Actor",
     "Beat",
     "Bucket",
     "Cursor",
+    "Dialect",
     "DuplicateRatio",
     "EventFilter",
     "GroupCommit",
@@ -106,6 +109,8 @@ __all__ = [
     "count_prunable",
     "deliveries",
     "delivery_history",
+    "dialect_for_django",
+    "dialect_for_url",
     "duplicate_ratio",
     "enqueue",
     "event_from_row",
@@ -120,7 +125,6 @@ __all__ = [
     "lease_due",
     "lease_messages",
     "list_events",
-    "listen_params",
     "live_workers",
     "mark_inline",
     "messages_for_event",

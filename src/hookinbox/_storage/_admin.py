@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from hookinbox._model import DONE_STATUSES, MessageStatus, Status
+from hookinbox._storage._dialects import dialect_named
 from hookinbox._storage._notify import CHANNEL
 from hookinbox._storage._schema import (
     audit,
@@ -226,8 +227,7 @@ def _replay_values(now: datetime) -> dict[str, object]:
 
 def notify_workers(connection: Connection) -> None:
     """Wake PostgreSQL workers now; the insert trigger does not see a replay."""
-    if connection.dialect.name == "postgresql":
-        connection.execute(sa.select(sa.func.pg_notify(CHANNEL, "")))
+    dialect_named(connection.dialect.name).notify(connection, CHANNEL)
 
 
 def replay_one(

@@ -131,7 +131,7 @@ class GroupCommitter:
 
     @property
     def writers(self) -> int:
-        if self.store.dialect != "postgresql":
+        if self.store.dialect.single_writer:
             return 1
         return self.options.writers or 1
 
@@ -295,10 +295,11 @@ class GroupCommitter:
     def _write(self, deliveries: list[NewDelivery], *, atomic: bool) -> list[RecordedDelivery]:
         """Store `deliveries`; `atomic` (a batched delivery among them) keeps them in one
         transaction on PostgreSQL too, where the batch statements otherwise autocommit."""
-        if self.store.dialect != "postgresql" or atomic:
+        dialect = self.store.dialect
+        if not dialect.autocommit_batches or atomic:
             with self.store.transaction() as transaction:
-                return record_deliveries(transaction, deliveries)
-        # PostgreSQL: each batch is one atomic statement, run in autocommit on a connection
+                return record_deliveries(transaction, deliveries, dialect)
+        # Each batch is one atomic statement (PostgreSQL), run in autocommit on a connection
         # this thread keeps (checking one out would cost the pool's ping, a round trip).
         self.store.ensure_schema()
         try:
@@ -312,7 +313,7 @@ class GroupCommitter:
                     if self.statement_timeout is not None:
                         milliseconds = max(1, round(self.statement_timeout * 1000))
                         connection.exec_driver_sql(f"SET statement_timeout = {milliseconds}")
-                return record_deliveries(connection, deliveries)
+                return record_deliveries(connection, deliveries, dialect)
         except Exception:
             self._drop_connection()
             raise

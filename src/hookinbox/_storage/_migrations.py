@@ -18,16 +18,14 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._storage._engine import READ_ONLY
+from hookinbox._storage._dialects import Dialect, dialect_named
 from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._options import READ_ONLY
 from hookinbox._storage._schema import schema_versions
 from hookinbox._storage._types import UTCDateTime
 
 if TYPE_CHECKING:  # alembic costs 0.1 s to import: only a migration pays it
     from alembic.operations import Operations
-
-# An arbitrary constant naming hookinbox's migration lock among the application's own locks.
-ADVISORY_LOCK_KEY = 0x686F6F6B696E
 
 Step = Callable[["Operations"], None]
 AfterMigrate = Callable[[Connection], None]
@@ -111,17 +109,10 @@ def _v1_events(op: Operations) -> None:
         sa.Column("event_id", sa.String(255), nullable=False),
         sa.Column("updated_at", UTCDateTime, nullable=False),
     )
-    if op.get_context().dialect.name == "postgresql":
-        # Wake idle workers (LISTEN hookinbox_events) the moment a new event commits, with no
-        # extra round trip on the ingest path: the server raises the notification itself.
-        op.execute(
-            "CREATE FUNCTION hookinbox_notify_new_event() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN PERFORM pg_notify('hookinbox_events', ''); RETURN NULL; END $$"
-        )
-        op.execute(
-            "CREATE TRIGGER hookinbox_events_notify AFTER INSERT ON hookinbox_events "
-            "FOR EACH ROW EXECUTE FUNCTION hookinbox_notify_new_event()"
-        )
+    # Wake idle workers (LISTEN hookinbox_events) the moment a new event commits.
+    _dialect(op).create_notify_trigger(
+        op, "hookinbox_events", "hookinbox_events", "hookinbox_notify_new_event"
+    )
 
 
 def _v2_outbox(op: Operations) -> None:
@@ -180,15 +171,9 @@ def _v2_outbox(op: Operations) -> None:
         postgresql_where=not_delivered,
         sqlite_where=not_delivered,
     )
-    if op.get_context().dialect.name == "postgresql":
-        op.execute(
-            "CREATE FUNCTION hookinbox_notify_new_message() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN PERFORM pg_notify('hookinbox_outbox', ''); RETURN NULL; END $$"
-        )
-        op.execute(
-            "CREATE TRIGGER hookinbox_outbox_notify AFTER INSERT ON hookinbox_outbox "
-            "FOR EACH ROW EXECUTE FUNCTION hookinbox_notify_new_message()"
-        )
+    _dialect(op).create_notify_trigger(
+        op, "hookinbox_outbox", "hookinbox_outbox", "hookinbox_notify_new_message"
+    )
 
 
 def _v3_sessions_and_forced_replays(op: Operations) -> None:
@@ -260,6 +245,10 @@ def _v8_due_in_lease_order(op: Operations) -> None:
         op.execute(f"DROP INDEX IF EXISTS {name}")
 
 
+def _dialect(op: Operations) -> Dialect:
+    return dialect_named(op.get_context().dialect.name)
+
+
 MIGRATIONS: tuple[Step, ...] = (
     _v1_events,
     _v2_outbox,
@@ -294,8 +283,7 @@ def migrate(
     if not 0 < target <= LATEST_VERSION:
         raise ConfigurationError(f"no schema version {target}: versions go 1 to {LATEST_VERSION}")
     with translate_errors(), engine.begin() as connection:
-        if connection.dialect.name == "postgresql":
-            connection.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_KEY)))
+        dialect_named(connection.dialect.name).lock_for_migration(connection)
         schema_versions.create(connection, checkfirst=True)
         before = current_version(connection)
         if before > LATEST_VERSION:

@@ -16,7 +16,6 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from hookinbox._logging import logger
-from hookinbox._storage._engine import listen_params
 from hookinbox._storage._store import Store
 
 CHANNEL = "hookinbox_events"
@@ -39,7 +38,7 @@ class Listener(threading.Thread):
         self, store: Store, channels: Mapping[str, threading.Event], stop: threading.Event
     ) -> None:
         super().__init__(name="hookinbox-listener", daemon=True)
-        self._params = listen_params(store.engine, store.options)
+        self._params = store.dialect.listen_params(store.engine, store.options)
         self._channels = dict(channels)
         self._stopping = stop  # not `_stop`: that would shadow Thread._stop, which join() calls
         self._failures = 0
@@ -105,4 +104,4 @@ def _watchdog(connection: Any, seconds: float) -> Iterator[None]:
 
 
 def supports_listen(store: Store) -> bool:
-    return store.dialect == "postgresql"
+    return store.dialect.listens

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import Connection
-from sqlalchemy.dialects import postgresql, sqlite
 
+from hookinbox._storage._dialects import dialect_named
 from hookinbox._storage._schema import ordering
 
 
@@ -24,9 +24,16 @@ def advance(
     One upsert whose update only happens `WHERE stored position <= new position`: concurrent
     events for one object serialise on the row, and a rolled-back handler leaves no mark.
     """
-    insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-    statement = insert(ordering).values(
-        object_key=object_key, position=position, source=source, event_id=event_id, updated_at=now
+    statement = (
+        dialect_named(connection.dialect.name)
+        .insert(ordering)
+        .values(
+            object_key=object_key,
+            position=position,
+            source=source,
+            event_id=event_id,
+            updated_at=now,
+        )
     )
     statement = statement.on_conflict_do_update(
         index_elements=[ordering.c.object_key],

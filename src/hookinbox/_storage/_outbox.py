@@ -20,9 +20,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
-from sqlalchemy.dialects import postgresql, sqlite
 
 from hookinbox._model import Message, MessageStatus
+from hookinbox._storage._dialects import dialect_named
 from hookinbox._storage._leases import LeasedQueue
 from hookinbox._storage._schema import outbox, status_is, status_not
 from hookinbox._storage._store import Store
@@ -61,9 +61,9 @@ def enqueue(
     trace_context: str | None = None,
 ) -> bool:
     """Add a message in the caller's transaction; False if (destination, key) already exists."""
-    insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
     statement = (
-        insert(outbox)
+        dialect_named(connection.dialect.name)
+        .insert(outbox)
         .values(
             destination=destination,
             message_key=key,

@@ -16,13 +16,15 @@ back. The gauge measures a window: `mark()` once the pruner's own transaction ha
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from hookinbox._storage._engine import READ_ONLY
+if TYPE_CHECKING:
+    from hookinbox._storage._store import Store
+
 from hookinbox._storage._errors import translate_errors
-from hookinbox._storage._store import Store
+from hookinbox._storage._options import READ_ONLY
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +44,6 @@ class Pressure:
 
 IDLE = Pressure(0, 0)
 
-_POSTGRES_NOW = sa.text("SELECT clock_timestamp()")
-_POSTGRES_OTHERS = sa.text(
-    "SELECT count(*) FILTER (WHERE state = 'active' OR state_change > :since),"
-    "       count(*) FILTER (WHERE wait_event_type IN ('Lock', 'LWLock', 'IO'))"
-    "  FROM pg_stat_activity"
-    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    "   AND backend_type = 'client backend'"
-)
-
 
 class PressureGauge:
     """Samples `Pressure` on a connection of its own; `close()` when done."""
@@ -67,10 +60,7 @@ class PressureGauge:
     def mark(self) -> None:
         """The pruner's own transaction is over: the window starts."""
         with translate_errors():
-            if self.dialect == "postgresql":
-                self._mark = self._connection.execute(_POSTGRES_NOW).scalar_one()
-            else:
-                self._mark = self._connection.exec_driver_sql("PRAGMA data_version").scalar_one()
+            self._mark = self.dialect.pressure_mark(self._connection)
             self._connection.rollback()
 
     def sample(self) -> Pressure:
@@ -78,16 +68,10 @@ class PressureGauge:
         if self._mark is None:
             return IDLE
         with translate_errors():
-            if self.dialect == "postgresql":
-                # pg_stat_activity is read once per transaction: a new one each time.
-                others, waiting = self._connection.execute(
-                    _POSTGRES_OTHERS, {"since": self._mark}
-                ).one()
-                self._connection.rollback()
-                return Pressure(int(others), int(waiting))
-            version = self._connection.exec_driver_sql("PRAGMA data_version").scalar_one()
+            # A new transaction each time: PostgreSQL reads pg_stat_activity once per one.
+            pressure = self.dialect.pressure_since(self._connection, self._mark)
             self._connection.rollback()
-            return Pressure(int(version != self._mark), 0)
+            return pressure
 
     def close(self) -> None:
         self._connection.close()

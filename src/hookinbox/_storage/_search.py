@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from hookinbox._storage._schema import events
+if TYPE_CHECKING:
+    from hookinbox._storage._dialects import Dialect
 
 MAX_SEGMENTS = 8
 MAX_VALUE_LENGTH = 200
@@ -55,27 +56,6 @@ def parse_path(text: str) -> tuple[str, ...]:
     return segments
 
 
-def payload_match(dialect: str, match: PayloadMatch) -> sa.ColumnElement[bool]:
+def payload_match(dialect: Dialect, match: PayloadMatch) -> sa.ColumnElement[bool]:
     """The WHERE clause for `match` in `dialect`."""
-    if dialect == "postgresql":
-        document = sa.cast(sa.func.convert_from(events.c.body, "UTF8"), JSONB)
-        found = document.op("#>>", return_type=sa.Text)(
-            sa.bindparam("payload_path", list(match.path), type_=ARRAY(sa.Text))
-        )
-        first = sa.func.substring(events.c.body, 1, 1)
-        looks_json = first.in_([sa.literal(b"{", sa.LargeBinary), sa.literal(b"[", sa.LargeBinary)])
-        return sa.case((looks_json, found), else_=None) == match.value
-    text = sa.cast(events.c.body, sa.Text)
-    path = sa.bindparam("payload_path", _sqlite_path(match.path), type_=sa.Text)
-    kind = sa.func.json_type(text, path)
-    # As PostgreSQL's #>> does: booleans read true/false, other scalars their text.
-    found_text = sa.case(
-        (kind.in_(["true", "false"]), kind),
-        else_=sa.cast(sa.func.json_extract(text, path), sa.Text),
-    )
-    return sa.case((sa.func.json_valid(text) == 1, found_text), else_=None) == match.value
-
-
-def _sqlite_path(segments: tuple[str, ...]) -> str:
-    parts = [f"[{s}]" if s.isdigit() else f'."{s}"' for s in segments]
-    return "$" + "".join(parts)
+    return dialect.payload_value(match) == match.value

@@ -17,49 +17,20 @@ has what to tune for a large inbox.
 
 from __future__ import annotations
 
-from typing import Any
-
-from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._store import Store
 
 
 def checkpoint_passive(store: Store) -> None:
     """Fold what the WAL holds into the database without waiting for anyone (SQLite)."""
-    if store.dialect != "sqlite":
-        return
-    with translate_errors():
-        raw = store.engine.raw_connection()
-        try:  # outside any transaction: a checkpoint cannot run inside one
-            driver: Any = raw.driver_connection
-            driver.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        finally:
-            raw.close()
+    store.dialect.checkpoint_passive(store)
 
 
 def free_pages(store: Store) -> int:
     """Pages the file holds but no table uses (SQLite), 0 elsewhere."""
-    if store.dialect != "sqlite":
-        return 0
-    with translate_errors(), store.engine.connect() as connection:
-        return int(connection.exec_driver_sql("PRAGMA freelist_count").scalar_one())
+    return store.dialect.free_pages(store)
 
 
 def give_back_pages(store: Store, pages: int) -> int:
     """Return up to `pages` free pages to the file system in one short write (SQLite files
     created with incremental auto-vacuum); how many were returned."""
-    if store.dialect != "sqlite":
-        return 0
-    with store.writing(), translate_errors():
-        raw = store.engine.raw_connection()
-        try:
-            sqlite: Any = raw.driver_connection
-            if sqlite.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # 2: INCREMENTAL
-                return 0
-            before = sqlite.execute("PRAGMA freelist_count").fetchone()[0]
-            # As a script: sqlite3's execute() would step the pragma once, one page.
-            script = f"BEGIN IMMEDIATE; PRAGMA incremental_vacuum({int(pages)}); COMMIT;"
-            sqlite.executescript(script)
-            after = sqlite.execute("PRAGMA freelist_count").fetchone()[0]
-        finally:
-            raw.close()
-    return int(before) - int(after)
+    return store.dialect.give_back_pages(store, pages)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
+from hookinbox._storage._dialects import dialect_named
 from hookinbox._storage._outbox import outbox_backlog
 from hookinbox._storage._schema import (
     deliveries,
@@ -26,7 +26,6 @@ from hookinbox._storage._schema import (
     status_is,
     status_not,
 )
-from hookinbox._storage._types import UTCDateTime
 from hookinbox._storage._workers import live_workers
 
 NOT_READY_DEADLINE = "not_ready_deadline"
@@ -169,20 +168,10 @@ class Bucket:
         return self.duplicates / self.deliveries if self.deliveries else 0.0
 
 
-def _bucket_of(connection: Connection, column: Any, start: datetime, width: timedelta) -> Any:
-    """The index (0, 1, ...) of the `width`-wide bucket from `start` that `column` falls in."""
-    seconds = width.total_seconds()
-    if connection.dialect.name == "postgresql":
-        elapsed = sa.extract("epoch", column - sa.literal(start, UTCDateTime()))
-        return sa.func.floor(elapsed / seconds)
-    # SQLite keeps naive UTC text; julianday() reads it (and the bound start) as days.
-    days = sa.func.julianday(column) - sa.func.julianday(sa.literal(start, UTCDateTime()))
-    return sa.cast(days * 86400.0 / seconds, sa.Integer)
-
-
 def activity(
     connection: Connection, start: datetime, width: timedelta, buckets: int
 ) -> dict[str, list[Bucket]]:
+    dialect = dialect_named(connection.dialect.name)
     """Per source, per bucket from `start`: deliveries, duplicates and failed events.
 
     Two grouped range reads (the deliveries log and the events, by their received_at
@@ -190,7 +179,7 @@ def activity(
     """
     end = start + width * buckets
     found: dict[str, dict[int, dict[str, int]]] = {}
-    log_bucket = _bucket_of(connection, deliveries.c.received_at, start, width)
+    log_bucket = dialect.time_bucket(deliveries.c.received_at, start, width)
     rows = connection.execute(
         sa.select(
             deliveries.c.source,
@@ -204,7 +193,7 @@ def activity(
     for source, index, count, duplicates in rows:
         figures = found.setdefault(source, {}).setdefault(int(index), {})
         figures["deliveries"], figures["duplicates"] = int(count), int(duplicates)
-    event_bucket = _bucket_of(connection, events.c.received_at, start, width)
+    event_bucket = dialect.time_bucket(events.c.received_at, start, width)
     rows = connection.execute(
         sa.select(events.c.source, event_bucket, sa.func.count())
         .where(

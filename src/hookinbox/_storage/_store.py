@@ -16,8 +16,9 @@ from hookinbox._errors import StoreUnavailable
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox._storage import _migrations
 from hookinbox._storage._deliveries import record_delivery
-from hookinbox._storage._engine import READ_ONLY, StoreOptions, build_engine
+from hookinbox._storage._dialects import Dialect, build_engine, dialect_of
 from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._options import READ_ONLY, StoreOptions
 from hookinbox._storage._schema import events
 
 
@@ -41,6 +42,9 @@ class Store:
         self.options = options or StoreOptions()
         self.after_migrate = tuple(after_migrate)
         self.engine: Engine = engine if engine is not None else build_engine(url, self.options)
+        # Everything that differs between databases is the dialect's; an engine of a database
+        # hookinbox does not know (a framework's) is refused here, in one line.
+        self.dialect: Dialect = dialect_of(self.engine)
         self.auto_migrate = auto_migrate
         self._schema_ready = False
         self._schema_lock = threading.Lock()
@@ -51,11 +55,7 @@ class Store:
         # between processes, each polls for SQLite's lock (`_engine._poll_for_write_lock`).
         # Re-entrant, so a handler that opens a second transaction fails on SQLite's timeout
         # as before instead of hanging here.
-        self._writer = threading.RLock() if self.dialect == "sqlite" else None
-
-    @property
-    def dialect(self) -> str:
-        return self.engine.dialect.name
+        self._writer = threading.RLock() if self.dialect.single_writer else None
 
     @property
     def url(self) -> URL:
@@ -90,28 +90,10 @@ class Store:
     @contextmanager
     def housekeeping(self) -> Iterator[Connection]:
         """A transaction whose commit need not be durable on its own (the pruner's deletes:
-        lost to a power cut, they are made again by the next prune).
-
-        On SQLite its commit does not fsync the WAL (`synchronous=NORMAL` for that one
-        transaction; the next durable commit's fsync carries its pages too), so a prune's
-        batches add no fsyncs of their own to the ones deliveries wait for. WAL mode keeps the
-        file consistent either way. Elsewhere, `transaction()`.
-        """
-        if self.dialect != "sqlite":
-            with self.transaction() as connection:
-                yield connection
-            return
-        self.ensure_schema()
-        with self.writing(), translate_errors(), self.engine.connect() as connection:
-            driver: Any = connection.connection.driver_connection
-            driver.execute("PRAGMA synchronous=NORMAL")  # outside any transaction
-            try:
-                with connection.begin():
-                    yield connection
-            finally:
-                if driver.in_transaction:  # a commit that failed part way: undone here
-                    driver.rollback()
-                driver.execute(f"PRAGMA synchronous={self.options.sqlite_synchronous}")
+        lost to a power cut, they are made again by the next prune); the dialect decides what
+        that saves (SQLite: the commit's fsync). Elsewhere, `transaction()`."""
+        with self.dialect.housekeeping(self) as connection:
+            yield connection
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -144,18 +126,9 @@ class Store:
 
     def refuse_aborted(self, connection: Connection) -> None:
         """Before a processing transaction commits: fail loudly if an earlier statement
-        aborted it (a PostgreSQL error that a handler caught and ignored). PostgreSQL would
-        answer the COMMIT with a rollback, and the attempt would pass for a success. Read from
-        the driver's connection state: no round trip. SQLite keeps a transaction usable after
-        an error."""
-        if self.dialect != "postgresql":
-            return
-        info = getattr(connection.connection.driver_connection, "info", None)
-        if getattr(info, "transaction_status", None) == _IN_ERROR:
-            raise RuntimeError(
-                "the processing transaction was aborted by an earlier database error (one a "
-                "handler caught and went on): rolled back, to be retried"
-            )
+        aborted it (a PostgreSQL error that a handler caught and ignored), so that the attempt
+        cannot pass for a success. SQLite keeps a transaction usable after an error."""
+        self.dialect.refuse_aborted(connection)
 
     def ping(self) -> None:
         """Raise `StoreUnavailable` unless the database takes a write now, as a delivery's
@@ -168,14 +141,8 @@ class Store:
         while every delivery's commit waited for a standby still reconnecting after a primary
         restart (tests/ha caught `/readyz` saying 200 through such a 5 s stall).
         On SQLite, a page through the WAL."""
-        if self.dialect == "postgresql":
-            with translate_errors(), self.engine.connect() as connection:
-                if connection.exec_driver_sql("SHOW transaction_read_only").scalar() == "on":
-                    connection.invalidate()  # the next session may find the (new) primary
-                    raise StoreUnavailable(
-                        "database unavailable: the server is read-only (a standby, or "
-                        "default_transaction_read_only is on)"
-                    )
+        with translate_errors(), self.engine.connect() as connection:
+            self.dialect.check_writable(connection)
         with self.transaction() as connection:
             connection.execute(_PROBE_WRITE)
 
@@ -193,9 +160,6 @@ class Store:
     def dispose(self) -> None:
         self.engine.dispose()
 
-
-_IN_ERROR = 3
-"""libpq's PQTRANS_INERROR, as psycopg 3 and psycopg2 report `info.transaction_status`."""
 
 _PROBE_WRITE = sa.text(
     "UPDATE hookinbox_schema_versions SET version = version"

@@ -28,8 +28,9 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError("hookinbox stores aware datetimes only")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        # SQLite's DATETIME writes the wall clock and drops the zone: in UTC, every value
+        # sorts and compares with every other. PostgreSQL keeps timestamptz.
+        return value.astimezone(UTC)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:

@@ -6,7 +6,6 @@ import difflib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hookinbox._errors import ConfigurationError
@@ -80,8 +79,8 @@ def opened(app: str | None, database_url: str | None) -> Iterator[Target]:
 
 
 def _require_existing(database_url: str) -> None:
-    from hookinbox._storage import parse_url
+    from hookinbox._storage import dialect_for_url, parse_url
 
-    url = parse_url(database_url)
-    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
-        raise ConfigurationError(f"no database at {url.database} (run `hookinbox migrate` first)")
+    missing = dialect_for_url(database_url).missing_database(parse_url(database_url))
+    if missing is not None:
+        raise ConfigurationError(missing)

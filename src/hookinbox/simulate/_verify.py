@@ -21,9 +21,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
@@ -31,7 +29,7 @@ from sqlalchemy import Connection
 from hookinbox._errors import ConfigurationError
 from hookinbox._exactly_once import judge_effects
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
-from hookinbox._storage import Store, events, parse_url, translate_errors
+from hookinbox._storage import dialect_for_url, events, parse_url, translate_errors
 from hookinbox.simulate._report import SimulationReport
 
 SHOP_EFFECTS_SQL = (
@@ -105,16 +103,7 @@ def _engine(database_url: str) -> sa.Engine:
     to WAL journaling, a persistent change not to be made to a user's database by a check.
     """
     url = parse_url(database_url)
-    if url.get_backend_name() != "sqlite":
-        return Store(url, auto_migrate=False).engine
-    path = Path(str(url.database)).resolve()
-    if not path.exists():
-        # sqlite3 would create an empty file and we would "verify" nothing in it.
-        raise ConfigurationError(f"no SQLite database at {url.database}")
-    read_only = sa.URL.create(
-        "sqlite", database=f"file:{quote(str(path))}", query={"mode": "ro", "uri": "true"}
-    )
-    return sa.create_engine(read_only, poolclass=sa.NullPool)
+    return dialect_for_url(url).read_only_engine(url)
 
 
 @contextmanager

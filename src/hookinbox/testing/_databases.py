@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import tempfile
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import sqlalchemy as sa
-
-from hookinbox._storage._engine import parse_url
+from hookinbox._storage import dialect_for_url, parse_url
 
 
 @contextmanager
@@ -30,22 +27,5 @@ def throwaway_database(
             yield f"sqlite:///{Path(folder) / 'inbox.db'}"
         return
     url = parse_url(server_url)
-    if url.get_backend_name() == "sqlite":
-        yield server_url
-        return
-    schema = f"hookinbox_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
-    try:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-        try:
-            given = url.query.get("options")
-            given = " ".join(given) if isinstance(given, tuple) else given
-            options = " ".join(filter(None, [given, f"-csearch_path={schema}"]))
-            scoped = url.update_query_dict({"options": options})
-            yield scoped.render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as connection:
-                connection.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-    finally:
-        admin.dispose()
+    with dialect_for_url(url).scratch_database(url) as scratch:
+        yield scratch
