@@ -201,6 +201,15 @@ def test_a_setting_assigned_to_a_built_inbox_is_refused(inbox: Inbox) -> None:
         inbox.max_body_size = 10  # type: ignore[misc]
 
 
+def test_the_removed_spellings_of_0_1_fail_as_unknown_names(inbox: Inbox) -> None:
+    # docs/api.md#deprecations says what to write instead of each.
+    with pytest.raises(TypeError, match="'claims'"):
+        Inbox(claims=object())  # type: ignore[call-arg]
+    for name in ("use_database", "use_ack_deadline", "retention", "receiver"):
+        with pytest.raises(AttributeError, match=f"'{name}'"):
+            getattr(inbox, name)
+
+
 def test_settings_are_one_checked_value(tmp_path: Path) -> None:
     inbox = Inbox(
         f"sqlite:///{tmp_path / 'x.db'}", ack_deadline=None, retry=RetryPolicy(max_attempts=3)
@@ -226,22 +235,6 @@ def test_the_command_line_beats_the_application(tmp_path: Path) -> None:
     assert inbox.settings.database_url == cli_url
     assert inbox.settings.receiver.ack_deadline is None  # 0 on the command line: off
     assert inbox.settings.group_commit is None
-
-
-def test_deprecated_setters_warn_and_apply_before_first_use(tmp_path: Path) -> None:
-    inbox = Inbox(f"sqlite:///{tmp_path / 'a.db'}")
-    with pytest.warns(DeprecationWarning, match="pass database_url= to Inbox"):
-        inbox.use_database(f"sqlite:///{tmp_path / 'b.db'}")
-    assert inbox.settings.database_url.endswith("b.db")
-    with pytest.warns(DeprecationWarning, match=r"Inbox.retention is deprecated"):
-        assert inbox.retention == timedelta(days=90)  # type: ignore[attr-defined]
-    inbox.store.ensure_schema()
-    with (
-        pytest.warns(DeprecationWarning),
-        pytest.raises(ConfigurationError, match="before it is first used"),
-    ):
-        inbox.use_ack_deadline(1.0)
-    inbox.close()
 
 
 # -- the command line ------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import time
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -53,7 +52,6 @@ from hookinbox.outbox._destinations import CallableDestination, Destination
 from hookinbox.sources import Source
 
 if TYPE_CHECKING:
-    from hookinbox.claims import RedisClaims
     from hookinbox.http._types import ASGIApp
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -164,26 +162,6 @@ class Inbox(BaseInbox):
     `sources`, if given, are added at once (as `add_source` would).
     """
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        claims = kwargs.get("claims")
-        if claims is None:
-            return super().__new__(cls)
-        # Deprecated in 0.2: Redis claim mode is a class of its own now.
-        warnings.warn(
-            "Inbox(claims=...) is deprecated: use hookinbox.claims.ClaimInbox(claims, ...)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        if args or kwargs.get("database_url") is not None:
-            raise ConfigurationError("an inbox keeps claims in Redis or in a database, not both")
-        from hookinbox.claims import ClaimInbox
-
-        shared = ClaimInbox.ARGUMENTS
-        refused = sorted(name for name in kwargs if name not in shared and name != "database_url")
-        if refused:
-            raise ConfigurationError(f"an inbox with Redis claims takes no {', '.join(refused)}")
-        return ClaimInbox(**{k: v for k, v in kwargs.items() if k in shared})
-
     def __init__(
         self,
         database_url: str | None = None,
@@ -202,7 +180,6 @@ class Inbox(BaseInbox):
         auto_migrate: bool = True,
         group_commit: GroupCommit | bool = True,
         clock: Callable[[], float] = time.time,
-        claims: RedisClaims | None = None,
         in_progress_status: int | None = None,
     ) -> None:
         if in_progress_status is not None:
@@ -330,29 +307,6 @@ class Inbox(BaseInbox):
         self._registry.add_after_migrate(function)
         return function
 
-    # -- deprecated setters (0.1): settings are arguments of the constructor now -----------
-
-    def use_database(self, database_url: str) -> None:
-        """Deprecated: pass the URL to `Inbox(...)`, or `--database-url` to the CLI."""
-        self._deprecated_setter("use_database", "database_url")
-        parse_url(database_url)
-        self._replace_settings(database_url=database_url)
-
-    def use_group_commit(self, setting: GroupCommit | bool) -> None:
-        """Deprecated: pass `group_commit=` to `Inbox(...)`, or `--no-group-commit`."""
-        self._deprecated_setter("use_group_commit", "group_commit")
-        self._replace_settings(group_commit=resolve_group_commit(setting))
-
-    def use_ack_deadline(self, seconds: float | None) -> None:
-        """Deprecated: pass `ack_deadline=` to `Inbox(...)`, or `--ack-deadline`."""
-        self._deprecated_setter("use_ack_deadline", "ack_deadline")
-        self._replace_settings(receiver=replace(self.settings.receiver, ack_deadline=seconds))
-
-    def use_body_timeout(self, seconds: float) -> None:
-        """Deprecated: pass `body_timeout=` to `Inbox(...)`, or `--body-timeout`."""
-        self._deprecated_setter("use_body_timeout", "body_timeout")
-        self._replace_settings(receiver=replace(self.settings.receiver, body_timeout=seconds))
-
     def with_settings(self, **changes: Any) -> Self:
         """A new inbox with this one's sources, handlers and destinations, and other settings.
 
@@ -382,33 +336,6 @@ class Inbox(BaseInbox):
         twin.settings = replace(settings, **changes)
         twin._runtime = Runtime(twin.settings, self._registry, self._store_factory())
         return twin
-
-    def _deprecated_setter(self, name: str, argument: str) -> None:
-        warnings.warn(
-            f"Inbox.{name}() is deprecated: pass {argument}= to Inbox(...)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        if self._runtime.store_opened or self.started:
-            raise ConfigurationError("configure the inbox before it is first used")
-
-    def _replace_settings(self, **changes: Any) -> None:
-        self.settings = replace(self.settings, **changes)
-        self._runtime = Runtime(self.settings, self._registry, self._store_factory())
-
-    def __getattr__(self, name: str) -> Any:
-        # Attributes of 0.1, read by some applications; gone in 0.3.
-        if name in _SETTING_ATTRIBUTES or name in _RUNTIME_ATTRIBUTES:
-            where = "inbox.settings" if name in _SETTING_ATTRIBUTES else "the public API"
-            warnings.warn(
-                f"Inbox.{name} is deprecated: use {where} (docs/api.md#deprecations)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            if name in _SETTING_ATTRIBUTES:
-                return _SETTING_ATTRIBUTES[name](self.settings)
-            return getattr(self._runtime, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- running -------------------------------------------------------------------------
 
@@ -466,24 +393,6 @@ class Inbox(BaseInbox):
 
 
 RECEIVER_FIELDS = ("max_body_size", "body_timeout", "retry_after", "ack_deadline", "clock")
-
-_SETTING_ATTRIBUTES: dict[str, Callable[[Settings], Any]] = {
-    "database_url": lambda s: s.database_url,
-    "store_options": lambda s: s.store_options,
-    "max_body_size": lambda s: s.receiver.max_body_size,
-    "body_timeout": lambda s: s.receiver.body_timeout,
-    "retry_after": lambda s: s.receiver.retry_after,
-    "ack_deadline": lambda s: s.receiver.ack_deadline,
-    "clock": lambda s: s.receiver.clock,
-    "retry": lambda s: s.retry,
-    "outbox_retry": lambda s: s.outbox_retry,
-    "retention": lambda s: s.retention,
-    "allow_short_retention": lambda s: s.allow_short_retention,
-    "prune_at": lambda s: s.prune_at,
-    "auto_migrate": lambda s: s.auto_migrate,
-    "group_commit": lambda s: s.group_commit,
-}
-_RUNTIME_ATTRIBUTES = frozenset({"receiver", "processor", "relay"})
 
 
 def check_overrides_applied(inbox: BaseInbox) -> None:

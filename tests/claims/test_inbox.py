@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hookinbox import ConfigurationError, Event, Inbox, NotReady, RetryPolicy
+from hookinbox import ConfigurationError, Event, Inbox, NotReady
 from hookinbox.claims import ClaimContext, ClaimInbox, ClaimState, RedisClaims
 from hookinbox.sources import GitHub, HubSpot, Stripe
 from hookinbox.testing import sign
@@ -245,20 +245,6 @@ def test_a_claim_inbox_refuses_what_needs_a_database(claims: RedisClaims) -> Non
     with pytest.raises(ConfigurationError, match="takes a RedisClaims"):
         ClaimInbox("redis://127.0.0.1:6379/0")  # type: ignore[arg-type]
     assert "ClaimInbox(RedisClaims(prefix=" in repr(inbox)
-
-
-def test_inbox_with_claims_is_deprecated_for_claim_inbox(claims: RedisClaims) -> None:
-    with pytest.warns(DeprecationWarning, match="use hookinbox.claims.ClaimInbox"):
-        inbox = Inbox(claims=claims, in_progress_status=200)
-    assert isinstance(inbox, ClaimInbox)
-    assert inbox.in_progress_status == 200
-    with (
-        pytest.warns(DeprecationWarning),
-        pytest.raises(ConfigurationError, match="in Redis or in a database, not both"),
-    ):
-        Inbox("sqlite:///x.db", claims=claims)
-    with pytest.warns(DeprecationWarning), pytest.raises(ConfigurationError, match="no retry"):
-        Inbox(claims=claims, retry=RetryPolicy(max_attempts=3))
 
 
 def test_the_retention_must_cover_the_redelivery_window(redis_url: str, prefix: str) -> None:

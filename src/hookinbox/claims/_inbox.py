@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._inbox import BaseInbox
@@ -43,12 +43,6 @@ class ClaimInbox(BaseInbox):
     copy's handlers run. `allow_short_retention` admits a source whose redelivery window is
     longer than the claims' retention (a redelivery after the claim expired runs again).
     """
-
-    ARGUMENTS: ClassVar[frozenset[str]] = frozenset({
-        "claims", "sources", "in_progress_status", "max_body_size", "body_timeout",
-        "retry_after", "ack_deadline", "clock", "allow_short_retention",
-    })  # fmt: skip
-    """The keyword arguments `ClaimInbox` shares with the deprecated `Inbox(claims=...)`."""
 
     def __init__(
         self,

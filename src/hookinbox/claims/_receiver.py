@@ -1,7 +1,7 @@
 """Ingest without an SQL database: verify, claim the event in Redis, run its handlers, answer.
 
-`Inbox(claims=RedisClaims(...))` answers deliveries with a `ClaimReceiver` instead of the SQL
-`Receiver`; the HTTP app and `Inbox.receive` see the same `BaseReceiver` contract. Nothing is
+`ClaimInbox(RedisClaims(...))` answers deliveries with a `ClaimReceiver` instead of the SQL
+`Receiver`; the HTTP app and `BaseInbox.receive` see the same `BaseReceiver` contract. Nothing is
 stored but the claim, so the handlers run inline, in the request, and the provider's retry is
 the only retry:
 

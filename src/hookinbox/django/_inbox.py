@@ -54,11 +54,6 @@ class DjangoInbox(Inbox):
     def _store_factory(self) -> StoreFactory:
         return lambda settings, _registry: DjangoStore(self.using, settings.store_options)
 
-    def use_database(self, database_url: str) -> None:
-        raise ConfigurationError(
-            f"a DjangoInbox uses settings.DATABASES[{self.using!r}]; change it there"
-        )
-
     def after_migrate(self, function: G) -> G:
         raise ConfigurationError("with Django, create your own tables with Django migrations")
 

@@ -4,6 +4,10 @@ Discord and Standard Webhooks `v1a` senders sign with a private key a test canno
 `ed25519_test_key()` gives a test key pair; configure the source with its public half
 (`Discord(public_key=key.hex)`, `StandardWebhooks(public_key=key.whpk)`) and `sign` finds the
 private half by it. A key made elsewhere signs when passed as `private_key=`.
+
+Only the keys and the signature live here; what each provider sends around it (headers, the
+signed message) is its signer's, in `_signing`, which imports this module on use: importing
+`hookinbox.testing` needs no cryptography.
 """
 
 from __future__ import annotations
@@ -17,8 +21,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from hookinbox.sources import Discord, Source
-from hookinbox.testing._signing import _json_headers, register_signer
+from hookinbox.sources import Source
 
 _KEYS: dict[bytes, Ed25519PrivateKey] = {}
 
@@ -71,19 +74,6 @@ def private_key_for(source: Source, public: Any, fields: dict[str, Any]) -> Ed25
     )
 
 
-@register_signer(Discord)
-def _discord(source: Discord, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    key = private_key_for(source, source._public, fields)
-    signature = key.sign(str(t).encode() + body)
-    return {
-        **_json_headers(fields),
-        "User-Agent": "Discord-Interactions/1.0 (+https://discord.com)",
-        "X-Signature-Ed25519": signature.hex(),
-        "X-Signature-Timestamp": str(t),
-    }
-
-
-def v1a_signature(source: Source, public: Any, signed: bytes, fields: dict[str, Any]) -> str:
-    """A Standard Webhooks `v1a,<base64>` entry for the signed bytes."""
-    key = private_key_for(source, public, fields)
-    return "v1a," + base64.b64encode(key.sign(signed)).decode()
+def ed25519_signature(source: Source, public: Any, message: bytes, fields: dict[str, Any]) -> bytes:
+    """`message` signed with the `private_key` field, or with the test key `source` trusts."""
+    return private_key_for(source, public, fields).sign(message)

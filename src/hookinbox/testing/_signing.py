@@ -36,6 +36,7 @@ from urllib.parse import parse_qsl, urlencode, urlparse
 from hookinbox.sources import (
     Adyen,
     Calendly,
+    Discord,
     GitHub,
     GitLab,
     GitLabSigned,
@@ -79,7 +80,6 @@ _SIGNERS: dict[type[Source], SignerFunction] = {}
 _LAZY = {
     "hookinbox.sources._paypal": "hookinbox.testing._paypal",
     "hookinbox.sources._sendgrid": "hookinbox.testing._sendgrid",
-    "hookinbox.sources._discord": "hookinbox.testing._ed25519",
 }
 _FORM_SOURCES: tuple[type[Source], ...] = (Twilio, MollieClassic)
 
@@ -188,6 +188,13 @@ def _json_headers(fields: dict[str, Any]) -> dict[str, str]:
     return {"Content-Type": fields.pop("content_type", JSON)}
 
 
+def _ed25519(source: Source, public: Any, message: bytes, fields: dict[str, Any]) -> bytes:
+    # Imported on use: only Ed25519 signers need cryptography (the `crypto` extra).
+    from hookinbox.testing._ed25519 import ed25519_signature
+
+    return ed25519_signature(source, public, message, fields)
+
+
 # -- one signer per provider --------------------------------------------------------------------
 
 
@@ -249,14 +256,24 @@ def _standard_headers(
     if source._keys or "secret" in fields:
         signatures.append("v1," + _b64(secret_key(source, fields), signed))
     if source._public is not None or "private_key" in fields:
-        from hookinbox.testing._ed25519 import v1a_signature  # cryptography: on use only
-
-        signatures.append(v1a_signature(source, source._public, signed, fields))
+        signature = _ed25519(source, source._public, signed, fields)
+        signatures.append("v1a," + base64.b64encode(signature).decode())
     return {
         **_json_headers(fields),
         f"{prefix}-id": message_id,
         f"{prefix}-timestamp": str(t),
         f"{prefix}-signature": " ".join(signatures),
+    }
+
+
+@register_signer(Discord)
+def _discord(source: Discord, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    signature = _ed25519(source, source._public, str(t).encode() + body, fields)
+    return {
+        **_json_headers(fields),
+        "User-Agent": "Discord-Interactions/1.0 (+https://discord.com)",
+        "X-Signature-Ed25519": signature.hex(),
+        "X-Signature-Timestamp": str(t),
     }
 
 
