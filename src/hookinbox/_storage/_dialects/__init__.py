@@ -14,161 +14,33 @@ import `sqlalchemy.dialects.*` (a contract in pyproject.toml) or compare a datab
 from __future__ import annotations
 
 import re
-from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import sqlalchemy as sa
-from sqlalchemy import Connection, Engine
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from hookinbox._errors import ConfigurationError
-
-Upsert = postgresql.Insert | sqlite.Insert
-"""An INSERT with `ON CONFLICT` (`on_conflict_do_update`, `on_conflict_do_nothing`)."""
+from hookinbox._storage._dialects._base import Dialect, Upsert
+from hookinbox._storage._dialects._postgres import PostgreSQL
+from hookinbox._storage._dialects._sqlite import SQLite
 
 if TYPE_CHECKING:
-    from alembic.operations import Operations
-
-    from hookinbox._model import NewDelivery
-    from hookinbox._storage._batch import Group, Row
     from hookinbox._storage._options import StoreOptions
-    from hookinbox._storage._pressure import Pressure
-    from hookinbox._storage._search import PayloadMatch
-    from hookinbox._storage._store import Store
 
-
-class Dialect(ABC):
-    """What one database does its own way. Stateless: one instance per database."""
-
-    name: ClassVar[str]
-    """SQLAlchemy's name for the database (the `db.system.name` of a span)."""
-    single_writer: ClassVar[bool]
-    """One writer at a time (SQLite's write lock): a process queues its writers, a poller reads
-    before it leases, and group commit has one writer thread."""
-    listens: ClassVar[bool]
-    """Workers on any host are woken by the database itself (PostgreSQL's LISTEN/NOTIFY)."""
-    autocommit_batches: ClassVar[bool]
-    """Group commit's batch is one atomic statement, run without a transaction around it."""
-    prune_busy_batch_seconds: ClassVar[float]
-    """How long one prune batch may hold its locks while other work waits (`_pacing.py`)."""
-    django_vendors: ClassVar[tuple[str, ...]] = ()
-    """The `connection.vendor` of Django backends this database serves."""
-
-    # -- engines and URLs -------------------------------------------------------------------
-
-    @abstractmethod
-    def normalize_url(self, url: URL) -> URL:
-        """Pick hookinbox's driver; refuse what hookinbox cannot use, in one line."""
-
-    @abstractmethod
-    def build_engine(self, url: URL, options: StoreOptions) -> Engine: ...
-
-    @abstractmethod
-    def missing_database(self, url: URL) -> str | None:
-        """Why an operator command must not open `url` (a database that does not exist and
-        would be created empty), or None."""
-        return None
-
-    @abstractmethod
-    def read_only_engine(self, url: URL) -> Engine:
-        """An engine that can only read (`simulate --verify` on a user's database)."""
-
-    @abstractmethod
-    def listen_params(self, engine: Engine, options: StoreOptions) -> dict[str, Any]:
-        """The connection parameters of a listener outside the pool (`listens` only)."""
-
-    @abstractmethod
-    def scratch_database(self, url: URL) -> AbstractContextManager[str]:
-        """A throwaway, empty database reached through `url`, removed afterwards."""
-
-    # -- transactions -----------------------------------------------------------------------
-
-    @abstractmethod
-    def housekeeping(self, store: Store) -> AbstractContextManager[Connection]:
-        """A transaction whose commit need not be durable on its own (the pruner's)."""
-
-    @abstractmethod
-    def refuse_aborted(self, connection: Connection) -> None:
-        """Raise if an earlier statement aborted the transaction (so a commit would roll back)."""
-
-    @abstractmethod
-    def check_writable(self, connection: Connection) -> None:
-        """Raise `StoreUnavailable` if the server will refuse writes (readiness)."""
-
-    @abstractmethod
-    def lock_for_migration(self, connection: Connection) -> None:
-        """Serialise concurrent migrations inside `connection`'s transaction."""
-
-    # -- statements -------------------------------------------------------------------------
-
-    @abstractmethod
-    def insert(self, table: sa.Table) -> Upsert:
-        """An INSERT with `on_conflict_do_update` / `on_conflict_do_nothing`."""
-
-    @abstractmethod
-    def write_batch(
-        self, connection: Connection, deliveries: Sequence[NewDelivery], groups: list[Group]
-    ) -> dict[tuple[str, str], Row]:
-        """One statement's worth of a group-commit batch (`_batch.py` folds and orders it)."""
-
-    @abstractmethod
-    def payload_value(self, match: PayloadMatch) -> sa.ColumnElement[Any]:
-        """The text at `match.path` in an event's JSON body, NULL when there is none."""
-
-    @abstractmethod
-    def time_bucket(
-        self, column: sa.ColumnElement[Any], start: datetime, width: timedelta
-    ) -> sa.ColumnElement[Any]:
-        """The index (0, 1, ...) of the `width`-wide bucket from `start` that `column` is in."""
-
-    @abstractmethod
-    def notify(self, connection: Connection, channel: str) -> None:
-        """Wake the workers listening on `channel` when this transaction commits."""
-
-    # -- the database's own state -----------------------------------------------------------
-
-    @abstractmethod
-    def pressure_mark(self, connection: Connection) -> object:
-        """Where a window of `pressure_since` starts (`_pressure.py`)."""
-
-    @abstractmethod
-    def pressure_since(self, connection: Connection, mark: object) -> Pressure:
-        """Other work on the database since `mark`."""
-
-    @abstractmethod
-    def checkpoint_passive(self, store: Store) -> None:
-        """Fold the write-ahead log back without waiting for anyone (where that is ours)."""
-
-    @abstractmethod
-    def free_pages(self, store: Store) -> int:
-        """Pages the database holds but no table uses, where they can be given back."""
-
-    @abstractmethod
-    def give_back_pages(self, store: Store, pages: int) -> int:
-        """Return up to `pages` free pages to the file system; how many were returned."""
-
-    # -- migrations -------------------------------------------------------------------------
-
-    @abstractmethod
-    def create_notify_trigger(
-        self, op: Operations, table: str, channel: str, function: str
-    ) -> None:
-        """Notify `channel` (from the trigger function `function`) when a row is inserted
-        into `table`, where the database `listens`."""
-
-    # -- Django's connections ---------------------------------------------------------------
-
-    @abstractmethod
-    def borrowed_url(self, settings: Mapping[str, Any]) -> URL:
-        """The URL of an engine over a connection another framework opened (Django's
-        `settings_dict`): hookinbox's statements on it, that framework's transactions."""
-
+__all__ = [
+    "Dialect",
+    "Upsert",
+    "build_engine",
+    "dialect_for_django",
+    "dialect_for_url",
+    "dialect_named",
+    "dialect_of",
+    "dialects",
+    "parse_url",
+]
 
 # The registry, filled in below: SQLAlchemy's dialect name (and aliases) -> the dialect.
 _DIALECTS: dict[str, Dialect] = {}
@@ -281,12 +153,5 @@ def _without_password(url: str | URL) -> str:
     return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
 
 
-def _load() -> None:
-    from hookinbox._storage._dialects._postgres import PostgreSQL
-    from hookinbox._storage._dialects._sqlite import SQLite
-
-    _register(SQLite())
-    _register(PostgreSQL(), "postgres")
-
-
-_load()
+_register(SQLite())
+_register(PostgreSQL(), "postgres")

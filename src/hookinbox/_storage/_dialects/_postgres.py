@@ -34,7 +34,7 @@ from hookinbox._storage._batch import (
     delivery_status,
     headers_json,
 )
-from hookinbox._storage._dialects import Dialect, Upsert
+from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._pressure import Pressure

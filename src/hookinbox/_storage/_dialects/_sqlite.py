@@ -39,7 +39,7 @@ from hookinbox._storage._batch import (
     headers_json,
     key_of,
 )
-from hookinbox._storage._dialects import Dialect, Upsert
+from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._options import HIDE_PARAMETERS, READ_ONLY, StoreOptions
