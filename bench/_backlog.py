@@ -24,7 +24,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hookinbox._storage._schema import events, open_event_status
+from hookinbox._storage._schema import event_queue, events, status_is
 
 WAITING = ("pending", "deferred", "processing")
 SLACK_SECONDS = 2.0
@@ -49,9 +49,8 @@ class BacklogSampler:
         self.interval = interval
         self.samples: list[Sample] = []
         self._engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
-        # Written as the operator queries write it, so both databases read the small partial
-        # index of open events instead of every row.
-        waiting = sa.select(sa.func.count()).where(open_event_status(*WAITING))
+        # From the queue's table of unfinished work (schema 9), as the worker reads it.
+        waiting = sa.select(sa.func.count()).where(status_is(event_queue.c.state, *WAITING))
         stored = sa.select(sa.func.count()).select_from(events)
         # One statement, so both counts come from one snapshot: stored - backlog is what was
         # done by that instant, never a row counted in neither or in both.

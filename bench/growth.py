@@ -79,20 +79,8 @@ from bench._common import (
 )
 from hookinbox._model import NewDelivery, Status
 from hookinbox._operations import prune
-from hookinbox._storage import (
-    EventFilter,
-    Leased,
-    Release,
-    Store,
-    claim,
-    has_due,
-    lease_due,
-    list_events,
-    next_due_at,
-    prune_batch,
-    release,
-    report,
-)
+from hookinbox._records import EventFilter, Leased, Release
+from hookinbox._storage import Store
 from hookinbox._storage._schema import jobs
 
 APP = "bench.peers.hookinbox_app:inbox"
@@ -303,19 +291,11 @@ def add_rows(engine: sa.Engine, count: int, *, kind: str, oldest: datetime, newe
         with engine.begin() as connection:
             if dialect == "postgresql":
                 connection.exec_driver_sql("SET LOCAL synchronous_commit = off")
-                if kind != "due":  # one NOTIFY per row is pointless for a bulk load
-                    connection.exec_driver_sql(
-                        "ALTER TABLE hookinbox_events DISABLE TRIGGER hookinbox_events_notify"
-                    )
             after = connection.execute(
                 sa.text("SELECT COALESCE(MAX(id), 0) FROM hookinbox_events")
             ).scalar_one()
             connection.execute(sa.text(events_sql), {**params, "first": first, "last": last})
             connection.execute(sa.text(deliveries_sql), {"after": after})
-            if dialect == "postgresql" and kind != "due":
-                connection.exec_driver_sql(
-                    "ALTER TABLE hookinbox_events ENABLE TRIGGER hookinbox_events_notify"
-                )
         if not quiet and count > chunk:
             elapsed = time.monotonic() - started
             log(f"  {last + 1:,} / {count:,} rows ({elapsed:.0f} s)")
@@ -481,19 +461,19 @@ def query_plans(engine: sa.Engine, url: str) -> list[dict[str, Any]]:
 
     def check() -> None:
         with store.reading() as connection:
-            report(connection, now, full=False)
+            store.stats.report(connection, now, full=False)
 
     calls: list[tuple[str, Callable[[], object], bool]] = [
-        ("ingest", lambda: store.record_delivery(delivery), True),
-        ("worker lease", lambda: lease_due(store, limit=4, now=now,
-                                           lease_until=now + timedelta(seconds=60)), True),
-        ("worker has_due", lambda: has_due(store, now), False),
-        ("worker next_due", lambda: next_due_at(store), False),
+        ("ingest", lambda: store.ingest.record(delivery), True),
+        ("worker lease", lambda: store.events.lease(limit=4, now=now,
+                                                    until=now + timedelta(seconds=60)), True),
+        ("worker has_due", lambda: store.events.has_due(now), False),
+        ("worker next_due", lambda: store.events.next_due_at(), False),
         ("status --check", check, False),
-        ("events list", lambda: list_events(store, EventFilter(), 50), False),
+        ("events list", lambda: store.operator.list_events(EventFilter(), 50), False),
         ("events list --status failed",
-         lambda: list_events(store, EventFilter(status=Status.FAILED), 50), False),
-        ("prune batch", lambda: prune_batch(store, now - RETENTION, 500), True),
+         lambda: store.operator.list_events(EventFilter(status=Status.FAILED), 50), False),
+        ("prune batch", lambda: store.housekeeping.prune_batch(now - RETENTION, 500), True),
         ("worker claim", lambda: finish(leased[0]), True),
     ]  # fmt: skip
     leased: list[Leased] = []
@@ -502,13 +482,14 @@ def query_plans(engine: sa.Engine, url: str) -> list[dict[str, Any]]:
         """The processing transaction's own statement (the handler's insert left out; the
         outcome is written by the claim unless a business key changes it)."""
         with store.transaction() as connection:
-            claim(connection, event, Status.PROCESSED, now, "handled")
+            store.events.claim(connection, event, Status.PROCESSED, now, "handled")
 
     found: list[dict[str, Any]] = []
     try:
         for name, call, write in calls:
             if name.startswith("worker claim"):  # needs an event leased for real; given back
-                leased = lease_due(store, limit=1, now=now, lease_until=now + timedelta(minutes=1))
+                until = now + timedelta(minutes=1)
+                leased = store.events.lease(limit=1, now=now, until=until).fresh
                 if not leased:
                     continue
             for index, (statement, parameters) in enumerate(capture(store, call, write=write)):
@@ -517,7 +498,7 @@ def query_plans(engine: sa.Engine, url: str) -> list[dict[str, Any]]:
                               "sql": statement, **result})  # fmt: skip
     finally:
         if leased:
-            release(store, leased[0], Release(Status.PENDING, now, None, refund_attempt=True))
+            store.events.release(leased[0], Release(Status.PENDING, now, None, refund_attempt=True))
         store.dispose()
     return found
 

@@ -33,9 +33,7 @@ if TYPE_CHECKING:
     from hookinbox._processing._worker import Worker, WorkerOptions
     from hookinbox._receiver import Outcome, Reply
     from hookinbox._settings import ReceiverSettings, Settings
-    from hookinbox._storage._group_commit import GroupCommit
-    from hookinbox._storage._options import StoreOptions
-    from hookinbox._storage._store import Store
+    from hookinbox._storage import GroupCommit, Store, StoreOptions
 
 __version__ = "0.1.0"
 
@@ -45,7 +43,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "BaseInbox": "hookinbox._inbox",
     "Event": "hookinbox._model",
-    "GroupCommit": "hookinbox._storage._group_commit",
+    "GroupCommit": "hookinbox._storage",
     "HandlerContext": "hookinbox._processing._context",
     "Inbox": "hookinbox._inbox",
     "Message": "hookinbox._model",
@@ -55,8 +53,8 @@ _LAZY = {
     "RetryPolicy": "hookinbox._processing._policy",
     "Settings": "hookinbox._settings",
     "Status": "hookinbox._model",
-    "Store": "hookinbox._storage._store",
-    "StoreOptions": "hookinbox._storage._options",
+    "Store": "hookinbox._storage",
+    "StoreOptions": "hookinbox._storage",
     "Worker": "hookinbox._processing._worker",
     "WorkerOptions": "hookinbox._processing._worker",
 }

@@ -44,10 +44,7 @@ from hookinbox._settings import (
     resolve_prune_at,
     resolve_receiver,
 )
-from hookinbox._storage._dialects import parse_url
-from hookinbox._storage._group_commit import GroupCommit
-from hookinbox._storage._options import StoreOptions
-from hookinbox._storage._store import Store
+from hookinbox._storage import GroupCommit, Store, StoreOptions, parse_url
 from hookinbox.outbox._destinations import CallableDestination, Destination
 from hookinbox.sources import Source
 

@@ -328,16 +328,15 @@ class StoreCollector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        from hookinbox._storage import duplicate_ratio, open_figures, outbox_backlog
-
         up = GaugeMetricFamily("hookinbox_store_up", "1 if the database answered this scrape")
         try:
             now = datetime.now(UTC)
             with self.store.reading() as connection:
-                figures = open_figures(connection, now)
-                messages = outbox_backlog(connection)
+                stats = self.store.stats
+                figures = stats.open_figures(connection, now)
+                messages = figures.outbox
                 ratios = {
-                    window: duplicate_ratio(connection, now - delta)
+                    window: stats.duplicate_ratio(connection, now - delta)
                     for window, delta in (("1h", timedelta(hours=1)), ("1d", timedelta(days=1)))
                 }
         except StoreUnavailable:

@@ -37,7 +37,7 @@ from hookinbox._logging import logger
 from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox._settings import ReceiverSettings
-from hookinbox._storage import GroupCommitter, Store, record_delivery
+from hookinbox._storage import GroupCommitter, Store
 from hookinbox.sources import Identity, Source
 from hookinbox.sources._base import BatchSource, normalize_headers
 
@@ -614,11 +614,11 @@ class Receiver(BaseReceiver):
         if process is None:
             if self.committer is not None:
                 return self.committer.record(delivery, self.time_left(verified))
-            return self.store.record_delivery(delivery)
+            return self.store.ingest.record(delivery)
         # Inline: insert, handlers and processed mark share one transaction, so a handler that
         # fails leaves no claim behind and the provider's retry is treated as new.
         with self.store.transaction() as connection:
-            recorded = record_delivery(connection, delivery)
+            recorded = self.store.ingest.record_on(connection, delivery)
             if recorded.is_new and not delivery.stale:
                 process(connection, _inline_event(delivery, recorded))
             return recorded
@@ -637,7 +637,7 @@ class Receiver(BaseReceiver):
         results: list[RecordedDelivery | None] = [None] * len(batch)
         with self.store.transaction() as connection:
             for index in order:
-                results[index] = record_delivery(connection, batch[index])
+                results[index] = self.store.ingest.record_on(connection, batch[index])
             if process is not None:
                 for delivery, recorded in zip(batch, results, strict=True):
                     assert recorded is not None

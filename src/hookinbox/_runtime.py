@@ -25,10 +25,7 @@ from hookinbox._processing._worker import Worker, WorkerOptions
 from hookinbox._receiver import Receiver
 from hookinbox._registry import Registry
 from hookinbox._settings import Settings
-from hookinbox._storage._group_commit import GroupCommitter
-from hookinbox._storage._notify import CHANNEL as EVENTS_CHANNEL
-from hookinbox._storage._notify import OUTBOX_CHANNEL, supports_listen
-from hookinbox._storage._store import Store
+from hookinbox._storage import GroupCommitter, Listener, Store
 from hookinbox.outbox._relay import MessageQueue, Relay
 
 StoreFactory = Callable[[Settings, Registry], Store]
@@ -87,7 +84,7 @@ class Runtime:
                     self.registry.check()
                     settings = self.settings
                     registry = self.registry
-                    if settings.wake_socket is not None and not supports_listen(self.store):
+                    if settings.wake_socket is not None and not self.store.dialect.listens:
                         # SQLite (on PostgreSQL, NOTIFY wakes serve's worker already)
                         self._wake_worker = WakeSender(settings.wake_socket)
                     committer = (
@@ -153,11 +150,11 @@ class Runtime:
         queues: list[tuple[WorkQueue[Any], int, threading.Event]] = [
             (EventQueue(self.processor, options.lease_seconds), options.concurrency, self.wake)
         ]
-        channels = {EVENTS_CHANNEL: self.wake}
+        channels = {Listener.EVENTS: self.wake}
         if relay:
             queue = MessageQueue(self.relay, options.lease_seconds)
             queues.append((queue, options.relay_concurrency, self.relay_wake))
-            channels[OUTBOX_CHANNEL] = self.relay_wake
+            channels[Listener.OUTBOX] = self.relay_wake
         jobs = []
         prune_at = self.settings.prune_at
         if prune and prune_at is not None:
@@ -171,7 +168,7 @@ class Runtime:
             self.store,
             [(queue, options.relay_concurrency, self.relay_wake)],
             options,
-            channels={OUTBOX_CHANNEL: self.relay_wake},
+            channels={Listener.OUTBOX: self.relay_wake},
         )
 
     def prune(self, *, dry_run: bool = False) -> PruneResult:

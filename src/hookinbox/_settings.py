@@ -28,8 +28,7 @@ from hookinbox._errors import ConfigurationError
 from hookinbox._operations._prune import DEFAULT_RETENTION
 from hookinbox._operations._schedule import parse_daily_time
 from hookinbox._processing._policy import RetryPolicy
-from hookinbox._storage._group_commit import GroupCommit
-from hookinbox._storage._options import StoreOptions
+from hookinbox._storage import GroupCommit, StoreOptions
 
 DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///hookinbox.db"

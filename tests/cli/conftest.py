@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, Status
-from hookinbox._storage import deliveries, events
+from hookinbox._storage._schema import deliveries, event_queue, events
 from hookinbox.sources import Stripe
 from tests.apps import orders
 from tests.processing.conftest import checkout, subscription_update
@@ -174,9 +174,8 @@ class Shop:
 
     def statuses(self) -> dict[tuple[str, str], str]:
         """(source, event id) -> status, for every stored event."""
-        query = sa.select(events.c.source, events.c.event_id, events.c.status)
-        with self.inbox.store.reading() as connection:
-            return {(s, e): status for s, e, status in connection.execute(query)}
+        stored = self.inbox.store.operator.all_events()
+        return {(event.source, event.id): event.status.value for event in stored}
 
     def delivery_count(self) -> int:
         query = sa.select(sa.func.count()).select_from(deliveries)
@@ -195,6 +194,12 @@ class Shop:
             connection.execute(
                 deliveries.update()
                 .where(deliveries.c.event_id.in_(event_ids))
+                .values(received_at=received_at)
+            )
+            backdated = sa.select(events.c.id).where(events.c.event_id.in_(event_ids))
+            connection.execute(
+                event_queue.update()
+                .where(event_queue.c.id.in_(backdated.scalar_subquery()))
                 .values(received_at=received_at)
             )
 

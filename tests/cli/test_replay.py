@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
 from hookinbox import Status
-from hookinbox._storage import events
 from tests.apps.orders import orders
 from tests.cli.conftest import DAY, Shop, error_line
 from tests.processing.conftest import checkout, subscription_update
@@ -85,13 +85,10 @@ def test_replaying_a_processed_event_needs_force(shop: Shop) -> None:
 
 def test_replay_of_an_unknown_or_held_event_fails(shop: Shop) -> None:
     shop.deliver(checkout(1))
-    # Held by a worker: an UPDATE, as a worker stays inside an attempt only for milliseconds.
-    with shop.inbox.store.transaction() as connection:
-        connection.execute(
-            events.update()
-            .where(events.c.event_id == "evt_1")
-            .values(status=Status.PROCESSING.value)
-        )
+    # Held by a worker: leased, as a worker stays inside an attempt only for milliseconds.
+    now = datetime.now(UTC)
+    store = shop.inbox.store
+    assert store.events.lease(limit=1, now=now, until=now + timedelta(minutes=5)).fresh
 
     unknown, held = shop.cli_all(["replay", "stripe", "evt_nope"], ["replay", "stripe", "evt_1"])
 

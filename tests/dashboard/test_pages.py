@@ -12,7 +12,8 @@ from starlette.routing import Mount
 
 from hookinbox import Status
 from hookinbox._operations import Thresholds
-from hookinbox._storage import Beat, Store, beat
+from hookinbox._records import Beat
+from hookinbox._storage import Store
 from hookinbox.dashboard import dashboard_app
 from tests.cli.conftest import UNREACHABLE, Shop, customer_created
 from tests.dashboard.conftest import TOKEN, Browser, csrf_of
@@ -67,7 +68,7 @@ def test_overview_shows_live_workers_per_host_and_alarms_below_the_minimum(shop:
         ("c", "worker", "web-2", datetime.now(UTC) - timedelta(minutes=5)),  # SIGKILLed
     ):
         me = Beat(name, kind, host, pid=100, started_at=started)
-        beat(shop.inbox.store, me, now=beat_at, alive_for=timedelta(seconds=30))
+        shop.inbox.store.liveness.beat(me, now=beat_at, alive_for=timedelta(seconds=30))
     dashboard = dashboard_app(shop.inbox.store, TOKEN, thresholds=Thresholds(min_workers=2))
     browser = Browser(Starlette(routes=[Mount("/admin", dashboard)]))
     assert browser.sign_in().status_code == 303

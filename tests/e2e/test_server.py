@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 import httpx
 import sqlalchemy as sa
 
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 from tests.apps.basic import STRIPE_SECRET
 from tests.support.server import running_server
 from tests.support.signing import stripe_delivery, stripe_event

@@ -19,8 +19,8 @@ from alembic.runtime.migration import MigrationContext
 
 import hookinbox.django.migrations
 from hookinbox import Event, Status
-from hookinbox._storage import LATEST_VERSION, Store, metadata
-from hookinbox._storage._schema import schema_versions
+from hookinbox._storage import LATEST_VERSION, Store
+from hookinbox._storage._schema import metadata, schema_versions
 from hookinbox.django._migration import UpgradeSchema
 from tests.django_project import SECRET
 from tests.frameworks.contract import check_contract, checkout_event, wait_for_order

@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Inbox
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from hookinbox.sources import HubSpot
 from hookinbox.testing import sign
 from tests.support.workers import opened_store, read_all

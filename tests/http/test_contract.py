@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Inbox, StoreOptions
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from tests.apps.basic import (
     GITHUB_SECRET,
     SHOPIFY_SECRET,

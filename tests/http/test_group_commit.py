@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Inbox
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from tests.apps.basic import STRIPE_SECRET, build
 from tests.storage.test_group_commit import broken_batch, watched
 from tests.support.signing import stripe_delivery, stripe_event

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from hookinbox.sources import GitLab, GitLabSigned, LemonSqueezy, Paddle, Slack, Square, Twilio
 from tests.support.asgi import ASGIClient
 from tests.support.signing import (

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from hookinbox import Event, HandlerContext, Inbox
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from hookinbox.sources import Mollie, MollieAPI, MollieClassic, PayPal
 from tests.support import mollie, paypal
 from tests.support.asgi import ASGIClient

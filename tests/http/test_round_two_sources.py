@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Inbox
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from hookinbox.sources import Calendly, Intercom, Linear, Mailgun, Postmark, Typeform, WorkOS
 from tests.support.asgi import ASGIClient
 

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from hookinbox import Inbox
-from hookinbox._storage import Beat, beat
+from hookinbox._records import Beat
 from tests.apps import orders as orders_app
 from tests.processing.conftest import checkout, subscription_update
 from tests.support.asgi import ASGIClient
@@ -165,7 +165,7 @@ def test_the_grafana_dashboard_in_the_docs_queries_metrics_that_exist(inbox: Inb
     client.post("/webhooks/stripe", headers=headers, content=body)
     inbox.process_due()
     me = Beat("grafana", "worker", "web-1", pid=1, started_at=datetime.now(UTC))
-    beat(inbox.store, me, now=datetime.now(UTC), alive_for=timedelta(seconds=30))
+    inbox.store.liveness.beat(me, now=datetime.now(UTC), alive_for=timedelta(seconds=30))
     response = client.get("/metrics")
     declared = set(re.findall(r"^# TYPE (\S+)", response.text, re.MULTILINE))
     served = {name for name, _ in parse(response.text)} | declared

@@ -11,7 +11,8 @@ import sqlalchemy as sa
 
 from hookinbox import StoreOptions
 from hookinbox._operations._pacing import Pacer
-from hookinbox._storage import Pressure, PressureGauge, Store
+from hookinbox._records import Pressure
+from hookinbox._storage import PressureGauge, Store
 from hookinbox._storage._dialects import dialect_named
 
 

@@ -17,7 +17,9 @@ import sqlalchemy as sa
 from hookinbox import ConfigurationError, Inbox, Status
 from hookinbox._operations import DailyJob, check_retention, current_slot, prune
 from hookinbox._operations._pacing import Pacer
-from hookinbox._storage import Pressure, Store, claim_job, deliveries, events
+from hookinbox._records import Pressure
+from hookinbox._storage import Store
+from hookinbox._storage._schema import deliveries, events
 from hookinbox.sources import GitHub, Shopify, Stripe
 from tests.apps import orders as orders_app
 from tests.processing.conftest import checkout
@@ -194,7 +196,7 @@ def _claim(url: str, slot: datetime, barrier: multiprocessing.synchronize.Barrie
            results: multiprocessing.Queue[bool]) -> None:  # fmt: skip
     store = Store(url)
     barrier.wait()
-    results.put(claim_job(store, "prune", slot, datetime.now(UTC)))
+    results.put(store.housekeeping.claim_job("prune", slot, datetime.now(UTC)))
     store.dispose()
 
 

@@ -25,7 +25,8 @@ import httpx
 import sqlalchemy as sa
 
 from hookinbox import Status
-from hookinbox._storage import Store, deliveries, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import deliveries, events
 from tests.apps import orders as orders_app
 from tests.support.server import hookinbox_command, running_server
 from tests.support.signing import stripe_delivery

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, StatusCode
 
 from hookinbox import Event, HandlerContext, Inbox
-from hookinbox._storage import outbox
+from hookinbox._storage._schema import outbox
 from hookinbox.outbox import HTTPDestination
 from hookinbox.sources import Stripe
 from tests.processing.conftest import checkout

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy, WorkerOptions
-from hookinbox._storage import outbox
+from hookinbox._storage._schema import outbox
 from hookinbox.outbox import DeliveryError, HTTPDestination, Undeliverable
 from hookinbox.outbox._destinations import RETRY_AFTER_CEILING, parse_retry_after
 from hookinbox.sources import Stripe
@@ -359,7 +359,6 @@ def test_a_crashed_relay_delivery_is_sent_again(
     inbox: Inbox, clock: ManualClock, receiver: Receiver
 ) -> None:
     """Leased, then the relay died: after the lease the message is pending and sent again."""
-    from hookinbox._storage import lease_messages
 
     @inbox.handler("stripe", "checkout.session.completed")
     def book(event: Event, ctx: HandlerContext) -> None:
@@ -368,9 +367,10 @@ def test_a_crashed_relay_delivery_is_sent_again(
     deliver(inbox, clock, checkout(1))
     process_events_only(inbox)
     now = inbox._runtime.relay.now()
-    assert lease_messages(inbox.store, limit=5, now=now, lease_until=now + timedelta(seconds=30))
+    until = now + timedelta(seconds=30)
+    assert inbox.store.messages.lease(limit=5, now=now, until=until).fresh
     clock.advance(31)
-    inbox.process_due()  # the sweeper gives it back; it is due after a short backoff
+    inbox.process_due()  # the next lease gives it back; it is due after a short backoff
     clock.advance(10)
     inbox.process_due()
     [message] = messages(inbox)
@@ -380,12 +380,11 @@ def test_a_crashed_relay_delivery_is_sent_again(
 def test_the_relay_leases_a_batch_in_one_statement_and_keeps_ordering_keys(
     inbox: Inbox, clock: ManualClock, receiver: Receiver
 ) -> None:
-    """The relay leases through the same gateway as the worker (`_storage/_leases.py`): every
+    """The relay leases through the same queue class as the worker (`_storage/_queue.py`): every
     due message in one lease, except one that waits for an older message with its ordering
     key; then each is delivered and settled on its own."""
     from hookinbox._model import MessageStatus
-    from hookinbox._storage import lease_messages, settle
-    from hookinbox._storage._outbox import Settlement
+    from hookinbox._records import Settlement
 
     @inbox.handler("stripe", "checkout.session.completed")
     def book(event: Event, ctx: HandlerContext) -> None:
@@ -398,13 +397,13 @@ def test_the_relay_leases_a_batch_in_one_statement_and_keeps_ordering_keys(
     process_events_only(inbox)
     relay = inbox._runtime.relay
     now = relay.now()
-    batch = lease_messages(inbox.store, limit=10, now=now, lease_until=now + timedelta(seconds=30))
+    batch = inbox.store.messages.lease(limit=10, now=now, until=now + timedelta(seconds=30)).fresh
     assert sorted(item.message.key for item in batch) == [
         "evt_1-0", "evt_1-1", "evt_1-2", "evt_1-a"
     ]  # fmt: skip
     assert len({item.token for item in batch}) == 1
-    assert lease_messages(inbox.store, limit=10, now=now, lease_until=now) == []  # b waits
+    assert inbox.store.messages.lease(limit=10, now=now, until=now).fresh == []  # b waits
     for item in batch:
-        assert settle(inbox.store, item, Settlement(MessageStatus.DELIVERED, now), now)
-    [step_two] = lease_messages(inbox.store, limit=10, now=now, lease_until=now)
+        assert inbox.store.messages.record(item, Settlement(MessageStatus.DELIVERED, now), now)
+    [step_two] = inbox.store.messages.lease(limit=10, now=now, until=now).fresh
     assert step_two.message.key == "evt_1-b"  # its predecessor is delivered: due now

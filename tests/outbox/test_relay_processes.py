@@ -10,7 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Inbox, WorkerOptions
-from hookinbox._storage import Store, outbox
+from hookinbox._storage import Store
+from hookinbox._storage._schema import outbox
 from tests.apps import shipping
 from tests.processing.conftest import checkout
 from tests.support.receiver import Receiver, running_receiver

@@ -13,7 +13,7 @@ from collections import Counter
 
 import sqlalchemy as sa
 
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from tests.apps import orders
 from tests.support.workers import (
     ACTIVE,

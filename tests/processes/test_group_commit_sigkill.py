@@ -13,7 +13,8 @@ from typing import IO
 import httpx
 import sqlalchemy as sa
 
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 from tests.apps.basic import STRIPE_SECRET
 from tests.support.server import ROOT, _wait_ready, free_port, hookinbox_command
 from tests.support.signing import stripe_delivery, stripe_event

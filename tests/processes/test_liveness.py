@@ -14,7 +14,7 @@ import socket
 from datetime import UTC, datetime, timedelta
 
 from hookinbox._metrics import exposition
-from hookinbox._storage import events, live_workers, worker_rows
+from hookinbox._storage._schema import event_queue, events
 from tests.apps import orders
 from tests.support.server import run_cli
 from tests.support.workers import Workers, checkout_event, deliver, opened_store, wait_for
@@ -34,7 +34,7 @@ def test_a_killed_worker_goes_stale_and_the_check_alarms(db_url: str) -> None:
 
         def live() -> dict[tuple[str, str], int]:
             with store.reading() as connection:
-                return live_workers(connection, datetime.now(UTC))
+                return store.liveness.live(connection, datetime.now(UTC))
 
         [worker] = workers.start()
         [relay] = relays.start()
@@ -50,7 +50,7 @@ def test_a_killed_worker_goes_stale_and_the_check_alarms(db_url: str) -> None:
         worker.kill()
         wait_for(lambda: live() == {(HOST, "relay"): 1}, timeout=10, what="the heartbeat to expire")
         with store.reading() as connection:
-            kinds = {(row["kind"], row["pid"]) for row in worker_rows(connection)}
+            kinds = {(row["kind"], row["pid"]) for row in store.liveness.rows(connection)}
         assert ("worker", worker.pid) in kinds  # the dead worker's row stays, expired
         inbox = orders.build(db_url)
         try:
@@ -60,6 +60,7 @@ def test_a_killed_worker_goes_stale_and_the_check_alarms(db_url: str) -> None:
         with store.transaction() as connection:
             two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
             connection.execute(events.update().values(received_at=two_minutes_ago))
+            connection.execute(event_queue.update().values(received_at=two_minutes_ago))
 
         alarm = run_cli(*check, "--max-pending-age", "90s")
 
@@ -76,5 +77,5 @@ def test_a_killed_worker_goes_stale_and_the_check_alarms(db_url: str) -> None:
         relay.signal(signal.SIGTERM)
         assert relay.wait(30) == 0, relay.describe()
         with store.reading() as connection:
-            left = [row["kind"] for row in worker_rows(connection)]
+            left = [row["kind"] for row in store.liveness.rows(connection)]
         assert left == ["worker"]  # a clean stop removes its row; the dead one's stays

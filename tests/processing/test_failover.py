@@ -21,8 +21,8 @@ from sqlalchemy.engine import make_url
 from hookinbox import Event, HandlerContext, Inbox, Message, RetryPolicy, Status, WorkerOptions
 from hookinbox._errors import StoreUnavailable
 from hookinbox._processing._unrecorded import Unrecorded
-from hookinbox._storage import Listener, Store, outbox
-from hookinbox._storage._notify import CHANNEL
+from hookinbox._storage import Listener, Store
+from hookinbox._storage._schema import outbox
 from hookinbox.sources import Stripe
 from tests.conftest import _admin_engine, _postgres_database
 from tests.processing.conftest import checkout
@@ -214,7 +214,7 @@ def test_the_listener_gives_up_a_silent_server_and_listens_again(
     store, stop = Store(across(pg_url, link)), threading.Event()
     database = make_url(pg_url).database or ""
     admin = _admin_engine()
-    listener = Listener(store, {CHANNEL: threading.Event()}, stop)
+    listener = Listener(store, {Listener.EVENTS: threading.Event()}, stop)
     caplog.set_level(logging.WARNING, "hookinbox.worker")
     listener.start()
     try:

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from hookinbox import Event, HandlerContext, Inbox, NotReady, Status
 from hookinbox._processing._processor import Processor
-from hookinbox._storage import lease_due, sweep_expired
+from hookinbox._processing._queues import EventQueue
 from tests.apps.orders import applied_checkouts, orders
 from tests.processing.conftest import Deliver, checkout, count, stored
 from tests.support.clock import ManualClock
@@ -42,7 +42,7 @@ def test_each_item_of_a_leased_batch_settles_on_its_own(
     deliver(checkout(4, payment="pi_ok"))
     work = processor(inbox)
     now = work.now()
-    batch = lease_due(inbox.store, limit=8, now=now, lease_until=now + timedelta(seconds=30))
+    batch = inbox.store.events.lease(limit=8, now=now, until=now + timedelta(seconds=30)).fresh
     assert [item.event.id for item in batch] == ["evt_1", "evt_2", "evt_3", "evt_4"]
     assert len({item.token for item in batch}) == 1  # one lease, one statement
     raised, deferred, waited, succeeded = batch
@@ -57,12 +57,17 @@ def test_each_item_of_a_leased_batch_settles_on_its_own(
     assert (fourth.status, fourth.outcome, fourth.attempts) == (Status.PROCESSED, "handled", 1)
     assert stored(inbox, "evt_3").status is Status.PROCESSING  # held, not started
 
-    clock.advance(31)  # evt_3 is still held: its lease runs out, the sweeper gives it back
-    swept = sweep_expired(inbox.store, now=work.now(), decide=work.expired)
-    assert [event.id for event in swept] == ["evt_3"]
+    clock.advance(31)  # evt_3 is still held: its lease runs out, the next lease gives it back
+    retried = EventQueue(work, lease_seconds=30).lease(8)  # a worker's lease: evt_1, evt_2 due
+    assert sorted(item.event.id for item in retried) == ["evt_1", "evt_2"]
+    given_back = stored(inbox, "evt_3")
+    assert (given_back.status, given_back.attempts) == (Status.PENDING, 1)
+    assert given_back.last_error is not None and "worker lost" in given_back.last_error
+    for item in retried:
+        work.process(item)
     clock.advance(60)  # past the retry delay: another worker leases what is due
     later = work.now()
-    again = lease_due(inbox.store, limit=8, now=later, lease_until=later + timedelta(seconds=30))
+    again = inbox.store.events.lease(limit=8, now=later, until=later + timedelta(seconds=30)).fresh
     [taken_over] = [item for item in again if item.event.id == "evt_3"]
     assert work.process(waited) == "lost_lease"  # the first holder, too late: runs nothing
     assert work.process(taken_over) == "processed"

@@ -20,7 +20,7 @@ from hookinbox import (
     Status,
 )
 from hookinbox._processing import Processor, Schedule
-from hookinbox._storage import Store, lease_due
+from hookinbox._storage import Store
 from hookinbox._storage._schema import ordering
 from hookinbox.sources import Stripe
 from tests.apps import orders as orders_app
@@ -111,7 +111,8 @@ def test_not_ready_is_tried_again_soon_then_gently_less_often(
     waits = []
     for deferral in range(1, 21):
         now = processor.now()
-        [leased] = lease_due(inbox.store, limit=1, now=now, lease_until=now + timedelta(minutes=1))
+        until = now + timedelta(minutes=1)
+        [leased] = inbox.store.events.lease(limit=1, now=now, until=until).fresh
         assert processor.process(leased) == "deferred"
         event = stored(inbox, "evt_2")
         assert (event.status, event.deferrals, event.attempts) == (Status.DEFERRED, deferral, 0)
@@ -250,7 +251,7 @@ def _advance_many(url: str, seed: int, results: multiprocessing.Queue[tuple[int,
     for _ in range(40):
         position = rng.randrange(1_000_000)
         with store.transaction() as connection:
-            applied = Ordering(connection, event, lambda: 0.0).advance("obj", position)
+            applied = Ordering(store, connection, event, lambda: 0.0).advance("obj", position)
         results.put((position, applied))
     store.dispose()
 

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
 from hookinbox import ConfigurationError, Event, HandlerContext, Inbox, Status
 from hookinbox._processing import BusinessKey
 from hookinbox._processing._processor import Processor
-from hookinbox._storage import lease_due, sweep_expired
+from hookinbox._processing._queues import EventQueue
+from hookinbox._records import Leased
+from hookinbox._storage import Store
 from tests.apps.orders import applied_checkouts, orders
 from tests.processing.conftest import Deliver, checkout, count, stored
 from tests.support.clock import ManualClock
+
+
+def lease(store: Store, limit: int, now: datetime, until: datetime) -> list[Leased]:
+    return store.events.lease(limit=limit, now=now, until=until).fresh
+
+
+def next_lease(inbox: Inbox) -> list[Leased]:
+    """A worker's next lease, which gives back what it finds held past its lease."""
+    return EventQueue(processor(inbox), lease_seconds=30).lease(1)
 
 
 def processor(inbox: Inbox) -> Processor:
@@ -67,15 +78,14 @@ def test_a_malformed_business_key_is_refused(inbox: Inbox) -> None:
 def test_a_worker_whose_lease_was_taken_over_runs_nothing(
     inbox: Inbox, deliver: Deliver, clock: ManualClock
 ) -> None:
-    """Worker A leases, stalls past its lease; the sweeper gives the event back; worker B
+    """Worker A leases, stalls past its lease; the next lease gives the event back; worker B
     processes it; A wakes up: its claim matches no row and its handler never runs."""
     deliver(checkout(1))
     store = inbox.store
     now = processor(inbox).now()
-    [stalled] = lease_due(store, limit=1, now=now, lease_until=now + timedelta(seconds=30))
+    [stalled] = lease(store, 1, now, now + timedelta(seconds=30))
     clock.advance(31)
-    swept = sweep_expired(store, now=processor(inbox).now(), decide=processor(inbox).expired)
-    assert [e.id for e in swept] == ["evt_1"]
+    assert next_lease(inbox) == []  # it found evt_1 held past its lease: given back, not run
     event = stored(inbox, "evt_1")
     assert event.status is Status.PENDING and event.attempts == 1
     assert event.last_error is not None and "worker lost" in event.last_error
@@ -95,30 +105,28 @@ def test_an_event_that_keeps_losing_its_worker_fails(
     for _ in range(10):  # max_attempts of the orders app
         clock.advance(5000)  # past the longest backoff (an hour, plus 20 % jitter)
         now = processor(inbox).now()
-        assert lease_due(store, limit=1, now=now, lease_until=now + timedelta(seconds=30))
+        assert lease(store, 1, now, now + timedelta(seconds=30))
         clock.advance(31)
-        sweep_expired(store, now=processor(inbox).now(), decide=processor(inbox).expired)
+        assert next_lease(inbox) == []
     event = stored(inbox, "evt_1")
     assert (event.status, event.outcome, event.attempts) == (Status.FAILED, "worker_lost", 10)
     assert count(inbox, applied_checkouts) == 0
 
 
-def test_a_live_lease_is_not_swept(inbox: Inbox, deliver: Deliver, clock: ManualClock) -> None:
+def test_a_live_lease_is_not_taken_back(inbox: Inbox, deliver: Deliver, clock: ManualClock) -> None:
     deliver(checkout(1))
     now = processor(inbox).now()
-    lease_due(inbox.store, limit=1, now=now, lease_until=now + timedelta(seconds=30))
+    lease(inbox.store, 1, now, now + timedelta(seconds=30))
     clock.advance(29)
-    assert (
-        sweep_expired(inbox.store, now=processor(inbox).now(), decide=processor(inbox).expired)
-        == []
-    )
-    assert stored(inbox, "evt_1").status is Status.PROCESSING
+    assert next_lease(inbox) == []
+    event = stored(inbox, "evt_1")
+    assert (event.status, event.attempts, event.last_error) == (Status.PROCESSING, 1, None)
 
 
 def test_leasing_skips_events_not_yet_due(inbox: Inbox, deliver: Deliver) -> None:
     deliver(checkout(1))
     now = processor(inbox).now()
     earlier = now - timedelta(seconds=1)
-    assert lease_due(inbox.store, limit=5, now=earlier, lease_until=now) == []
-    assert len(lease_due(inbox.store, limit=5, now=now, lease_until=now)) == 1
-    assert lease_due(inbox.store, limit=5, now=now, lease_until=now) == []  # already leased
+    assert lease(inbox.store, 5, earlier, now) == []
+    assert len(lease(inbox.store, 5, now, now + timedelta(seconds=30))) == 1
+    assert lease(inbox.store, 5, now, now) == []  # already leased

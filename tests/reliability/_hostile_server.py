@@ -18,7 +18,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 from hookinbox.sources import Stripe
 from hookinbox.testing import sign
 from tests.apps.basic import GITHUB_SECRET, STRIPE_SECRET

@@ -29,7 +29,8 @@ import httpx
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 from hookinbox.simulate import SimulationConfig, SimulationReport, run_simulation
 from hookinbox.simulate._sender import DeliveryResult
 from tests.support.server import hookinbox_command

@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy, Status
-from hookinbox._storage import Actor, ReplayResult, audit_trail, replay_one
+from hookinbox._records import Actor, ReplayResult
 from hookinbox._storage._schema import audit
 from hookinbox._text import safe_text
 from hookinbox.dashboard import dashboard_app
@@ -151,7 +151,7 @@ def test_dashboard_replay_writes_a_row_shown_on_the_event_page(inbox: Inbox) -> 
     )  # fmt: skip
 
     assert done.status_code == 303
-    [row] = audit_trail(inbox.store, "stripe", "evt_page")
+    [row] = inbox.store.operator.audit_trail("stripe", "evt_page")
     assert (row["actor"], row["reason"], row["previous_status"]) == (
         "dashboard",
         safe_text("<b>retry</b> after the fix\x00"),  # NUL escaped: PostgreSQL refuses it
@@ -169,8 +169,8 @@ def test_a_refused_or_failed_replay_writes_no_row(inbox: Inbox, backend: str) ->
     actor = Actor("tester", "should not be recorded")
     now = datetime.now(UTC)
 
-    refused = replay_one(inbox.store, "stripe", "evt_kept", now, force=False, actor=actor)
-    unknown = replay_one(inbox.store, "stripe", "evt_nope", now, force=True, actor=actor)
+    refused = inbox.store.operator.replay_one("stripe", "evt_kept", now, force=False, actor=actor)
+    unknown = inbox.store.operator.replay_one("stripe", "evt_nope", now, force=True, actor=actor)
     assert (refused[0], unknown[0]) == (ReplayResult.NEEDS_FORCE, ReplayResult.NOT_FOUND)
     assert _rows(inbox) == 0
 
@@ -179,7 +179,7 @@ def test_a_refused_or_failed_replay_writes_no_row(inbox: Inbox, backend: str) ->
         for statement in _refusing_trigger(backend):
             connection.execute(sa.text(statement))
     with pytest.raises(Exception, match="replays are frozen"):
-        replay_one(inbox.store, "stripe", "evt_kept", now, force=True, actor=actor)
+        inbox.store.operator.replay_one("stripe", "evt_kept", now, force=True, actor=actor)
     assert _rows(inbox) == 0
     event = inbox.store.get_event("stripe", "evt_kept")
     assert event is not None and event.status is Status.PROCESSED

@@ -29,7 +29,8 @@ import sqlalchemy as sa
 import standardwebhooks
 
 from hookinbox._errors import PayloadError
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 from hookinbox.sources import StandardWebhooks
 from hookinbox.sources._base import UTF8_BOM, normalize_headers
 from tests.apps import basic

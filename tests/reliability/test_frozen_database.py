@@ -29,7 +29,8 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox._settings import DEFAULT_ACK_DEADLINE
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 from tests.reliability._cluster import PostgresCluster
 from tests.reliability._load import (
     SHOP_SECRET,

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from hookinbox._storage import Store, outbox
+from hookinbox._storage import Store
+from hookinbox._storage._schema import outbox
 from tests.outbox.test_relay_processes import queue_messages, statuses
 from tests.reliability._report import Trial, record
 from tests.support.receiver import running_receiver

@@ -36,7 +36,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import httpx
 import sqlalchemy as sa
 
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 from hookinbox.simulate import SimulationReport, verify, wait_until_drained
 from tests.reliability._load import (
     ACK_TIMEOUT,

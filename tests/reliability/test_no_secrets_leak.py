@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from hookinbox.sources import Stripe
 from hookinbox.testing import sign
 from tests.apps import guarded

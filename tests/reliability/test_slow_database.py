@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from hookinbox import ConfigurationError, Inbox
 from hookinbox._settings import DEFAULT_ACK_DEADLINE
-from hookinbox._storage import deliveries, events
+from hookinbox._storage._schema import deliveries, events
 from tests.apps import orders
 from tests.reliability._report import Trial, record
 from tests.support.locks import lock_held

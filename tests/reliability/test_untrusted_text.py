@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hookinbox import Inbox
-from hookinbox._storage import Store, events, outbox
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events, outbox
 from hookinbox._text import safe_text
 from hookinbox.dashboard import dashboard_app
 from hookinbox.http._app import create_app

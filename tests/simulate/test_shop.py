@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 from hookinbox.simulate import (
     SimulationConfig,
     build_plan,

@@ -26,7 +26,7 @@ from tests.support.asgi import ASGIClient
 from tests.testing.npm_oracles import npm_judges, oracle_dir
 
 from hookinbox import BadSignature, Inbox
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from hookinbox.sources import (
     Clerk,
     Discord,

@@ -20,7 +20,7 @@ from hookinbox._errors import (
     TimestampOutOfTolerance,
     VerificationError,
 )
-from hookinbox._storage import EventFilter, count_events
+from hookinbox._records import EventFilter
 from hookinbox.sources import Slack
 
 T = 1_700_000_000
@@ -193,7 +193,7 @@ def test_url_verification_through_the_receiver_stores_nothing(tmp_path: Path) ->
     empty = json.dumps({"type": "url_verification", "challenge": ""}).encode()
     refused = inbox.receive("slack", signed(empty), empty)
     assert (refused.status_code, refused.body["error"]) == (400, "bad_request")
-    assert count_events(inbox.store, EventFilter()) == 0
+    assert inbox.store.operator.count_events(EventFilter()) == 0
     inbox.close()
 
 

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hookinbox._model import NewDelivery, RecordedDelivery, Status
-from hookinbox._storage import Store, deliveries, events, record_deliveries, record_delivery
+from hookinbox._storage import Store
+from hookinbox._storage._schema import deliveries, events
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -33,7 +34,7 @@ def delivery(source: str, event_id: str, body: bytes, n: int, stale: bool = Fals
 
 def batch(store: Store, items: list[NewDelivery]) -> list[RecordedDelivery]:
     with store.transaction() as connection:
-        return record_deliveries(connection, items, store.dialect)
+        return store.ingest.record_batch(connection, items)
 
 
 def rows(store: Store, source: str) -> tuple[list[dict[str, object]], list[tuple[object, ...]]]:
@@ -62,8 +63,8 @@ def rows(store: Store, source: str) -> tuple[list[dict[str, object]], list[tuple
 
 
 def test_a_batch_with_duplicates_inside_and_of_stored_rows(store: Store) -> None:
-    store.record_delivery(delivery("s", "evt_old", b"old", 0))
-    store.record_delivery(delivery("s", "evt_changed", b"first body", 1))
+    store.ingest.record(delivery("s", "evt_old", b"old", 0))
+    store.ingest.record(delivery("s", "evt_changed", b"first body", 1))
     items = [
         delivery("s", "evt_new", b"new", 2),
         delivery("s", "evt_old", b"old", 3),  # duplicate of a stored row
@@ -102,7 +103,7 @@ def test_a_failed_batch_leaves_nothing(store: Store) -> None:
     items = [delivery("s", f"evt_{n}", b"x", n) for n in range(5)]
     try:
         with store.transaction() as connection:
-            record_deliveries(connection, items, store.dialect)
+            store.ingest.record_batch(connection, items)
             raise RuntimeError("the commit never happens")
     except RuntimeError:
         pass
@@ -168,7 +169,7 @@ def test_batches_write_what_single_upserts_write(
 
 def record_delivery_now(store: Store, item: NewDelivery) -> RecordedDelivery:
     with store.transaction() as connection:
-        return record_delivery(connection, item)
+        return store.ingest.record_on(connection, item)
 
 
 def test_stale_rows_are_stored_stale(store: Store) -> None:

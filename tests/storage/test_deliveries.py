@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from hookinbox._model import NewDelivery, Status
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 
 
 def delivery(
@@ -30,7 +31,7 @@ def delivery(
 
 
 def test_first_delivery_creates_a_pending_event(store: Store) -> None:
-    recorded = store.record_delivery(delivery())
+    recorded = store.ingest.record(delivery())
     assert recorded.is_new and recorded.delivery_count == 1 and not recorded.key_conflict
     event = store.get_event("stripe", "evt_1")
     assert event is not None
@@ -44,9 +45,9 @@ def test_first_delivery_creates_a_pending_event(store: Store) -> None:
 
 
 def test_later_deliveries_are_counted_not_stored(store: Store) -> None:
-    first = store.record_delivery(delivery())
-    later = store.record_delivery(delivery(received_at=datetime.now(UTC) + timedelta(seconds=5)))
-    again = store.record_delivery(delivery())
+    first = store.ingest.record(delivery())
+    later = store.ingest.record(delivery(received_at=datetime.now(UTC) + timedelta(seconds=5)))
+    again = store.ingest.record(delivery())
     assert not later.is_new and not again.is_new
     assert later.row_id == first.row_id == again.row_id
     assert again.delivery_count == 3
@@ -60,9 +61,9 @@ def test_later_deliveries_are_counted_not_stored(store: Store) -> None:
 
 
 def test_same_key_different_body_is_a_duplicate_and_a_key_conflict(store: Store) -> None:
-    store.record_delivery(delivery())
+    store.ingest.record(delivery())
     other = delivery(body=b'{"id": "evt_1", "amount": 2}')
-    recorded = store.record_delivery(other)
+    recorded = store.ingest.record(other)
     assert not recorded.is_new and recorded.key_conflict
     stored = store.get_event("stripe", "evt_1")
     assert stored is not None and stored.body == b'{"id": "evt_1"}'  # the first body stays
@@ -71,8 +72,8 @@ def test_same_key_different_body_is_a_duplicate_and_a_key_conflict(store: Store)
 
 
 def test_the_key_is_scoped_by_source(store: Store) -> None:
-    assert store.record_delivery(delivery()).is_new
-    assert store.record_delivery(delivery(source="shopify")).is_new
+    assert store.ingest.record(delivery()).is_new
+    assert store.ingest.record(delivery(source="shopify")).is_new
 
 
 def _deliver_many(
@@ -84,7 +85,7 @@ def _deliver_many(
     store = Store(url)
     barrier.wait()
     for _ in range(count):
-        results.put(store.record_delivery(delivery()).is_new)
+        results.put(store.ingest.record(delivery()).is_new)
     store.dispose()
 
 

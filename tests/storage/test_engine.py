@@ -72,15 +72,13 @@ def test_reading_sqlite_does_not_wait_for_the_write_lock(tmp_path: Path) -> None
     """Idle workers poll with reads; a read must not queue behind (or block) a writer."""
     from datetime import UTC, datetime
 
-    from hookinbox._storage import has_due
-
     url = f"sqlite:///{tmp_path / 'a.db'}"
     store = Store(url, StoreOptions(busy_timeout=0.2))
     store.migrate()
     writer = Store(url)
     with writer.engine.begin() as connection:  # BEGIN IMMEDIATE: the write lock is taken
         connection.execute(sa.text("SELECT 1"))
-        assert has_due(store, datetime.now(UTC)) is False
+        assert store.events.has_due(datetime.now(UTC)) is False
         assert store.get_event("stripe", "evt_none") is None
     store.dispose()
     writer.dispose()

@@ -18,7 +18,8 @@ from sqlalchemy import event
 
 from hookinbox._errors import AckDeadlinePassed, ConfigurationError, StoreUnavailable
 from hookinbox._model import RecordedDelivery
-from hookinbox._storage import GroupCommit, GroupCommitter, Store, events
+from hookinbox._storage import GroupCommit, GroupCommitter, Store
+from hookinbox._storage._schema import events
 from tests.storage.test_batch import delivery
 from tests.support.locks import lock_held
 

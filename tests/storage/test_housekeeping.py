@@ -1,5 +1,5 @@
-"""`Store.housekeeping()`: the pruner's transactions skip the fsync of their own commit on
-SQLite, and leave every pooled connection as durable as they found it."""
+"""`Store.housekeeping_transaction()`: the pruner's transactions skip the fsync of their own
+commit on SQLite, and leave every pooled connection as durable as they found it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 
 FULL, NORMAL = 2, 1
 
@@ -27,7 +28,7 @@ def synchronous(connection: sa.Connection) -> int:
 
 
 def test_only_the_housekeeping_transaction_is_not_synced(sqlite_store: Store) -> None:
-    with sqlite_store.housekeeping() as connection:
+    with sqlite_store.housekeeping_transaction() as connection:
         assert synchronous(connection) == NORMAL
         connection.execute(events.delete())
     with sqlite_store.transaction() as connection:  # the same pooled connection, durable again
@@ -35,7 +36,7 @@ def test_only_the_housekeeping_transaction_is_not_synced(sqlite_store: Store) ->
 
 
 def test_a_failed_housekeeping_transaction_rolls_back_and_restores(sqlite_store: Store) -> None:
-    with pytest.raises(RuntimeError), sqlite_store.housekeeping() as connection:
+    with pytest.raises(RuntimeError), sqlite_store.housekeeping_transaction() as connection:
         connection.exec_driver_sql("UPDATE hookinbox_schema_versions SET version = version + 100")
         raise RuntimeError("a batch that failed")
     with sqlite_store.transaction() as connection:

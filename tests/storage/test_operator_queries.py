@@ -6,24 +6,19 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 
+import sqlalchemy as sa
+
 from hookinbox._model import NewDelivery
-from hookinbox._storage import (
-    Bucket,
-    EventFilter,
-    Store,
-    activity,
-    enqueue,
-    events,
-    list_events,
-    messages_for_event,
-)
+from hookinbox._records import Bucket, EventFilter
+from hookinbox._storage import Store
+from hookinbox._storage._schema import event_queue, events
 
 NOON = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def receive(store: Store, event_id: str, at: datetime, source: str = "stripe") -> None:
     body = f'{{"id": "{event_id}"}}'.encode()
-    store.record_delivery(
+    store.ingest.record(
         NewDelivery(
             source=source,
             event_id=event_id,
@@ -48,7 +43,7 @@ def test_keyset_pages_cover_every_event_once_even_with_equal_times(store: Store)
     pages: list[list[object]] = []
     before = None
     while True:
-        rows = list_events(store, EventFilter(), 3, before=before)
+        rows = store.operator.list_events(EventFilter(), 3, before=before)
         if not rows:
             break
         pages.append(ids(rows))
@@ -62,28 +57,28 @@ def test_until_and_event_id_filters(store: Store) -> None:
     receive(store, "evt_b", NOON + timedelta(hours=1))
     receive(store, "evt_a", NOON, source="github")
 
-    assert ids(list_events(store, EventFilter(until=NOON + timedelta(hours=1)), 10)) == [
+    assert ids(store.operator.list_events(EventFilter(until=NOON + timedelta(hours=1)), 10)) == [
         "evt_a", "evt_a"
     ]  # fmt: skip
-    found = list_events(store, EventFilter(event_id="evt_a", source="github"), 10)
+    found = store.operator.list_events(EventFilter(event_id="evt_a", source="github"), 10)
     assert [(row["source"], row["event_id"]) for row in found] == [("github", "evt_a")]
 
 
 def test_messages_for_event_lists_only_that_events_messages(store: Store) -> None:
     with store.transaction() as connection:
         for key, event_id in (("m1", "evt_1"), ("m2", "evt_2"), ("m3", "evt_1")):
-            enqueue(
+            store.outbox.enqueue(
                 connection, destination="crm", key=key, payload={"k": key}, ordering_key=None,
                 source="stripe", event_id=event_id, now=NOON,
             )  # fmt: skip
 
-    messages = messages_for_event(store, "stripe", "evt_1")
+    messages = store.outbox.for_event("stripe", "evt_1")
 
     assert [(m["message_key"], m["status"], m["attempts"]) for m in messages] == [
         ("m1", "pending", 0),
         ("m3", "pending", 0),
     ]
-    assert messages_for_event(store, "github", "evt_1") == []
+    assert store.outbox.for_event("github", "evt_1") == []
 
 
 def test_activity_counts_each_source_per_bucket_in_the_database(store: Store) -> None:
@@ -95,12 +90,14 @@ def test_activity_counts_each_source_per_bucket_in_the_database(store: Store) ->
     receive(store, "evt_3", NOON - timedelta(hours=30))  # before the window
     receive(store, "evt_4", NOON + timedelta(minutes=1))  # after it
     with store.transaction() as connection:
+        failed = sa.select(events.c.id).where(events.c.event_id == "evt_2").scalar_subquery()
+        connection.execute(events.update().where(events.c.id.in_(failed)).values(status="failed"))
         connection.execute(
-            events.update().where(events.c.event_id == "evt_2").values(status="failed")
+            event_queue.update().where(event_queue.c.id.in_(failed)).values(state="failed")
         )
 
     with store.reading() as connection:
-        found = activity(connection, start, timedelta(hours=1), 24)
+        found = store.stats.activity(connection, start, timedelta(hours=1), 24)
 
     assert list(found) == ["github", "stripe"]
     stripe = found["stripe"]

@@ -20,7 +20,6 @@ from sqlalchemy.engine import make_url
 
 from hookinbox import ConfigurationError, Inbox, StoreOptions, StoreUnavailable
 from hookinbox._storage import Listener, Store, parse_url
-from hookinbox._storage._notify import CHANNEL
 from tests.apps import orders as orders_app
 from tests.conftest import _admin_engine, _postgres_database
 from tests.processing.test_wakeup import LONG_POLL, deliver, running_worker, wait_processed
@@ -211,7 +210,7 @@ def test_the_listen_back_off_resets_once_listening_again(pg_url: str) -> None:
     store, stop = Store(pg_url), threading.Event()
     database = make_url(pg_url).database
     assert database is not None
-    listener = Listener(store, {CHANNEL: threading.Event()}, stop)
+    listener = Listener(store, {Listener.EVENTS: threading.Event()}, stop)
     admin = _admin_engine()
     listener.start()
     try:
@@ -363,7 +362,7 @@ def test_a_listen_that_is_never_answered_is_given_up(
     silent = SilentAfterStartup()
     store = Store(f"postgresql://hookinbox@127.0.0.1:{silent.port}/inbox", auto_migrate=False)
     stop = threading.Event()
-    listener = Listener(store, {CHANNEL: threading.Event()}, stop)
+    listener = Listener(store, {Listener.EVENTS: threading.Event()}, stop)
     caplog.set_level(logging.WARNING, "hookinbox.worker")
     listener.start()
     try:

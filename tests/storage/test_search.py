@@ -11,7 +11,9 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox._model import NewDelivery
-from hookinbox._storage import EventFilter, Store, events, list_events, search_for
+from hookinbox._records import EventFilter, search_for
+from hookinbox._storage import Store
+from hookinbox._storage._schema import events
 
 BODIES: dict[str, bytes] = {
     "evt_card": json.dumps({"data": {"object": {"customer": "cus_1", "paid": True,
@@ -28,7 +30,7 @@ BODIES: dict[str, bytes] = {
 def searched(store: Store) -> Store:
     start = datetime.now(UTC) - timedelta(minutes=10)
     for offset, (event_id, body) in enumerate(BODIES.items()):
-        store.record_delivery(
+        store.ingest.record(
             NewDelivery(
                 source="stripe", event_id=event_id, event_type="t", occurred_at=None,
                 received_at=start + timedelta(seconds=offset), body=body, headers={},
@@ -39,7 +41,7 @@ def searched(store: Store) -> Store:
 
 
 def found(store: Store, path: str, value: str) -> list[str]:
-    rows = list_events(store, EventFilter(), 50, payload=search_for(path, value))
+    rows = store.operator.list_events(EventFilter(), 50, payload=search_for(path, value))
     return sorted(row["event_id"] for row in rows)
 
 
@@ -68,6 +70,6 @@ def test_a_path_that_is_not_plain_segments_is_refused(path: str) -> None:
 def test_a_search_is_bounded_to_the_newest_events(
     searched: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("hookinbox._storage._admin.SCAN_LIMIT", 2)  # the two newest
+    monkeypatch.setattr("hookinbox._storage._operator.SCAN_LIMIT", 2)  # the two newest
     assert found(searched, "data.object.customer", "cus_1") == []  # evt_card is older
     assert found(searched, "note", "' OR 1=1 --") == ["evt_quote"]

@@ -1,11 +1,13 @@
-"""Every status look-up on SQLite reads a partial index, never the whole table.
+"""Every status look-up on SQLite reads a small table or a partial index, never the events.
 
 SQLite uses a partial index only when it can prove while planning that the query's WHERE
 implies the index's, and it proves that from constants and repeated terms only: a bound
 `status IN (?, ?)` or a bare `status = 'failed'` (for an index on the statuses that are not
 done) proves nothing, and the look-up scans every row ever received (bench/README.md: the
 worker drained 4 events/s at a million rows). Each statement below is captured as hookinbox
-issues it and planned again with `EXPLAIN QUERY PLAN`.
+issues it and planned again with `EXPLAIN QUERY PLAN`. Since schema 9 the events' open work is
+in its own table (`hookinbox_event_queue`), which holds only events that are not done: reading
+all of it is reading the small set, as reading the partial indexes was.
 """
 
 from __future__ import annotations
@@ -21,25 +23,8 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox._model import Status
-from hookinbox._storage import (
-    EventFilter,
-    Release,
-    Store,
-    activity,
-    count_events,
-    has_due,
-    has_message_due,
-    lease_due,
-    lease_messages,
-    list_events,
-    next_due_at,
-    next_message_due_at,
-    open_figures,
-    outbox_backlog,
-    sweep_expired,
-    sweep_messages,
-)
-from hookinbox._storage._stats import waiting_count
+from hookinbox._records import EventFilter
+from hookinbox._storage import Store
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SMALL_INDEXES = re.compile(
@@ -87,36 +72,28 @@ def full_scans(store: Store, statements: list[tuple[str, Any]]) -> list[str]:
     return found
 
 
-def decide_event(_event: Any) -> Release:
-    return Release(Status.PENDING, NOW, "lost")
-
-
-def decide_message(_message: Any) -> Any:
-    raise AssertionError("nothing is leased, so nothing is swept")
-
-
 LOOK_UPS: dict[str, Callable[[Store], object]] = {
-    "worker: is anything due": lambda s: has_due(s, NOW),
-    "worker: when is the next retry": next_due_at,
-    "worker: lease": lambda s: lease_due(s, limit=4, now=NOW, lease_until=NOW),
-    "worker: sweep": lambda s: sweep_expired(s, now=NOW, decide=decide_event),
-    "relay: is anything due": lambda s: has_message_due(s, NOW),
-    "relay: when is the next retry": next_message_due_at,
-    "relay: lease": lambda s: lease_messages(s, limit=4, now=NOW, lease_until=NOW),
-    "relay: sweep": lambda s: sweep_messages(s, now=NOW, decide=decide_message),
+    "worker: is anything due": lambda s: s.events.has_due(NOW),
+    "worker: when is the next retry": lambda s: s.events.next_due_at(),
+    "worker: lease": lambda s: s.events.lease(limit=4, now=NOW, until=NOW),
+    "relay: is anything due": lambda s: s.messages.has_due(NOW),
+    "relay: when is the next retry": lambda s: s.messages.next_due_at(),
+    "relay: lease": lambda s: s.messages.lease(limit=4, now=NOW, until=NOW),
     **{
         f"operator: events --status {status.value}": (
-            lambda s, status=status: list_events(s, EventFilter(status=status), 50)
+            lambda s, status=status: s.operator.list_events(EventFilter(status=status), 50)
         )
         for status in (Status.FAILED, Status.DEFERRED, Status.PENDING, Status.PROCESSING)
     },
-    "operator: count of failed": lambda s: count_events(s, EventFilter(status=Status.FAILED)),
+    "operator: count of failed": lambda s: s.operator.count_events(
+        EventFilter(status=Status.FAILED)
+    ),
 }
-READS: dict[str, Callable[[sa.Connection], object]] = {
-    "status: open figures": lambda c: open_figures(c, NOW),
-    "status: waiting": waiting_count,
-    "status: outbox backlog": outbox_backlog,
-    "dashboard: failures per hour": lambda c: activity(
+READS: dict[str, Callable[[Store, sa.Connection], object]] = {
+    "status: open figures": lambda s, c: s.stats.open_figures(c, NOW),
+    "status: waiting": lambda s, c: s.stats.waiting_count(c),
+    "status: outbox backlog": lambda s, c: s.outbox.backlog(c),
+    "dashboard: failures per hour": lambda s, c: s.stats.activity(
         c, NOW - timedelta(days=1), timedelta(hours=1), 24
     ),
 }
@@ -133,7 +110,7 @@ def test_store_look_ups_read_small_indexes(sqlite_store: Store, name: str) -> No
 @pytest.mark.parametrize("name", sorted(READS))
 def test_status_figures_read_small_indexes(sqlite_store: Store, name: str) -> None:
     with captured(sqlite_store) as statements, sqlite_store.reading() as connection:
-        READS[name](connection)
+        READS[name](sqlite_store, connection)
     assert statements
     assert full_scans(sqlite_store, statements) == []
 

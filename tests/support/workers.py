@@ -23,7 +23,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from hookinbox import Inbox
-from hookinbox._storage import Store, events
+from hookinbox._storage import Store
+from hookinbox._storage._rows import EVENT_JOIN, EVENT_STATUS, select_events
+from hookinbox._storage._schema import events
 from tests.apps import orders
 from tests.support.server import ROOT, hookinbox_command
 from tests.support.signing import stripe_delivery
@@ -117,13 +119,15 @@ def opened_store(database_url: str, *, migrate: bool = True) -> Iterator[Store]:
 
 
 def status_counts(store: Store) -> dict[str, int]:
-    query = sa.select(events.c.status, sa.func.count()).group_by(events.c.status)
+    """Events by status as operators see them (`processing` while a worker holds one)."""
+    query = sa.select(EVENT_STATUS, sa.func.count()).select_from(EVENT_JOIN).group_by(EVENT_STATUS)
     with store.reading() as connection:  # read-only: no SQLite write lock while polling
         return {str(status): int(count) for status, count in connection.execute(query)}
 
 
 def event_row(store: Store, event_id: str) -> sa.RowMapping:
-    query = sa.select(events).where(events.c.source == "stripe", events.c.event_id == event_id)
+    # As operators read it: `processing` (and the live attempts) while a worker holds it.
+    query = select_events().where(events.c.source == "stripe", events.c.event_id == event_id)
     with store.reading() as connection:
         row = connection.execute(query).mappings().first()
     assert row is not None, f"{event_id} is not stored"

@@ -26,7 +26,8 @@ import httpx
 from rich.console import Console
 
 from hookinbox._demo._mailbox import Mailbox
-from hookinbox._storage import Report, Store, report
+from hookinbox._records import Report
+from hookinbox._storage import Store
 from hookinbox.simulate import (
     SimulationConfig,
     SimulationReport,
@@ -159,7 +160,7 @@ def run_demo(
             requests, sent = mailbox.snapshot()
             store = Store(database_url, auto_migrate=False)
             with store.reading() as connection:
-                status = report(connection, datetime.now(UTC))
+                status = store.stats.report(connection, datetime.now(UTC))
             store.dispose()
         finally:
             server.stop()

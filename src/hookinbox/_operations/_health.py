@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from hookinbox._errors import ConfigurationError
 from hookinbox._model import Status
 from hookinbox._operations._prune import parse_duration
-from hookinbox._storage import OpenFigures
+from hookinbox._records import OpenFigures
 
 THRESHOLD_ENV = {
     "max_failed": "HOOKINBOX_MAX_FAILED",

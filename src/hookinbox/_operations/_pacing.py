@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hookinbox._storage import Dialect, Pressure
+from hookinbox._records import Pressure
+from hookinbox._storage import Dialect
 
 
 @dataclass

@@ -17,15 +17,7 @@ from datetime import datetime, timedelta
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
 from hookinbox._operations._pacing import Pacer
-from hookinbox._storage import (
-    PressureGauge,
-    Store,
-    checkpoint_passive,
-    count_prunable,
-    free_pages,
-    give_back_pages,
-    prune_batch,
-)
+from hookinbox._storage import PressureGauge, Store
 from hookinbox.sources import Source
 
 log = logger("hookinbox.prune")
@@ -84,9 +76,9 @@ def prune(
     """
     cutoff = now - retention
     if dry_run:
-        return PruneResult(*count_prunable(store, cutoff), dry_run=True)
+        return PruneResult(*store.housekeeping.count_prunable(cutoff), dry_run=True)
     pacer = pacer or Pacer.for_dialect(store.dialect, rows=batch_size)
-    gauge = PressureGauge(store)
+    gauge = store.housekeeping.pressure_gauge()
     totals = [0, 0, 0]
     checkpointed = time.monotonic()
     try:
@@ -94,7 +86,7 @@ def prune(
         while True:
             pressure = gauge.sample()
             started = time.perf_counter()
-            deleted = prune_batch(store, cutoff, pacer.rows)
+            deleted = store.housekeeping.prune_batch(cutoff, pacer.rows)
             took = time.perf_counter() - started
             gauge.mark()
             totals = [total + n for total, n in zip(totals, deleted, strict=True)]
@@ -103,7 +95,8 @@ def prune(
             if not any(deleted):
                 break
             if time.monotonic() - checkpointed >= CHECKPOINT_EVERY:
-                checkpoint_passive(store)  # SQLite: the pruner's pages, not the ingest writer's
+                # SQLite: the pruner's pages, not the ingest writer's
+                store.housekeeping.checkpoint_passive()
                 checkpointed = time.monotonic()
             # `rows` bounds each table's deletes, not their sum: the sum, an events batch and
             # a log batch, made every batch twice the time the pacer aimed at.
@@ -132,18 +125,18 @@ def _give_back_space(store: Store, gauge: PressureGauge) -> int:
     returned = 0
     busy = store.dialect.prune_busy_batch_seconds
     pages = Pacer(rows=FIRST_PAGES_STEP, min_rows=10, busy_batch_seconds=busy)
-    while free_pages(store) > 0:
+    while store.housekeeping.free_pages() > 0:
         pressure = gauge.sample()
         started = time.perf_counter()
-        step = give_back_pages(store, pages.rows)
+        step = store.housekeeping.give_back_pages(pages.rows)
         took = time.perf_counter() - started
         gauge.mark()
         if step == 0:
             break
         returned += step
-        checkpoint_passive(store)
+        store.housekeeping.checkpoint_passive()
         time.sleep(pages.next_pause(step, took, pressure))
-    checkpoint_passive(store)
+    store.housekeeping.checkpoint_passive()
     return returned
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, time, timedelta
 
 from hookinbox._errors import ConfigurationError, HookinboxError
 from hookinbox._logging import logger
-from hookinbox._storage import Store, claim_job, record_job_result
+from hookinbox._storage import Store
 
 log = logger("hookinbox.prune")
 
@@ -58,14 +58,14 @@ class DailyJob(threading.Thread):
     def run_due(self) -> bool:
         """Run the job if this process wins the current slot; True if it ran."""
         now = self.clock()
-        if not claim_job(self.store, self.job_name, current_slot(now, self.at), now):
+        if not self.store.housekeeping.claim_job(self.job_name, current_slot(now, self.at), now):
             return False
         try:
             result = self.job()
         except HookinboxError as error:
             result = f"failed: {error}"
             log.error("scheduled %s failed: %s", self.job_name, error)
-        record_job_result(self.store, self.job_name, result)
+        self.store.housekeeping.record_job_result(self.job_name, result)
         return True
 
     def stop(self) -> None:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._storage import UniqueViolation
+from hookinbox._records import UniqueViolation
 
 _TABLE_COLUMNS = re.compile(r"^\s*(?P<table>[\w.]+?)\s*\((?P<columns>[^)]+)\)\s*$")
 _TABLE_COLUMN = re.compile(r"^\s*(?P<table>\w+)\.(?P<column>\w+)\s*$")

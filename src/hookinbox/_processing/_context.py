@@ -18,7 +18,7 @@ from hookinbox import _tracing as tracing
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
 from hookinbox._model import MAX_KEY_LENGTH, Event
-from hookinbox._storage import advance_ordering, enqueue
+from hookinbox._storage import Store
 
 log = logger("hookinbox.handler")
 
@@ -34,7 +34,10 @@ class Ordering:
     that later fails leaves no mark, and concurrent events for one object serialise on its row.
     """
 
-    def __init__(self, connection: Connection, event: Event, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, store: Store, connection: Connection, event: Event, clock: Callable[[], float]
+    ) -> None:
+        self._store = store
         self._connection = connection
         self._event = event
         self._clock = clock
@@ -46,7 +49,7 @@ class Ordering:
             position = round(position.timestamp() * 1_000_000)
         elif isinstance(position, bool) or not isinstance(position, int):
             raise TypeError("an ordering position is an int (a version, a Unix time) or a datetime")
-        return advance_ordering(
+        return self._store.ordering.advance(
             self._connection,
             object_key=key,
             position=position,
@@ -68,12 +71,14 @@ class Outbox:
 
     def __init__(
         self,
+        store: Store,
         connection: Connection,
         event: Event,
         handler_name: str,
         destinations: Collection[str],
         clock: Callable[[], float],
     ) -> None:
+        self._store = store
         self._connection = connection
         self._event = event
         self._handler_name = handler_name
@@ -103,7 +108,7 @@ class Outbox:
                 key = hashlib.sha256(key.encode()).hexdigest()
         elif not key or len(key) > MAX_KEY_LENGTH:
             raise ValueError(f"an outbox key is 1 to {MAX_KEY_LENGTH} characters")
-        enqueue(
+        self._store.outbox.enqueue(
             self._connection,
             destination=destination,
             key=key,
@@ -145,6 +150,7 @@ class HandlerContext:
 
 
 def handler_context(
+    store: Store,
     connection: Connection,
     event: Event,
     handler_name: str,
@@ -155,8 +161,8 @@ def handler_context(
     return HandlerContext(
         db=connection,
         event=event,
-        ordering=Ordering(connection, event, clock),
+        ordering=Ordering(store, connection, event, clock),
         attempt=event.attempts,
         log=logging.LoggerAdapter(log, fields),
-        outbox=Outbox(connection, event, handler_name, destinations, clock),
+        outbox=Outbox(store, connection, event, handler_name, destinations, clock),
     )

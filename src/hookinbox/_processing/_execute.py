@@ -15,7 +15,7 @@ from hookinbox._logging import logger
 from hookinbox._model import Event
 from hookinbox._processing._context import handler_context
 from hookinbox._processing._handlers import Handler
-from hookinbox._storage import unique_violation
+from hookinbox._storage import Store, unique_violation
 
 log = logger("hookinbox.worker")
 
@@ -51,6 +51,7 @@ class HandlersResult:
 
 
 def run_handlers(
+    store: Store,
     connection: Connection,
     event: Event,
     handlers: Sequence[Handler],
@@ -68,7 +69,7 @@ def run_handlers(
     outcome = HANDLED
     messages = 0
     for handler in handlers:
-        context = handler_context(connection, event, handler.name, destinations, clock)
+        context = handler_context(store, connection, event, handler.name, destinations, clock)
         if not handler.business_keys:
             call_handler(handler, event, context)
             messages += context.outbox.sent

@@ -16,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 
 from hookinbox._errors import StoreUnavailable
 from hookinbox._logging import logger
-from hookinbox._storage import Beat, Store, beat, forget
+from hookinbox._records import Beat
+from hookinbox._storage import Store
 
 log = logger("hookinbox.worker")
 
@@ -54,13 +55,13 @@ class Heartbeat:
         """A clean stop: delete the row. Not after a cut-off shutdown: on SQLite the attempts
         still running hold the write lock, and the row expires on its own anyway."""
         try:
-            forget(self.store, self.me.worker_id)
+            self.store.liveness.forget(self.me.worker_id)
         except StoreUnavailable as error:
             log.warning("could not remove this worker's heartbeat: %s", error)
 
     def beat_once(self) -> None:
         alive_for = timedelta(seconds=self.interval * MISSED_BEATS)
-        beat(self.store, self.me, now=datetime.now(UTC), alive_for=alive_for)
+        self.store.liveness.beat(self.me, now=datetime.now(UTC), alive_for=alive_for)
 
     def _run(self) -> None:
         while True:

@@ -1,21 +1,21 @@
-"""One lease-process loop: `concurrency` threads lease due items, process them, sweep, sleep.
+"""One lease-process loop: `concurrency` threads lease due items, process them, sleep.
 
 The worker runs one loop per queue (events; outbox messages), each with its own threads and
-its own wake-up signal. A queue says how to lease, process and sweep its items; the loop owns
-the rhythm.
+its own wake-up signal. A queue says how to lease and process its items (a lease also gives
+back the items of a dead process, whose leases expired); the loop owns the rhythm.
 
 Each thread takes its next item from the items the loop holds; when there is none, one thread
 at a time (the leaser) leases a batch for everyone, up to `2 x concurrency` minus the items
 being processed, keeps one and hands out the rest, so one lease (one commit) serves several
 items and a thread that finishes finds its next item waiting. The leaser is also the one that
-sweeps expired leases, and that sleeps when nothing is due (until woken, a poll interval
+sleeps when nothing is due (until woken, a poll interval
 passes, or the soonest scheduled retry comes) while the other threads wait for it. No thread
 hands items to another through a queue and a wake-up: the thread that leased runs the first
 item at once (a hand-off per item cost a worker on SQLite a third of its throughput).
 
 An item waits at most one item's processing time with its lease held, and a worker killed
-meanwhile leaves at most `2 x concurrency` items to the sweeper. On stop, no thread leases
-again; the items held are finished within the grace period.
+meanwhile leaves at most `2 x concurrency` items for the next lease to take back. On stop, no
+thread leases again; the items held are finished within the grace period.
 """
 
 from __future__ import annotations
@@ -49,9 +49,6 @@ class WorkQueue(Protocol[T]):
     def process(self, item: T) -> object:
         """Run one leased item to its end; exceptions are bugs (logged, the lease expires)."""
 
-    def sweep(self) -> None:
-        """Give back items whose lease expired (their process died)."""
-
     def idle_wait(self, poll: float) -> float:
         """How long to sleep when nothing is due: at most `poll`, less if a retry is sooner."""
 
@@ -63,7 +60,6 @@ class LeaseLoop(Generic[T]):
         *,
         concurrency: int,
         poll: float,
-        sweep_interval: float,
         wake: threading.Event,
         stopping: threading.Event,
     ) -> None:
@@ -72,7 +68,6 @@ class LeaseLoop(Generic[T]):
         self.queue = queue
         self.concurrency = concurrency
         self.poll = poll
-        self.sweep_interval = sweep_interval
         self.wake = wake
         self.stopping = stopping
         self._held: deque[T] = deque()
@@ -80,7 +75,6 @@ class LeaseLoop(Generic[T]):
         self._running = 0
         self._leasing = False
         self._changed = threading.Condition()
-        self._next_sweep = 0.0
 
     def run(self) -> None:
         """Lease and process until `stopping` is set and the items held are done."""
@@ -110,7 +104,6 @@ class LeaseLoop(Generic[T]):
 
     def run_until_idle(self, deadline: float) -> int:
         """In the calling thread, one item at a time, until none is due; returns the count."""
-        self._sweep()
         done = 0
         while time.monotonic() < deadline:
             leased = self.queue.lease(1)
@@ -158,9 +151,6 @@ class LeaseLoop(Generic[T]):
         self.wake.clear()
         if self.stopping.is_set():
             return []
-        if time.monotonic() >= self._next_sweep:
-            self._sweep()
-            self._next_sweep = time.monotonic() + self.sweep_interval
         limit = max(1, PREFETCH * self.concurrency - self._running)
         try:
             leased = self.queue.lease(limit)
@@ -171,12 +161,6 @@ class LeaseLoop(Generic[T]):
         if not leased:
             self.wake.wait(self._idle_wait())
         return leased
-
-    def _sweep(self) -> None:
-        try:
-            self.queue.sweep()
-        except StoreUnavailable as error:
-            log.warning("cannot sweep expired %s leases: %s", self.queue.name, error)
 
     def _idle_wait(self) -> float:
         try:

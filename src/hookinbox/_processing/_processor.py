@@ -22,15 +22,8 @@ from hookinbox._processing._execute import BUSINESS_DUPLICATE, HANDLED, NO_HANDL
 from hookinbox._processing._handlers import Handler, HandlerRegistry
 from hookinbox._processing._policy import RetryPolicy, Schedule
 from hookinbox._processing._unrecorded import Unrecorded
-from hookinbox._storage import (
-    Leased,
-    Release,
-    Store,
-    claim,
-    mark_inline,
-    release,
-    set_outcome,
-)
+from hookinbox._records import Leased, Release
+from hookinbox._storage import Store
 
 log = logger("hookinbox.worker")
 
@@ -166,13 +159,17 @@ class Processor:
         try:
             with self.store.transaction() as connection:
                 with tracing.step("claim", self._claim_attributes()):
-                    claimed = claim(connection, leased, status, self.now(), expected)
+                    claimed = self.store.events.claim(
+                        connection, leased, status, self.now(), expected
+                    )
                 if not claimed:
                     return AttemptResult(LOST_LEASE, "another worker took it over")
-                result = run_handlers(connection, event, handlers, self.clock, self.destinations)
+                result = run_handlers(
+                    self.store, connection, event, handlers, self.clock, self.destinations
+                )
                 outcome = result.outcome
                 if outcome != expected:
-                    set_outcome(connection, event.row_id, outcome)
+                    self.store.events.set_outcome(connection, event.row_id, outcome)
                 self.store.refuse_aborted(connection)
             if result.messages:
                 self.on_messages()  # committed: the relay may send them now
@@ -235,14 +232,16 @@ class Processor:
 
     def _release(self, leased: Leased, decision: Release) -> AttemptResult:
         try:
-            if not release(self.store, leased, decision):
+            if not self.store.events.release(leased, decision):
                 return AttemptResult(LOST_LEASE, "another worker took it over")
         except StoreUnavailable as error:
             # Written again before the next lease, once the database answers (or, if the
             # lease runs out first, the sweeper gives the event back).
             log.warning("could not record the attempt of %s: %s", leased.event.id, error)
             self.unrecorded.keep(
-                lambda: release(self.store, leased, decision), leased.expires_at, leased.event.id
+                lambda: self.store.events.release(leased, decision),
+                leased.expires_at,
+                leased.event.id,
             )
             return AttemptResult(UNRECORDED, str(error))
         first_line = (decision.last_error or "").splitlines()[0] if decision.last_error else ""
@@ -255,9 +254,11 @@ class Processor:
     def inline(self, connection: Connection, event: Event) -> None:
         """Inline mode: run the handlers in the ingest transaction; exceptions propagate."""
         handlers = self.handlers.for_event(event.source, event.type)
-        result = run_handlers(connection, event, handlers, self.clock, self.destinations)
+        result = run_handlers(
+            self.store, connection, event, handlers, self.clock, self.destinations
+        )
         status = Status.PROCESSED if handlers else Status.UNHANDLED
-        mark_inline(connection, event.row_id, status, result.outcome, self.now())
+        self.store.events.mark_inline(connection, event.row_id, status, result.outcome, self.now())
 
     def _log(self, event: Event, result: AttemptResult, elapsed: float) -> None:
         level = logging.INFO if result.label in SUCCESSES else logging.WARNING

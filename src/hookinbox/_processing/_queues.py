@@ -1,11 +1,12 @@
 """The queues the worker's loops run: events, and (in `outbox/_relay.py`) outbox messages.
 
-Both lease from a `_storage/_leases.py` queue and share one rhythm, written once here: write
-down the attempts kept while the database was away, check cheaply whether anything is due
-before taking SQLite's write lock to lease (skipped while the last lease came back full: the
-queue is busy and the check would only cost a read), and when idle sleep no longer than until
-the soonest retry (PostgreSQL, and SQLite under `hookinbox serve`, whose worker polls every
-second; a 50 ms SQLite poll is already a cheap read).
+Both lease from a storage queue (`Store.events`, `Store.messages`: one class) and share one
+rhythm, written once here: write down the attempts kept while the database was away, check
+cheaply whether anything is due before taking SQLite's write lock to lease (skipped while the
+last lease came back full: the queue is busy and the check would only cost a read), give back
+what a lease found held by a dead process (its lease expired: the owner decides how), and when
+idle sleep no longer than until the soonest retry (PostgreSQL, and SQLite under `hookinbox
+serve`, whose worker polls every second; a 50 ms SQLite poll is already a cheap read).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from hookinbox._logging import logger
 from hookinbox._processing._loop import SHORT_POLL
 from hookinbox._processing._processor import Processor
 from hookinbox._processing._unrecorded import Unrecorded
-from hookinbox._storage import Leased, Store, has_due, lease_due, next_due_at, sweep_expired
+from hookinbox._records import Lease, Leased
+from hookinbox._storage import Store
 
 log = logger("hookinbox.worker")
 
@@ -47,16 +49,22 @@ class StoreQueue(ABC, Generic[T]):
     def _next_due_at(self) -> datetime | None: ...
 
     @abstractmethod
-    def _lease(self, limit: int, now: datetime, until: datetime) -> list[T]: ...
+    def _lease(self, limit: int, now: datetime, until: datetime) -> Lease[T]: ...
+
+    @abstractmethod
+    def _give_back(self, item: T) -> None:
+        """An item whose previous lease expired (its process died): give it back."""
 
     def lease(self, limit: int) -> list[T]:
         now = self.now()
         self.unrecorded.retry(now)
         if self._sqlite and not self._busy and not self._has_due(now):
             return []  # a read: polling SQLite must not take the write lock every 50 ms
-        leased = self._lease(limit, now, now + timedelta(seconds=self.lease_seconds))
-        self._busy = len(leased) == limit
-        return leased
+        lease = self._lease(limit, now, now + timedelta(seconds=self.lease_seconds))
+        for item in lease.expired:
+            self._give_back(item)
+        self._busy = len(lease.fresh) + len(lease.expired) == limit
+        return lease.fresh
 
     def idle_wait(self, poll: float) -> float:
         if self._sqlite and poll <= SHORT_POLL:
@@ -78,18 +86,18 @@ class EventQueue(StoreQueue[Leased]):
         return self.processor.now()
 
     def _has_due(self, now: datetime) -> bool:
-        return has_due(self.store, now)
+        return self.store.events.has_due(now)
 
     def _next_due_at(self) -> datetime | None:
-        return next_due_at(self.store)
+        return self.store.events.next_due_at()
 
-    def _lease(self, limit: int, now: datetime, until: datetime) -> list[Leased]:
-        return lease_due(self.store, limit=limit, now=now, lease_until=until)
+    def _lease(self, limit: int, now: datetime, until: datetime) -> Lease[Leased]:
+        return self.store.events.lease(limit=limit, now=now, until=until)
+
+    def _give_back(self, item: Leased) -> None:
+        event = item.event
+        if self.store.events.release(item, self.processor.expired(event)):
+            log.warning("%s %s: lease expired (worker lost); given back", event.source, event.id)
 
     def process(self, item: Leased) -> str:
         return self.processor.process(item)
-
-    def sweep(self) -> None:
-        swept = sweep_expired(self.store, now=self.now(), decide=self.processor.expired)
-        for event in swept:
-            log.warning("%s %s: lease expired (worker lost); given back", event.source, event.id)

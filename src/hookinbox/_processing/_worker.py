@@ -20,6 +20,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,7 +29,7 @@ from hookinbox._logging import logger
 from hookinbox._processing._heartbeat import Heartbeat
 from hookinbox._processing._loop import LeaseLoop, WorkQueue
 from hookinbox._processing._wakeup import WakeSocket
-from hookinbox._storage import Listener, Store, supports_listen
+from hookinbox._storage import Listener, Store
 
 log = logger("hookinbox.worker")
 
@@ -54,13 +55,16 @@ class WorkerOptions:
     relay_concurrency: int = 4
     """Outbox messages delivered at once (threads); deliveries run outside any transaction."""
     lease_seconds: float = 60.0
-    """How long a worker may hold an event before the sweeper assumes it died. Correctness does
-    not depend on it (the processing transaction holds the row lock); it only bounds how soon an
-    event held by a killed worker is retried."""
+    """How long a worker may hold an event before another assumes it died (the next lease then
+    takes the event back). Correctness does not depend on it (the processing transaction holds
+    the event's queue row); it only bounds how soon an event held by a killed worker is
+    retried."""
     poll_interval: float | None = None
     """Seconds between checks when nothing wakes the worker; None: 1.0 on PostgreSQL and with a
     `wake_socket`, else 0.05 on SQLite."""
-    sweep_interval: float = 5.0
+    sweep_interval: float | None = None
+    """Deprecated, and unused since schema 9: expired leases are taken back by the next lease
+    (docs/api.md, "Deprecations")."""
     grace_period: float = 30.0
     """On shutdown, seconds to let attempts in flight finish."""
     handle_signals: bool = True
@@ -74,6 +78,15 @@ class WorkerOptions:
     heartbeat_interval: float = 10.0
     """Seconds between heartbeats (`hookinbox_workers`); the process counts as alive for three
     intervals after each one."""
+
+    def __post_init__(self) -> None:
+        if self.sweep_interval is not None:
+            warnings.warn(
+                "WorkerOptions(sweep_interval=...) has no effect since schema 9: an expired "
+                "lease is taken back by the next lease; leave it out",
+                DeprecationWarning,
+                stacklevel=3,
+            )
 
 
 class Worker:
@@ -102,7 +115,6 @@ class Worker:
                 queue,
                 concurrency=concurrency,
                 poll=poll,
-                sweep_interval=self.options.sweep_interval,
                 wake=wake,
                 stopping=self._stopping,
             )
@@ -130,7 +142,7 @@ class Worker:
         self.store.ensure_schema()
         restore = self._install_signal_handlers()
         listener = None
-        if supports_listen(self.store) and self._channels:
+        if self.store.dialect.listens and self._channels:
             listener = Listener(self.store, self._channels, self._stopping)
             listener.start()
         # Bound before the loops start (and before the first heartbeat, which tells the
@@ -194,7 +206,7 @@ class Worker:
         """The bound wake-up socket's thread, started; None without one (or if it cannot be
         bound: the worker then polls, logged)."""
         path = self.options.wake_socket
-        if path is None or supports_listen(self.store):
+        if path is None or self.store.dialect.listens:
             return None  # on PostgreSQL, LISTEN/NOTIFY wakes the worker from any host
         events = [loop.wake for loop in self.loops if loop.queue.name == "events"]
         receiver = WakeSocket(path, events, self._stopping)

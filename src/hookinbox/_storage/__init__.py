@@ -1,159 +1,34 @@
-"""Storage: hookinbox's tables and every query against them (SQLite and PostgreSQL)."""
+"""Storage: hookinbox's tables and every statement against them, behind one object.
 
-from hookinbox._storage._admin import (
-    Actor,
-    Cursor,
-    EventFilter,
-    ReplayResult,
-    audit_trail,
-    claim_job,
-    count_events,
-    count_prunable,
-    delivery_history,
-    known_sources,
-    last_job_run,
-    list_events,
-    messages_for_event,
-    notify_workers,
-    prune_batch,
-    record_job_result,
-    replay_matching,
-    replay_one,
-    source_exists,
-)
-from hookinbox._storage._batch import record_deliveries
-from hookinbox._storage._deliveries import record_delivery
+`Store` owns the engine, the dialect (`_dialects/`: everything that differs between SQLite and
+PostgreSQL) and one gateway per role (`store.ingest`, `store.events`, `store.messages`,
+`store.outbox`, `store.ordering`, `store.operator`, `store.housekeeping`, `store.liveness`,
+`store.stats`); the values they take and return are in `hookinbox._records`. This front door
+is what the other layers import; every other module here is private to the package.
+"""
+
 from hookinbox._storage._dialects import Dialect, dialect_for_django, dialect_for_url, parse_url
-from hookinbox._storage._errors import UniqueViolation, translate_errors, unique_violation
+from hookinbox._storage._errors import translate_errors, unique_violation
 from hookinbox._storage._group_commit import GroupCommit, GroupCommitter
 from hookinbox._storage._migrations import LATEST_VERSION
-from hookinbox._storage._notify import Listener, supports_listen
+from hookinbox._storage._notify import Listener
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
-from hookinbox._storage._ordering import advance as advance_ordering
-from hookinbox._storage._outbox import (
-    LeasedMessage,
-    Settlement,
-    enqueue,
-    has_message_due,
-    lease_messages,
-    next_message_due_at,
-    outbox_backlog,
-    settle,
-    sweep_messages,
-)
-from hookinbox._storage._pressure import Pressure, PressureGauge
-from hookinbox._storage._queue import (
-    Leased,
-    Release,
-    claim,
-    has_due,
-    lease_due,
-    mark_inline,
-    next_due_at,
-    release,
-    set_outcome,
-    sweep_expired,
-)
-from hookinbox._storage._schema import deliveries, events, metadata, outbox
-from hookinbox._storage._search import SCAN_LIMIT, PayloadMatch, search_for
-from hookinbox._storage._sessions import revoke_session, session_revoked
-from hookinbox._storage._space import checkpoint_passive, free_pages, give_back_pages
-from hookinbox._storage._stats import (
-    Bucket,
-    DuplicateRatio,
-    OpenFigures,
-    Report,
-    activity,
-    duplicate_ratio,
-    open_figures,
-    report,
-)
-from hookinbox._storage._store import Store, event_from_row
-from hookinbox._storage._workers import Beat, beat, forget, live_workers, worker_rows
+from hookinbox._storage._pressure import PressureGauge
+from hookinbox._storage._store import Store
 
 __all__ = [
     "HIDE_PARAMETERS",
     "LATEST_VERSION",
-    "SCAN_LIMIT",
-    "Actor",
-    "Beat",
-    "Bucket",
-    "Cursor",
     "Dialect",
-    "DuplicateRatio",
-    "EventFilter",
     "GroupCommit",
     "GroupCommitter",
-    "Leased",
-    "LeasedMessage",
     "Listener",
-    "OpenFigures",
-    "PayloadMatch",
-    "Pressure",
     "PressureGauge",
-    "Release",
-    "ReplayResult",
-    "Report",
-    "Settlement",
     "Store",
     "StoreOptions",
-    "UniqueViolation",
-    "activity",
-    "advance_ordering",
-    "audit_trail",
-    "beat",
-    "checkpoint_passive",
-    "claim",
-    "claim_job",
-    "count_events",
-    "count_prunable",
-    "deliveries",
-    "delivery_history",
     "dialect_for_django",
     "dialect_for_url",
-    "duplicate_ratio",
-    "enqueue",
-    "event_from_row",
-    "events",
-    "forget",
-    "free_pages",
-    "give_back_pages",
-    "has_due",
-    "has_message_due",
-    "known_sources",
-    "last_job_run",
-    "lease_due",
-    "lease_messages",
-    "list_events",
-    "live_workers",
-    "mark_inline",
-    "messages_for_event",
-    "metadata",
-    "next_due_at",
-    "next_message_due_at",
-    "notify_workers",
-    "open_figures",
-    "outbox",
-    "outbox_backlog",
     "parse_url",
-    "prune_batch",
-    "record_deliveries",
-    "record_delivery",
-    "record_job_result",
-    "release",
-    "replay_matching",
-    "replay_one",
-    "report",
-    "revoke_session",
-    "search_for",
-    "session_revoked",
-    "set_outcome",
-    "settle",
-    "source_exists",
-    "supports_listen",
-    "sweep_expired",
-    "sweep_messages",
     "translate_errors",
     "unique_violation",
-    "worker_rows",
 ]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from sqlalchemy import exc
 
 from hookinbox._errors import StoreUnavailable
+from hookinbox._records import UniqueViolation
 
 
 def is_unavailable(error: BaseException) -> bool:
@@ -57,15 +57,6 @@ def _describe(error: BaseException) -> str:
     if code_name:
         first_line = f"{first_line} ({code_name})"
     return f"database unavailable: {type(original).__name__}: {first_line}"[:300]
-
-
-@dataclass(frozen=True, slots=True)
-class UniqueViolation:
-    """Which unique constraint a write broke, as far as the driver tells."""
-
-    table: str | None
-    columns: frozenset[str]
-    constraint: str | None
 
 
 _PG_KEY_DETAIL = re.compile(r"Key \((?P<columns>.+?)\)=")

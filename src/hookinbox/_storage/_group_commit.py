@@ -42,7 +42,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection
 
@@ -50,9 +50,10 @@ from hookinbox._errors import AckDeadlinePassed, ConfigurationError, StoreUnavai
 from hookinbox._logging import logger
 from hookinbox._metrics import observe_batch
 from hookinbox._model import NewDelivery, RecordedDelivery, Status
-from hookinbox._storage._batch import record_deliveries
 from hookinbox._storage._errors import translate_errors
-from hookinbox._storage._store import Store
+
+if TYPE_CHECKING:
+    from hookinbox._storage._store import Store
 
 log = logger("hookinbox._storage")
 T = TypeVar("T")
@@ -298,7 +299,7 @@ class GroupCommitter:
         dialect = self.store.dialect
         if not dialect.autocommit_batches or atomic:
             with self.store.transaction() as transaction:
-                return record_deliveries(transaction, deliveries, dialect)
+                return self.store.ingest.record_batch(transaction, deliveries)
         # Each batch is one atomic statement (PostgreSQL), run in autocommit on a connection
         # this thread keeps (checking one out would cost the pool's ping, a round trip).
         self.store.ensure_schema()
@@ -313,7 +314,7 @@ class GroupCommitter:
                     if self.statement_timeout is not None:
                         milliseconds = max(1, round(self.statement_timeout * 1000))
                         connection.exec_driver_sql(f"SET statement_timeout = {milliseconds}")
-                return record_deliveries(connection, deliveries, dialect)
+                return self.store.ingest.record_batch(connection, deliveries)
         except Exception:
             self._drop_connection()
             raise

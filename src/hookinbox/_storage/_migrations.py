@@ -245,6 +245,70 @@ def _v8_due_in_lease_order(op: Operations) -> None:
         op.execute(f"DROP INDEX IF EXISTS {name}")
 
 
+def _v9_queue_beside_the_events(op: Operations) -> None:
+    """Unfinished work moves to a narrow table of its own, `hookinbox_event_queue`, so that
+    processing an event no longer updates any indexed column of `hookinbox_events` (claims
+    that stay heap-only on PostgreSQL: docs/storage.md, "Upgrading to schema 9"); an outbox
+    message being delivered is `pending` with a lease token, no longer `delivering`.
+
+    One short transaction however large the inbox: the tables are locked (PostgreSQL waits
+    for transactions already writing them, then holds new ones for the step's milliseconds),
+    only open events are copied (read from the open index, which is then dropped), and the
+    fill factors change pages written from now on. Processes of an older hookinbox fail
+    closed afterwards: their leases are refused by a trigger (nothing is processed twice),
+    and their inserts still queue the event (the queue is filled by a trigger on insert).
+    """
+    dialect = _dialect(op)
+    dialect.lock_tables(op, "hookinbox_events", "hookinbox_outbox")
+    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    op.create_table(
+        "hookinbox_event_queue",
+        sa.Column("id", row_id, primary_key=True, autoincrement=False),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("next_attempt_at", UTCDateTime, nullable=False),
+        sa.Column("received_at", UTCDateTime, nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("lease_token", sa.String(32)),
+        sa.Column("lease_expires_at", UTCDateTime),
+    )
+    dialect.set_fill_factor(op, "hookinbox_event_queue", 70)
+    waiting = sa.text("state IN ('pending', 'deferred')")
+    op.create_index(
+        "ix_hookinbox_event_queue_due",
+        "hookinbox_event_queue",
+        ["next_attempt_at", "id"],
+        postgresql_where=waiting,
+        sqlite_where=waiting,
+    )
+    op.create_index(
+        "ix_hookinbox_event_queue_open", "hookinbox_event_queue", ["state", "received_at"]
+    )
+    # Every open event, as it is; one a worker held (`processing`) is due again at once: its
+    # worker's claim, conditional on the token cleared below, cannot succeed any more.
+    op.execute(
+        "INSERT INTO hookinbox_event_queue (id, state, next_attempt_at, received_at, attempts)"
+        " SELECT id, CASE WHEN status = 'processing' THEN 'pending' ELSE status END,"
+        " next_attempt_at, received_at, attempts FROM hookinbox_events"
+        " WHERE status NOT IN ('processed', 'unhandled')"
+    )
+    op.execute(
+        "UPDATE hookinbox_events SET status = 'pending', lease_token = NULL,"
+        " lease_expires_at = NULL WHERE status = 'processing'"
+    )
+    for index in (
+        "ix_hookinbox_events_due_order",
+        "ix_hookinbox_events_leased",
+        "ix_hookinbox_events_open",
+    ):
+        op.execute(f"DROP INDEX IF EXISTS {index}")
+    dialect.set_fill_factor(op, "hookinbox_events", 85)
+    dialect.queue_new_events(op)
+    # A message a relay holds keeps its lease (at least once: no second send before it ends).
+    op.execute("UPDATE hookinbox_outbox SET status = 'pending' WHERE status = 'delivering'")
+    op.execute("DROP INDEX IF EXISTS ix_hookinbox_outbox_leased")
+    dialect.refuse_old_leases(op)
+
+
 def _dialect(op: Operations) -> Dialect:
     return dialect_named(op.get_context().dialect.name)
 
@@ -258,6 +322,7 @@ MIGRATIONS: tuple[Step, ...] = (
     _v6_workers,
     _v7_outbox_trace_context,
     _v8_due_in_lease_order,
+    _v9_queue_beside_the_events,
 )
 """Step N (1-based) brings a database from version N-1 to version N."""
 

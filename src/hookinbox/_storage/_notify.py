@@ -13,10 +13,12 @@ import socket
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookinbox._logging import logger
-from hookinbox._storage._store import Store
+
+if TYPE_CHECKING:
+    from hookinbox._storage._store import Store
 
 CHANNEL = "hookinbox_events"
 OUTBOX_CHANNEL = "hookinbox_outbox"
@@ -33,6 +35,11 @@ LAST_RETRY = 30.0
 
 class Listener(threading.Thread):
     """Sets a channel's wake-up event whenever PostgreSQL notifies it; stops when `stop` is set."""
+
+    EVENTS = CHANNEL
+    """New events (and replays) are notified here."""
+    OUTBOX = OUTBOX_CHANNEL
+    """New outbox messages are notified here."""
 
     def __init__(
         self, store: Store, channels: Mapping[str, threading.Event], stop: threading.Event
@@ -101,7 +108,3 @@ def _watchdog(connection: Any, seconds: float) -> Iterator[None]:
         yield
     finally:
         timer.cancel()
-
-
-def supports_listen(store: Store) -> bool:
-    return store.dialect.listens

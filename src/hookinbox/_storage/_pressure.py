@@ -15,34 +15,17 @@ back. The gauge measures a window: `mark()` once the pruner's own transaction ha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
+
+from hookinbox._records import IDLE, Pressure
 
 if TYPE_CHECKING:
     from hookinbox._storage._store import Store
 
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._options import READ_ONLY
-
-
-@dataclass(frozen=True, slots=True)
-class Pressure:
-    """Other work on the database during a window."""
-
-    others: int
-    """Other sessions that ran something (PostgreSQL); on SQLite 1 when another connection
-    committed, else 0."""
-    waiting: int
-    """Other sessions waiting for a lock or for I/O at the end of the window (PostgreSQL)."""
-
-    @property
-    def busy(self) -> bool:
-        return self.others > 0 or self.waiting > 0
-
-
-IDLE = Pressure(0, 0)
 
 
 class PressureGauge:

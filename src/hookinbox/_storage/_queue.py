@@ -1,178 +1,421 @@
-"""The worker's queries: lease due events, claim one, and record how its attempt ended.
+"""A leased queue: the one class behind the worker's events (`Store.events`) and the relay's
+outbox messages (`Store.messages`).
 
-The life of one attempt takes two transactions:
+A queue keeps its unfinished work in rows with a state, the time the next attempt is due, an
+attempt count and a lease (token and expiry). The events' work lives in a narrow table of its
+own beside the big events table (schema 9, `Shape.separate`): a lease, a release and a claim
+write that small table, and the event's row is written once when its work ends. Outbox messages
+are their own queue rows.
 
-1. `lease_due` (one statement, committed at once, for a batch of events): due events become
-   `processing` with a lease token, an expiry and `attempts + 1`. The attempt is durable
-   before any handler runs, so an event that kills its worker every time still runs out of
-   attempts. On PostgreSQL the candidates are picked `FOR UPDATE SKIP LOCKED`, so concurrent
-   workers take different events without waiting (`_leases.py`, shared with the outbox).
-2. `claim` opens the processing transaction with a conditional update on (id, lease token,
-   status): the first statement moves the event to its final status, with the outcome it
-   will have unless a handler's business key says otherwise, and locks the row; the
-   handlers' writes follow on the same connection and everything commits together. A worker
-   whose lease was swept and re-leased matches no row and runs nothing.
+- **lease**: up to N due rows get a token, an expiry and one more attempt, oldest due first, in
+  one short transaction that is committed before any work starts (so a row that kills its
+  worker every time still runs out of attempts). Concurrent workers on PostgreSQL take
+  different rows (`FOR UPDATE SKIP LOCKED`); SQLite's write lock serialises them anyway. A
+  leased row keeps its state (`pending`, `deferred`): the lease changes only columns no index
+  covers, so PostgreSQL keeps the update on the row's page (heap-only). A row whose lease
+  expired is due again; the lease that takes it hands it back as `expired` (its worker died),
+  for the owner to give back as it decides, and counts no attempt for it.
+- **finish / settle / update**: every later write to a leased row is conditional on (id, token),
+  found by primary key: a worker whose lease was taken over matches nothing and changes
+  nothing. `finish` ends the work inside the caller's transaction (the processing transaction:
+  the queue row is deleted, which also holds it until the commit); `settle` puts it back or
+  fails it, in a transaction of its own.
 
-When an attempt fails, `release` puts the event back (pending, deferred) or ends it (failed),
-again only if the lease is still the caller's. `sweep_expired` returns events whose worker
-vanished: their lease expired while they were still `processing`.
+Statuses are written into the SQL as constants (`status_is`): SQLite uses a partial index only
+when it can prove that the query implies the index's WHERE.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from hookinbox._model import WAITING_STATUSES, Event, Status
-from hookinbox._storage._leases import LeasedQueue
-from hookinbox._storage._schema import events
-from hookinbox._storage._store import Store, event_from_row
+from hookinbox._model import WAITING_STATUSES, MessageStatus, Status
+from hookinbox._records import Lease, Leased, LeasedMessage, Release, Settlement
+from hookinbox._storage._rows import leased_event, leased_message
+from hookinbox._storage._schema import event_queue, events, outbox, status_is
 
-_WAITING = [s.value for s in WAITING_STATUSES]
+if TYPE_CHECKING:
+    from hookinbox._storage._store import Store
+
+T = TypeVar("T")
+DueAlso = Callable[[datetime], Sequence[sa.ColumnElement[bool]]]
+ToItem = Callable[[Mapping[Any, Any], str, datetime], T]
+"""A leased row (the item's columns; with a separate queue table, `queue_attempts` and
+`queue_next_attempt_at` too), the lease token and its expiry -> what the worker gets."""
+
+
+def _nothing_more(_now: datetime) -> Sequence[sa.ColumnElement[bool]]:
+    return ()
 
 
 @dataclass(frozen=True, slots=True)
-class Leased:
-    """An event held by one worker until `expires_at`."""
+class Shape:
+    """Where one queue keeps its work and the items it hands out."""
 
-    event: Event
-    token: str
-    expires_at: datetime
+    queue: sa.Table
+    """The rows of unfinished work: `id`, the state column, `next_attempt_at`, `attempts`,
+    `lease_token`, `lease_expires_at`."""
+    state: str
+    """The state column's name."""
+    waiting: tuple[str, ...]
+    """States that are due once `next_attempt_at` has come."""
+    items: sa.Table
+    """The rows handed out; the queue table itself when they are one."""
+    status: str = "status"
+    """The items' status column, written with the queue's state."""
+    due_also: DueAlso = field(default=_nothing_more)
+    """Any further rule that makes a waiting row due (the outbox's ordering keys)."""
 
-
-@dataclass(frozen=True, slots=True)
-class Release:
-    """How an unsuccessful attempt leaves the event."""
-
-    status: Status
-    next_attempt_at: datetime
-    last_error: str | None
-    outcome: str | None = None
-    refund_attempt: bool = False
-    """NotReady costs no attempt: the one counted at lease time is given back."""
-    deferred_since: datetime | None = None
-    count_deferral: bool = False
-
-
-EVENTS = LeasedQueue(events, tuple(_WAITING), Status.PROCESSING.value)
-"""The event queue (`_leases.py` holds the SQL it shares with the outbox's)."""
+    @property
+    def separate(self) -> bool:
+        return self.queue is not self.items
 
 
-def has_due(store: Store, now: datetime) -> bool:
-    """A cheap read (no write lock on SQLite): is any event due?"""
-    return EVENTS.has_due(store, now)
+class Queue(Generic[T]):
+    """One queue's statements, on one store."""
 
+    def __init__(self, store: Store, shape: Shape, to_item: ToItem[T]) -> None:
+        self.store = store
+        self.shape = shape
+        self.to_item = to_item
+        self._q = shape.queue.c
+        self._finishes: dict[tuple[str, ...], tuple[sa.Executable, sa.Executable | None]] = {}
 
-def next_due_at(store: Store) -> datetime | None:
-    """When the soonest waiting event becomes due (to sleep exactly that long)."""
-    return EVENTS.next_due_at(store)
+    # -- reads (no write lock on SQLite) ------------------------------------------------------
 
+    def _waiting(self) -> sa.ColumnElement[bool]:
+        return status_is(self._q[self.shape.state], *self.shape.waiting)
 
-def lease_due(store: Store, *, limit: int, now: datetime, lease_until: datetime) -> list[Leased]:
-    """Lease up to `limit` due events, oldest due first, counting one attempt each."""
-    token, rows = EVENTS.lease(store, limit=limit, now=now, until=lease_until)
-    return [Leased(event_from_row(row), token, lease_until) for row in rows]
+    def due(self, now: datetime) -> list[sa.ColumnElement[bool]]:
+        q = self._q
+        return [
+            self._waiting(),
+            q.next_attempt_at <= now,
+            sa.or_(q.lease_token.is_(None), q.lease_expires_at < now),
+            *self.shape.due_also(now),
+        ]
 
+    def has_due(self, now: datetime) -> bool:
+        """A cheap read: is any row due? (Polling SQLite must not take its write lock.)"""
+        query = sa.select(self._q.id).where(*self.due(now)).limit(1)
+        with self.store.reading() as connection:
+            return connection.execute(query).first() is not None
 
-_CLAIM = (
-    events.update()
-    .where(EVENTS.held(sa.bindparam("row_id"), sa.bindparam("token")))
-    .values(
-        status=sa.bindparam("new_status"),
-        processed_at=sa.bindparam("now", type_=events.c.processed_at.type),
-        outcome=sa.bindparam("new_outcome"),
-        last_error=None,
-        deferred_since=None,
-        lease_token=None,
-        lease_expires_at=None,
-    )
-)
-"""Built once: the hot path's one statement per event (SQLAlchemy compiles it once, and it
-need not be built, coerced and hashed again for every event)."""
+    def next_due_at(self) -> datetime | None:
+        """When the soonest waiting row that no worker holds becomes due (to sleep that long);
+        read in the due index's order, stepping over the held rows at its head."""
+        q = self._q
+        query = (
+            sa.select(q.next_attempt_at)
+            .where(self._waiting(), q.lease_token.is_(None))
+            .order_by(q.next_attempt_at, q.id)
+            .limit(1)
+        )
+        with self.store.reading() as connection:
+            value = connection.execute(query).scalar()
+        return value if isinstance(value, datetime) else None
 
+    # -- the lease ----------------------------------------------------------------------------
 
-def claim(
-    connection: Connection, leased: Leased, status: Status, now: datetime, outcome: str
-) -> bool:
-    """First statement of the processing transaction: move the event to its final status,
-    with the outcome it will have unless the handlers say otherwise (`set_outcome`).
-
-    True when the lease was still ours; the row stays locked until the transaction ends.
-    """
-    result = connection.execute(
-        _CLAIM,
-        {
-            "row_id": leased.event.row_id,
-            "token": leased.token,
-            "new_status": status.value,
-            "now": now,
-            "new_outcome": outcome,
-        },
-    )
-    return result.rowcount == 1
-
-
-def set_outcome(connection: Connection, row_id: int, outcome: str) -> None:
-    """A statement of the processing transaction, when the handlers' outcome is not the one
-    the claim wrote (a business key already taken)."""
-    result = connection.execute(
-        events.update().where(events.c.id == row_id).values(outcome=outcome)
-    )
-    if result.rowcount != 1:
-        raise RuntimeError(f"event row {row_id} vanished inside its processing transaction")
-
-
-def release(store: Store, leased: Leased, release: Release) -> bool:
-    """End an unsuccessful attempt, if the lease is still ours; True when it was."""
-    values: dict[str, object] = {
-        "status": release.status.value,
-        "next_attempt_at": release.next_attempt_at,
-        "last_error": release.last_error,
-        "outcome": release.outcome,
-    }
-    if release.refund_attempt:
-        values["attempts"] = events.c.attempts - 1
-    if release.deferred_since is not None:
-        values["deferred_since"] = release.deferred_since
-    if release.count_deferral:
-        values["deferrals"] = events.c.deferrals + 1
-    with store.transaction() as connection:
-        return EVENTS.settle(connection, leased.event.row_id, leased.token, values)
-
-
-def sweep_expired(
-    store: Store, *, now: datetime, decide: Callable[[Event], Release], limit: int = 100
-) -> Sequence[Event]:
-    """Give back events whose lease expired while `processing` (their worker died).
-
-    On PostgreSQL an event whose processing transaction is still open is row-locked and
-    skipped, so a slow handler is never swept from under its worker.
-    """
-
-    def values(row: sa.RowMapping) -> dict[str, object]:
-        decision = decide(event_from_row(row))
-        return {
-            "status": decision.status.value,
-            "next_attempt_at": decision.next_attempt_at,
-            "last_error": decision.last_error,
-            "outcome": decision.outcome,
+    def lease(self, *, limit: int, now: datetime, until: datetime) -> Lease[T]:
+        """Lease up to `limit` due rows, oldest due first, counting one attempt each (none for
+        a row whose previous lease expired: its attempt was counted then)."""
+        q = self._q
+        token = uuid.uuid4().hex
+        candidates = (
+            sa.select(q.id, q.lease_token.label("previous"))
+            .where(*self.due(now))
+            .order_by(q.next_attempt_at, q.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)  # PostgreSQL only; SQLite has one writer anyway
+        )
+        values = {
+            "lease_token": token,
+            "lease_expires_at": until,
+            "attempts": q.attempts + sa.case((q.lease_token.is_(None), 1), else_=0),
         }
+        rows: list[Mapping[Any, Any]]
+        with self.store.transaction() as connection:
+            if self.store.dialect.returns_joined_rows:
+                rows = self._lease_in_one(connection, candidates, values)
+            else:
+                rows = self._lease_in_steps(connection, candidates, values)
+        # RETURNING keeps no order: back to the order they were picked in.
+        rows.sort(key=lambda row: (row["queue_next_attempt_at"], row["id"]))
+        fresh = [self.to_item(row, token, until) for row in rows if row["previous"] is None]
+        expired = [self.to_item(row, token, until) for row in rows if row["previous"] is not None]
+        return Lease(token, fresh, expired)
 
-    return [event_from_row(row) for row in EVENTS.sweep(store, now=now, decide=values, limit=limit)]
+    def _lease_in_one(
+        self, connection: Connection, candidates: sa.Select[Any], values: dict[str, Any]
+    ) -> list[Mapping[Any, Any]]:
+        """One statement: pick, update, return the items (PostgreSQL: a round trip)."""
+        q, shape = self._q, self.shape
+        picked = candidates.cte("picked")
+        returned = [
+            q.id,
+            q.attempts.label("queue_attempts"),
+            q.next_attempt_at.label("queue_next_attempt_at"),
+            picked.c.previous,
+        ]
+        update = shape.queue.update().where(q.id == picked.c.id).values(**values)
+        if not shape.separate:
+            statement = update.returning(*shape.queue.c, *returned[1:])
+            return list(connection.execute(statement).mappings())
+        leased = update.returning(*returned).cte("leased")
+        query = sa.select(shape.items, *(leased.c[c.name] for c in returned[1:])).join(
+            leased, shape.items.c.id == leased.c.id
+        )
+        return list(connection.execute(query).mappings())
+
+    def _lease_in_steps(
+        self, connection: Connection, candidates: sa.Select[Any], values: dict[str, Any]
+    ) -> list[Mapping[Any, Any]]:
+        """Pick, update, read: three statements in the lease's transaction (SQLite, in
+        process, whose RETURNING cannot name another table's columns)."""
+        q, shape = self._q, self.shape
+        previous = {row.id: row.previous for row in connection.execute(candidates)}
+        if not previous:
+            return []
+        ids = list(previous)
+        connection.execute(shape.queue.update().where(q.id.in_(ids)).values(**values))
+        extra = [
+            q.attempts.label("queue_attempts"),
+            q.next_attempt_at.label("queue_next_attempt_at"),
+        ]
+        if shape.separate:
+            query = sa.select(shape.items, *extra).join_from(
+                shape.items, shape.queue, shape.items.c.id == q.id
+            )
+        else:
+            query = sa.select(shape.queue, *extra)
+        rows = connection.execute(query.where(q.id.in_(ids))).mappings()
+        return [{**row, "previous": previous[row["id"]]} for row in rows]
+
+    # -- writes to a leased row ---------------------------------------------------------------
+
+    def held(
+        self, row_id: int | sa.BindParameter[int], token: str | sa.BindParameter[str]
+    ) -> sa.ColumnElement[bool]:
+        """The row, only while this lease holds it: found by its primary key, the token
+        compared by the database."""
+        queue = self.shape.queue
+        return sa.and_(queue.c.id == row_id, queue.c.lease_token == token)
+
+    def finish(
+        self, connection: Connection, row_id: int, token: str, values: Mapping[Any, Any]
+    ) -> bool:
+        """The work ended, in the caller's transaction: the queue forgets the row (deleted, or
+        its lease cleared when the queue is the items' table) and the item takes `values`
+        (and, from a separate queue, its attempt count). True when the lease was still
+        `token`'s; on PostgreSQL the row stays locked until the transaction ends."""
+        names = tuple(sorted(values))
+        built = self._finishes.get(names)
+        if built is None:
+            built = self._finishes[names] = _finish_statement(self, names)
+        statement, result_rows = built
+        parameters = {"row_id": row_id, "token": token, **values}
+        if result_rows is None:  # one statement
+            return connection.execute(statement, parameters).rowcount == 1
+        gone = connection.execute(result_rows, parameters).first()
+        if gone is None:
+            return False
+        connection.execute(statement, {**parameters, "queue_attempts": gone.attempts})
+        return True
+
+    def settle(
+        self,
+        row_id: int,
+        token: str,
+        *,
+        state: str,
+        next_attempt_at: datetime,
+        values: Mapping[Any, Any],
+        attempts: int = 0,
+    ) -> bool:
+        """Give the row back (a waiting state) or fail it, in a transaction of its own, if the
+        lease is still `token`'s: its lease cleared, `attempts` added to its count, and the
+        item's status and `values` written. True when it was."""
+        q, shape = self._q, self.shape
+        with self.store.transaction() as connection:
+            moved = {
+                shape.state: state,
+                "next_attempt_at": next_attempt_at,
+                "lease_token": None,
+                "lease_expires_at": None,
+                "attempts": q.attempts + attempts,
+            }
+            update = shape.queue.update().where(self.held(row_id, token))
+            if not shape.separate:
+                return connection.execute(update.values(**moved, **values)).rowcount == 1
+            row = connection.execute(update.values(**moved).returning(q.attempts)).first()
+            if row is None:
+                return False
+            item = {shape.status: state, "attempts": row.attempts, **values}
+            connection.execute(shape.items.update().where(shape.items.c.id == row_id).values(item))
+            return True
+
+    def update(self, connection: Connection, row_id: int, values: Mapping[Any, Any]) -> None:
+        """Write `values` to an item inside the caller's transaction (its work's)."""
+        items = self.shape.items
+        result = connection.execute(items.update().where(items.c.id == row_id).values(**values))
+        if result.rowcount != 1:
+            raise RuntimeError(f"row {row_id} vanished inside its transaction")
+
+    def finish_unleased(
+        self, connection: Connection, row_id: int, values: Mapping[Any, Any]
+    ) -> None:
+        """Inline mode: the item inserted in this transaction is done in this transaction."""
+        shape = self.shape
+        if shape.separate:
+            connection.execute(shape.queue.delete().where(self._q.id == row_id))
+        self.update(connection, row_id, values)
 
 
-def mark_inline(
-    connection: Connection, row_id: int, status: Status, outcome: str, now: datetime
-) -> None:
-    """Inline mode: the event inserted in this transaction is done in this transaction."""
-    result = connection.execute(
-        events.update()
-        .where(events.c.id == row_id)
-        .values(status=status.value, outcome=outcome, attempts=1, processed_at=now)
+def _finish_statement(
+    queue: Queue[Any], names: tuple[str, ...]
+) -> tuple[sa.Executable, sa.Executable | None]:
+    """`finish`'s statement(s) for a set of value names, built once: the hot path's one
+    statement per event (SQLAlchemy compiles it once, and it need not be built, coerced and
+    hashed again for every event). With a separate queue table: one statement where the
+    database returns joined rows (PostgreSQL: a DELETE ... RETURNING feeding the UPDATE),
+    else the DELETE ... RETURNING and then the UPDATE."""
+    shape = queue.shape
+    held = queue.held(sa.bindparam("row_id"), sa.bindparam("token"))
+    values = {name: sa.bindparam(name, type_=shape.items.c[name].type) for name in names}
+    if not shape.separate:
+        clear = {"lease_token": None, "lease_expires_at": None}
+        return shape.items.update().where(held).values(**values, **clear), None
+    gone = shape.queue.delete().where(held).returning(shape.queue.c.id, shape.queue.c.attempts)
+    items = shape.items
+    if queue.store.dialect.returns_joined_rows:
+        deleted = gone.cte("gone")
+        statement = (
+            items.update()
+            .where(items.c.id == deleted.c.id)
+            .values(**values, attempts=deleted.c.attempts)
+        )
+        return statement, None
+    statement = (
+        items.update()
+        .where(items.c.id == sa.bindparam("row_id"))
+        .values(**values, attempts=sa.bindparam("queue_attempts"))
     )
-    if result.rowcount != 1:
-        raise RuntimeError(f"event row {row_id} vanished inside its inline transaction")
+    return statement, gone
+
+
+# -- the two queues ---------------------------------------------------------------------------
+
+
+class EventQueue(Queue[Leased]):
+    """The worker's queue: events, their work in `hookinbox_event_queue`."""
+
+    def __init__(self, store: Store) -> None:
+        shape = Shape(
+            queue=event_queue,
+            state="state",
+            waiting=tuple(s.value for s in WAITING_STATUSES),
+            items=events,
+        )
+        super().__init__(store, shape, leased_event)
+
+    def claim(
+        self, connection: Connection, leased: Leased, status: Status, now: datetime, outcome: str
+    ) -> bool:
+        """First statement of the processing transaction: the event's work ends with
+        `status` and the outcome it will have unless the handlers say otherwise
+        (`set_outcome`). True when the lease was still ours; the queue row stays locked
+        (deleted, uncommitted) until the transaction ends, so no lease can take it."""
+        values = {
+            "status": status.value,
+            "processed_at": now,
+            "outcome": outcome,
+            "last_error": None,
+            "deferred_since": None,
+        }
+        return self.finish(connection, leased.event.row_id, leased.token, values)
+
+    def set_outcome(self, connection: Connection, row_id: int, outcome: str) -> None:
+        """A statement of the processing transaction, when the handlers' outcome is not the
+        one the claim wrote (a business key already taken)."""
+        self.update(connection, row_id, {"outcome": outcome})
+
+    def release(self, leased: Leased, release: Release) -> bool:
+        """End an unsuccessful attempt, if the lease is still ours; True when it was."""
+        values: dict[str, Any] = {"last_error": release.last_error, "outcome": release.outcome}
+        if release.deferred_since is not None:
+            values["deferred_since"] = release.deferred_since
+        if release.count_deferral:
+            values["deferrals"] = events.c.deferrals + 1
+        return self.settle(
+            leased.event.row_id,
+            leased.token,
+            state=release.status.value,
+            next_attempt_at=release.next_attempt_at,
+            values=values,
+            attempts=-1 if release.refund_attempt else 0,
+        )
+
+    def mark_inline(
+        self, connection: Connection, row_id: int, status: Status, outcome: str, now: datetime
+    ) -> None:
+        """Inline mode: the event inserted in this transaction is done in this transaction."""
+        values = {"status": status.value, "outcome": outcome, "attempts": 1, "processed_at": now}
+        self.finish_unleased(connection, row_id, values)
+
+
+class MessageQueue(Queue[LeasedMessage]):
+    """The relay's queue: outbox messages, which are their own queue rows."""
+
+    def __init__(self, store: Store) -> None:
+        shape = Shape(
+            queue=outbox,
+            state="status",
+            waiting=(MessageStatus.PENDING.value,),
+            items=outbox,
+            due_also=_ordered,
+        )
+        super().__init__(store, shape, leased_message)
+
+    def record(self, leased: LeasedMessage, settlement: Settlement, now: datetime) -> bool:
+        """How the delivery attempt ended, if the lease is still ours; True when it was."""
+        message = leased.message
+        if settlement.status is MessageStatus.DELIVERED:
+            with self.store.transaction() as connection:
+                values = {"status": settlement.status.value, "delivered_at": now,
+                          "last_error": settlement.last_error}  # fmt: skip
+                return self.finish(connection, message.row_id, leased.token, values)
+        return self.settle(
+            message.row_id,
+            leased.token,
+            state=settlement.status.value,
+            next_attempt_at=settlement.next_attempt_at,
+            values={"last_error": settlement.last_error},
+        )
+
+
+_UNSENT = (MessageStatus.PENDING.value, MessageStatus.DELIVERING.value)
+"""Written as the ordering index's WHERE is (a message being sent is `pending` with a lease
+since schema 9; `delivering` is what older rows said), so that SQLite proves it may use it."""
+
+
+def _ordered(_now: datetime) -> list[sa.ColumnElement[bool]]:
+    """A message with an ordering key is due only when no older one with its key is unsent."""
+    earlier = outbox.alias("earlier")
+    predecessor_unsent = (
+        sa.select(earlier.c.id)
+        .where(
+            earlier.c.ordering_key == outbox.c.ordering_key,
+            earlier.c.id < outbox.c.id,
+            status_is(earlier.c.status, *_UNSENT),
+        )
+        .exists()
+    )
+    return [sa.or_(outbox.c.ordering_key.is_(None), ~predecessor_unsent)]

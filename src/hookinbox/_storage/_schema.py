@@ -23,7 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, MessageStatus, Status
+from hookinbox._model import WAITING_STATUSES, MessageStatus
 from hookinbox._storage._types import SafeText, UTCDateTime
 
 metadata = MetaData()
@@ -37,6 +37,12 @@ schema_versions = Table(
     Column("version", Integer, primary_key=True, autoincrement=False),
     Column("applied_at", UTCDateTime, nullable=False),
 )
+
+EVENTS_FILLFACTOR = 85
+"""Percent of each page of `hookinbox_events` filled by inserts: the rest is room for the
+versions of a row its processing writes, on its own page (PostgreSQL)."""
+QUEUE_FILLFACTOR = 70
+"""The same for the queue's small rows, which a lease and a release rewrite."""
 
 events = Table(
     "hookinbox_events",
@@ -53,8 +59,10 @@ events = Table(
     Column("status", String(16), nullable=False),
     Column("outcome", String(32)),  # why it ended as it did: handled, business_duplicate, ...
     Column("attempts", Integer, nullable=False),
+    # Written at ingest and when the event's work ends; while it is unfinished, the queue row
+    # has the live values (`Store.events`). The lease columns are unused since schema 9.
     Column("next_attempt_at", UTCDateTime, nullable=False),
-    Column("lease_token", String(32)),  # set while a worker holds the event (status processing)
+    Column("lease_token", String(32)),
     Column("lease_expires_at", UTCDateTime),
     Column("deferred_since", UTCDateTime),  # first NotReady; the deadline counts from here
     Column("deferrals", Integer, nullable=False),  # NotReady count: spaces the deferred retries
@@ -71,39 +79,47 @@ events = Table(
     # never replayed (the inserts on the delivery path need not know the column).
     Column("attempts_before_replay", Integer),
     UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
+    postgresql_with={"fillfactor": EVENTS_FILLFACTOR},
 )
 
-# Partial indexes stay small however many processed rows pile up: a worker's look-up for due
-# events reads only the waiting ones, even at tens of millions of rows.
-_waiting = events.c.status.in_([s.value for s in WAITING_STATUSES])
-_leased = events.c.status == Status.PROCESSING.value
-# In the lease's order, (next_attempt_at, id): the lease reads the first `limit` due rows and
-# stops. On `next_attempt_at` alone, PostgreSQL fetched and sorted every due row for each
-# lease (19 ms per lease behind a backlog of 5,000, growing with the backlog; schema 8).
-Index(
-    "ix_hookinbox_events_due_order",
-    events.c.next_attempt_at,
-    events.c.id,
-    postgresql_where=_waiting,
-    sqlite_where=_waiting,
-)
-Index(
-    "ix_hookinbox_events_leased",
-    events.c.lease_expires_at,
-    postgresql_where=_leased,
-    sqlite_where=_leased,
-)
+# The events table is written at ingest and once more when the event's work ends (schema 9).
+# While it waits and while a worker holds it, what changes (its lease, attempts, next attempt)
+# is in the narrow queue table below, so no index of this big table covers a column that an
+# event's processing updates: PostgreSQL can keep each of those updates on the row's own page
+# (a heap-only tuple, no new index entries), if the page has room. The fill factor leaves it
+# that room (docs/storage.md, "Claims that stay heap-only").
 Index("ix_hookinbox_events_received_at", events.c.received_at)
-# Every status that is not done (pending, deferred, processing, failed, stale): what operators
-# count, list and alert on stays a small index even when the done rows number millions.
-_open = events.c.status.not_in([s.value for s in DONE_STATUSES])
-Index(
-    "ix_hookinbox_events_open",
-    events.c.status,
-    events.c.received_at,
-    postgresql_where=_open,
-    sqlite_where=_open,
+
+# Unfinished work, one row per event that is not done (pending, deferred, failed, stale; a
+# pending or deferred row with a lease token is being processed), deleted when the event's
+# work ends. Inserted with the event (a trigger: every writer, whatever its version), so the
+# ingest path writes no statement more. Its rows are few however large the inbox grows, so
+# polling, leasing and claiming read and write small, cached indexes; a lease changes only
+# columns no index covers (token, expiry, attempts), so it stays heap-only too.
+event_queue = Table(
+    "hookinbox_event_queue",
+    metadata,
+    Column("id", RowId, primary_key=True, autoincrement=False),  # the event's row id
+    Column("state", String(16), nullable=False),  # pending, deferred, failed or stale
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("received_at", UTCDateTime, nullable=False),
+    Column("attempts", Integer, nullable=False),  # live; copied to the event when it ends
+    Column("lease_token", String(32)),  # set while a worker holds the event
+    Column("lease_expires_at", UTCDateTime),
+    postgresql_with={"fillfactor": QUEUE_FILLFACTOR},
 )
+_queue_waiting = event_queue.c.state.in_([s.value for s in WAITING_STATUSES])
+# In the lease's order, (next_attempt_at, id): a lease reads the first due rows and stops
+# (schema 8's lesson). Leased rows stay in it, at its head; a lease steps over them.
+Index(
+    "ix_hookinbox_event_queue_due",
+    event_queue.c.next_attempt_at,
+    event_queue.c.id,
+    postgresql_where=_queue_waiting,
+    sqlite_where=_queue_waiting,
+)
+# What operators count, list and alert on: every open event by state, oldest first.
+Index("ix_hookinbox_event_queue_open", event_queue.c.state, event_queue.c.received_at)
 
 # One row per delivery, new or duplicate: the duplicate ratio over any window (the early
 # warning of a slow endpoint, seed 003) and each event's delivery history. Pruned with events.
@@ -215,7 +231,6 @@ outbox = Table(
     UniqueConstraint("destination", "message_key", name="uq_hookinbox_outbox_destination_key"),
 )
 _message_due = outbox.c.status == MessageStatus.PENDING.value
-_message_leased = outbox.c.status == MessageStatus.DELIVERING.value
 _message_open = outbox.c.status.in_([MessageStatus.PENDING.value, MessageStatus.DELIVERING.value])
 Index(  # in the relay's lease order, as the events' (above)
     "ix_hookinbox_outbox_due_order",
@@ -223,12 +238,6 @@ Index(  # in the relay's lease order, as the events' (above)
     outbox.c.id,
     postgresql_where=_message_due,
     sqlite_where=_message_due,
-)
-Index(
-    "ix_hookinbox_outbox_leased",
-    outbox.c.lease_expires_at,
-    postgresql_where=_message_leased,
-    sqlite_where=_message_leased,
 )
 # "Is an earlier message with my ordering key still unsent?" stays an index probe.
 Index(
@@ -267,24 +276,6 @@ def status_not(column: sa.ColumnElement[str], *values: str) -> sa.ColumnElement[
     """`column != 'a'` or `column NOT IN ('a', 'b')`, the constants written as `status_is`'s."""
     literals = _literals(values)
     return column != literals[0] if len(literals) == 1 else column.not_in(literals)
-
-
-def open_event_status(*values: str) -> sa.ColumnElement[bool]:
-    """Events in one of these statuses, none of them done, read from the small open index.
-
-    SQLite proves that a query may use a partial index only from a term that repeats the
-    index's WHERE (it does not reason that `status = 'failed'` excludes the done statuses), so
-    the redundant term is written out: at a million processed rows, an operator's `--status
-    failed` is an index range instead of a scan of the whole table.
-    """
-    done = {s.value for s in DONE_STATUSES}
-    if done.intersection(values):
-        raise ValueError(f"a done status is not open: {values!r}")
-    return sa.and_(status_is(events.c.status, *values), _open_literal())
-
-
-def _open_literal() -> sa.ColumnElement[bool]:
-    return status_not(events.c.status, *(s.value for s in DONE_STATUSES))
 
 
 def _literals(values: tuple[str, ...] | list[str]) -> list[sa.ColumnElement[str]]:

@@ -1,211 +1,150 @@
-"""Read-only figures for `hookinbox status`, its `--check`, and the Prometheus gauges.
+"""The figures gateway (`Store.stats`): read-only numbers for `hookinbox status`, its `--check`,
+the Prometheus gauges and the dashboard.
 
-The live workers come from their heartbeats (`_workers.py`).
-
-Every query that runs on a scrape or a health probe reads a partial index (`due`, `open`) or
-the deliveries log by time, so it stays cheap when processed events number in the millions.
-The per-source counts of done events (`status` without `--check`) scan the table: they are
-for an operator at a prompt, not for a monitor every 15 seconds.
+Every figure read on a scrape or a health probe reads the queue's small table (the events that
+are not done), the deliveries log by time, or a partial index of the outbox, so it stays cheap
+when processed events number in the millions. The per-source counts of every event (`status`
+without `--check`) scan the events: they are for an operator at a prompt, not for a monitor
+every 15 seconds. Each method reads on the caller's connection, so that one report is one
+snapshot.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
-from hookinbox._storage._dialects import dialect_named
-from hookinbox._storage._outbox import outbox_backlog
-from hookinbox._storage._schema import (
-    deliveries,
-    events,
-    open_event_status,
-    status_is,
-    status_not,
-)
-from hookinbox._storage._workers import live_workers
+from hookinbox._model import WAITING_STATUSES, Status
+from hookinbox._records import Bucket, DuplicateRatio, OpenFigures, Report
+from hookinbox._storage._schema import deliveries, event_queue, events, status_is
+
+if TYPE_CHECKING:
+    from hookinbox._storage._store import Store
 
 NOT_READY_DEADLINE = "not_ready_deadline"
-HOUR = timedelta(hours=1)
+_HELD = event_queue.c.lease_token.is_not(None)
+_STATE = sa.case((_HELD, sa.literal(Status.PROCESSING.value)), else_=event_queue.c.state)
 
 
-@dataclass(frozen=True, slots=True)
-class DuplicateRatio:
-    deliveries: int
-    duplicates: int
+class Stats:
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
-    @property
-    def ratio(self) -> float:
-        return self.duplicates / self.deliveries if self.deliveries else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class OpenFigures:
-    """The cheap figures: what is waiting, stuck or failed (all from the `open` index)."""
-
-    by_status: dict[str, int]
-    oldest_pending: datetime | None
-    oldest_deferred: datetime | None
-    not_ready_deadline: int
-    outbox: dict[str, int] = field(default_factory=dict)
-    """Outbox messages not delivered, by status (pending, delivering, failed)."""
-    workers: dict[tuple[str, str], int] = field(default_factory=dict)
-    """(host, kind) -> live processes: workers and relays whose heartbeat has not expired."""
-
-    def live(self, kind: str) -> int:
-        """Live processes of `kind` (worker, relay) on every host."""
-        return sum(count for (_, k), count in self.workers.items() if k == kind)
-
-    def count(self, status: Status) -> int:
-        return self.by_status.get(status.value, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """Everything `hookinbox status` shows."""
-
-    open: OpenFigures
-    counts: dict[tuple[str, str], int] = field(default_factory=dict)
-    """(source, status) -> events."""
-    duplicates: dict[str, DuplicateRatio] = field(default_factory=dict)
-    """"last hour", "last day", "all" -> ratio."""
-
-
-def open_figures(connection: Connection, now: datetime) -> OpenFigures:
-    done = [s.value for s in DONE_STATUSES]
-    by_status = {
-        status: count
-        for status, count in connection.execute(
-            sa.select(events.c.status, sa.func.count())
-            .where(status_not(events.c.status, *done))
-            .group_by(events.c.status)
-        )
-    }
-    oldest = sa.select(sa.func.min(events.c.received_at))
-    oldest_pending = connection.execute(
-        oldest.where(open_event_status(Status.PENDING.value, Status.PROCESSING.value))
-    ).scalar()
-    oldest_deferred = connection.execute(
-        sa.select(sa.func.min(events.c.deferred_since)).where(
-            open_event_status(Status.DEFERRED.value)
-        )
-    ).scalar()
-    deadline_failures = connection.execute(
-        sa.select(sa.func.count()).where(
-            open_event_status(Status.FAILED.value), events.c.outcome == NOT_READY_DEADLINE
-        )
-    ).scalar_one()
-    return OpenFigures(
-        by_status,
-        oldest_pending,
-        oldest_deferred,
-        int(deadline_failures),
-        outbox_backlog(connection),
-        live_workers(connection, now),
-    )
-
-
-def duplicate_ratio(
-    connection: Connection, since: datetime | None, until: datetime | None = None
-) -> DuplicateRatio:
-    query = sa.select(
-        sa.func.count(),
-        sa.func.coalesce(sa.func.sum(sa.cast(deliveries.c.duplicate, sa.Integer)), 0),
-    )
-    if since is not None:
-        query = query.where(deliveries.c.received_at >= since)
-    if until is not None:
-        query = query.where(deliveries.c.received_at < until)
-    row = connection.execute(query).one()
-    total, duplicates = row[0], row[1]
-    return DuplicateRatio(int(total), int(duplicates))
-
-
-def counts_by_source(connection: Connection) -> dict[tuple[str, str], int]:
-    rows = connection.execute(
-        sa.select(events.c.source, events.c.status, sa.func.count()).group_by(
-            events.c.source, events.c.status
-        )
-    )
-    return {(source, status): int(count) for source, status, count in rows}
-
-
-def report(connection: Connection, now: datetime, *, full: bool = True) -> Report:
-    windows = {"last hour": now - timedelta(hours=1), "last day": now - timedelta(days=1)}
-    ratios = {name: duplicate_ratio(connection, since) for name, since in windows.items()}
-    if full:
-        ratios["all"] = duplicate_ratio(connection, None)
-    return Report(
-        open=open_figures(connection, now),
-        counts=counts_by_source(connection) if full else {},
-        duplicates=ratios,
-    )
-
-
-def waiting_count(connection: Connection) -> int:
-    waiting = [s.value for s in WAITING_STATUSES]
-    return int(
-        connection.execute(
-            sa.select(sa.func.count()).where(status_is(events.c.status, *waiting))
+    def open_figures(self, connection: Connection, now: datetime) -> OpenFigures:
+        """What is waiting, held, stuck or failed: all from the queue's table."""
+        q = event_queue.c
+        by_status = {
+            str(state): int(count)
+            for state, count in connection.execute(
+                sa.select(_STATE, sa.func.count()).group_by(_STATE)
+            )
+        }
+        oldest_pending = connection.execute(
+            sa.select(sa.func.min(q.received_at)).where(status_is(q.state, Status.PENDING.value))
+        ).scalar()
+        oldest_deferred = connection.execute(
+            sa.select(sa.func.min(events.c.deferred_since))
+            .select_from(event_queue.join(events, events.c.id == q.id))
+            .where(status_is(q.state, Status.DEFERRED.value))
+        ).scalar()
+        deadline_failures = connection.execute(
+            sa.select(sa.func.count())
+            .select_from(event_queue.join(events, events.c.id == q.id))
+            .where(status_is(q.state, Status.FAILED.value), events.c.outcome == NOT_READY_DEADLINE)
         ).scalar_one()
-    )
+        return OpenFigures(
+            by_status,
+            oldest_pending,
+            oldest_deferred,
+            int(deadline_failures),
+            self.store.outbox.backlog(connection),
+            self.store.liveness.live(connection, now),
+        )
 
-
-@dataclass(frozen=True, slots=True)
-class Bucket:
-    """One source's figures in one time bucket of `activity`."""
-
-    deliveries: int = 0
-    duplicates: int = 0
-    failed: int = 0
-    """Events received in the bucket that are failed now."""
-
-    @property
-    def duplicate_ratio(self) -> float:
-        return self.duplicates / self.deliveries if self.deliveries else 0.0
-
-
-def activity(
-    connection: Connection, start: datetime, width: timedelta, buckets: int
-) -> dict[str, list[Bucket]]:
-    dialect = dialect_named(connection.dialect.name)
-    """Per source, per bucket from `start`: deliveries, duplicates and failed events.
-
-    Two grouped range reads (the deliveries log and the events, by their received_at
-    indexes), whatever the number of buckets: the bucket is computed in the database.
-    """
-    end = start + width * buckets
-    found: dict[str, dict[int, dict[str, int]]] = {}
-    log_bucket = dialect.time_bucket(deliveries.c.received_at, start, width)
-    rows = connection.execute(
-        sa.select(
-            deliveries.c.source,
-            log_bucket,
+    def duplicate_ratio(
+        self, connection: Connection, since: datetime | None, until: datetime | None = None
+    ) -> DuplicateRatio:
+        query = sa.select(
             sa.func.count(),
             sa.func.coalesce(sa.func.sum(sa.cast(deliveries.c.duplicate, sa.Integer)), 0),
         )
-        .where(deliveries.c.received_at >= start, deliveries.c.received_at < end)
-        .group_by(deliveries.c.source, log_bucket)
-    )
-    for source, index, count, duplicates in rows:
-        figures = found.setdefault(source, {}).setdefault(int(index), {})
-        figures["deliveries"], figures["duplicates"] = int(count), int(duplicates)
-    event_bucket = dialect.time_bucket(events.c.received_at, start, width)
-    rows = connection.execute(
-        sa.select(events.c.source, event_bucket, sa.func.count())
-        .where(
-            open_event_status(Status.FAILED.value),
-            events.c.received_at >= start,
-            events.c.received_at < end,
+        if since is not None:
+            query = query.where(deliveries.c.received_at >= since)
+        if until is not None:
+            query = query.where(deliveries.c.received_at < until)
+        row = connection.execute(query).one()
+        return DuplicateRatio(int(row[0]), int(row[1]))
+
+    def counts_by_source(self, connection: Connection) -> dict[tuple[str, str], int]:
+        """(source, status) -> events; a scan of the events (an operator's, not a monitor's)."""
+        status = sa.case((_HELD, sa.literal(Status.PROCESSING.value)), else_=events.c.status)
+        rows = connection.execute(
+            sa.select(events.c.source, status, sa.func.count())
+            .select_from(events.outerjoin(event_queue, event_queue.c.id == events.c.id))
+            .group_by(events.c.source, status)
         )
-        .group_by(events.c.source, event_bucket)
-    )
-    for source, index, count in rows:
-        found.setdefault(source, {}).setdefault(int(index), {})["failed"] = int(count)
-    return {
-        source: [Bucket(**by_index.get(i, {})) for i in range(buckets)]
-        for source, by_index in sorted(found.items())
-    }
+        return {(source, status): int(count) for source, status, count in rows}
+
+    def report(self, connection: Connection, now: datetime, *, full: bool = True) -> Report:
+        windows = {"last hour": now - timedelta(hours=1), "last day": now - timedelta(days=1)}
+        ratios = {name: self.duplicate_ratio(connection, since) for name, since in windows.items()}
+        if full:
+            ratios["all"] = self.duplicate_ratio(connection, None)
+        return Report(
+            open=self.open_figures(connection, now),
+            counts=self.counts_by_source(connection) if full else {},
+            duplicates=ratios,
+        )
+
+    def waiting_count(self, connection: Connection) -> int:
+        waiting = [s.value for s in WAITING_STATUSES]
+        query = sa.select(sa.func.count()).where(status_is(event_queue.c.state, *waiting))
+        return int(connection.execute(query).scalar_one())
+
+    def activity(
+        self, connection: Connection, start: datetime, width: timedelta, buckets: int
+    ) -> dict[str, list[Bucket]]:
+        """Per source, per bucket from `start`: deliveries, duplicates and failed events.
+
+        Two grouped range reads (the deliveries log by its received_at index, the failed
+        events in the queue's open index), whatever the number of buckets: the bucket is
+        computed in the database.
+        """
+        dialect = self.store.dialect
+        end = start + width * buckets
+        found: dict[str, dict[int, dict[str, int]]] = {}
+        log_bucket = dialect.time_bucket(deliveries.c.received_at, start, width)
+        rows = connection.execute(
+            sa.select(
+                deliveries.c.source,
+                log_bucket,
+                sa.func.count(),
+                sa.func.coalesce(sa.func.sum(sa.cast(deliveries.c.duplicate, sa.Integer)), 0),
+            )
+            .where(deliveries.c.received_at >= start, deliveries.c.received_at < end)
+            .group_by(deliveries.c.source, log_bucket)
+        )
+        for source, index, count, duplicates in rows:
+            figures = found.setdefault(source, {}).setdefault(int(index), {})
+            figures["deliveries"], figures["duplicates"] = int(count), int(duplicates)
+        q = event_queue.c
+        event_bucket = dialect.time_bucket(q.received_at, start, width)
+        rows = connection.execute(
+            sa.select(events.c.source, event_bucket, sa.func.count())
+            .select_from(event_queue.join(events, events.c.id == q.id))
+            .where(
+                status_is(q.state, Status.FAILED.value),
+                q.received_at >= start,
+                q.received_at < end,
+            )
+            .group_by(events.c.source, event_bucket)
+        )
+        for source, index, count in rows:
+            found.setdefault(source, {}).setdefault(int(index), {})["failed"] = int(count)
+        return {
+            source: [Bucket(**by_index.get(i, {})) for i in range(buckets)]
+            for source, by_index in sorted(found.items())
+        }

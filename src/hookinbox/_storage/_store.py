@@ -1,25 +1,42 @@
-"""`Store`: the narrow door to the database that every other layer goes through."""
+"""`Store`: the narrow door to the database that every other layer goes through.
+
+A store is an engine, its dialect (`_dialects/`: everything that differs between databases),
+the transactions every gateway runs in, and the gateways, one per role:
+
+- `ingest`: store deliveries (one, or group commit's batches) and read an event back;
+- `events` and `messages`: the worker's and the relay's leased queues (one class, `_queue.py`);
+- `outbox`: messages written in a handler's transaction, and what operators read of them;
+- `ordering`: the ordering guard's marks;
+- `operator`: list, show, search, replay and audit events; the dashboard's sessions;
+- `housekeeping`: retention, the daily jobs, the space a prune frees;
+- `liveness`: the workers' heartbeats;
+- `stats`: the figures of `status`, the gauges and the dashboard.
+"""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
 from hookinbox._errors import StoreUnavailable
-from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
+from hookinbox._model import Event
 from hookinbox._storage import _migrations
-from hookinbox._storage._deliveries import record_delivery
 from hookinbox._storage._dialects import Dialect, build_engine, dialect_of
 from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._housekeeping import Housekeeping
+from hookinbox._storage._ingest import Ingest
+from hookinbox._storage._liveness import Liveness
+from hookinbox._storage._operator import Operator
 from hookinbox._storage._options import READ_ONLY, StoreOptions
-from hookinbox._storage._schema import events
+from hookinbox._storage._ordering import Ordering
+from hookinbox._storage._outbox import Outbox
+from hookinbox._storage._queue import EventQueue, MessageQueue
+from hookinbox._storage._stats import Stats
 
 
 class Store:
@@ -56,14 +73,24 @@ class Store:
         # Re-entrant, so a handler that opens a second transaction fails on SQLite's timeout
         # as before instead of hanging here.
         self._writer = threading.RLock() if self.dialect.single_writer else None
+        self.ingest = Ingest(self)
+        self.events = EventQueue(self)
+        self.messages = MessageQueue(self)
+        self.outbox = Outbox(self)
+        self.ordering = Ordering(self)
+        self.operator = Operator(self)
+        self.housekeeping = Housekeeping(self)
+        self.liveness = Liveness(self)
+        self.stats = Stats(self)
 
     @property
     def url(self) -> URL:
         return self.engine.url
 
-    def migrate(self) -> tuple[int, int]:
-        """Create or upgrade the schema; returns (version before, version after)."""
-        result = _migrations.migrate(self.engine, self.after_migrate)
+    def migrate(self, target: int = _migrations.LATEST_VERSION) -> tuple[int, int]:
+        """Create or upgrade the schema (to `target`, the latest by default); returns
+        (version before, version after)."""
+        result = _migrations.migrate(self.engine, self.after_migrate, target=target)
         self._schema_ready = True
         return result
 
@@ -88,7 +115,7 @@ class Store:
             yield connection
 
     @contextmanager
-    def housekeeping(self) -> Iterator[Connection]:
+    def housekeeping_transaction(self) -> Iterator[Connection]:
         """A transaction whose commit need not be durable on its own (the pruner's deletes:
         lost to a power cut, they are made again by the next prune); the dialect decides what
         that saves (SQLite: the commit's fsync). Elsewhere, `transaction()`."""
@@ -146,16 +173,9 @@ class Store:
         with self.transaction() as connection:
             connection.execute(_PROBE_WRITE)
 
-    def record_delivery(self, delivery: NewDelivery) -> RecordedDelivery:
-        """Store a delivery durably in its own transaction (committed on return)."""
-        with self.transaction() as connection:
-            return record_delivery(connection, delivery)
-
     def get_event(self, source: str, event_id: str) -> Event | None:
-        query = sa.select(events).where(events.c.source == source, events.c.event_id == event_id)
-        with self.reading() as connection:
-            row = connection.execute(query).mappings().first()
-        return event_from_row(row) if row else None
+        """The event stored under (source, event_id), as it is now (`ingest.get_event`)."""
+        return self.ingest.get_event(source, event_id)
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -166,29 +186,3 @@ _PROBE_WRITE = sa.text(
     " WHERE version = (SELECT max(version) FROM hookinbox_schema_versions)"
 )
 """The readiness probe's write (see `Store.ping`)."""
-
-
-def event_from_row(row: sa.RowMapping | dict[str, Any]) -> Event:
-    return Event(
-        row_id=row["id"],
-        source=row["source"],
-        id=row["event_id"],
-        type=row["event_type"],
-        occurred_at=row["occurred_at"],
-        received_at=row["received_at"],
-        body=bytes(row["body"]),
-        headers=json.loads(row["headers"]),
-        status=Status(row["status"]),
-        attempts=row["attempts"],
-        delivery_count=row["delivery_count"],
-        last_error=row["last_error"],
-        outcome=row["outcome"],
-        deferrals=row["deferrals"],
-        deferred_since=row["deferred_since"],
-        next_attempt_at=row["next_attempt_at"],
-        processed_at=row["processed_at"],
-        key_conflicts=row["key_conflicts"],
-        last_delivery_at=row["last_delivery_at"],
-        forced_replay_at=row["forced_replay_at"],
-        attempts_before_replay=row["attempts_before_replay"] or 0,
-    )

@@ -58,7 +58,7 @@ def list_command(
     """
     from hookinbox._model import Status
     from hookinbox._operations import parse_time
-    from hookinbox._storage import EventFilter, list_events
+    from hookinbox._records import EventFilter
     from hookinbox.cli._documents import event_summary
     from hookinbox.cli._target import opened
 
@@ -67,7 +67,7 @@ def list_command(
     after = None if since is None else parse_time(since, now)
     filters = EventFilter(Status(state) if state else None, source, event_type, after)
     with opened(app, database_url) as target:
-        rows = list_events(target.store, filters, limit)
+        rows = target.store.operator.list_events(filters, limit)
         if not rows:
             target.check_source(source)
     documents = [event_summary(row) for row in rows]
@@ -110,7 +110,6 @@ def show_command(
     Exit codes: 0 shown; 1 no such event, or the database is unavailable; 2 bad usage or
     configuration (an unknown source name, with a hint).
     """
-    from hookinbox._storage import audit_trail, delivery_history
     from hookinbox.cli._documents import audit_document, delivery_document, event_document
     from hookinbox.cli._target import opened
 
@@ -122,9 +121,10 @@ def show_command(
             target.check_source(source)
             raise click.ClickException(f"no event {source} {event_id}")
         history = [
-            delivery_document(row) for row in delivery_history(target.store, source, event_id)
+            delivery_document(row)
+            for row in target.store.operator.delivery_history(source, event_id)
         ]
-        trail = [audit_document(row) for row in audit_trail(target.store, source, event_id)]
+        trail = [audit_document(row) for row in target.store.operator.audit_trail(source, event_id)]
     fields = event_document(event)
     try:
         body: Any = event.payload

@@ -22,7 +22,7 @@ from hookinbox.cli._options import (
 from hookinbox.cli._output import emit_json, progress
 
 if TYPE_CHECKING:
-    from hookinbox._storage import Actor
+    from hookinbox._records import Actor
     from hookinbox.cli._target import Target
 
 DEFAULT_CONFIRM_ABOVE = 100
@@ -84,7 +84,7 @@ def replay(
     """
     from hookinbox._model import Status
     from hookinbox._operations import parse_time
-    from hookinbox._storage import Actor, EventFilter, count_events, replay_matching
+    from hookinbox._records import Actor, EventFilter
     from hookinbox.cli._target import opened
 
     names = ("SOURCE", "EVENT_ID") if state is None else ()
@@ -107,7 +107,7 @@ def replay(
             return
         chosen = Status(state)
         filters = EventFilter(chosen, source_filter, event_type, since_time)
-        total = count_events(target.store, filters)
+        total = target.store.operator.count_events(filters)
         if total == 0:
             target.check_source(source_filter)
         if not dry_run and total > confirm_above and not yes:
@@ -115,7 +115,7 @@ def replay(
         replayed = 0
         if not dry_run:
             with progress("replaying", total) as advance:
-                for batch in replay_matching(target.store, filters, now, actor=actor):
+                for batch in target.store.operator.replay_matching(filters, now, actor=actor):
                     replayed += batch
                     advance(batch)
     if as_json:
@@ -147,7 +147,7 @@ def _replay_one(
     as_json: bool,
 ) -> None:
     from hookinbox._model import Status
-    from hookinbox._storage import ReplayResult, replay_one
+    from hookinbox._records import ReplayResult
 
     if dry_run:  # the same refusals as a replay, read without a write
         event = target.store.get_event(source, event_id)
@@ -161,8 +161,8 @@ def _replay_one(
         else:
             result = ReplayResult.REPLAYED
     else:
-        result, previous = replay_one(
-            target.store, source, event_id, datetime.now(UTC), force=force, actor=actor
+        result, previous = target.store.operator.replay_one(
+            source, event_id, datetime.now(UTC), force=force, actor=actor
         )
     if result is ReplayResult.NOT_FOUND:
         target.check_source(source)

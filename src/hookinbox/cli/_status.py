@@ -102,7 +102,6 @@ def status(
     """  # fmt: skip
     from hookinbox._model import Status
     from hookinbox._operations import Thresholds, breaches, parse_duration
-    from hookinbox._storage import report
     from hookinbox.cli._target import opened
 
     app = resolve_app(app, app_option, explicit=from_command_line("app"))
@@ -116,7 +115,7 @@ def status(
     )
     now = datetime.now(UTC)
     with opened(app, database_url) as target, target.store.reading() as connection:
-        figures = report(connection, now, full=not check)
+        figures = target.store.stats.report(connection, now, full=not check)
     found = breaches(figures.open, now, thresholds)
     if check:
         if as_json:

@@ -30,20 +30,18 @@ class Target:
         when a known one is close to it (a typo), else the look-up's own answer stands."""
         if name is None:
             return
-        from hookinbox._storage import known_sources
 
         configured = set(self.inbox.sources) if self.inbox else set()
         if name in configured or self.store_has(name):
             return
-        known = configured | set(known_sources(self.store))
+        known = configured | set(self.store.operator.known_sources())
         hint = did_you_mean(name, known)
         if self.inbox is not None or hint.startswith(" (did you mean"):
             raise ConfigurationError(f"no source is named {name!r}{hint}")
 
     def store_has(self, source: str) -> bool:
-        from hookinbox._storage import source_exists
 
-        return source_exists(self.store, source)
+        return self.store.operator.source_exists(source)
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._model import Status
 from hookinbox._operations import Thresholds, breached_figures, parse_time
-from hookinbox._storage import (
+from hookinbox._records import (
     SCAN_LIMIT,
     Actor,
     Bucket,
@@ -37,21 +37,9 @@ from hookinbox._storage import (
     EventFilter,
     PayloadMatch,
     ReplayResult,
-    Store,
-    activity,
-    audit_trail,
-    count_events,
-    delivery_history,
-    list_events,
-    messages_for_event,
-    replay_matching,
-    replay_one,
-    report,
-    revoke_session,
     search_for,
-    session_revoked,
-    worker_rows,
 )
+from hookinbox._storage import Store
 from hookinbox._text import safe_text
 from hookinbox.dashboard._auth import (
     COOKIE,
@@ -271,7 +259,7 @@ class Dashboard:
         session = self.sessions.read(request)
         if session is None or not session.authenticated:
             return session
-        if await self.off_loop(session_revoked, self.store, session.sid):
+        if await self.off_loop(self.store.operator.session_revoked, session.sid):
             return None
         return session
 
@@ -336,7 +324,9 @@ class Dashboard:
         # Server-side: a copy of this cookie (a shared machine, a proxy's log) is worth nothing
         # from now on, in every process; deleting the cookie only tidies this browser.
         until, sid = now + timedelta(seconds=SESSION_SECONDS), session.sid
-        await self.off_loop(lambda: revoke_session(self.store, sid, expires_at=until, now=now))
+        await self.off_loop(
+            lambda: self.store.operator.revoke_session(sid, expires_at=until, now=now)
+        )
         response = self.redirect(request, "/login")
         response.delete_cookie(COOKIE, path=mount_path(request) + "/")
         return response
@@ -351,9 +341,10 @@ class Dashboard:
 
         def read() -> tuple[Any, Any, Any]:
             with self.store.reading() as connection:
-                figures = report(connection, now)
-                buckets = activity(connection, start, window.width, window.buckets)
-                return figures, buckets, worker_rows(connection)
+                stats = self.store.stats
+                figures = stats.report(connection, now)
+                buckets = stats.activity(connection, start, window.width, window.buckets)
+                return figures, buckets, self.store.liveness.rows(connection)
 
         figures, buckets, processes = await self.off_loop(read)
         ratios = [
@@ -390,7 +381,7 @@ class Dashboard:
 
         def read() -> dict[str, list[Bucket]]:
             with self.store.reading() as connection:
-                return activity(connection, start, window.width, window.buckets)
+                return self.store.stats.activity(connection, start, window.width, window.buckets)
 
         buckets = await self.off_loop(read)
         by_source = []
@@ -416,7 +407,9 @@ class Dashboard:
         before = parse_cursor(before_text) if before_text else None
         search = parse_search(request.query_params)
         rows = await self.off_loop(
-            lambda: list_events(self.store, filters, PAGE_SIZE + 1, before=before, payload=search)
+            lambda: self.store.operator.list_events(
+                filters, PAGE_SIZE + 1, before=before, payload=search
+            )
         )
         older = encode_cursor(rows[PAGE_SIZE - 1]) if len(rows) > PAGE_SIZE else None
         fields = filter_fields(filters)
@@ -441,9 +434,10 @@ class Dashboard:
             event = self.store.get_event(source, event_id)
             if event is None:
                 raise HTTPException(404, f"no event {source} {event_id}")
-            history = delivery_history(self.store, source, event_id)
-            messages = messages_for_event(self.store, source, event_id)
-            return event, history, messages, audit_trail(self.store, source, event_id)
+            operator = self.store.operator
+            history = operator.delivery_history(source, event_id)
+            messages = self.store.outbox.for_event(source, event_id)
+            return event, history, messages, operator.audit_trail(source, event_id)
 
         event, history, messages, trail = await self.off_loop(read)
         return self.render(
@@ -472,7 +466,9 @@ class Dashboard:
         force = form.get("force") == "1"
         actor = _actor(form)
         result, _previous = await self.off_loop(
-            lambda: replay_one(self.store, source, event_id, _now(), force=force, actor=actor)
+            lambda: self.store.operator.replay_one(
+                source, event_id, _now(), force=force, actor=actor
+            )
         )
         if result is ReplayResult.NOT_FOUND:
             raise HTTPException(404, f"no event {source} {event_id}")
@@ -489,7 +485,7 @@ class Dashboard:
 
     async def bulk_confirm(self, request: Request, session: Session) -> Response:
         filters = self._failed_only(parse_filters(request.query_params, _now()))
-        count = await self.off_loop(count_events, self.store, filters)
+        count = await self.off_loop(self.store.operator.count_events, filters)
         return self.render(
             request, "replay_bulk.html", session, filters=filters,
             fields=filter_fields(filters), count=count, replayed=None,
@@ -500,7 +496,7 @@ class Dashboard:
         filters = self._failed_only(parse_filters(form, _now()))
         actor = _actor(form)
         replayed = await self.off_loop(
-            lambda: sum(replay_matching(self.store, filters, _now(), actor=actor))
+            lambda: sum(self.store.operator.replay_matching(filters, _now(), actor=actor))
         )
         session = self.sessions.read(request)
         return self.render(

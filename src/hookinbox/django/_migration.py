@@ -1,11 +1,12 @@
 """The operation in hookinbox's Django migrations: run hookinbox's own migration steps.
 
-The tables are defined once, by `hookinbox._storage._migrations`; a Django migration does not
-restate them. It brings the schema to a fixed version, on Django's connection and inside the
-migration's transaction, and records it in `hookinbox_schema_versions` as `hookinbox migrate`
-does. So a database migrated either way is the same database, and a project that ran
-`hookinbox migrate` before adopting Django migrates cleanly (the steps already applied are
-skipped). Each hookinbox release that adds a step adds a Django migration for it.
+The tables are defined once, by hookinbox's own migration steps (`Store.migrate`); a Django
+migration does not restate them. It brings the schema to a fixed version, on Django's
+connection and inside the migration's transaction, and records it in
+`hookinbox_schema_versions` as `hookinbox migrate` does. So a database migrated either way is
+the same database, and a project that ran `hookinbox migrate` before adopting Django migrates
+cleanly (the steps already applied are skipped). Each hookinbox release that adds a step adds
+a Django migration for it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-from hookinbox._storage._migrations import migrate
+from hookinbox._storage import Store
 from hookinbox.django._engine import django_engine
 
 
@@ -29,7 +30,7 @@ class UpgradeSchema(migrations.RunPython):
     def _forward(self, _apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
         engine = django_engine(schema_editor.connection.alias)
         try:
-            migrate(engine, target=self.version)
+            Store(engine.url, engine=engine, auto_migrate=False).migrate(self.version)
         finally:
             engine.dispose()
 

@@ -61,12 +61,12 @@ class DjangoStore(Store):
                 f"{LATEST_VERSION}: run `python manage.py migrate hookinbox`"
             ) from error
 
-    def migrate(self) -> tuple[int, int]:
+    def migrate(self, target: int = LATEST_VERSION) -> tuple[int, int]:
         with _django_errors(), transaction.atomic(using=self.using):
-            return super().migrate()
+            return super().migrate(target)
 
     @contextmanager
-    def housekeeping(self) -> Iterator[Connection]:
+    def housekeeping_transaction(self) -> Iterator[Connection]:
         """An ordinary transaction: Django owns its connection's settings and transactions
         (the store's own version changes SQLite's `synchronous` outside `atomic()`)."""
         with self.transaction() as connection:

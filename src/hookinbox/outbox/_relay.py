@@ -18,16 +18,8 @@ from hookinbox._processing import RetryPolicy, Schedule
 from hookinbox._processing._processor import describe_error
 from hookinbox._processing._queues import StoreQueue
 from hookinbox._processing._unrecorded import Unrecorded
-from hookinbox._storage import (
-    LeasedMessage,
-    Settlement,
-    Store,
-    has_message_due,
-    lease_messages,
-    next_message_due_at,
-    settle,
-    sweep_messages,
-)
+from hookinbox._records import Lease, LeasedMessage, Settlement
+from hookinbox._storage import Store
 from hookinbox.outbox._destinations import DeliveryError, Destination, Undeliverable
 
 log = logger("hookinbox.relay")
@@ -129,12 +121,12 @@ class Relay:
     def _settle(self, leased: LeasedMessage, settlement: Settlement) -> str:
         now = self.now()  # when it was delivered, even if written later
         try:
-            if not settle(self.store, leased, settlement, now):
+            if not self.store.messages.record(leased, settlement, now):
                 return "lost_lease"
         except StoreUnavailable as error:
             log.warning("could not record delivery of %s: %s", leased.message.key, error)
             self.unrecorded.keep(
-                lambda: settle(self.store, leased, settlement, now),
+                lambda: self.store.messages.record(leased, settlement, now),
                 leased.expires_at,
                 leased.message.key,
             )
@@ -172,19 +164,19 @@ class MessageQueue(StoreQueue[LeasedMessage]):
         return self.relay.now()
 
     def _has_due(self, now: datetime) -> bool:
-        return has_message_due(self.store, now)
+        return self.store.messages.has_due(now)
 
     def _next_due_at(self) -> datetime | None:
-        return next_message_due_at(self.store)
+        return self.store.messages.next_due_at()
 
-    def _lease(self, limit: int, now: datetime, until: datetime) -> list[LeasedMessage]:
-        return lease_messages(self.store, limit=limit, now=now, lease_until=until)
+    def _lease(self, limit: int, now: datetime, until: datetime) -> Lease[LeasedMessage]:
+        return self.store.messages.lease(limit=limit, now=now, until=until)
+
+    def _give_back(self, item: LeasedMessage) -> None:
+        message = item.message
+        if self.store.messages.record(item, self.relay.expired(message), self.now()):
+            log.warning("%s %s: lease expired (relay lost); given back", message.destination,
+                        message.key)  # fmt: skip
 
     def process(self, item: LeasedMessage) -> str:
         return self.relay.deliver(item)
-
-    def sweep(self) -> None:
-        swept = sweep_messages(self.store, now=self.now(), decide=self.relay.expired)
-        for message in swept:
-            log.warning("%s %s: lease expired (relay lost); given back", message.destination,
-                        message.key)  # fmt: skip

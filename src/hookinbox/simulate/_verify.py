@@ -29,7 +29,7 @@ from sqlalchemy import Connection
 from hookinbox._errors import ConfigurationError
 from hookinbox._exactly_once import judge_effects
 from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Status
-from hookinbox._storage import dialect_for_url, events, parse_url, translate_errors
+from hookinbox._storage import dialect_for_url, parse_url, translate_errors
 from hookinbox.simulate._report import SimulationReport
 
 SHOP_EFFECTS_SQL = (
@@ -39,6 +39,15 @@ SHOP_EFFECTS_SQL = (
 """The bundled example shop: one row per order, with its customer's subscription status.
 The default for Stripe when the shop's tables exist."""
 OPEN_STATUSES = tuple(s.value for s in (*WAITING_STATUSES, Status.PROCESSING))
+# The receiver's documented table (docs/storage.md), read as a client reads it: the receiver may
+# run another hookinbox version, so nothing of this one's storage modules is assumed.
+events = sa.table(
+    "hookinbox_events",
+    sa.column("event_id", sa.String),
+    sa.column("status", sa.String),
+    sa.column("delivery_count", sa.Integer),
+    sa.column("received_at", sa.DateTime(timezone=True)),
+)
 PROCESSED = frozenset(s.value for s in DONE_STATUSES)
 CHUNK = 500
 """Keys per `IN (...)`: well under every driver's limit on bound parameters."""

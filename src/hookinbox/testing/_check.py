@@ -41,7 +41,6 @@ from hookinbox._inbox import Inbox
 from hookinbox._model import Event, Status
 from hookinbox._processing._handlers import ANY_TYPE, Handler
 from hookinbox._runtime import Runtime
-from hookinbox._storage import dialect_for_url
 from hookinbox.testing._harness import InboxHarness
 from hookinbox.testing._signing import Body
 
@@ -176,7 +175,7 @@ class _CheckedHarness(InboxHarness):
         self.ids = ids
         self.rendezvous = _Rendezvous(schedule.workers)
         super().__init__(inbox, **kw)
-        self.concurrent_commits = not dialect_for_url(self.database_url).single_writer
+        self.concurrent_commits = not self.inbox.store.dialect.single_writer
 
     def _copy(self, inbox: Inbox, **settings: Any) -> Inbox:
         twin = inbox.with_settings(**settings)

@@ -76,12 +76,7 @@ class InboxHarness:
         """Start from an empty inbox: a TransactionTestCase's flush leaves hookinbox's tables
         (they belong to no Django model), so one test's events would be the next one's
         duplicates. Inside a TestCase this is rolled back with the test."""
-        from hookinbox._storage._schema import metadata
-
-        with self.inbox.store.transaction() as connection:
-            for table in reversed(metadata.sorted_tables):
-                if table.name != "hookinbox_schema_versions":
-                    connection.execute(table.delete())
+        self.inbox.store.housekeeping.empty()
 
     def _copy(self, inbox: Inbox, **settings: Any) -> Inbox:
         return inbox.with_settings(**settings)
@@ -183,15 +178,7 @@ class InboxHarness:
 
     def events(self, source: str | None = None) -> Iterator[Event]:
         """Every stored event (of `source`), oldest first."""
-        from hookinbox._storage._schema import events
-        from hookinbox._storage._store import event_from_row
-
-        query = events.select().order_by(events.c.id)
-        if source is not None:
-            query = query.where(events.c.source == source)
-        with self.inbox.store.reading() as connection:
-            rows = list(connection.execute(query).mappings())
-        return iter([event_from_row(row) for row in rows])
+        return iter(self.inbox.store.operator.all_events(source))
 
     def close(self) -> None:
         self._stack.close()

@@ -21,10 +21,9 @@ if TYPE_CHECKING:
     from alembic.operations import Operations
 
     from hookinbox._model import NewDelivery
+    from hookinbox._records import PayloadMatch, Pressure
     from hookinbox._storage._batch import Group, Row
     from hookinbox._storage._options import StoreOptions
-    from hookinbox._storage._pressure import Pressure
-    from hookinbox._storage._search import PayloadMatch
     from hookinbox._storage._store import Store
 
 
@@ -38,6 +37,9 @@ class Dialect(ABC):
     before it leases, and group commit has one writer thread."""
     listens: ClassVar[bool]
     """Workers on any host are woken by the database itself (PostgreSQL's LISTEN/NOTIFY)."""
+    returns_joined_rows: ClassVar[bool]
+    """A data-modifying statement can feed another in one statement (a CTE) and return the
+    other table's columns: a lease or a claim is one round trip (PostgreSQL)."""
     autocommit_batches: ClassVar[bool]
     """Group commit's batch is one atomic statement, run without a transaction around it."""
     prune_busy_batch_seconds: ClassVar[float]
@@ -146,6 +148,24 @@ class Dialect(ABC):
     ) -> None:
         """Notify `channel` (from the trigger function `function`) when a row is inserted
         into `table`, where the database `listens`."""
+
+    @abstractmethod
+    def lock_tables(self, op: Operations, *tables: str) -> None:
+        """Hold `tables` against other writers for the rest of the migration's transaction."""
+
+    @abstractmethod
+    def set_fill_factor(self, op: Operations, table: str, percent: int) -> None:
+        """How full inserts leave a table's pages (room for a row's next versions)."""
+
+    @abstractmethod
+    def queue_new_events(self, op: Operations) -> None:
+        """A trigger that gives every event inserted unfinished its queue row (and wakes
+        the workers), whoever inserts it."""
+
+    @abstractmethod
+    def refuse_old_leases(self, op: Operations) -> None:
+        """Triggers that refuse the leases of an older hookinbox (schema 8 and before):
+        `hookinbox_events.lease_token` set, or an outbox message made `delivering`."""
 
     # -- Django's connections ---------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from sqlalchemy.engine import URL, ExceptionContext
 
 from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._extras import require
+from hookinbox._records import Pressure
 from hookinbox._storage._batch import (
     EVENT_COLUMNS,
     ON_CONFLICT,
@@ -37,16 +38,16 @@ from hookinbox._storage._batch import (
 from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
-from hookinbox._storage._pressure import Pressure
 from hookinbox._storage._schema import events
 
 if TYPE_CHECKING:
     from alembic.operations import Operations
 
     from hookinbox._model import NewDelivery
-    from hookinbox._storage._search import PayloadMatch
+    from hookinbox._records import PayloadMatch
     from hookinbox._storage._store import Store
 
+OLD_LEASE = "hookinbox schema 9: a process of an older hookinbox tried to lease; upgrade it"
 REQUIRED_ENCODING = "UTF8"
 READ_ONLY_SQL_TRANSACTION = "25006"
 KEEPALIVE_PROBES = 3
@@ -65,6 +66,7 @@ class PostgreSQL(Dialect):
     name: ClassVar[str] = "postgresql"
     single_writer: ClassVar[bool] = False
     listens: ClassVar[bool] = True
+    returns_joined_rows: ClassVar[bool] = True
     autocommit_batches: ClassVar[bool] = True
     prune_busy_batch_seconds: ClassVar[float] = 0.02
     django_vendors: ClassVar[tuple[str, ...]] = ("postgresql",)
@@ -264,6 +266,52 @@ class PostgreSQL(Dialect):
         op.execute(
             f"CREATE TRIGGER {trigger} AFTER INSERT ON {table} "
             f"FOR EACH ROW EXECUTE FUNCTION {function}()"
+        )
+
+    def lock_tables(self, op: Operations, *tables: str) -> None:
+        op.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
+
+    def set_fill_factor(self, op: Operations, table: str, percent: int) -> None:
+        op.execute(f"ALTER TABLE {table} SET (fillfactor = {int(percent)})")
+
+    def queue_new_events(self, op: Operations) -> None:
+        # One call per statement, not per row: a group-commit batch queues its new events in
+        # one INSERT ... SELECT from the statement's inserted rows (its transition table; the
+        # rows an ON CONFLICT updated are not in it), and notifies once.
+        op.execute("DROP TRIGGER IF EXISTS hookinbox_events_notify ON hookinbox_events")
+        op.execute("DROP FUNCTION IF EXISTS hookinbox_notify_new_event()")
+        op.execute(
+            "CREATE FUNCTION hookinbox_queue_new_events() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN"
+            " INSERT INTO hookinbox_event_queue"
+            " (id, state, next_attempt_at, received_at, attempts)"
+            " SELECT id, status, next_attempt_at, received_at, attempts"
+            " FROM hookinbox_inserted_events WHERE status NOT IN ('processed', 'unhandled');"
+            " IF EXISTS (SELECT 1 FROM hookinbox_inserted_events"
+            " WHERE status IN ('pending', 'deferred')) THEN"
+            " PERFORM pg_notify('hookinbox_events', ''); END IF;"
+            " RETURN NULL; END $$"
+        )
+        op.execute(
+            "CREATE TRIGGER hookinbox_events_queue AFTER INSERT ON hookinbox_events"
+            " REFERENCING NEW TABLE AS hookinbox_inserted_events"
+            " FOR EACH STATEMENT EXECUTE FUNCTION hookinbox_queue_new_events()"
+        )
+
+    def refuse_old_leases(self, op: Operations) -> None:
+        op.execute(
+            "CREATE FUNCTION hookinbox_refuse_old_lease() RETURNS trigger LANGUAGE plpgsql AS $$"
+            f" BEGIN RAISE EXCEPTION '{OLD_LEASE}'; END $$"
+        )
+        op.execute(
+            "CREATE TRIGGER hookinbox_events_old_lease BEFORE UPDATE OF lease_token"
+            " ON hookinbox_events FOR EACH ROW WHEN (NEW.lease_token IS NOT NULL)"
+            " EXECUTE FUNCTION hookinbox_refuse_old_lease()"
+        )
+        op.execute(
+            "CREATE TRIGGER hookinbox_outbox_old_lease BEFORE UPDATE OF status"
+            " ON hookinbox_outbox FOR EACH ROW WHEN (NEW.status = 'delivering')"
+            " EXECUTE FUNCTION hookinbox_refuse_old_lease()"
         )
 
     # -- Django's connections ---------------------------------------------------------------

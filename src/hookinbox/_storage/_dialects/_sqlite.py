@@ -30,6 +30,7 @@ from sqlalchemy.engine.interfaces import Dialect as SQLAlchemyDialect
 from sqlalchemy.types import DateTime
 
 from hookinbox._errors import ConfigurationError
+from hookinbox._records import Pressure
 from hookinbox._storage._batch import (
     EVENT_COLUMNS,
     ON_CONFLICT,
@@ -43,16 +44,16 @@ from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._options import HIDE_PARAMETERS, READ_ONLY, StoreOptions
-from hookinbox._storage._pressure import Pressure
 from hookinbox._storage._schema import events
 
 if TYPE_CHECKING:
     from alembic.operations import Operations
 
     from hookinbox._model import NewDelivery
-    from hookinbox._storage._search import PayloadMatch
+    from hookinbox._records import PayloadMatch
     from hookinbox._storage._store import Store
 
+OLD_LEASE = "hookinbox schema 9: a process of an older hookinbox tried to lease; upgrade it"
 LOCK_POLL = 0.001
 """Seconds between two tries for SQLite's write lock held by another process."""
 SQLITE_BUSY = 5
@@ -64,6 +65,7 @@ class SQLite(Dialect):
     name: ClassVar[str] = "sqlite"
     single_writer: ClassVar[bool] = True
     listens: ClassVar[bool] = False
+    returns_joined_rows: ClassVar[bool] = False
     autocommit_batches: ClassVar[bool] = False
     # Every delivery waits for SQLite's one write lock while a prune batch holds it.
     prune_busy_batch_seconds: ClassVar[float] = 0.005
@@ -258,6 +260,34 @@ class SQLite(Dialect):
         self, op: Operations, table: str, channel: str, function: str
     ) -> None:
         """No LISTEN, nothing to notify."""
+
+    def lock_tables(self, op: Operations, *tables: str) -> None:
+        """The migration's BEGIN IMMEDIATE holds the one write lock already."""
+
+    def set_fill_factor(self, op: Operations, table: str, percent: int) -> None:
+        """SQLite has no fill factor (and rewrites a row in place when it can)."""
+
+    def queue_new_events(self, op: Operations) -> None:
+        op.execute(
+            "CREATE TRIGGER hookinbox_events_queue AFTER INSERT ON hookinbox_events"
+            " WHEN NEW.status NOT IN ('processed', 'unhandled') BEGIN"
+            " INSERT INTO hookinbox_event_queue"
+            " (id, state, next_attempt_at, received_at, attempts)"
+            " VALUES (NEW.id, NEW.status, NEW.next_attempt_at, NEW.received_at, NEW.attempts);"
+            " END"
+        )
+
+    def refuse_old_leases(self, op: Operations) -> None:
+        for name, table, column, when in (
+            ("hookinbox_events_old_lease", "hookinbox_events", "lease_token",
+             "NEW.lease_token IS NOT NULL"),
+            ("hookinbox_outbox_old_lease", "hookinbox_outbox", "status",
+             "NEW.status = 'delivering'"),
+        ):  # fmt: skip
+            op.execute(
+                f"CREATE TRIGGER {name} BEFORE UPDATE OF {column} ON {table} WHEN {when}"
+                f" BEGIN SELECT RAISE(ABORT, '{OLD_LEASE}'); END"
+            )
 
     # -- Django's connections ---------------------------------------------------------------
 

@@ -1,0 +1,362 @@
+"""The operator gateway (`Store.operator`): list, show, search, replay and audit events; the
+dashboard's signed-out sessions.
+
+An operator's action never waits for a worker. An event's status is read as operators see it
+(`_rows.EVENT_STATUS`: `processing` while a worker holds it). Events that are not done are
+found through the queue's small open index, done ones through `received_at`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from hookinbox._model import DONE_STATUSES, WAITING_STATUSES, Event, Status
+from hookinbox._records import (
+    SCAN_LIMIT,
+    Actor,
+    Cursor,
+    EventFilter,
+    PayloadMatch,
+    ReplayResult,
+)
+from hookinbox._storage._notify import CHANNEL
+from hookinbox._storage._rows import (
+    EVENT_JOIN,
+    EVENT_STATUS,
+    event_columns,
+    event_from_row,
+    select_events,
+)
+from hookinbox._storage._schema import (
+    audit,
+    deliveries,
+    event_queue,
+    events,
+    revoked_sessions,
+    status_is,
+)
+from hookinbox._storage._types import SafeText, UTCDateTime
+
+if TYPE_CHECKING:
+    from hookinbox._storage._store import Store
+
+LIST_COLUMNS = event_columns(without=("body", "headers", "lease_token"))
+AUDIT_COLUMNS = [c for c in audit.c if c.name not in ("id", "source", "event_id")]
+_WAITING = tuple(s.value for s in WAITING_STATUSES)
+_HELD = event_queue.c.lease_token.is_not(None)
+
+
+def _open(filters: EventFilter) -> bool:
+    return filters.status is not None and filters.status not in DONE_STATUSES
+
+
+def _rows_of(filters: EventFilter) -> sa.FromClause:
+    """Where the filtered events are read: open ones from the queue's table (small, indexed
+    by state), joined to their events; the others from the events with their queue rows."""
+    if _open(filters):
+        return event_queue.join(events, events.c.id == event_queue.c.id)
+    return EVENT_JOIN
+
+
+def where(filters: EventFilter) -> list[sa.ColumnElement[bool]]:
+    """The filters over events joined to their queue rows."""
+    clauses: list[sa.ColumnElement[bool]] = []
+    status = filters.status
+    if status in DONE_STATUSES:
+        clauses.append(status_is(events.c.status, status.value))
+    elif status is Status.PROCESSING:
+        clauses += [status_is(event_queue.c.state, *_WAITING), _HELD]
+    elif status in WAITING_STATUSES:
+        clauses += [status_is(event_queue.c.state, status.value), ~_HELD]
+    elif status is not None:  # failed, stale
+        clauses.append(status_is(event_queue.c.state, status.value))
+    if filters.source is not None:
+        clauses.append(events.c.source == filters.source)
+    if filters.event_type is not None:
+        clauses.append(events.c.event_type == filters.event_type)
+    received = event_queue.c.received_at if _open(filters) else events.c.received_at
+    if filters.since is not None:
+        clauses.append(received >= filters.since)
+    if filters.until is not None:
+        clauses.append(received < filters.until)
+    if filters.event_id is not None:
+        clauses.append(events.c.event_id == filters.event_id)
+    return clauses
+
+
+class Operator:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def list_events(
+        self,
+        filters: EventFilter,
+        limit: int,
+        *,
+        before: Cursor | None = None,
+        payload: PayloadMatch | None = None,
+    ) -> list[dict[str, Any]]:
+        """Newest first; no bodies (`get_event` has them).
+
+        Pages by keyset: pass the last row's `(received_at, id)` as `before` for the next
+        page. Each page is an index range read from where the previous one stopped, however
+        deep it is (an OFFSET would read and throw away every row before it). Open events
+        are read in the queue's open index, done ones in the events' `received_at` index.
+
+        With `payload`, only the newest `SCAN_LIMIT` events matching the rest are searched:
+        a page may then be short, or empty, with older matches left to find.
+        """
+        table = event_queue if _open(filters) else events
+        keyset: list[sa.ColumnElement[bool]] = []
+        if before is not None:
+            received_at, row_id = before
+            keyset.append(
+                sa.or_(
+                    table.c.received_at < received_at,
+                    sa.and_(table.c.received_at == received_at, table.c.id < row_id),
+                )
+            )
+        newest = (table.c.received_at.desc(), table.c.id.desc())
+        clauses = [*where(filters), *keyset]
+        if payload is not None:
+            scanned = (
+                sa.select(table.c.id)
+                .select_from(_rows_of(filters))
+                .where(*clauses)
+                .order_by(*newest)
+                .limit(SCAN_LIMIT)
+            )
+            clauses = [
+                events.c.id.in_(scanned.scalar_subquery()),
+                self.store.dialect.payload_value(payload) == payload.value,
+            ]
+            newest = (events.c.received_at.desc(), events.c.id.desc())
+        found_in = EVENT_JOIN if payload is not None else _rows_of(filters)
+        query = sa.select(*LIST_COLUMNS).select_from(found_in).where(*clauses)
+        with self.store.reading() as connection:
+            rows = connection.execute(query.order_by(*newest).limit(limit)).mappings()
+            return [dict(row) for row in rows]
+
+    def all_events(self, source: str | None = None) -> list[Event]:
+        """Every stored event (of `source`), oldest first, bodies included: for test kits
+        and tools on small inboxes, not for a large one."""
+        query = select_events().order_by(events.c.id)
+        if source is not None:
+            query = query.where(events.c.source == source)
+        with self.store.reading() as connection:
+            return [event_from_row(row) for row in connection.execute(query).mappings()]
+
+    def count_events(self, filters: EventFilter) -> int:
+        query = sa.select(sa.func.count()).select_from(_rows_of(filters)).where(*where(filters))
+        with self.store.reading() as connection:
+            return int(connection.execute(query).scalar_one())
+
+    def source_exists(self, source: str) -> bool:
+        """Whether any event of `source` is stored: one look-up in the (source, event_id)
+        index."""
+        query = sa.select(events.c.id).where(events.c.source == source).limit(1)
+        with self.store.reading() as connection:
+            return connection.execute(query).first() is not None
+
+    def known_sources(self) -> list[str]:
+        """Every source name with stored events (a scan of the index: for hints only)."""
+        query = sa.select(events.c.source).distinct().order_by(events.c.source)
+        with self.store.reading() as connection:
+            return list(connection.execute(query).scalars())
+
+    def delivery_history(self, source: str, event_id: str) -> list[dict[str, Any]]:
+        query = (
+            sa.select(deliveries.c.received_at, deliveries.c.duplicate, deliveries.c.key_conflict)
+            .where(deliveries.c.source == source, deliveries.c.event_id == event_id)
+            .order_by(deliveries.c.received_at, deliveries.c.id)
+        )
+        with self.store.reading() as connection:
+            return [dict(row) for row in connection.execute(query).mappings()]
+
+    def audit_trail(self, source: str, event_id: str) -> list[dict[str, Any]]:
+        """The operator actions on an event, oldest first."""
+        query = (
+            sa.select(*AUDIT_COLUMNS)
+            .where(audit.c.source == source, audit.c.event_id == event_id)
+            .order_by(audit.c.id)
+        )
+        with self.store.reading() as connection:
+            return [dict(row) for row in connection.execute(query).mappings()]
+
+    # -- replays ------------------------------------------------------------------------------
+
+    def replay_one(
+        self, source: str, event_id: str, now: datetime, *, force: bool, actor: Actor
+    ) -> tuple[ReplayResult, Status | None]:
+        """Back to pending, its retry budget full again; returns the result and the status
+        it had.
+
+        `attempts` keeps counting (it is history); `attempts_before_replay` takes its value,
+        and the retry budget counts from there. A replay writes its audit row (`actor`, and
+        the status, outcome and attempt count it had) in its own transaction; a refusal
+        writes none.
+
+        Never waits for a worker: an event being processed is refused from a plain read
+        first, which takes no lock (on SQLite, not even the write lock a worker's
+        transaction holds); on PostgreSQL the row is then locked `SKIP LOCKED`, so a row a
+        worker has claimed since (its claim holds it) is refused too, not waited for.
+        """
+        key = (events.c.source == source, events.c.event_id == event_id)
+        seen_query = sa.select(EVENT_STATUS).select_from(EVENT_JOIN).where(*key)
+        with self.store.reading() as connection:
+            seen = connection.execute(seen_query).first()
+        if seen is None:
+            return ReplayResult.NOT_FOUND, None
+        if seen.status == Status.PROCESSING.value:
+            return ReplayResult.IN_PROGRESS, Status.PROCESSING
+        with self.store.transaction() as connection:
+            locked = sa.select(events.c.id).where(*key).with_for_update(skip_locked=True)
+            row_id = connection.execute(locked).scalar()
+            status = connection.execute(seen_query).first()
+            if status is None:
+                return ReplayResult.NOT_FOUND, None
+            previous = Status(status.status)
+            if row_id is None or previous is Status.PROCESSING:  # held: SKIP LOCKED hid it
+                return ReplayResult.IN_PROGRESS, previous
+            if previous is Status.PROCESSED and not force:
+                return ReplayResult.NEEDS_FORCE, previous
+            _replay(connection, self.store, [row_id], now, actor)
+            return ReplayResult.REPLAYED, previous
+
+    def replay_matching(
+        self, filters: EventFilter, now: datetime, *, actor: Actor, batch_size: int = 500
+    ) -> Iterator[int]:
+        """Replay every event matching `filters` (a status must be given), batch by batch.
+
+        Yields the size of each batch, for a progress bar. Only events that still match when
+        their batch runs are touched, so a concurrent worker's progress is never undone.
+        """
+        if filters.status is None or filters.status is Status.PROCESSING:
+            raise ValueError("bulk replay needs a status other than processing")
+        last_id = 0
+        while True:
+            with self.store.transaction() as connection:
+                ids = list(
+                    connection.execute(
+                        sa.select(events.c.id)
+                        .select_from(_rows_of(filters))
+                        .where(*where(filters), events.c.id > last_id)
+                        .order_by(events.c.id)
+                        .limit(batch_size)
+                        .with_for_update(of=events, skip_locked=True)
+                    ).scalars()
+                )
+                if not ids:
+                    return
+                _replay(connection, self.store, ids, now, actor)
+            last_id = ids[-1]
+            yield len(ids)
+
+    # -- the dashboard's sessions -------------------------------------------------------------
+
+    def revoke_session(self, session_id: str, *, expires_at: datetime, now: datetime) -> None:
+        """Record `session_id` as signed out (again is fine) and forget expired revocations.
+
+        A session cookie is signed, not stored, so without this table a cookie copied before
+        sign-out would stay valid until it expires; every signed-in request looks its id up
+        (a primary-key read). Rows past their expiry are deleted here: the table holds at
+        most the sessions signed out within one cookie lifetime."""
+        with self.store.transaction() as connection:
+            connection.execute(revoked_sessions.delete().where(revoked_sessions.c.expires_at < now))
+            known = sa.select(revoked_sessions.c.session_id).where(
+                revoked_sessions.c.session_id == session_id
+            )
+            if connection.execute(known).first() is None:
+                connection.execute(
+                    revoked_sessions.insert().values(session_id=session_id, expires_at=expires_at)
+                )
+
+    def session_revoked(self, session_id: str) -> bool:
+        query = sa.select(revoked_sessions.c.session_id).where(
+            revoked_sessions.c.session_id == session_id
+        )
+        with self.store.reading() as connection:
+            return connection.execute(query).first() is not None
+
+
+def _replay(
+    connection: Connection, store: Store, ids: list[int], now: datetime, actor: Actor
+) -> None:
+    """Audit, then replay, the events `ids` (locked by the caller): each back to pending with
+    its retry budget full again, its queue row made (or made due) at once; workers woken."""
+    chosen = events.c.id.in_(ids)
+    _record_replays(connection, chosen, now, actor)
+    connection.execute(events.update().where(chosen).values(**_replay_values(now)))
+    queued = sa.select(
+        events.c.id,
+        sa.literal(Status.PENDING.value, sa.String()),
+        sa.literal(now, UTCDateTime()),
+        events.c.received_at,
+        events.c.attempts,
+    ).where(chosen)
+    insert = store.dialect.insert(event_queue).from_select(
+        ["id", "state", "next_attempt_at", "received_at", "attempts"], queued
+    )
+    connection.execute(
+        insert.on_conflict_do_update(
+            index_elements=[event_queue.c.id],
+            set_={
+                "state": Status.PENDING.value,
+                "next_attempt_at": insert.excluded.next_attempt_at,
+                "lease_token": None,
+                "lease_expires_at": None,
+            },
+        )
+    )
+    store.dialect.notify(connection, CHANNEL)  # the insert trigger does not see a replay
+
+
+def _record_replays(
+    connection: Connection, chosen: sa.ColumnElement[bool], now: datetime, actor: Actor
+) -> None:
+    """One audit row per chosen event, as it is before the replay's update.
+
+    Runs in the replay's transaction, before its update and on the rows it has locked, so the
+    rows record exactly what the update changes and commit or roll back with it.
+    """
+    forced = events.c.status == Status.PROCESSED.value
+    action = sa.case((forced, sa.literal("forced_replay")), else_=sa.literal("replay"))
+    rows = sa.select(
+        events.c.source,
+        events.c.event_id,
+        sa.literal(now, UTCDateTime()),
+        action,
+        sa.literal(actor.who, sa.String()),
+        sa.literal(actor.reason, SafeText()),  # typed, or PostgreSQL cannot infer a NULL
+        events.c.status,
+        events.c.outcome,
+        events.c.attempts,
+    ).where(chosen)
+    names = [
+        "source", "event_id", "at", "action", "actor", "reason",
+        "previous_status", "previous_outcome", "previous_attempts",
+    ]  # fmt: skip
+    connection.execute(audit.insert().from_select(names, rows))
+
+
+def _replay_values(now: datetime) -> dict[str, object]:
+    # A processed event replayed (`--force`) keeps the mark: its handlers committed once.
+    forced = sa.case(
+        (events.c.status == Status.PROCESSED.value, sa.literal(now, UTCDateTime())),
+        else_=events.c.forced_replay_at,
+    )
+    return {
+        "forced_replay_at": forced,
+        "status": Status.PENDING.value,
+        # Attempts are history: the count goes on, and the retry budget counts from here.
+        "attempts_before_replay": events.c.attempts,
+        "deferrals": 0,
+        "deferred_since": None,
+        "outcome": None,
+        "processed_at": None,
+    }
