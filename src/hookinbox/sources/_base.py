@@ -60,6 +60,13 @@ is 684); a longer one is refused (401) before anything in it is parsed or hashed
 UTF8_BOM = b"\xef\xbb\xbf"
 """A byte order mark: RFC 8259 forbids JSON senders to add one, and no provider does."""
 
+_WIDE_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),  # before UTF-16's mark, which it starts with
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
 MAX_SIGNATURES = 16
 """The most signature entries one header may list (Stripe's `v1`, Paddle's `h1`, Standard
 Webhooks' `v1,`): a provider sends one per active secret, two while a secret is rolled."""
@@ -285,6 +292,40 @@ def configured_url(url: str, what: str) -> str:
     if not url.isprintable() or any(c.isspace() for c in url):
         raise ConfigurationError(f"{what} must not contain white space or control characters")
     return url
+
+
+def wide_encoding(body: bytes) -> str | None:
+    """ "UTF-16" or "UTF-32" when the body starts as JSON does in one of them, else None.
+
+    JSON text starts with an ASCII character, so without a byte order mark the NUL bytes
+    among its first four bytes tell UTF-16 and UTF-32 apart, in either byte order (RFC 4627,
+    section 3): the rule Python's `json.loads(bytes)` follows to decode them, which is why
+    hookinbox must look for itself. No UTF-8 text starts with a NUL byte or with FE or FF.
+    """
+    for mark, name in _WIDE_MARKS:
+        if body.startswith(mark):
+            return name
+    head = body[:4]
+    if len(head) < 2 or (head[0] and head[1]):
+        return None
+    if len(head) == 4 and not head[0] and not head[1]:
+        return "UTF-32"  # 00 00 00 xx
+    if len(head) == 4 and not head[1] and not head[2] and not head[3]:
+        return "UTF-32"  # xx 00 00 00
+    return "UTF-16"
+
+
+def refuse_other_encodings(body: bytes) -> None:
+    """`PayloadError` for an authentic body that is not plain UTF-8: a byte order mark in
+    front, or UTF-16 or UTF-32 (RFC 8259 requires UTF-8 between systems). Python would read
+    them, but a handler or library that decodes the body as UTF-8 text first (stripe-node,
+    the standardwebhooks package before 1.3.0, `json.loads(body.decode())`) cannot, so such
+    an event is refused (400), never stored, and never answered as a handshake."""
+    if body.startswith(UTF8_BOM):
+        raise PayloadError("body starts with a byte order mark (U+FEFF)")
+    wide = wide_encoding(body)
+    if wide is not None:
+        raise PayloadError(f"body is {wide}, not UTF-8 (RFC 8259 requires UTF-8)")
 
 
 def check_signature_headers(headers: Headers, names: Iterable[str]) -> None:
@@ -564,12 +605,9 @@ class Source(ABC):
         """
         check_signature_headers(headers, self.signature_headers)
         self.verify(headers, body, now=now)
-        if body.startswith(UTF8_BOM):
-            # Python's json.loads(bytes) would skip it, but a handler or a library that
-            # decodes the body as text first (stripe-node, the standardwebhooks package,
-            # json.loads(body.decode())) refuses it: acknowledging such an event would
-            # store one that cannot be read. Every source refuses it (400), after verifying.
-            raise PayloadError("body starts with a byte order mark (U+FEFF)")
+        # After verifying (a forged body stays 401) and before the handshake (a UTF-16 Zoom
+        # challenge is refused, not taken for an event): see `refuse_other_encodings`.
+        refuse_other_encodings(body)
         answer = self.handshake(headers, body)
         if isinstance(answer, Handshake):
             raise answer
@@ -578,11 +616,11 @@ class Source(ABC):
         return self.identify(headers, body)
 
     def check_and_verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        """`authenticate`'s first half: bound the signature headers, verify, refuse a BOM."""
+        """`authenticate`'s first half: bound the signature headers, verify, refuse a body
+        that is not plain UTF-8."""
         check_signature_headers(headers, self.signature_headers)
         self.verify(headers, body, now=now)
-        if body.startswith(UTF8_BOM):
-            raise PayloadError("body starts with a byte order mark (U+FEFF)")
+        refuse_other_encodings(body)
 
     def headers_to_store(self, headers: Headers) -> dict[str, str]:
         kept = ("content-type", "user-agent", *self.stored_headers)
