@@ -490,6 +490,12 @@ def canonical_json(value: Any) -> bytes:
     return text.encode()
 
 
+def fingerprint_without(payload: dict[str, Any], *names: str) -> bytes:
+    """`Identity.fingerprint` of a JSON object whose top-level fields `names` change on every
+    attempt (a signature block, a delivery stamp, an attempt counter): the rest, canonical."""
+    return canonical_json({name: value for name, value in payload.items() if name not in names})
+
+
 def parse_json(body: bytes) -> Any:
     """Parse the body, turning every way JSON can fail into `PayloadError`."""
     try:
