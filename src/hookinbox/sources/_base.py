@@ -71,6 +71,15 @@ MAX_SIGNATURES = 16
 """The most signature entries one header may list (Stripe's `v1`, Paddle's `h1`, Standard
 Webhooks' `v1,`): a provider sends one per active secret, two while a secret is rolled."""
 
+MAX_EXPENSIVE_CANDIDATES = 2
+"""The most distinct candidates of a costly kind one delivery may carry: those that each need
+a pass of their own over the body (an Ed25519 signature, whose hash covers its own R; a `t=`
+group, whose timestamp comes before the body) or a public-key check (ECDSA). A header listing
+more is refused (401) before any is checked. A provider signs one message (one timestamp; one
+signature per key it signs with, two while it rotates one), and HMAC candidates, compared
+with one digest per secret, stay bounded by `MAX_SIGNATURES` only: so an unsigned request's
+candidates cost at most about twice what one honest candidate does."""
+
 MAX_BATCH_EVENTS = 1000
 """The most events one batched delivery may carry (SendGrid, HubSpot, Adyen); a longer batch is
 refused whole (400). Providers send far fewer (HubSpot at most 100, Adyen one to a few), and
@@ -336,6 +345,17 @@ def check_signature_headers(headers: Headers, names: Iterable[str]) -> None:
         value = headers.get(name)
         if value is not None and len(value) > MAX_SIGNATURE_HEADER:
             raise BadSignature(f"{name} is longer than {MAX_SIGNATURE_HEADER} characters")
+
+
+def distinct_signatures(
+    signatures: Iterable[bytes], what: str, limit: int = MAX_EXPENSIVE_CANDIDATES
+) -> list[bytes]:
+    """Each signature once (a header repeated by a proxy lists one twice), or `BadSignature`
+    when more than `limit` distinct ones would each cost a check of their own."""
+    distinct = list(dict.fromkeys(signatures))
+    if len(distinct) > limit:
+        raise BadSignature(f"more than {limit} {what} (each costs a check of its own)")
+    return distinct
 
 
 def check_signature_count(count: int, what: str) -> None:
@@ -681,7 +701,11 @@ class SignatureListSource(TimestampedSource):
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         """Each timestamp with its signatures is checked on its own: a header repeated (its
-        values apart, or joined by a WSGI server) lists several, and one verifying is enough."""
+        values apart, or joined by a WSGI server) lists several, and one verifying is enough.
+
+        Each distinct timestamp is another signed message over the whole body: groups that
+        share one are checked together (one HMAC per secret), and more than
+        `MAX_EXPENSIVE_CANDIDATES` distinct timestamps are refused before any HMAC."""
         # The values joined as a server would: `t=1` and `v1=...` sent apart are one group.
         # A WSGI server joins the values with ","; each value starts with its timestamp, so a
         # comma before a timestamp entry separates too (Paddle's separator is ";").
@@ -692,6 +716,7 @@ class SignatureListSource(TimestampedSource):
         # The limit holds across groups: every entry but the timestamps is a signature.
         check_signature_count(joined.count(self.separator) + 1 - len(groups), self.header_label)
         failures: list[VerificationError] = []
+        by_time: dict[str, list[bytes]] = {}
         for group in groups:
             try:
                 timestamp_text, candidates = timestamped_signatures(
@@ -701,6 +726,17 @@ class SignatureListSource(TimestampedSource):
                     timestamp_name=self.timestamp_name,
                     signature_name=self.signature_name,
                 )
+            except VerificationError as exc:
+                failures.append(exc)
+                continue
+            by_time.setdefault(timestamp_text.strip(), []).extend(candidates)
+        if len(by_time) > MAX_EXPENSIVE_CANDIDATES:
+            raise BadSignature(
+                f"{self.header_label} lists more than {MAX_EXPENSIVE_CANDIDATES} timestamps (each "
+                "is another signed message over the whole body)"
+            )
+        for timestamp_text, candidates in by_time.items():
+            try:
                 verify_timestamped(
                     self._keys,
                     candidates,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._extras import importing
+from hookinbox.sources._base import distinct_signatures
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -84,10 +85,16 @@ class Ed25519Keys:
 
     def verifies(self, signatures: Iterable[bytes], message: bytes) -> bool:
         """Whether some key verifies some signature of `message`. Public-key checks reveal no
-        secret through their timing, so the first match ends the search."""
+        secret through their timing, so the first match ends the search.
+
+        Each check hashes the whole message again (the hash covers the signature's own R, so
+        no work is shared between signatures): more than `MAX_EXPENSIVE_CANDIDATES` distinct
+        signatures are `BadSignature` before any is checked, and a repeated one counts once.
+        """
         from cryptography.exceptions import InvalidSignature
 
-        for signature in signatures:  # a signature of the wrong length fails to verify
+        # A signature of the wrong length fails to verify.
+        for signature in distinct_signatures(signatures, "Ed25519 signatures"):
             for key in self.keys:
                 try:
                     key.verify(signature, message)
