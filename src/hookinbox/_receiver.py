@@ -266,6 +266,14 @@ class BaseReceiver(ABC):
         count_delivery(source_name, None, reply.outcome.value, 0.0, key_conflict=False)
         return reply
 
+    def reject_unavailable(self, source_name: str, detail: str, elapsed: float) -> Reply:
+        """503 for a delivery that could not be verified in time through no fault of its
+        own (every slot for verifying with its provider was taken): the provider retries."""
+        reply = self.unavailable(detail)
+        self._log(source_name, reply, elapsed)
+        count_delivery(source_name, None, reply.outcome.value, elapsed, key_conflict=False)
+        return reply
+
     def reject_slow_body(self, source_name: str) -> Reply:
         """For servers that stop waiting for a body that did not arrive within `body_timeout`."""
         detail = f"body not received within {self.body_timeout:g} s"

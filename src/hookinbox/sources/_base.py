@@ -30,7 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from hookinbox._errors import (
     BadSignature,
@@ -42,6 +42,8 @@ from hookinbox._errors import (
     VerificationError,
 )
 from hookinbox._model import MAX_KEY_LENGTH
+
+_Signature = TypeVar("_Signature", bytes, str)
 
 Headers = Mapping[str, str]
 """Request headers with lower-case names (see `normalize_headers`)."""
@@ -348,10 +350,11 @@ def check_signature_headers(headers: Headers, names: Iterable[str]) -> None:
 
 
 def distinct_signatures(
-    signatures: Iterable[bytes], what: str, limit: int = MAX_EXPENSIVE_CANDIDATES
-) -> list[bytes]:
+    signatures: Iterable[_Signature], what: str, limit: int = MAX_EXPENSIVE_CANDIDATES
+) -> list[_Signature]:
     """Each signature once (a header repeated by a proxy lists one twice), or `BadSignature`
-    when more than `limit` distinct ones would each cost a check of their own."""
+    when more than `limit` distinct ones would each cost a check of their own; `what` names
+    them as they are counted ("Ed25519 signatures")."""
     distinct = list(dict.fromkeys(signatures))
     if len(distinct) > limit:
         raise BadSignature(f"more than {limit} {what} (each costs a check of its own)")
