@@ -25,7 +25,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -99,6 +99,24 @@ def _forged(number: int, signatures: int = 1) -> tuple[dict[str, str], bytes]:
     return {**headers, "PAYPAL-TRANSMISSION-SIG": ",".join(forged)}, body
 
 
+def _post_forged(
+    pool: ThreadPoolExecutor, client: httpx.Client, numbers: range
+) -> list[Future[httpx.Response]]:
+    """Forged deliveries posted at once, each from a thread of `pool`."""
+    deliveries = [_forged(number) for number in numbers]
+    return [
+        pool.submit(client.post, "/webhooks/paypal", headers=headers, content=body)
+        for headers, body in deliveries
+    ]
+
+
+def _wait_for_questions(paypal_api: PayPalAPI, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while paypal_api.loopback.count(VERIFY) < count:
+        assert time.monotonic() < deadline, "the deliveries never reached PayPal"
+        time.sleep(0.05)
+
+
 def test_one_question_to_paypal_per_webhook_id_at_most(paypal_api: PayPalAPI, server: str) -> None:
     asked = []
     with httpx.Client(base_url=server, timeout=60) as client:
@@ -134,14 +152,8 @@ def test_paypal_holding_its_answers_starves_nothing_else(
 ) -> None:
     paypal_api.open.clear()  # PayPal takes its time from now on
     with ThreadPoolExecutor(FLOOD) as pool, httpx.Client(base_url=server, timeout=60) as client:
-        flood = [
-            pool.submit(client.post, "/webhooks/paypal", headers=headers, content=body)
-            for headers, body in (_forged(100 + n) for n in range(FLOOD))
-        ]
-        deadline = time.monotonic() + 30
-        while paypal_api.loopback.count(VERIFY) < NETWORK_VERIFICATIONS:
-            assert time.monotonic() < deadline, "the flood never reached PayPal"
-            time.sleep(0.05)
+        flood = _post_forged(pool, client, range(100, 100 + FLOOD))
+        _wait_for_questions(paypal_api, NETWORK_VERIFICATIONS)
         time.sleep(1.0)  # the rest of the flood arrives and waits
         held = paypal_api.loopback.count(VERIFY)
         started = time.monotonic()
@@ -175,18 +187,9 @@ def test_no_free_slot_within_the_ack_deadline_is_503(paypal_api: PayPalAPI, tmp_
     with _serve(paypal_api, tmp_path, ack_deadline=1) as url, ThreadPoolExecutor(16) as pool:
         paypal_api.open.clear()
         with httpx.Client(base_url=url, timeout=60) as client:
-            sent = [
-                pool.submit(client.post, "/webhooks/paypal", headers=headers, content=body)
-                for headers, body in (_forged(200 + n) for n in range(NETWORK_VERIFICATIONS))
-            ]
-            deadline = time.monotonic() + 30
-            while paypal_api.loopback.count(VERIFY) < NETWORK_VERIFICATIONS:
-                assert time.monotonic() < deadline, "the deliveries never reached PayPal"
-                time.sleep(0.05)
-            queued = [
-                pool.submit(client.post, "/webhooks/paypal", headers=headers, content=body)
-                for headers, body in (_forged(300 + n) for n in range(extra))
-            ]
+            sent = _post_forged(pool, client, range(200, 200 + NETWORK_VERIFICATIONS))
+            _wait_for_questions(paypal_api, NETWORK_VERIFICATIONS)
+            queued = _post_forged(pool, client, range(300, 300 + extra))
             done, _ = wait(queued, timeout=30)  # answered while PayPal still holds the others
             paypal_api.open.set()
             held = [future.result() for future in sent]
