@@ -34,12 +34,13 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection
 
-from hookinbox._model import NewDelivery, RecordedDelivery, Status
+from hookinbox._model import NewDelivery, RecordedDelivery, Status, initial_status
+from hookinbox._text import safe_text
 
 _EVENT_COLUMNS = (
     "source, event_id, event_type, occurred_at, received_at, body, headers, body_sha256, "
     "status, attempts, deferrals, next_attempt_at, delivery_count, key_conflicts, "
-    "last_delivery_at"
+    "last_delivery_at, last_error"
 )
 # On a conflict the stored row keeps its body; every folded delivery is counted, and when the
 # (shared) body differs from the stored one, each of them is a key conflict. A statement that
@@ -65,14 +66,14 @@ WITH batch AS (
     SELECT b.s AS source, b.i AS event_id, b.t AS event_type, b.o AS occurred_at,
            b.r AS received_at, substring(%(bodies)s::bytea FROM b.bo FOR b.bn) AS body,
            b.h AS headers, b.d AS body_sha256, b.st AS status, b.c AS delivery_count,
-           b.l AS last_delivery_at
+           b.l AS last_delivery_at, b.e AS last_error
     FROM json_to_recordset(%(events)s::json -> 0) AS b(
         s varchar, i varchar, t varchar, o timestamptz, r timestamptz, bo int, bn int,
-        h text, d varchar, st varchar, c int, l timestamptz)
+        h text, d varchar, st varchar, c int, l timestamptz, e text)
 ), upserted AS (
     INSERT INTO hookinbox_events ({_EVENT_COLUMNS})
     SELECT source, event_id, event_type, occurred_at, received_at, body, headers, body_sha256,
-           status, 0, 0, received_at, delivery_count, 0, last_delivery_at
+           status, 0, 0, received_at, delivery_count, 0, last_delivery_at, last_error
     FROM batch
     {_ON_CONFLICT.format(latest="GREATEST")}
 ), logged AS (
@@ -94,7 +95,7 @@ _SQLITE_LOG = (
 
 @functools.lru_cache(maxsize=64)
 def _sqlite_upsert(rows: int) -> str:
-    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 0, ?)"] * rows)
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 0, ?, ?)"] * rows)
     upsert = _ON_CONFLICT.format(latest="MAX")
     return f"INSERT INTO hookinbox_events ({_EVENT_COLUMNS}) VALUES {values}{upsert}"
 
@@ -219,6 +220,7 @@ def _write_postgres(
                 "st": _status(first),
                 "c": folded,
                 "l": group.last_delivery_at.isoformat(),
+                "e": _last_error(first),
             }
         )
         bodies.append(first.body)
@@ -244,7 +246,7 @@ def _iso(value: datetime | None) -> str | None:
 
 
 _SQLITE_ROWS = 2_000
-"""The most rows in one SQLite upsert (12 values each, within SQLite's 32,766 variables): a
+"""The most rows in one SQLite upsert (13 values each, within SQLite's 32,766 variables): a
 group-commit batch passes `max_rows` by up to one batched delivery's events, and is then
 written in two statements of the same transaction."""
 
@@ -275,6 +277,7 @@ def _write_sqlite(
             received,
             len(group.members),
             _sqlite_time(group.last_delivery_at),
+            _last_error(delivery),
         )
     result = connection.exec_driver_sql(_sqlite_upsert(len(groups)), tuple(parameters))
     rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
@@ -298,4 +301,10 @@ def _write_sqlite(
 
 
 def _status(delivery: NewDelivery) -> str:
-    return (Status.STALE if delivery.stale else Status.PENDING).value
+    return initial_status(delivery).value
+
+
+def _last_error(delivery: NewDelivery) -> str | None:
+    """An invalid event's reason, escaped as `SafeText` escapes what `record_delivery`
+    writes: these statements bypass SQLAlchemy's column types."""
+    return None if delivery.invalid is None else safe_text(delivery.invalid)

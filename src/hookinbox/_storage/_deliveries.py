@@ -16,7 +16,7 @@ from sqlalchemy import Connection, case
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.expression import Executable
 
-from hookinbox._model import NewDelivery, RecordedDelivery, Status
+from hookinbox._model import NewDelivery, RecordedDelivery, Status, initial_status
 from hookinbox._storage._schema import deliveries, events
 
 
@@ -50,7 +50,8 @@ def _row(delivery: NewDelivery) -> dict[str, object]:
         "body": delivery.body,
         "headers": json.dumps(delivery.headers, sort_keys=True),
         "body_sha256": delivery.body_sha256,
-        "status": (Status.STALE if delivery.stale else Status.PENDING).value,
+        "status": initial_status(delivery).value,
+        "last_error": delivery.invalid,
         "attempts": 0,
         "deferrals": 0,
         "next_attempt_at": delivery.received_at,

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal, TypeVar
@@ -108,6 +109,10 @@ class Identity:
     answer: dict[str, Any] | None = None
     """The JSON to answer once the event is stored, for a provider that reads the answer
     (Discord's deferred interaction response); None answers hookinbox's own body."""
+    invalid: str | None = None
+    """Why this event of a batch cannot be processed (it names no usable id): the event is
+    stored as `invalid` with this reason, for an operator, and never handed to handlers
+    (`BatchSource.identify_items`); None for every usable event."""
 
 
 class HeaderValues(Mapping[str, str]):
@@ -802,9 +807,12 @@ class BatchSource(Source):
     `identify_batch` turns a verified body into one `Identity` per event, each with its own
     id and the bytes to store for it (`Identity.body`: the event's own JSON, not the whole
     batch, so a handler reads one event and a redelivery of it hashes alike). The receiver
-    stores them in one transaction and answers once; a batch with any malformed event is
-    refused whole (400), as is an empty one or one over `MAX_BATCH_EVENTS`: the signature
-    covers the whole body, so no part of a body the receiver cannot read is kept.
+    stores them in one transaction and answers once. A body that is no batch at all (not
+    the provider's list, empty, over `MAX_BATCH_EVENTS`) is refused whole (400). An event
+    of a readable batch that names no usable id is not a reason to lose the others: these
+    providers do not retry a 4xx, so refusing the batch would drop every valid event in it.
+    It is stored as `invalid` instead (`identify_items`), where an operator sees it, and the
+    delivery is answered 2xx.
     """
 
     batched: ClassVar[bool] = True
@@ -818,7 +826,21 @@ class BatchSource(Source):
         identities = self.identify_batch(headers, body)
         if len(identities) != 1:
             raise PayloadError(f"a batch of {len(identities)} events: use identify_batch")
+        if identities[0].invalid is not None:
+            raise PayloadError(identities[0].invalid)
         return identities[0]
+
+    @staticmethod
+    def identify_items(items: Iterable[Any], identify: Callable[[Any], Identity]) -> list[Identity]:
+        """`identify` of each event of a batch; one it refuses (`PayloadError`) becomes an
+        `invalid` identity (`invalid_identity`) rather than failing the batch."""
+        identities = []
+        for item in items:
+            try:
+                identities.append(identify(item))
+            except PayloadError as error:
+                identities.append(invalid_identity(item, error.message))
+        return identities
 
     def authenticate_batch(self, headers: Headers, body: bytes, *, now: float) -> list[Identity]:
         """`authenticate` for a batch: verify the body, then one identity per event."""
@@ -834,6 +856,24 @@ class BatchSource(Source):
         if len(identities) > MAX_BATCH_EVENTS:
             raise PayloadError(f"the batch holds more than {MAX_BATCH_EVENTS} events")
         return identities
+
+
+INVALID_PREFIX = "invalid:"
+
+
+def invalid_identity(item: Any, reason: str) -> Identity:
+    """An event of a batch that cannot be processed, kept for an operator: keyed by the
+    digest of its own bytes (a redelivered batch stores it once, and no provider's key starts
+    with `invalid:`), stored with `reason`."""
+    body = event_body(item)
+    return Identity(
+        event_id=INVALID_PREFIX + hashlib.sha256(body).hexdigest(),
+        event_type=None,
+        occurred_at=None,
+        payload=item,
+        body=body,
+        invalid=reason,
+    )
 
 
 def event_body(item: Any) -> bytes:

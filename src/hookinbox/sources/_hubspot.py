@@ -99,7 +99,7 @@ class HubSpot(BatchSource):
         check_tolerance(int(timestamp_text) // 1000, now=now, tolerance=self.tolerance)
 
     def identify_batch(self, headers: Headers, body: bytes) -> list[Identity]:
-        return [_event(item) for item in parse_json_array(body)]
+        return self.identify_items(parse_json_array(body), _event)
 
 
 def _event(item: Any) -> Identity:

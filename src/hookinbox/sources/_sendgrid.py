@@ -114,7 +114,7 @@ class SendGrid(BatchSource):
         check_tolerance(timestamp, now=now, tolerance=self.tolerance)
 
     def identify_batch(self, headers: Headers, body: bytes) -> list[Identity]:
-        return [_event(item) for item in parse_json_array(body)]
+        return self.identify_items(parse_json_array(body), _event)
 
 
 def _event(item: Any) -> Identity:
