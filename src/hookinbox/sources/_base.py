@@ -311,7 +311,8 @@ def configured_url(url: str, what: str) -> str:
 
 
 def wide_encoding(body: bytes) -> str | None:
-    """ "UTF-16" or "UTF-32" when the body starts as JSON does in one of them, else None.
+    """The wider encoding the body is in, "UTF-16" or "UTF-32", if it starts as JSON does in
+    one of them; None otherwise.
 
     JSON text starts with an ASCII character, so without a byte order mark the NUL bytes
     among its first four bytes tell UTF-16 and UTF-32 apart, in either byte order (RFC 4627,
