@@ -349,7 +349,7 @@ class StoreCollector:
             "hookinbox_events", "Events not done yet, by status", labels=["status"]
         )
         for status in (Status.PENDING, Status.PROCESSING, Status.DEFERRED, Status.FAILED,
-                       Status.STALE):  # fmt: skip
+                       Status.STALE, Status.INVALID):  # fmt: skip
             by_status.add_metric([status.value], figures.count(status))
         yield by_status
         live = GaugeMetricFamily(

@@ -23,6 +23,9 @@ class Status(StrEnum):
     pending -> unhandled                          (no handler registered for its source and type)
     stale                                         (older than the retention when it arrived:
                                                    held for an operator, see docs/operations.md)
+    invalid                                       (an event of a batch that names no usable id:
+                                                   held for an operator with the reason as its
+                                                   last error, never processed)
     """
 
     PENDING = "pending"
@@ -32,6 +35,7 @@ class Status(StrEnum):
     UNHANDLED = "unhandled"
     FAILED = "failed"
     STALE = "stale"
+    INVALID = "invalid"
 
 
 WAITING_STATUSES = (Status.PENDING, Status.DEFERRED)
@@ -55,6 +59,16 @@ class NewDelivery:
     body_sha256: str
     stale: bool = False
     """Older than the retention: stored as `stale`, not processed (a pruned twin may exist)."""
+    invalid: str | None = None
+    """Why this event of a batch cannot be processed (no usable id): stored as `invalid`, with
+    this as its `last_error`, and never processed; None for every usable event."""
+
+
+def initial_status(delivery: NewDelivery) -> Status:
+    """The status a delivery's event is created with."""
+    if delivery.invalid is not None:
+        return Status.INVALID
+    return Status.STALE if delivery.stale else Status.PENDING
 
 
 @dataclass(frozen=True, slots=True)

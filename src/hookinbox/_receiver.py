@@ -266,6 +266,14 @@ class BaseReceiver(ABC):
         count_delivery(source_name, None, reply.outcome.value, 0.0, key_conflict=False)
         return reply
 
+    def reject_unavailable(self, source_name: str, detail: str, elapsed: float) -> Reply:
+        """503 for a delivery that could not be verified in time through no fault of its
+        own (every slot for verifying with its provider was taken): the provider retries."""
+        reply = self.unavailable(detail)
+        self._log(source_name, reply, elapsed)
+        count_delivery(source_name, None, reply.outcome.value, elapsed, key_conflict=False)
+        return reply
+
     def reject_slow_body(self, source_name: str) -> Reply:
         """For servers that stop waiting for a body that did not arrive within `body_timeout`."""
         detail = f"body not received within {self.body_timeout:g} s"
@@ -419,7 +427,8 @@ class BaseReceiver(ABC):
             body_sha256=hashlib.sha256(
                 stored_body if identity.fingerprint is None else identity.fingerprint
             ).hexdigest(),
-            stale=stale,
+            stale=stale and identity.invalid is None,
+            invalid=identity.invalid,
         )
 
     def _authenticate(
@@ -587,7 +596,8 @@ class Receiver(BaseReceiver):
             self.on_new_event()
         new = sum(recorded.is_new for recorded in results)
         conflict = any(recorded.key_conflict for recorded in results)
-        return batch_reply(len(results), new, conflict)
+        invalid = sum(delivery.invalid is not None for delivery in batch)
+        return batch_reply(len(results), new, conflict, invalid)
 
     def _note(self, delivery: NewDelivery, recorded: RecordedDelivery) -> None:
         """Log what an operator should hear of: a key conflict, an event held as stale."""
@@ -604,6 +614,15 @@ class Receiver(BaseReceiver):
                 delivery.source,
                 delivery.event_id,
                 delivery.occurred_at,
+            )
+        if recorded.is_new and recorded.status is Status.INVALID:
+            log.warning(
+                "%s %s: an event of a batch cannot be processed (%s): held as invalid for an "
+                "operator, the rest of the batch stored",
+                delivery.source,
+                delivery.event_id,
+                delivery.invalid,
+                extra={"source": delivery.source, "event_id": delivery.event_id},
             )
 
     def _store(self, verified: Verified) -> Stored:
@@ -641,20 +660,23 @@ class Receiver(BaseReceiver):
             if process is not None:
                 for delivery, recorded in zip(batch, results, strict=True):
                     assert recorded is not None
-                    if recorded.is_new and not delivery.stale:
+                    if recorded.is_new and recorded.status is Status.PENDING:
                         process(connection, _inline_event(delivery, recorded))
         return [recorded for recorded in results if recorded is not None]
 
 
-def batch_reply(events: int, accepted: int, key_conflict: bool) -> Reply:
-    """The one answer to a batched delivery: `accepted` when it held any new event."""
+def batch_reply(events: int, accepted: int, key_conflict: bool, invalid: int = 0) -> Reply:
+    """The one answer to a batched delivery: `accepted` when it held any new event. `invalid`
+    counts its events held as invalid (they are among `events`), said only when there are."""
     outcome = Outcome.ACCEPTED if accepted else Outcome.DUPLICATE
-    body = {
+    body: dict[str, Any] = {
         "status": outcome.value,
         "events": events,
         "accepted": accepted,
         "duplicates": events - accepted,
     }
+    if invalid:
+        body["invalid"] = invalid
     return Reply(200, body, {}, outcome, None, key_conflict)
 
 

@@ -69,6 +69,7 @@ def test_processing_benchmark_runs_and_samples_the_backlog_under_load() -> None:
         ("growth.py", ("--backend", "sqlite")),
         ("memory.py", ()),
         ("signature_header.py", ()),
+        ("signature_candidates.py", ()),
     ],
 )
 def test_benchmark_runs_at_smoke_size(script: str, args: tuple[str, ...]) -> None:

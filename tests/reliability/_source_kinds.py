@@ -110,6 +110,9 @@ class Kind:
     scheme_header: str = ""
     """Where the scheme is named in a header of its own instead (PayPal's algorithm)."""
     timestamped: bool = False
+    costly: bool = False
+    """Each signature costs a check of its own (a public key's): at most
+    `MAX_EXPENSIVE_CANDIDATES` distinct ones per delivery (issue 31)."""
 
     @property
     def name(self) -> str:
@@ -392,6 +395,7 @@ KINDS: tuple[Kind, ...] = (
             "X-Twilio-Email-Event-Webhook-Timestamp": str(t),
         },
         timestamped=True,
+        costly=True,
     ),
     Kind(
         HubSpot,
@@ -414,6 +418,7 @@ KINDS: tuple[Kind, ...] = (
             "X-Signature-Ed25519": ", ".join(e), "X-Signature-Timestamp": str(t)
         },
         timestamped=True,
+        costly=True,
     ),
     Kind(
         GitLab,

@@ -17,6 +17,8 @@ that package's releases does is recorded.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import time
 from datetime import UTC, datetime
@@ -28,10 +30,11 @@ import pytest
 import sqlalchemy as sa
 import standardwebhooks
 
+from hookinbox import Inbox
 from hookinbox._errors import PayloadError
 from hookinbox._storage import Store
 from hookinbox._storage._schema import events
-from hookinbox.sources import StandardWebhooks
+from hookinbox.sources import StandardWebhooks, Twilio, Zoom
 from hookinbox.sources._base import UTF8_BOM, normalize_headers
 from tests.apps import basic
 from tests.reliability._report import Trial, record
@@ -59,6 +62,75 @@ def test_every_source_refuses_a_byte_order_mark_after_verifying() -> None:
             "verifying; the same body without it accepted",
         )
     )
+
+
+# Every form of UTF-16 and UTF-32 Python's `json.loads(bytes)` reads: with a byte order mark,
+# and without one in either byte order (told apart by where the NUL bytes of the first
+# ASCII characters fall, RFC 4627 section 3).
+OTHER_ENCODINGS = ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"]
+
+
+def test_every_source_refuses_utf16_and_utf32_after_verifying() -> None:
+    refused = 0
+    # Twilio's body is a form, not JSON: its sender signs decoded fields, never these bytes.
+    json_kinds = [kind for kind in KINDS if kind.cls is not Twilio]
+    for kind in json_kinds:
+        source = kind.build([kind.secrets[0]])
+        for encoding in OTHER_ENCODINGS:
+            body = kind.body.decode().encode(encoding)
+            assert json.loads(body) == json.loads(kind.body)  # what Python would have read
+            signed = normalize_headers(kind.assemble([kind.sign(kind.secrets[0], body, NOW)], NOW))
+            with pytest.raises(PayloadError, match="not UTF-8"):
+                source.authenticate(signed, body, now=NOW)
+            refused += 1
+    record(
+        Trial(
+            fault="UTF-16 and UTF-32 JSON bodies, authentic (every source class)",
+            backend="-",
+            deliveries=refused,
+            detail=f"{len(json_kinds)} classes x {len(OTHER_ENCODINGS)} encodings (with and "
+            "without a byte order mark, both byte orders): 400 (PayloadError) after verifying",
+        )
+    )
+
+
+def test_a_utf16_zoom_url_validation_is_refused_and_nothing_stored(tmp_path: Path) -> None:
+    inbox = Inbox(f"sqlite:///{tmp_path / 'inbox.db'}")
+    zoom = inbox.add_source(Zoom(secret="zoom-secret-token"))
+    inbox.migrate()  # a handshake alone never creates the tables
+    challenge = {
+        "event": "endpoint.url_validation",
+        "payload": {"plainToken": "qgg8vlvZRS6UYooatFL8Aw"},
+        "event_ts": int(time.time()) * 1000,
+    }
+    replies = []
+    for encoding in ("utf-16", "utf-16-be", "utf-32-le"):
+        body = json.dumps(challenge).encode(encoding)
+        replies.append(inbox.receive("zoom", *_signed_zoom(zoom, body)))
+    plain = inbox.receive("zoom", *_signed_zoom(zoom, json.dumps(challenge).encode()))
+    with inbox.store.engine.connect() as connection:
+        stored = connection.execute(sa.select(sa.func.count()).select_from(events)).scalar_one()
+    inbox.close()
+    assert [(r.status_code, r.body["error"]) for r in replies] == [(400, "bad_request")] * 3
+    assert all("not UTF-8" in r.body["detail"] for r in replies)
+    assert plain.status_code == 200 and "encryptedToken" in plain.body  # the handshake
+    assert stored == 0
+    record(
+        Trial(
+            fault="Zoom endpoint.url_validation in UTF-16 and UTF-32, authentic",
+            backend="sqlite",
+            deliveries=4,
+            detail="UTF-16 (mark), UTF-16BE, UTF-32LE: 400, nothing stored (it used to be "
+            "stored as an event); the same challenge in UTF-8: answered, nothing stored",
+        )
+    )
+
+
+def _signed_zoom(zoom: Zoom, body: bytes) -> tuple[dict[str, str], bytes]:
+    timestamp = str(int(time.time()))
+    key = zoom._keys[0]
+    digest = hmac.new(key, f"v0:{timestamp}:".encode() + body, hashlib.sha256).hexdigest()
+    return {"x-zm-signature": f"v0={digest}", "x-zm-request-timestamp": timestamp}, body
 
 
 # What the `standardwebhooks` package does with a marked body, by release: before 1.3.0 its

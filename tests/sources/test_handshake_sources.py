@@ -255,10 +255,10 @@ def test_handshakes_are_answered_and_nothing_is_stored(inbox: Inbox, oracle: Pat
 
 def test_twitch_revocations_are_events_and_old_messages_are_refused(inbox: Inbox) -> None:
     twitch = inbox.sources["twitch"]
-    revoked = dict(
-        TWITCH_NOTIFICATION,
-        subscription={**TWITCH_NOTIFICATION["subscription"], "status": "authorization_revoked"},
-    )
+    # A revocation carries its subscription only (no `event`), as Twitch sends it.
+    revoked = {
+        "subscription": {**TWITCH_NOTIFICATION["subscription"], "status": "authorization_revoked"}
+    }
     headers, body = sign(twitch, revoked, message_type="revocation", message_id="tw-revoked-1")
     assert inbox.receive("twitch", headers, body).body["status"] == "accepted"
     assert ("tw-revoked-1", "revocation") in stored(inbox, "twitch")

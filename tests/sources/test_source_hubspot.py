@@ -138,3 +138,24 @@ def test_an_event_without_a_subscription_is_keyed_by_its_event_id(inbox: Inbox) 
     reply = inbox.receive("hubspot", sdk_headers(body, now_ms()), body)
     assert reply.body["accepted"] == 1
     assert inbox.store.get_event("hubspot", "e-1") is not None
+
+
+def test_a_retry_with_a_higher_attempt_number_is_no_key_conflict(inbox: Inbox) -> None:
+    """HubSpot counts `attemptNumber` up on every retry (issue 31, item 11): the retry is a
+    duplicate, never a key conflict; an event changed in anything else still is one."""
+    replies = []
+    for attempt in range(3):
+        events = [{**event, "attemptNumber": attempt} for event in EVENTS]
+        body = json.dumps(events, ensure_ascii=False).encode()
+        replies.append(inbox.receive("hubspot", sdk_headers(body, now_ms()), body))
+    assert [r.body["status"] for r in replies] == ["accepted", "duplicate", "duplicate"]
+    assert [r.key_conflict for r in replies] == [False, False, False]
+    stored = inbox.store.get_event("hubspot", "7:100")
+    assert (stored.delivery_count, stored.key_conflicts) == (3, 0)
+    assert json.loads(stored.body)["attemptNumber"] == 0  # the first attempt's bytes are kept
+
+    changed = [{**EVENTS[0], "note": "another body under the same key"}]
+    body = json.dumps(changed).encode()
+    reply = inbox.receive("hubspot", sdk_headers(body, now_ms()), body)
+    assert (reply.body["status"], reply.key_conflict) == ("duplicate", True)
+    assert inbox.store.get_event("hubspot", "7:100").key_conflicts == 1

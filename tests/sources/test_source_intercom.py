@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from hookinbox import Inbox
 from hookinbox._errors import BadSignature, MissingHeader, PayloadError
 from hookinbox.sources import Intercom
 
@@ -67,3 +68,30 @@ def test_the_sha256_header_githubs_name_is_not_read() -> None:
 def test_an_unusable_body_is_a_payload_error(body: bytes) -> None:
     with pytest.raises(PayloadError):
         Intercom(secret=SECRET).identify({}, body)
+
+
+def test_a_retry_is_no_key_conflict_but_another_body_is(tmp_path: object) -> None:
+    """Intercom counts `delivery_attempts` up on every retry (issue 31, item 11), and keeps its
+    delivery bookkeeping beside it: a retry is a duplicate, never a key conflict; another
+    notification under the same id still is one."""
+    inbox = Inbox(f"sqlite:///{tmp_path}/intercom.db")
+    inbox.add_source(Intercom(secret=SECRET))
+    attempts = [
+        EVENT,
+        {**EVENT, "delivery_attempts": 2, "delivery_status": "retry", "delivered_at": 0},
+        {**EVENT, "delivery_attempts": 3, "delivered_at": 1_796_000_900},
+    ]
+    replies = []
+    for document in attempts:
+        body = json.dumps(document).encode()
+        replies.append(inbox.receive("intercom", signed(body), body))
+    assert [(r.body["status"], r.key_conflict) for r in replies] == [
+        ("accepted", False),
+        ("duplicate", False),
+        ("duplicate", False),
+    ]
+    other = json.dumps({**EVENT, "topic": "conversation.admin.closed"}).encode()
+    assert inbox.receive("intercom", signed(other), other).key_conflict is True
+    stored = inbox.store.get_event("intercom", EVENT["id"])
+    inbox.close()
+    assert (stored.delivery_count, stored.key_conflicts) == (4, 1)

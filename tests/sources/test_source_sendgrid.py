@@ -9,6 +9,7 @@ accept, and what `hookinbox.testing.sign` makes, it accepts.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import tempfile
 from collections.abc import Iterator
@@ -27,8 +28,9 @@ from hookinbox._errors import (
     PayloadError,
     TimestampOutOfTolerance,
 )
+from hookinbox._model import Status
 from hookinbox.sources import SendGrid
-from hookinbox.sources._base import MAX_BATCH_EVENTS
+from hookinbox.sources._base import MAX_BATCH_EVENTS, event_body
 from hookinbox.testing import sendgrid_test_key, sign
 
 NOW = 1_700_000_000
@@ -140,20 +142,41 @@ def test_another_key_and_a_stale_timestamp_are_refused() -> None:
     [
         ([], "no event"),
         ({"sg_event_id": "x"}, "not a JSON array"),
-        ([{"sg_event_id": "a", "event": "open"}, {"event": "open"}], "sg_event_id"),
-        ([{"sg_event_id": "a"}, "text"], "not a JSON object"),
         ([{"sg_event_id": f"e{i}"} for i in range(MAX_BATCH_EVENTS + 1)], "more than"),
     ],
-    ids=["empty", "object", "one-without-id", "one-not-an-object", "over-the-cap"],
+    ids=["empty", "object", "over-the-cap"],
 )
-def test_a_signed_batch_with_any_unusable_event_is_refused_whole(
+def test_a_signed_body_that_is_no_batch_is_refused_whole(
     inbox: Inbox, events: Any, detail: str
 ) -> None:
     body = json.dumps(events).encode()
     reply = inbox.receive("sendgrid", documented_headers(body), body)
     assert (reply.status_code, reply.body["error"]) == (400, "bad_request")
     assert detail in reply.body["detail"]
-    assert inbox.store.get_event("sendgrid", "a") is None
+    assert inbox.store.get_event("sendgrid", "e0") is None
+
+
+@pytest.mark.parametrize(
+    ("events", "detail"),
+    [
+        ([{"sg_event_id": "a", "event": "open"}, {"event": "open"}], "sg_event_id"),
+        ([{"sg_event_id": "a"}, "text"], "not a JSON object"),
+    ],
+    ids=["one-without-id", "one-not-an-object"],
+)
+def test_an_unusable_event_is_held_as_invalid_beside_the_others(
+    inbox: Inbox, events: Any, detail: str
+) -> None:
+    """Issue 31: the valid event is stored, the unusable one kept as `invalid` (its reason as
+    its last error), and the delivery answered 200: SendGrid does not retry a 4xx."""
+    body = json.dumps(events).encode()
+    reply = inbox.receive("sendgrid", documented_headers(body), body)
+    assert (reply.status_code, reply.body["invalid"], reply.body["accepted"]) == (200, 1, 2)
+    assert inbox.store.get_event("sendgrid", "a").status is Status.PENDING
+    key = "invalid:" + hashlib.sha256(event_body(events[1])).hexdigest()
+    held = inbox.store.get_event("sendgrid", key)
+    assert held is not None and held.status is Status.INVALID
+    assert detail in (held.last_error or "")
 
 
 def test_a_key_that_is_not_p256_is_refused_when_the_source_is_built() -> None:

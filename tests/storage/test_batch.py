@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hookinbox._model import NewDelivery, RecordedDelivery, Status
 from hookinbox._storage import Store
 from hookinbox._storage._schema import deliveries, events
+from hookinbox._text import safe_text
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -176,3 +177,18 @@ def test_stale_rows_are_stored_stale(store: Store) -> None:
     item = dataclasses.replace(delivery("s", "evt_stale", b"x", 1), stale=True)
     (result,) = batch(store, [item])
     assert result.is_new and result.status is Status.STALE
+
+
+def test_invalid_rows_are_stored_invalid_with_their_reason(store: Store) -> None:
+    """An unusable event of a batch (issue 31): status `invalid`, its reason as `last_error`,
+    escaped the same way by group commit's statement and by `record_delivery`."""
+    reason = "no eventId in the delivery \x00 \ud800"
+    item = dataclasses.replace(delivery("s", "invalid:00ff", b"[1]", 1), invalid=reason)
+    (batched,) = batch(store, [item])
+    single = record_delivery_now(store, dataclasses.replace(item, source="t"))
+    assert batched.is_new and batched.status is Status.INVALID
+    assert single.is_new and single.status is Status.INVALID
+    (batch_row,), _ = rows(store, "s")
+    (single_row,), _ = rows(store, "t")
+    assert batch_row["last_error"] == single_row["last_error"] == safe_text(reason)
+    assert {**batch_row, "source": "-"} == {**single_row, "source": "-"}

@@ -33,7 +33,7 @@ def batch_size(statement: str, parameters: Any) -> int | None:
     if statement.lstrip().startswith("WITH batch AS"):
         return len(json.loads(parameters["events"])[1])  # [events, delivery-log rows]
     if statement.startswith("INSERT INTO hookinbox_events") and "?, 0, 0, ?" in statement:
-        return len(parameters) // 12  # 12 bound values per row
+        return len(parameters) // 13  # 13 bound values per row
     return None  # anything else, including the one-row upsert used without group commit
 
 

@@ -29,12 +29,13 @@ from typing import Protocol
 
 from sqlalchemy import Connection
 
-from hookinbox._model import NewDelivery, RecordedDelivery, Status
+from hookinbox._model import NewDelivery, RecordedDelivery, Status, initial_status
+from hookinbox._text import safe_text
 
 EVENT_COLUMNS = (
     "source, event_id, event_type, occurred_at, received_at, body, headers, body_sha256, "
     "status, attempts, deferrals, next_attempt_at, delivery_count, key_conflicts, "
-    "last_delivery_at"
+    "last_delivery_at, last_error"
 )
 # On a conflict the stored row keeps its body; every folded delivery is counted, and when the
 # (shared) body differs from the stored one, each of them is a key conflict. A statement that
@@ -140,4 +141,10 @@ def _statements(deliveries: Sequence[NewDelivery]) -> list[list[Group]]:
 
 
 def delivery_status(delivery: NewDelivery) -> str:
-    return (Status.STALE if delivery.stale else Status.PENDING).value
+    return initial_status(delivery).value
+
+
+def delivery_error(delivery: NewDelivery) -> str | None:
+    """An invalid event's reason, escaped as `SafeText` escapes what the single-row upsert
+    writes: the batch statements bypass SQLAlchemy's column types."""
+    return None if delivery.invalid is None else safe_text(delivery.invalid)

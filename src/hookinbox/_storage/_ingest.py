@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, case
 from sqlalchemy.sql.expression import Executable
 
-from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
+from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status, initial_status
 from hookinbox._storage._batch import record_deliveries
 from hookinbox._storage._dialects import Dialect
 from hookinbox._storage._rows import event_from_row, select_events
@@ -63,7 +63,8 @@ def _row(delivery: NewDelivery) -> dict[str, object]:
         "body": delivery.body,
         "headers": json.dumps(delivery.headers, sort_keys=True),
         "body_sha256": delivery.body_sha256,
-        "status": (Status.STALE if delivery.stale else Status.PENDING).value,
+        "status": initial_status(delivery).value,
+        "last_error": delivery.invalid,
         "attempts": 0,
         "deferrals": 0,
         "next_attempt_at": delivery.received_at,

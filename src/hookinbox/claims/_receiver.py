@@ -116,13 +116,25 @@ class ClaimReceiver(BaseReceiver):
         handlers, so the first event not handled stops the batch with its answer (503, 409):
         the events handled before it are done, and the provider's retry skips them as
         duplicates."""
-        accepted = 0
+        accepted = invalid = 0
         for delivery in verified.batch:
+            if delivery.invalid is not None:
+                # No table to hold it in: the log line is the operator's only record.
+                log.error(
+                    "%s: an event of a batch cannot be processed (%s) and claim mode keeps no "
+                    "events: not handled; its bytes' digest is %s",
+                    delivery.source,
+                    delivery.invalid,
+                    delivery.event_id,
+                    extra={"source": delivery.source, "event_id": delivery.event_id},
+                )
+                invalid += 1
+                continue
             reply = self._claim_and_run(event_of(delivery, row_id=0, delivery_count=1))
             if not reply.ok:
                 return reply
             accepted += reply.outcome is Outcome.ACCEPTED
-        return batch_reply(len(verified.batch), accepted, False)
+        return batch_reply(len(verified.batch) - invalid, accepted, False, invalid)
 
     def _claim_and_run(self, event: Event) -> Reply:
         try:

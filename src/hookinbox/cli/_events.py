@@ -20,7 +20,7 @@ from hookinbox.cli._options import (
 from hookinbox.cli._output import Table, echo_untrusted, emit_json, say, show, show_json
 
 STATUSES = click.Choice(
-    ["pending", "processing", "deferred", "processed", "unhandled", "failed", "stale"]
+    ["pending", "processing", "deferred", "processed", "unhandled", "failed", "stale", "invalid"]
 )
 """`Status`'s values (a test checks they agree), spelt out so `--help` imports no storage."""
 

@@ -17,21 +17,34 @@ from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 import anyio.to_thread
 
 from hookinbox._errors import BodyTooLarge, ConfigurationError
 from hookinbox._logging import logger
-from hookinbox._receiver import BaseReceiver, Reply
+from hookinbox._receiver import BaseReceiver, Reply, Verified
 from hookinbox.http._deadlines import within
 from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_body, send_text
 from hookinbox.http._types import ASGIApp, Message, Receive, Scope, Send
-from hookinbox.sources._base import normalize_raw_headers
+from hookinbox.sources._base import HeaderValues, normalize_raw_headers
 
 if TYPE_CHECKING:
     from hookinbox._inbox import BaseInbox
 
 INTERNAL_ERROR = Reply(500, {"status": "error", "error": "internal"})
+
+NETWORK_VERIFICATIONS = 8
+"""Deliveries of one source verified over the network at once, per process (PayPal's API or
+certificates, Mollie's API): each holds a worker thread until the provider answers. The rest
+wait on the event loop, holding no thread, for at most the ack deadline (then 503), so a
+provider slow to answer, or a flood of forged deliveries it must judge, never takes the
+worker threads that other work shares (`/metrics`, storing without group commit, the
+dashboard): anyio has 40 of them, and without this bound 40 such deliveries took them all."""
+
+_network_limiters: WeakKeyDictionary[BaseReceiver, dict[str, anyio.CapacityLimiter]] = (
+    WeakKeyDictionary()
+)
 
 log = logger("hookinbox.http")
 
@@ -129,9 +142,9 @@ async def _deliver(
     headers = normalize_raw_headers(raw_headers)
     # Verification is CPU work of tens of microseconds (an HMAC, a JSON parse): it runs on
     # the event loop, which costs less than a hop to a worker thread and back; sources
-    # that call their provider to verify run in a thread.
+    # that call their provider to verify run in a thread of their own bounded pool.
     if receiver.sources[source].verifies_over_network:
-        step = await anyio.to_thread.run_sync(receiver.verify, source, headers, body)
+        step = await _verify_over_network(receiver, source, headers, body)
     else:
         step = receiver.verify(source, headers, body)
     if isinstance(step, Reply):
@@ -161,6 +174,30 @@ async def _deliver(
     except Exception as error:
         return receiver.conclude(step, error)
     return receiver.conclude(step, recorded)
+
+
+async def _verify_over_network(
+    receiver: BaseReceiver, source: str, headers: HeaderValues, body: bytes
+) -> Reply | Verified:
+    """`receiver.verify` in a worker thread, at most `NETWORK_VERIFICATIONS` of the source's
+    at once; a delivery that finds no free slot within the ack deadline is answered 503."""
+    per_source = _network_limiters.setdefault(receiver, {})
+    limiter = per_source.get(source)
+    if limiter is None:
+        limiter = per_source[source] = anyio.CapacityLimiter(NETWORK_VERIFICATIONS)
+    started = anyio.current_time()
+    # Only the wait for a slot can be cancelled: once in its thread, the verification is
+    # shielded and its answer is used, however long the provider took.
+    with anyio.move_on_after(receiver.ack_deadline):
+        step: Reply | Verified = await anyio.to_thread.run_sync(
+            receiver.verify, source, headers, body, limiter=limiter
+        )
+        return step
+    detail = (
+        f"{NETWORK_VERIFICATIONS} deliveries of this source are being verified with the "
+        "provider; none finished within the ack deadline"
+    )
+    return receiver.reject_unavailable(source, detail, anyio.current_time() - started)
 
 
 async def _read_in_time(

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from hookinbox._errors import (
     BadSignature,
@@ -42,6 +43,8 @@ from hookinbox._errors import (
     VerificationError,
 )
 from hookinbox._model import MAX_KEY_LENGTH
+
+_Signature = TypeVar("_Signature", bytes, str)
 
 Headers = Mapping[str, str]
 """Request headers with lower-case names (see `normalize_headers`)."""
@@ -60,9 +63,25 @@ is 684); a longer one is refused (401) before anything in it is parsed or hashed
 UTF8_BOM = b"\xef\xbb\xbf"
 """A byte order mark: RFC 8259 forbids JSON senders to add one, and no provider does."""
 
+_WIDE_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),  # before UTF-16's mark, which it starts with
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
 MAX_SIGNATURES = 16
 """The most signature entries one header may list (Stripe's `v1`, Paddle's `h1`, Standard
 Webhooks' `v1,`): a provider sends one per active secret, two while a secret is rolled."""
+
+MAX_EXPENSIVE_CANDIDATES = 2
+"""The most distinct candidates of a costly kind one delivery may carry: those that each need
+a pass of their own over the body (an Ed25519 signature, whose hash covers its own R; a `t=`
+group, whose timestamp comes before the body) or a public-key check (ECDSA). A header listing
+more is refused (401) before any is checked. A provider signs one message (one timestamp; one
+signature per key it signs with, two while it rotates one), and HMAC candidates, compared
+with one digest per secret, stay bounded by `MAX_SIGNATURES` only: so an unsigned request's
+candidates cost at most about twice what one honest candidate does."""
 
 MAX_BATCH_EVENTS = 1000
 """The most events one batched delivery may carry (SendGrid, HubSpot, Adyen); a longer batch is
@@ -90,6 +109,10 @@ class Identity:
     answer: dict[str, Any] | None = None
     """The JSON to answer once the event is stored, for a provider that reads the answer
     (Discord's deferred interaction response); None answers hookinbox's own body."""
+    invalid: str | None = None
+    """Why this event of a batch cannot be processed (it names no usable id): the event is
+    stored as `invalid` with this reason, for an operator, and never handed to handlers
+    (`BatchSource.identify_items`); None for every usable event."""
 
 
 class HeaderValues(Mapping[str, str]):
@@ -287,6 +310,41 @@ def configured_url(url: str, what: str) -> str:
     return url
 
 
+def wide_encoding(body: bytes) -> str | None:
+    """The wider encoding the body is in, "UTF-16" or "UTF-32", if it starts as JSON does in
+    one of them; None otherwise.
+
+    JSON text starts with an ASCII character, so without a byte order mark the NUL bytes
+    among its first four bytes tell UTF-16 and UTF-32 apart, in either byte order (RFC 4627,
+    section 3): the rule Python's `json.loads(bytes)` follows to decode them, which is why
+    hookinbox must look for itself. No UTF-8 text starts with a NUL byte or with FE or FF.
+    """
+    for mark, name in _WIDE_MARKS:
+        if body.startswith(mark):
+            return name
+    head = body[:4]
+    if len(head) < 2 or (head[0] and head[1]):
+        return None
+    if len(head) == 4 and not head[0] and not head[1]:
+        return "UTF-32"  # 00 00 00 xx
+    if len(head) == 4 and not head[1] and not head[2] and not head[3]:
+        return "UTF-32"  # xx 00 00 00
+    return "UTF-16"
+
+
+def refuse_other_encodings(body: bytes) -> None:
+    """`PayloadError` for an authentic body that is not plain UTF-8: a byte order mark in
+    front, or UTF-16 or UTF-32 (RFC 8259 requires UTF-8 between systems). Python would read
+    them, but a handler or library that decodes the body as UTF-8 text first (stripe-node,
+    the standardwebhooks package before 1.3.0, `json.loads(body.decode())`) cannot, so such
+    an event is refused (400), never stored, and never answered as a handshake."""
+    if body.startswith(UTF8_BOM):
+        raise PayloadError("body starts with a byte order mark (U+FEFF)")
+    wide = wide_encoding(body)
+    if wide is not None:
+        raise PayloadError(f"body is {wide}, not UTF-8 (RFC 8259 requires UTF-8)")
+
+
 def check_signature_headers(headers: Headers, names: Iterable[str]) -> None:
     """`BadSignature` when a header the source verifies with is longer than
     `MAX_SIGNATURE_HEADER`: checked before any parsing or HMAC, so an unauthenticated
@@ -295,6 +353,18 @@ def check_signature_headers(headers: Headers, names: Iterable[str]) -> None:
         value = headers.get(name)
         if value is not None and len(value) > MAX_SIGNATURE_HEADER:
             raise BadSignature(f"{name} is longer than {MAX_SIGNATURE_HEADER} characters")
+
+
+def distinct_signatures(
+    signatures: Iterable[_Signature], what: str, limit: int = MAX_EXPENSIVE_CANDIDATES
+) -> list[_Signature]:
+    """Each signature once (a header repeated by a proxy lists one twice), or `BadSignature`
+    when more than `limit` distinct ones would each cost a check of their own; `what` names
+    them as they are counted ("Ed25519 signatures")."""
+    distinct = list(dict.fromkeys(signatures))
+    if len(distinct) > limit:
+        raise BadSignature(f"more than {limit} {what} (each costs a check of its own)")
+    return distinct
 
 
 def check_signature_count(count: int, what: str) -> None:
@@ -449,6 +519,12 @@ def canonical_json(value: Any) -> bytes:
     return text.encode()
 
 
+def fingerprint_without(payload: dict[str, Any], *names: str) -> bytes:
+    """`Identity.fingerprint` of a JSON object whose top-level fields `names` change on every
+    attempt (a signature block, a delivery stamp, an attempt counter): the rest, canonical."""
+    return canonical_json({name: value for name, value in payload.items() if name not in names})
+
+
 def parse_json(body: bytes) -> Any:
     """Parse the body, turning every way JSON can fail into `PayloadError`."""
     try:
@@ -564,12 +640,9 @@ class Source(ABC):
         """
         check_signature_headers(headers, self.signature_headers)
         self.verify(headers, body, now=now)
-        if body.startswith(UTF8_BOM):
-            # Python's json.loads(bytes) would skip it, but a handler or a library that
-            # decodes the body as text first (stripe-node, the standardwebhooks package,
-            # json.loads(body.decode())) refuses it: acknowledging such an event would
-            # store one that cannot be read. Every source refuses it (400), after verifying.
-            raise PayloadError("body starts with a byte order mark (U+FEFF)")
+        # After verifying (a forged body stays 401) and before the handshake (a UTF-16 Zoom
+        # challenge is refused, not taken for an event): see `refuse_other_encodings`.
+        refuse_other_encodings(body)
         answer = self.handshake(headers, body)
         if isinstance(answer, Handshake):
             raise answer
@@ -578,11 +651,11 @@ class Source(ABC):
         return self.identify(headers, body)
 
     def check_and_verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        """`authenticate`'s first half: bound the signature headers, verify, refuse a BOM."""
+        """`authenticate`'s first half: bound the signature headers, verify, refuse a body
+        that is not plain UTF-8."""
         check_signature_headers(headers, self.signature_headers)
         self.verify(headers, body, now=now)
-        if body.startswith(UTF8_BOM):
-            raise PayloadError("body starts with a byte order mark (U+FEFF)")
+        refuse_other_encodings(body)
 
     def headers_to_store(self, headers: Headers) -> dict[str, str]:
         kept = ("content-type", "user-agent", *self.stored_headers)
@@ -637,7 +710,11 @@ class SignatureListSource(TimestampedSource):
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         """Each timestamp with its signatures is checked on its own: a header repeated (its
-        values apart, or joined by a WSGI server) lists several, and one verifying is enough."""
+        values apart, or joined by a WSGI server) lists several, and one verifying is enough.
+
+        Each distinct timestamp is another signed message over the whole body: groups that
+        share one are checked together (one HMAC per secret), and more than
+        `MAX_EXPENSIVE_CANDIDATES` distinct timestamps are refused before any HMAC."""
         # The values joined as a server would: `t=1` and `v1=...` sent apart are one group.
         # A WSGI server joins the values with ","; each value starts with its timestamp, so a
         # comma before a timestamp entry separates too (Paddle's separator is ";").
@@ -648,6 +725,7 @@ class SignatureListSource(TimestampedSource):
         # The limit holds across groups: every entry but the timestamps is a signature.
         check_signature_count(joined.count(self.separator) + 1 - len(groups), self.header_label)
         failures: list[VerificationError] = []
+        by_time: dict[str, list[bytes]] = {}
         for group in groups:
             try:
                 timestamp_text, candidates = timestamped_signatures(
@@ -657,6 +735,17 @@ class SignatureListSource(TimestampedSource):
                     timestamp_name=self.timestamp_name,
                     signature_name=self.signature_name,
                 )
+            except VerificationError as exc:
+                failures.append(exc)
+                continue
+            by_time.setdefault(timestamp_text.strip(), []).extend(candidates)
+        if len(by_time) > MAX_EXPENSIVE_CANDIDATES:
+            raise BadSignature(
+                f"{self.header_label} lists more than {MAX_EXPENSIVE_CANDIDATES} timestamps (each "
+                "is another signed message over the whole body)"
+            )
+        for timestamp_text, candidates in by_time.items():
+            try:
                 verify_timestamped(
                     self._keys,
                     candidates,
@@ -719,9 +808,12 @@ class BatchSource(Source):
     `identify_batch` turns a verified body into one `Identity` per event, each with its own
     id and the bytes to store for it (`Identity.body`: the event's own JSON, not the whole
     batch, so a handler reads one event and a redelivery of it hashes alike). The receiver
-    stores them in one transaction and answers once; a batch with any malformed event is
-    refused whole (400), as is an empty one or one over `MAX_BATCH_EVENTS`: the signature
-    covers the whole body, so no part of a body the receiver cannot read is kept.
+    stores them in one transaction and answers once. A body that is no batch at all (not
+    the provider's list, empty, over `MAX_BATCH_EVENTS`) is refused whole (400). An event
+    of a readable batch that names no usable id is not a reason to lose the others: these
+    providers do not retry a 4xx, so refusing the batch would drop every valid event in it.
+    It is stored as `invalid` instead (`identify_items`), where an operator sees it, and the
+    delivery is answered 2xx.
     """
 
     batched: ClassVar[bool] = True
@@ -735,7 +827,21 @@ class BatchSource(Source):
         identities = self.identify_batch(headers, body)
         if len(identities) != 1:
             raise PayloadError(f"a batch of {len(identities)} events: use identify_batch")
+        if identities[0].invalid is not None:
+            raise PayloadError(identities[0].invalid)
         return identities[0]
+
+    @staticmethod
+    def identify_items(items: Iterable[Any], identify: Callable[[Any], Identity]) -> list[Identity]:
+        """`identify` of each event of a batch; one it refuses (`PayloadError`) becomes an
+        `invalid` identity (`invalid_identity`) rather than failing the batch."""
+        identities = []
+        for item in items:
+            try:
+                identities.append(identify(item))
+            except PayloadError as error:
+                identities.append(invalid_identity(item, error.message))
+        return identities
 
     def authenticate_batch(self, headers: Headers, body: bytes, *, now: float) -> list[Identity]:
         """`authenticate` for a batch: verify the body, then one identity per event."""
@@ -751,6 +857,24 @@ class BatchSource(Source):
         if len(identities) > MAX_BATCH_EVENTS:
             raise PayloadError(f"the batch holds more than {MAX_BATCH_EVENTS} events")
         return identities
+
+
+INVALID_PREFIX = "invalid:"
+
+
+def invalid_identity(item: Any, reason: str) -> Identity:
+    """An event of a batch that cannot be processed, kept for an operator: keyed by the
+    digest of its own bytes (a redelivered batch stores it once, and no provider's key starts
+    with `invalid:`), stored with `reason`."""
+    body = event_body(item)
+    return Identity(
+        event_id=INVALID_PREFIX + hashlib.sha256(body).hexdigest(),
+        event_type=None,
+        occurred_at=None,
+        payload=item,
+        body=body,
+        invalid=reason,
+    )
 
 
 def event_body(item: Any) -> bytes:

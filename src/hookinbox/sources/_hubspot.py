@@ -29,6 +29,7 @@ from hookinbox.sources._base import (
     decode_digests,
     event_body,
     event_key,
+    fingerprint_without,
     optional_text,
     parse_json_array,
     parse_time,
@@ -39,6 +40,7 @@ from hookinbox.sources._base import (
 
 SIGNATURE = "x-hubspot-signature-v3"
 TIMESTAMP = "x-hubspot-request-timestamp"
+ATTEMPT = "attemptNumber"
 
 _DECODED = {
     "3a": ":",
@@ -97,7 +99,7 @@ class HubSpot(BatchSource):
         check_tolerance(int(timestamp_text) // 1000, now=now, tolerance=self.tolerance)
 
     def identify_batch(self, headers: Headers, body: bytes) -> list[Identity]:
-        return [_event(item) for item in parse_json_array(body)]
+        return self.identify_items(parse_json_array(body), _event)
 
 
 def _event(item: Any) -> Identity:
@@ -115,4 +117,6 @@ def _event(item: Any) -> Identity:
         occurred_at=None if occurred is None else parse_time(occurred / 1000),
         payload=item,
         body=event_body(item),
+        # HubSpot counts `attemptNumber` up on each retry: the rest is what a retry repeats.
+        fingerprint=fingerprint_without(item, ATTEMPT),
     )

@@ -8,6 +8,7 @@ see it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from hookinbox.sources._base import (
@@ -16,7 +17,12 @@ from hookinbox.sources._base import (
     SecretSource,
     check_prefixed_hex_hmac,
     fields_identity,
+    fingerprint_without,
 )
+
+DELIVERY_FIELDS = ("delivery_attempts", "delivery_status", "delivered_at", "first_sent_at")
+"""The notification's fields about its delivery rather than its event (Intercom's webhook
+model): they may change from one attempt to the next."""
 
 
 class Intercom(SecretSource):
@@ -32,4 +38,8 @@ class Intercom(SecretSource):
         )
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
-        return fields_identity(body, id_field="id", type_field="topic", time_field="created_at")
+        identity = fields_identity(body, id_field="id", type_field="topic", time_field="created_at")
+        # Each attempt restates the delivery's bookkeeping (`delivery_attempts` counts up): a
+        # retry differs only there, and is a duplicate, not a key conflict.
+        fingerprint = fingerprint_without(identity.payload, *DELIVERY_FIELDS)
+        return replace(identity, fingerprint=fingerprint)

@@ -22,10 +22,10 @@ from hookinbox.sources._base import (
     Headers,
     Identity,
     TimestampedSource,
-    canonical_json,
     check_prefixed_hex_hmac,
     check_tolerance,
     event_key,
+    fingerprint_without,
     optional_text,
     parse_json_object,
     parse_time,
@@ -67,12 +67,11 @@ class Linear(TimestampedSource):
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
-        unstamped = {name: value for name, value in payload.items() if name != TIMESTAMP_FIELD}
         return Identity(
             event_id=event_key(headers.get("linear-delivery"), "Linear-Delivery header"),
             event_type=optional_text(payload.get("type")),
             occurred_at=parse_time(payload.get("createdAt")),
             payload=payload,
             # Each attempt is stamped anew: a retry differs only in its webhookTimestamp.
-            fingerprint=canonical_json(unstamped),
+            fingerprint=fingerprint_without(payload, TIMESTAMP_FIELD),
         )

@@ -23,9 +23,9 @@ from hookinbox.sources._base import (
     Headers,
     Identity,
     TimestampedSource,
-    canonical_json,
     check_tolerance,
     event_key,
+    fingerprint_without,
     lookup,
     optional_text,
     parse_json_object,
@@ -84,12 +84,11 @@ class Mailgun(TimestampedSource):
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
-        unsigned = {name: value for name, value in payload.items() if name != "signature"}
         return Identity(
             event_id=event_key(lookup(payload, "event-data.id"), "event-data.id"),
             event_type=optional_text(lookup(payload, "event-data.event")),
             occurred_at=parse_time(lookup(payload, "event-data.timestamp")),
             payload=payload,
             # Each attempt carries a new signature block: a retry differs only there.
-            fingerprint=canonical_json(unsigned),
+            fingerprint=fingerprint_without(payload, "signature"),
         )

@@ -36,6 +36,7 @@ from hookinbox.sources._base import (
     Identity,
     Source,
     check_tolerance,
+    distinct_signatures,
     event_key,
     optional_text,
     parse_json_object,
@@ -115,11 +116,14 @@ class PayPal(Source):
         timestamp = self._timestamp(transmission.transmission_time)
         if self.online is not None:
             online = self.online
-            # One question to PayPal per signature the header lists (at most MAX_SIGNATURES).
-            asked = [
-                dataclasses.replace(transmission, transmission_sig=text) for text, _ in signatures
-            ]
-            if not any(online.verify(t, w, body) for t in asked for w in self.webhook_ids):
+            # Each question sends the whole body to PayPal and holds a thread until it answers:
+            # PayPal signs a delivery once, so one signature (repeats count once), asked about
+            # once per configured webhook id at most.
+            (text,) = distinct_signatures(
+                [text for text, _ in signatures], "distinct signature for PayPal's API", limit=1
+            )
+            asked = dataclasses.replace(transmission, transmission_sig=text)
+            if not any(online.verify(asked, w, body) for w in self.webhook_ids):
                 raise BadSignature("PayPal's API says the delivery is not its own")
         else:
             key = self._key(transmission.cert_url, now)

@@ -11,6 +11,11 @@ timestamp is RFC 3339 with nanoseconds; Twitch asks receivers to refuse messages
 - `notification`: an event, stored under the message id (Twitch keeps it when it resends);
 - `revocation`: Twitch ended the subscription (its `subscription.status` says why): stored
   as an event of type `revocation`, so a handler or an operator learns of it.
+
+That header is not signed, so it is never believed alone: the signed body has the shape of
+one type (a verification carries a `challenge`, a notification an `event`, a revocation only
+its `subscription`), and a header naming another type is refused (400). Otherwise a captured
+verification, replayed within the window as a `revocation`, would be stored as one.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hookinbox._errors import BadSignature, PayloadError
 from hookinbox.sources._base import (
@@ -36,9 +42,31 @@ from hookinbox.sources._base import (
 
 VERIFICATION = "webhook_callback_verification"
 REVOCATION = "revocation"
+NOTIFICATION = "notification"
+MESSAGE_TYPE = "twitch-eventsub-message-type"
 REPLAY_WINDOW = 600.0
 """Twitch's advice: refuse a message whose timestamp is more than 10 minutes old."""
 RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?([Zz]|[+-]\d\d:\d\d)")
+
+
+def message_type(payload: dict[str, Any]) -> str:
+    """The message type the signed body's shape says: what Twitch sends under each type."""
+    if "challenge" in payload:
+        return VERIFICATION
+    if "event" in payload or "events" in payload:
+        return NOTIFICATION
+    return REVOCATION
+
+
+def checked_type(headers: Headers, payload: dict[str, Any]) -> str:
+    """`message_type` of the body, or `PayloadError` when the header claims another one."""
+    shape = message_type(payload)
+    claimed = headers.get(MESSAGE_TYPE)
+    if claimed is not None and claimed != shape:
+        raise PayloadError(
+            f"Twitch-Eventsub-Message-Type is {claimed[:64]!r}, but the signed body is a {shape}"
+        )
+    return shape
 
 
 def parse_rfc3339(text: str) -> datetime:
@@ -103,9 +131,12 @@ class Twitch(TimestampedSource):
         check_tolerance(int(sent.timestamp()), now=now, tolerance=self.tolerance)
 
     def handshake(self, headers: Headers, body: bytes) -> str | None:
-        if headers.get("twitch-eventsub-message-type") != VERIFICATION:
+        if headers.get(MESSAGE_TYPE) != VERIFICATION and b'"challenge"' not in body:
+            return None  # no verification: `identify` checks the type against the body
+        payload = parse_json_object(body)
+        if checked_type(headers, payload) != VERIFICATION:
             return None
-        challenge = parse_json_object(body).get("challenge")
+        challenge = payload.get("challenge")
         if optional_text(challenge, limit=1024) is None:
             raise PayloadError("webhook_callback_verification without a usable challenge")
         assert isinstance(challenge, str)
@@ -113,7 +144,9 @@ class Twitch(TimestampedSource):
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
-        kind = headers.get("twitch-eventsub-message-type")
+        kind = checked_type(headers, payload)
+        if kind == VERIFICATION:  # only `handshake` answers one; never stored
+            raise PayloadError("a webhook_callback_verification is answered, never stored")
         if kind == REVOCATION:
             event_type: str | None = REVOCATION
         else:

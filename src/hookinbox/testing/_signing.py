@@ -63,6 +63,7 @@ from hookinbox.sources import (
     Zoom,
 )
 from hookinbox.sources._svix_apps import Clerk, Resend
+from hookinbox.sources._twitch import NOTIFICATION, message_type
 
 Body = bytes | str | Mapping[str, Any] | list[Any]
 SignerFunction = Callable[
@@ -347,7 +348,7 @@ def _twitch(source: Twitch, body: bytes, t: int, fields: dict[str, Any]) -> dict
     key = secret_key(source, fields)
     message_id = fields.pop("message_id", None) or body_id(source, body)
     timestamp = _iso(t).replace("Z", ".000000000Z")  # Twitch's nanoseconds
-    kind = fields.pop("message_type", "notification")
+    kind = fields.pop("message_type", None) or _twitch_type(body)
     headers = {
         **_json_headers(fields),
         "Twitch-Eventsub-Message-Id": message_id,
@@ -364,6 +365,15 @@ def _twitch(source: Twitch, body: bytes, t: int, fields: dict[str, Any]) -> dict
     except (ValueError, KeyError, TypeError):
         pass
     return headers
+
+
+def _twitch_type(body: bytes) -> str:
+    """The message type Twitch sends a body of this shape under (the source checks it)."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return NOTIFICATION
+    return message_type(payload) if isinstance(payload, dict) else NOTIFICATION
 
 
 @register_signer(Square)

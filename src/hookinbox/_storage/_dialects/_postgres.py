@@ -32,6 +32,7 @@ from hookinbox._storage._batch import (
     ON_CONFLICT,
     Group,
     Row,
+    delivery_error,
     delivery_status,
     headers_json,
 )
@@ -187,6 +188,7 @@ class PostgreSQL(Dialect):
                     "st": delivery_status(first),
                     "c": folded,
                     "l": group.last_delivery_at.isoformat(),
+                    "e": delivery_error(first),
                 }
             )
             bodies.append(first.body)
@@ -436,14 +438,14 @@ WITH batch AS (
     SELECT b.s AS source, b.i AS event_id, b.t AS event_type, b.o AS occurred_at,
            b.r AS received_at, substring(%(bodies)s::bytea FROM b.bo FOR b.bn) AS body,
            b.h AS headers, b.d AS body_sha256, b.st AS status, b.c AS delivery_count,
-           b.l AS last_delivery_at
+           b.l AS last_delivery_at, b.e AS last_error
     FROM json_to_recordset(%(events)s::json -> 0) AS b(
         s varchar, i varchar, t varchar, o timestamptz, r timestamptz, bo int, bn int,
-        h text, d varchar, st varchar, c int, l timestamptz)
+        h text, d varchar, st varchar, c int, l timestamptz, e text)
 ), upserted AS (
     INSERT INTO hookinbox_events ({EVENT_COLUMNS})
     SELECT source, event_id, event_type, occurred_at, received_at, body, headers, body_sha256,
-           status, 0, 0, received_at, delivery_count, 0, last_delivery_at
+           status, 0, 0, received_at, delivery_count, 0, last_delivery_at, last_error
     FROM batch
     {ON_CONFLICT.format(latest="GREATEST")}
 ), logged AS (

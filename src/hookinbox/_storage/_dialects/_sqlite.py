@@ -36,6 +36,7 @@ from hookinbox._storage._batch import (
     ON_CONFLICT,
     Group,
     Row,
+    delivery_error,
     delivery_status,
     headers_json,
     key_of,
@@ -171,6 +172,7 @@ class SQLite(Dialect):
                 received,
                 len(group.members),
                 sqlite_time(group.last_delivery_at),
+                delivery_error(delivery),
             )
         result = connection.exec_driver_sql(_upsert(len(groups)), tuple(parameters))
         rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
@@ -409,7 +411,7 @@ def _enable_wal(cursor: Any, timeout: float) -> None:
 # -- group commit's statements ------------------------------------------------------------------
 
 _MAX_ROWS = 2_000
-"""The most rows in one upsert (12 values each, within SQLite's 32,766 variables): a
+"""The most rows in one upsert (13 values each, within SQLite's 32,766 variables): a
 group-commit batch passes `max_rows` by up to one batched delivery's events, and is then
 written in two statements of the same transaction."""
 
@@ -422,7 +424,7 @@ _LOG = (
 @functools.lru_cache(maxsize=64)
 def _upsert(rows: int) -> str:
     """The upsert of `rows` events as a multi-row VALUES list (one text per row count)."""
-    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 0, ?)"] * rows)
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 0, ?, ?)"] * rows)
     return f"INSERT INTO hookinbox_events ({EVENT_COLUMNS}) VALUES {values}" + ON_CONFLICT.format(
         latest="MAX"
     )
