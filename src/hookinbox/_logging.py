@@ -11,7 +11,7 @@ import json
 import logging
 from datetime import UTC, datetime
 
-from hookinbox._text import safe_text
+from hookinbox._text import printable
 
 FIELDS = ("source", "event_id", "event_type", "outcome", "status_code", "latency_ms", "attempt")
 
@@ -34,20 +34,29 @@ class JSONFormatter(logging.Formatter):
 
 
 class _SafeText(logging.Filter):
-    """Escapes lone surrogates and NUL in a record before any handler formats it.
+    """Escapes what a record carries before any handler formats it, whatever the format.
 
-    Event ids, types and error messages come from deliveries and handlers: a surrogate among
-    them made a UTF-8 log file's handler print "--- Logging error ---" instead of the line.
-    Logger filters are not inherited, so `logger()` puts this one on each hookinbox logger.
+    Event ids, types, source names (from a request's path), header values and error messages
+    come from deliveries, requests and handlers. A lone surrogate among them made a UTF-8 log
+    file's handler print "--- Logging error ---" instead of the line; an escape sequence
+    reached the operator's terminal; a line break forged a whole line of the text log
+    (`%0a...accepted 200` in a path). So the message, its arguments in it, is written on one
+    line with its control and bidi characters escaped (`hookinbox._text.printable`), and a
+    traceback keeps its line breaks only. The JSON formatter's own escaping is then a
+    second layer; its top-level fields (`extra=`) are left exact for queries. Logger filters
+    are not inherited, so `logger()` puts this one on each hookinbox logger.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str):
-            record.msg = safe_text(record.msg)
-        if isinstance(record.args, tuple):
-            record.args = tuple(safe_text(a) if isinstance(a, str) else a for a in record.args)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed call: left for logging to report as it always does
+            return True
+        # The message is formatted here, once: whatever an argument is (a string, an
+        # exception whose text came from a request), what it printed is escaped.
+        record.msg, record.args = printable(message, one_line=True), ()
         if record.exc_info and not record.exc_text:
-            record.exc_text = safe_text(_FORMATTER.formatException(record.exc_info))
+            record.exc_text = printable(_FORMATTER.formatException(record.exc_info))
         return True
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import partial
 from typing import Any, cast
 
 from sqlalchemy import Connection
@@ -230,12 +231,10 @@ class BaseReceiver(ABC):
             reply = self._too_large()
             span = tracing.start_receive(source_name, {}, len(body))
         else:
-            normalized = normalize_headers(headers)
-            span = tracing.start_receive(source_name, normalized, len(body))
-            step = self._verify(source, normalized, body, started, span)
+            step = self._verify(source, normalize_headers(headers), body, started)
             if isinstance(step, Verified):
                 return step
-            reply = step
+            reply, span = step
         return self._finish(source_name, reply, started, known=source is not None, span=span)
 
     def committer_for(self, verified: Verified) -> GroupCommitter | None:
@@ -249,6 +248,11 @@ class BaseReceiver(ABC):
 
     def conclude(self, verified: Verified, result: Stored | Exception) -> Reply:
         """The reply once the committer of `committer_for` stored the delivery or raised."""
+        raise TypeError(f"{type(self).__name__} stores nothing through a group committer")
+
+    def conclude_late(self, verified: Verified, result: object) -> None:
+        """What became of a delivery answered 503 at its ack deadline, once its write ended
+        (the committer's `late` callback): logged, never counted as a second answer."""
         raise TypeError(f"{type(self).__name__} stores nothing through a group committer")
 
     @abstractmethod
@@ -318,6 +322,10 @@ class BaseReceiver(ABC):
                 span=verified.span,
             )  # fmt: skip
         # The ack deadline answered 503 first; say what became of the delivery after all.
+        self._log_late(delivery, reply)
+        return reply
+
+    def _log_late(self, delivery: NewDelivery, reply: Reply) -> None:
         log.log(
             logging.INFO if reply.ok else logging.WARNING,
             "%s %s: %s %d after the ack deadline (answered 503 in time; a retry of an event "
@@ -328,7 +336,6 @@ class BaseReceiver(ABC):
             reply.status_code,
             extra={"source": delivery.source, "event_id": delivery.event_id, "late": True},
         )
-        return reply
 
     def _source_answer(self, verified: Verified, reply: Reply) -> Reply:
         """A stored delivery's reply in the source's own words, if it has any: a JSON body of
@@ -377,19 +384,33 @@ class BaseReceiver(ABC):
         return {}
 
     def _verify(
-        self, source: Source, headers: Mapping[str, str], body: bytes, started: float, span: Any
-    ) -> Reply | Verified:
+        self, source: Source, headers: Mapping[str, str], body: bytes, started: float
+    ) -> tuple[Reply, Any] | Verified:
+        """The verified delivery, or the reply that ends it here (and its span)."""
         now = self.clock()
-        verifying = None
-        if span is not None:
-            verifying = tracing.start_child(
-                span, "verify", {"messaging.destination.name": source.name}
-            )
+        began = time.perf_counter()
         identified = self._authenticate(source, headers, body, now)
+        span = None
+        if tracing.enabled():
+            # The spans start now that verification has decided, at the times things
+            # happened: the request's own trace context is the parent of a verified
+            # delivery only (`tracing.start_receive`).
+            ended = time.perf_counter()
+            refused = isinstance(identified, Reply) and identified.outcome is not Outcome.HANDSHAKE
+            span = tracing.start_receive(
+                source.name, headers, len(body), verified=not refused,
+                start_time=_wall_ns(started),
+            )  # fmt: skip
+            verifying = tracing.start_child(
+                span, "verify", {"messaging.destination.name": source.name},
+                start_time=_wall_ns(began),
+            )  # fmt: skip
+            error = None
+            if isinstance(identified, Reply) and not identified.ok:
+                error = identified.outcome.value
+            tracing.end(verifying, error=error, end_time=_wall_ns(ended))
         if isinstance(identified, Reply):
-            tracing.end(verifying, error=None if identified.ok else identified.outcome.value)
-            return identified
-        tracing.end(verifying)
+            return identified, span
         received_at = datetime.fromtimestamp(now, UTC)
         # The receive span's context goes with the event: its processing continues the trace.
         kept = {**source.headers_to_store(headers), **tracing.carrier_of(span)}
@@ -488,6 +509,11 @@ class BaseReceiver(ABC):
         )
 
 
+def _wall_ns(perf: float) -> int:
+    """A `time.perf_counter()` reading as wall-clock nanoseconds (a span's start or end)."""
+    return time.time_ns() - int((time.perf_counter() - perf) * 1e9)
+
+
 def _span_start(span: Any) -> int:
     """Where the `store` span will start (now), if there is a span to hang it on."""
     return 0 if span is None else time.time_ns()
@@ -551,14 +577,20 @@ class Receiver(BaseReceiver):
 
     def conclude(self, verified: Verified, result: Stored | Exception) -> Reply:
         """The reply for a verified delivery once storing it succeeded or raised `result`."""
+        return self.finish_verified(verified, self._decide(verified, result))
+
+    def conclude_late(self, verified: Verified, result: object) -> None:
+        """A delivery stored (or not) after its 503 went out: the line the log promises."""
+        stored = cast(Stored | Exception, result)
+        self._log_late(verified.delivery, self._decide(verified, stored))
+
+    def _decide(self, verified: Verified, result: Stored | Exception) -> Reply:
         delivery = verified.delivery
         if isinstance(result, Exception):
-            reply = self._failed(delivery, result)
-        elif isinstance(result, list):
-            reply = self._stored_batch(verified.batch, result)
-        else:
-            reply = self._stored(delivery, result)
-        return self.finish_verified(verified, reply)
+            return self._failed(delivery, result)
+        if isinstance(result, list):
+            return self._stored_batch(verified.batch, result)
+        return self._stored(delivery, result)
 
     def _failed(self, delivery: NewDelivery, error: Exception) -> Reply:
         if isinstance(error, StoreUnavailable):
@@ -632,7 +664,8 @@ class Receiver(BaseReceiver):
             return self._store_batch(verified, process)
         if process is None:
             if self.committer is not None:
-                return self.committer.record(delivery, self.time_left(verified))
+                late = partial(self.conclude_late, verified)
+                return self.committer.record(delivery, self.time_left(verified), late=late)
             return self.store.ingest.record(delivery)
         # Inline: insert, handlers and processed mark share one transaction, so a handler that
         # fails leaves no claim behind and the provider's retry is treated as new.
@@ -647,7 +680,8 @@ class Receiver(BaseReceiver):
     ) -> list[RecordedDelivery]:
         """Every event of a batch in one transaction: all of them are stored, or none."""
         if process is None and self.committer is not None:
-            return self.committer.record_batch(verified.batch, self.time_left(verified))
+            late = partial(self.conclude_late, verified)
+            return self.committer.record_batch(verified.batch, self.time_left(verified), late=late)
         batch = verified.batch
         # In key order, as group commit writes: two transactions storing one batch (its
         # redelivery, on another server) lock its rows in the same order, so one waits for

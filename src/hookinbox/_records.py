@@ -238,6 +238,20 @@ class Beat:
     started_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerGroup:
+    """The processes of one kind on one host, live or not yet pruned."""
+
+    host: str
+    kind: str
+    alive: int
+    silent: int
+    """Rows whose heartbeat expired within the last hour (killed, hung, cut off)."""
+    last_beat_at: datetime
+    alive_since: datetime | None
+    """When the longest-running live process started (None: none is alive)."""
+
+
 # -- a handler's own writes --------------------------------------------------------------------
 
 

@@ -6,7 +6,9 @@ it gets no spans at all (hookinbox looks for a provider before each span); one w
 pays one `find_spec` and nothing is imported. Nothing here is imported by `import hookinbox`: the
 receiver, processor and relay call these functions, which load the API on first use.
 
-The trace of one event: `receive {source}` (with `verify` and `store`) answers the provider; its
+The trace of one event: `receive {source}` (with `verify` and `store`) answers the provider; it
+is started once verification has decided (at the time the request arrived), so that a request's
+own `traceparent` is its parent only when the delivery verified, a link otherwise. Its
 context is stored with the event (as a `traceparent` entry among the stored headers), so the
 worker's `process {source}` span, a later and separate operation, is its child and links to it
 (with `claim` and one span per handler); an outbox message keeps the context of the handler
@@ -86,14 +88,40 @@ def _extract(otel: SimpleNamespace, carrier: Mapping[str, str] | None) -> Any:
 # -- spans with an explicit parent (ingest: verify and store may run in other threads) -----
 
 
-def start_receive(source: str, headers: Mapping[str, str], size: int) -> Any | None:
-    """The span of one delivery, the child of a `traceparent` the request carried."""
+def start_receive(
+    source: str,
+    headers: Mapping[str, str],
+    size: int,
+    *,
+    verified: bool = False,
+    start_time: int | None = None,
+) -> Any | None:
+    """The span of one delivery (started at `start_time`, ns, or now).
+
+    A `traceparent` the request carried is chosen by whoever sent it: it becomes the parent
+    only once the delivery `verified` (the provider's own, or a gateway's in front of it), and
+    until then only a link, so that a forged request neither writes spans into a trace id it
+    picked nor turns recording on through a parent-based sampler. Either way the sender's
+    `tracestate` (vendor data: host names, tenant ids) is dropped, never stored with the event
+    nor sent on to a destination, and so is its baggage."""
     otel = _otel()
     if otel is None:
         return None
+    trace = otel.trace
+    remote = trace.get_current_span(_extract(otel, headers)).get_span_context()
+    links = []
+    parent = otel.context.Context()  # a trace of its own, whatever is current
+    if remote.is_valid:
+        context = trace.SpanContext(
+            remote.trace_id, remote.span_id, is_remote=True, trace_flags=remote.trace_flags
+        )  # the same span, without its tracestate
+        if verified:
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(context), parent)
+        else:
+            links.append(trace.Link(context))
     return otel.tracer.start_span(
         f"receive {source}",
-        context=_extract(otel, headers),
+        context=parent,
         kind=_kind(otel, "server"),
         attributes={
             "messaging.system": SYSTEM,
@@ -103,6 +131,8 @@ def start_receive(source: str, headers: Mapping[str, str], size: int) -> Any | N
             "messaging.message.body.size": size,
             "http.request.method": "POST",
         },
+        links=links,
+        start_time=start_time,
     )
 
 
@@ -130,9 +160,14 @@ def start_child(
 
 
 def end(
-    span: Any | None, attributes: Mapping[str, Any] | None = None, *, error: str | None = None
+    span: Any | None,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    error: str | None = None,
+    end_time: int | None = None,
 ) -> None:
-    """Set `attributes` (None values skipped) and end `span`; `error` marks it failed."""
+    """Set `attributes` (None values skipped) and end `span` (at `end_time`, ns, or now);
+    `error` marks it failed."""
     if span is None:
         return
     if span.is_recording():
@@ -144,7 +179,7 @@ def end(
             assert otel is not None
             span.set_attribute("error.type", error)
             span.set_status(otel.trace.Status(otel.trace.StatusCode.ERROR, error))
-    span.end()
+    span.end(end_time=end_time)
 
 
 def annotate(span: Any | None, attributes: Mapping[str, Any], *, error: str | None = None) -> None:

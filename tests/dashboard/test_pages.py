@@ -14,6 +14,7 @@ from hookinbox import Status
 from hookinbox._operations import Thresholds
 from hookinbox._records import Beat
 from hookinbox._storage import Store
+from hookinbox._storage._schema import workers
 from hookinbox.dashboard import dashboard_app
 from tests.cli.conftest import UNREACHABLE, Shop, customer_created
 from tests.dashboard.conftest import TOKEN, Browser, csrf_of
@@ -82,10 +83,42 @@ def test_overview_shows_live_workers_per_host_and_alarms_below_the_minimum(shop:
     assert live is not None
     text = re.sub(r"<[^>]+>", "", live.group(1)).split()
     assert " ".join(text) == "Live: 1 relay on web-1, 1 worker on web-1."
-    row = r"<code>(web-\d)</code></td><td>(\w+)</td>.*?<td[^>]*>(alive|no heartbeat)</td>"
-    states = re.findall(row, page, re.S)
-    assert states == [("web-1", "worker", "alive"), ("web-1", "relay", "alive"),
-                      ("web-2", "worker", "no heartbeat")]  # fmt: skip
+    groups = re.findall(
+        r'<tr><td><code>(web-\d)</code></td><td>(\w+)</td><td class="num">(\d+)</td>'
+        r'<td class="num[^"]*">(\d+)</td>',
+        page,
+    )
+    assert groups == [("web-1", "relay", "1", "0"), ("web-1", "worker", "1", "0"),
+                      ("web-2", "worker", "0", "1")]  # fmt: skip
+
+
+def test_overview_groups_a_crash_loop_by_host_in_a_bounded_page(
+    signed_in: Browser, shop: Shop
+) -> None:
+    """Issue 31, item 12: 3,000 rows of a crash loop (each restart a process, each SIGKILLed)
+    made a 555 KB overview; the page groups them by host and kind, whatever their number."""
+    now = datetime.now(UTC)
+    crashed = [
+        {"id": f"crash{n:05}", "kind": "worker", "host": "crash-1", "pid": 1000 + n,
+         "started_at": now - timedelta(seconds=n + 2), "last_beat_at": now - timedelta(seconds=n),
+         "expires_at": now - timedelta(seconds=n - 1)}
+        for n in range(2, 3002)
+    ]  # fmt: skip
+    with shop.inbox.store.transaction() as connection:
+        connection.execute(workers.insert(), crashed)
+    shop.inbox.store.liveness.beat(
+        Beat("alive", "worker", "web-1", 7, now), alive_for=timedelta(seconds=30)
+    )
+
+    page = signed_in.get("/admin/").text
+
+    assert len(page.encode()) < 20_000, len(page.encode())
+    groups = re.findall(
+        r'<tr><td><code>([\w-]+)</code></td><td>(\w+)</td><td class="num">(\d+)</td>'
+        r'<td class="num[^"]*">([\d,]+)</td>',
+        page,
+    )
+    assert groups == [("crash-1", "worker", "0", "3,000"), ("web-1", "worker", "1", "0")]
 
 
 def test_charts_per_source_over_24_hours_and_7_days(signed_in: Browser, shop: Shop) -> None:

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 from opentelemetry.trace import SpanKind, StatusCode
 
 from hookinbox import Event, HandlerContext, Inbox
@@ -172,6 +173,69 @@ def test_spans_reach_an_otlp_http_receiver(tmp_path: Path, loopback: Loopback) -
     assert received["process stripe"]["messaging.message.id"].string_value == "evt_1"
     assert received["receive stripe"]["http.response.status_code"].int_value == 200
     assert json.loads(kept)["traceparent"].startswith(f"00-{TRACE_ID}-")
+
+
+def forged(inbox: Inbox, number: int) -> None:
+    """A delivery signed with the wrong secret, carrying a sampled `traceparent` of its own."""
+    headers, body = stripe_delivery(checkout(number), "whsec_not_the_secret")
+    reply = inbox.receive("stripe", {**headers, "traceparent": INCOMING}, body)
+    assert reply.status_code == 401, reply.body
+
+
+def test_an_unverified_request_links_to_its_trace_context_and_never_joins_it(
+    tmp_path: Path, loopback: Loopback
+) -> None:
+    """Issue 31, item 7: whoever sends a request chooses its `traceparent`. Until the delivery
+    verifies, that context is a link, not the parent: a forged request neither puts spans in a
+    trace id it chose nor turns recording on through a parent-based sampler."""
+    inbox = shop(tmp_path, loopback)
+    try:
+        with recording(sampler=ParentBased(ALWAYS_OFF)) as unsampled:
+            forged(inbox, 1)
+        with recording() as exported:
+            forged(inbox, 2)
+    finally:
+        inbox.close()
+
+    assert unsampled.get_finished_spans() == ()  # the root's sampler decided, not the request
+    spans = by_name(exported.get_finished_spans())
+    receive = spans["receive stripe"]
+    assert receive.parent is None
+    assert format(receive.context.trace_id, "032x") != TRACE_ID
+    assert [(format(link.context.trace_id, "032x"), format(link.context.span_id, "016x"))
+            for link in receive.links] == [(TRACE_ID, CALLER_SPAN)]  # fmt: skip
+    assert spans["verify"].parent is not None
+    assert spans["verify"].parent.span_id == receive.context.span_id
+    assert (receive.attributes or {})["hookinbox.outcome"] == "invalid_signature"
+
+
+def test_a_senders_tracestate_is_neither_stored_nor_sent_on(
+    tmp_path: Path, loopback: Loopback
+) -> None:
+    """Issue 31, item 7: `tracestate` is vendor data of the sender's (internal host names, say):
+    a verified delivery joins the sender's trace, but its `tracestate` stays out of the event's
+    stored headers, the outbox message's context and the destination's request."""
+    inbox = shop(tmp_path, loopback)
+    before = len(loopback.requests)
+    try:
+        with recording() as exported:
+            headers, body = stripe_delivery(checkout(1), SECRET)
+            sent = {**headers, "traceparent": INCOMING, "tracestate": "corp=db-7.internal"}
+            assert inbox.receive("stripe", sent, body).ok
+            inbox.process_due()
+        stored = inbox.store.get_event("stripe", "evt_1")
+        with inbox.store.reading() as connection:
+            kept = connection.execute(sa.select(outbox.c.trace_context)).scalar_one()
+    finally:
+        inbox.close()
+
+    receive = by_name(exported.get_finished_spans())["receive stripe"]
+    assert receive.parent is not None and format(receive.parent.span_id, "016x") == CALLER_SPAN
+    assert stored is not None and "tracestate" not in stored.headers
+    assert "tracestate" not in json.loads(kept)
+    [request] = [r for r in loopback.requests[before:] if r.path == "/crm"]
+    assert "tracestate" not in request.headers
+    assert "db-7" not in json.dumps([dict(request.headers), stored.headers, kept])
 
 
 def test_hookinbox_imports_no_opentelemetry_until_an_event_moves() -> None:

@@ -1,17 +1,25 @@
-"""Worker liveness from heartbeats, with real processes (issue 24, item 3).
+"""Worker liveness from heartbeats, with real processes (issue 24, item 3; issue 31, item 6).
 
 A `hookinbox worker` and a `hookinbox relay` beat every 0.2 s; `status --check` and `/metrics`
 see them per host. SIGKILL the worker (no handler runs, as with the OOM killer): its row stays,
 its heartbeat expires after three intervals, and the check alarms, together with the oldest
 pending event that nobody processes. A SIGTERM'd relay removes its own row.
+
+The database's clock decides (PostgreSQL): workers whose clocks are 2 h ahead and 2 min behind
+(libfaketime) beat beside one on time; all three count as alive at every look, none deletes
+another's row, and the one ahead counts as dead three intervals after its SIGKILL.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import signal
 import socket
+import time
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from hookinbox._metrics import exposition
 from hookinbox._storage._schema import event_queue, events
@@ -34,7 +42,7 @@ def test_a_killed_worker_goes_stale_and_the_check_alarms(db_url: str) -> None:
 
         def live() -> dict[tuple[str, str], int]:
             with store.reading() as connection:
-                return store.liveness.live(connection, datetime.now(UTC))
+                return store.liveness.live(connection)
 
         [worker] = workers.start()
         [relay] = relays.start()
@@ -79,3 +87,63 @@ def test_a_killed_worker_goes_stale_and_the_check_alarms(db_url: str) -> None:
         with store.reading() as connection:
             left = [row["kind"] for row in store.liveness.rows(connection)]
         assert left == ["worker"]  # a clean stop removes its row; the dead one's stays
+
+
+FAKETIME = next(iter(sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))), None)
+"""Debian's libfaketime (the `faketime` package; .ci/run installs it)."""
+
+
+def clock_off_by(offset: str) -> dict[str, str]:
+    """The environment of a process whose wall clock is `offset` ("+2h", "-2m") off."""
+    if FAKETIME is None:
+        pytest.skip("libfaketime is missing: apt-get install faketime")  # CI fails on a skip
+    return {"LD_PRELOAD": FAKETIME, "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+
+def live_by_status(db_url: str) -> int:
+    """Live workers on this host, as a `hookinbox status` process (its own clock) counts them."""
+    shown = run_cli("status", "--json", "--database-url", db_url)
+    assert shown.returncode == 0, shown.stderr
+    found = json.loads(shown.stdout)["live_workers"]
+    return sum(w["count"] for w in found if (w["host"], w["kind"]) == (HOST, "worker"))
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_the_database_clock_decides_who_is_alive(db_url: str) -> None:
+    orders.create_tables(db_url)
+    beat = ("--heartbeat-interval", BEAT)
+    check = ("status", "--check", "--json", "--database-url", db_url, "--min-workers", "3")
+    with (
+        Workers(db_url, *beat) as on_time,
+        Workers(db_url, *beat, env=clock_off_by("+2h")) as ahead,
+        Workers(db_url, *beat, env=clock_off_by("-2m")) as behind,
+    ):
+        on_time.start()
+        [fast] = ahead.start()
+        behind.start()
+
+        def all_started() -> None:
+            for group in (on_time, ahead, behind):
+                group.check_alive()
+
+        with opened_store(db_url) as store:
+
+            def rows() -> int:
+                with store.reading() as connection:
+                    return len(store.liveness.rows(connection))
+
+            wait_for(lambda: rows() == 3, timeout=30, what="three heartbeats", check=all_started)
+        breached = []
+        for _ in range(6):
+            looked = run_cli(*check)
+            breached += [looked.stdout] if looked.returncode else []
+            time.sleep(0.1)
+        assert breached == [], breached  # the one ahead deleted no live row; none looks dead
+        assert live_by_status(db_url) == 3
+
+        fast.kill()
+        wait_for(
+            lambda: live_by_status(db_url) == 2,
+            timeout=15,
+            what="the killed worker (clock 2 h ahead) to count as dead",
+        )

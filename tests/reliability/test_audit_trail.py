@@ -197,3 +197,50 @@ def _refusing_trigger(backend: str) -> list[str]:
         "CREATE TRIGGER refuse_replays BEFORE UPDATE ON hookinbox_events "
         "FOR EACH ROW EXECUTE FUNCTION refuse_replays()",
     ]
+
+
+BIDI_REASON = "refund \u202eavil\u202c for \u2066order\u2069 \x1b[2J"
+"""An audit reason that would read backwards on a page or a terminal, and wipe the latter."""
+
+
+def test_bidi_and_control_characters_in_a_reason_are_shown_escaped(
+    inbox: Inbox, db_url: str, backend: str
+) -> None:
+    """Issue 31, item 14: a reason is shown as typed, never reordered by U+202E and its kin."""
+    _deliver(inbox, "evt_bidi", fail=True)
+    _deliver(inbox, "evt_bidi_page", fail=True)
+    inbox.process_due()
+    replayed = run_cli(
+        "replay", "stripe", "evt_bidi", "--reason", BIDI_REASON, "--database-url", db_url
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    admin = Browser(create_app(inbox._receiver, admin=dashboard_app(inbox.store, TOKEN)))
+    assert admin.sign_in().status_code == 303
+    confirm = admin.get("/admin/event/replay", params={"source": "stripe", "id": "evt_bidi_page"})
+    done = admin.post(
+        "/admin/event/replay",
+        data={"csrf": csrf_of(confirm.text), "source": "stripe", "id": "evt_bidi_page",
+              "reason": BIDI_REASON},
+    )  # fmt: skip
+    assert done.status_code == 303
+
+    shown = run_cli("events", "show", "stripe", "evt_bidi", "--database-url", db_url)
+    page = admin.get("/admin/event", params={"source": "stripe", "id": "evt_bidi_page"}).text
+
+    escaped = "refund \\u202eavil\\u202c for \\u2066order\\u2069 \\x1b[2J"
+    assert shown.returncode == 0, shown.stderr
+    for text in (shown.stdout, page):
+        assert not set(text) & {"\u202e", "\u202c", "\u2066", "\u2069", "\x1b"}
+    assert escaped in shown.stdout
+    assert escaped in page
+    # Stored as typed: the escape is for showing, the JSON document keeps the reason itself.
+    assert _shown(db_url, "evt_bidi")["audit"][0]["reason"] == BIDI_REASON
+    record(
+        Trial(
+            fault="bidi override (U+202E) and an escape sequence in an audit reason",
+            backend=backend,
+            deliveries=2,
+            detail="events show and the dashboard's event page show \\u202e and \\x1b escaped; "
+            "events show --json keeps the reason as typed",
+        )
+    )

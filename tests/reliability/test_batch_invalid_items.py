@@ -31,7 +31,7 @@ from hookinbox import Event, HandlerContext, Inbox
 from hookinbox._metrics import exposition
 from hookinbox._model import Status
 from hookinbox._operations import Thresholds
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from hookinbox.dashboard import dashboard_app
 from hookinbox.http._app import create_app
 from hookinbox.sources import Adyen, HubSpot, SendGrid, Source

@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Inbox
-from hookinbox._storage import events
+from hookinbox._storage._schema import events
 from hookinbox.sources import Twitch
 from hookinbox.testing import sign
 

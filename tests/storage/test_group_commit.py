@@ -316,3 +316,39 @@ def test_an_awaited_delivery_given_up_before_a_writer_takes_it_is_never_written(
         stored = set(connection.execute(sa.select(events.c.event_id)).scalars())
     assert "evt_given_up" not in stored
     assert {f"evt_taken_{n}" for n in range(len(taken))} <= stored
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_a_batch_behind_a_held_row_keeps_to_the_statement_timeout_off_the_writer(
+    store: Store,
+) -> None:
+    """Issue 31, item 1 (PostgreSQL): a batched delivery whose row another transaction holds
+    (a slow handler's claim) is cancelled at the writers' statement timeout, and single
+    deliveries submitted meanwhile are stored at once: the batch is not on the shared writer.
+    A waiter that gave up hears how its write ended (`late`)."""
+    committer = GroupCommitter(store, statement_timeout=1.0)
+    first = delivery("hubspot", "7:1", b'{"n": 1}', 0)
+    committer.record_batch((first,))
+    heard: list[object] = []
+    try:
+        with store.engine.connect() as holder, holder.begin():
+            holder.execute(
+                sa.select(events.c.id).where(events.c.event_id == "7:1").with_for_update()
+            )
+            started = time.monotonic()
+            again = committer.submit_batch((first, delivery("hubspot", "7:2", b"{}", 1)))
+            time.sleep(0.1)  # the batch waits for the row now
+            single = committer.record(delivery("stripe", "evt_meanwhile", b"{}", 2), timeout=5)
+            single_took = time.monotonic() - started
+            with pytest.raises(AckDeadlinePassed):
+                committer.record_batch((first,), timeout=0.2, late=heard.append)
+            with pytest.raises(StoreUnavailable, match="statement timeout"):
+                again.result(timeout=10)
+            batch_took = time.monotonic() - started
+        wait_until(lambda: bool(heard))
+    finally:
+        committer.close()
+    assert single.is_new and single_took < 0.8, single_took
+    assert 0.9 < batch_took < 3.0, batch_took
+    [outcome] = heard  # the write it gave up on ended after all: cancelled, or stored late
+    assert isinstance(outcome, StoreUnavailable | list), outcome

@@ -26,10 +26,10 @@ BODIES: dict[str, bytes] = {
 }  # fmt: skip
 
 
-@pytest.fixture
-def searched(store: Store) -> Store:
+def stored(store: Store, bodies: dict[str, bytes]) -> Store:
+    """Each body as an event of its own, received a second apart, oldest first."""
     start = datetime.now(UTC) - timedelta(minutes=10)
-    for offset, (event_id, body) in enumerate(BODIES.items()):
+    for offset, (event_id, body) in enumerate(bodies.items()):
         store.ingest.record(
             NewDelivery(
                 source="stripe", event_id=event_id, event_type="t", occurred_at=None,
@@ -38,6 +38,11 @@ def searched(store: Store) -> Store:
             )
         )  # fmt: skip
     return store
+
+
+@pytest.fixture
+def searched(store: Store) -> Store:
+    return stored(store, BODIES)
 
 
 def found(store: Store, path: str, value: str) -> list[str]:
@@ -73,3 +78,42 @@ def test_a_search_is_bounded_to_the_newest_events(
     monkeypatch.setattr("hookinbox._storage._operator.SCAN_LIMIT", 2)  # the two newest
     assert found(searched, "data.object.customer", "cus_1") == []  # evt_card is older
     assert found(searched, "note", "' OR 1=1 --") == ["evt_quote"]
+
+
+CUSTOMER = {"data": {"object": {"customer": "cus_1"}}}
+HOSTILE: dict[str, bytes] = {
+    "evt_nul": b'{"note": "a\\u0000b", "data": {"object": {"customer": "cus_1"}}}',
+    "evt_lone": b'{"note": "\\ud800", "data": {"object": {"customer": "cus_1"}}}',
+    "evt_low": b'{"note": "\\udc00\\ud800", "data": {"object": {"customer": "cus_1"}}}',
+    "evt_nan": b'{"amount": NaN, "data": {"object": {"customer": "cus_1"}}}',
+    "evt_inf": b'[{"amount": -Infinity}, {"data": {"object": {"customer": "cus_1"}}}]',
+    "evt_exp": b'{"amount": 1e1000000, "data": {"object": {"customer": "cus_1"}}}',
+    "evt_utf16": json.dumps(CUSTOMER).encode("utf-16"),
+    "evt_utf16le": json.dumps(CUSTOMER).encode("utf-16-le"),
+    "evt_utf32be": json.dumps(CUSTOMER).encode("utf-32-be"),
+}
+"""Bodies a source's parser accepted (Python reads each) that PostgreSQL's jsonb refuses."""
+ORDINARY: dict[str, bytes] = {
+    "evt_plain": json.dumps(CUSTOMER).encode(),
+    "evt_pair": b'{"note": "\\ud83d\\ude00", "data": {"object": {"customer": "cus_1"}}}',
+    "evt_escaped": b'{"note": "\\\\u0000 \\\\ud800 NaN Infinity 1e1000000", '
+    b'"data": {"object": {"customer": "cus_1"}}}',
+}
+"""Bodies that look like the hostile ones and are ordinary JSON: a surrogate pair (as
+`json.dumps` writes an emoji), and the hostile texts inside a string, escaped."""
+
+
+def test_no_stored_body_breaks_a_search(store: Store) -> None:
+    """Issue 31, item 4: one of these bodies in a search's window made every search 500 on
+    PostgreSQL; the search now skips the bodies jsonb cannot read and finds the others."""
+    stored(store, {**HOSTILE, **ORDINARY})
+    for body in HOSTILE.values():
+        json.loads(body)  # every one passed a source's parser
+
+    hits = found(store, "data.object.customer", "cus_1")
+    if store.dialect == "postgresql":
+        assert hits == sorted(ORDINARY)
+    else:  # SQLite's JSON functions read some of them (a lone surrogate, NaN): found too
+        assert set(ORDINARY) <= set(hits) and "evt_utf16" not in hits
+    assert found(store, "note", "\U0001f600") == ["evt_pair"]
+    assert found(store, "1.data.object.customer", "cus_1") == []

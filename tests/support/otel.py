@@ -17,16 +17,20 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.util._once import Once
 
 from hookinbox import _tracing
 
 
 @contextmanager
-def recording(also: SpanProcessor | None = None) -> Iterator[InMemorySpanExporter]:
-    """hookinbox's spans are recorded and exported (to memory, and to `also`) in the block."""
+def recording(
+    also: SpanProcessor | None = None, sampler: Sampler | None = None
+) -> Iterator[InMemorySpanExporter]:
+    """hookinbox's spans are recorded and exported (to memory, and to `also`) in the block,
+    sampled by `sampler` (the SDK's default: parent-based, always on at the root)."""
     memory = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = TracerProvider(sampler=sampler)
     provider.add_span_processor(SimpleSpanProcessor(memory))
     if also is not None:
         provider.add_span_processor(also)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -131,6 +131,35 @@ def serving_process(
         yield process, base_url
     finally:
         stop(process)
+        log.close()
+
+
+@contextmanager
+def serving_logged(
+    command: list[str], port: int, *, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, Callable[[], str]]]:
+    """`serving`, yielding the base URL and a function that reads what the server has
+    logged so far (its stdout and stderr), while it runs and after it stopped."""
+    log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogateescape")
+    final: list[str] = []  # what it logged in all, once it stopped
+
+    def written() -> str:
+        if final:
+            return final[0]
+        log.seek(0)
+        return log.read()
+
+    process = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(process, base_url + "/readyz", 200, log)
+        yield base_url, written
+    finally:
+        stop(process)
+        final.append(written())
         log.close()
 
 

@@ -17,7 +17,13 @@ the next batch goes out while one is in flight; SQLite has one writer whatever t
 - a batched delivery (several events in one request: SendGrid, HubSpot, Adyen) is one item
   of the queue: its events go into the same batch, never split across two, so they commit
   together or not at all (`submit_batch`). A batch holding one goes in one transaction on
-  PostgreSQL too, since a key conflict can split a batch into several statements;
+  PostgreSQL too, since a key conflict can split a batch into several statements. On
+  PostgreSQL a batched delivery is not queued for the shared writers at all: it is written in
+  a transaction of its own by a small pool of batch threads, with the writers' statement
+  timeout. A redelivered batch whose row a slow handler holds waits for that row (and may be
+  answered 503); on the shared writer it made every delivery of the process wait with it;
+- a waiter that gave up may name a `late` callback: it hears what became of its delivery
+  after all (stored, or failed), which the receiver logs as "after the ack deadline";
 - the batching adapts by itself: while one batch commits, the next one gathers. A lone
   request is written at once (no timer to wait out); under load, batches grow with the
   arrival rate up to `max_rows`. `max_wait` can add a short wait for more rows, but only while
@@ -39,8 +45,9 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as wait_for_all
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -83,14 +90,28 @@ class GroupCommit:
             raise ConfigurationError("group commit: writers must be between 1 and 16")
 
 
+Late = Callable[[Any], None]
+"""Told what became of a delivery whose waiter gave up after a writer took it: its result,
+or the exception its write raised. Called on the waiter's event loop, or in the writer's
+thread for a synchronous waiter; it must not block."""
+
+BATCH_THREADS = 4
+"""Threads writing PostgreSQL's batched deliveries, each in its own transaction: batches
+waiting for rows (a slow handler's) hold these and a pooled connection each, never the
+shared writers."""
+
+
 class _LoopWaiter:
     """The asyncio future of a delivery submitted from an event loop, and that loop."""
 
-    __slots__ = ("future", "loop")
+    __slots__ = ("future", "late", "loop")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], late: Late | None
+    ) -> None:
         self.loop = loop
         self.future = future
+        self.late = late
 
     def set_running_or_notify_cancel(self) -> bool:
         """False if the waiter gave up (its ack deadline passed) before a writer took it."""
@@ -129,6 +150,8 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self._closed = False
         self._local = threading.local()  # each writer's own connection (PostgreSQL)
+        self._batches: ThreadPoolExecutor | None = None  # PostgreSQL's batched deliveries
+        self._batch_writes: set[Future[None]] = set()
 
     @property
     def writers(self) -> int:
@@ -148,55 +171,90 @@ class GroupCommitter:
         self._put((events, future))
         return future
 
-    def submit_async(self, delivery: NewDelivery | tuple[NewDelivery, ...]) -> asyncio.Future[Any]:
+    def submit_async(
+        self, delivery: NewDelivery | tuple[NewDelivery, ...], *, late: Late | None = None
+    ) -> asyncio.Future[Any]:
         """`submit` (or, given a batched delivery's events, `submit_batch`) for a caller on a
         running asyncio loop: the future is that loop's, resolved on it once committed.
-        Cancelling it (a passed ack deadline) drops the delivery unless a writer has it."""
+        Cancelling it (a passed ack deadline) drops the delivery unless a writer has it; if
+        one has, `late` is told the outcome instead."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._put((delivery, _LoopWaiter(loop, future)))
+        self._put((delivery, _LoopWaiter(loop, future, late)))
         return future
 
     def _put(self, pending: _Pending) -> None:
+        if not isinstance(pending[0], NewDelivery) and not self.store.dialect.single_writer:
+            self._put_batch(pending)
+            return
         if not self._threads:
             self._start()
         # Under the lock that `close` takes to set `_closed`: a delivery is either queued
         # before the writers' stop markers (and stored) or refused, never left waiting.
         with self._lock:
             if self._closed:
-                refused = StoreUnavailable("shutting down: not accepting deliveries")
-                waiter = pending[1]
-                if isinstance(waiter, _LoopWaiter):
-                    waiter.future.set_exception(refused)  # on its own loop: the caller's
-                else:
-                    waiter.set_exception(refused)
+                _refuse(pending[1])
                 return
             self._queue.put(pending)
 
-    def record(self, delivery: NewDelivery, timeout: float | None = None) -> RecordedDelivery:
+    def _put_batch(self, pending: _Pending) -> None:
+        """A batched delivery on PostgreSQL: to a batch thread, off the shared writers."""
+        with self._lock:
+            if not self._closed:
+                if self._batches is None:
+                    self._batches = ThreadPoolExecutor(BATCH_THREADS, "hookinbox-batch")
+                written = self._batches.submit(self._write_batch, pending)
+                self._batch_writes.add(written)
+                written.add_done_callback(self._forget_write)
+                return
+        _refuse(pending[1])
+
+    def _forget_write(self, written: Future[None]) -> None:
+        with self._lock:
+            self._batch_writes.discard(written)
+
+    def _write_batch(self, pending: _Pending) -> None:
+        batch: list[_Pending] = []
+        if _take(batch, pending):  # unless its waiter gave up while it waited for a thread
+            self._flush(batch)
+
+    def record(
+        self, delivery: NewDelivery, timeout: float | None = None, *, late: Late | None = None
+    ) -> RecordedDelivery:
         """Blocking form of `submit`, for synchronous callers.
 
         Past `timeout` seconds, raise `AckDeadlinePassed`: the delivery is dropped if no writer
-        has taken it yet, and written anyway (its retry is then a duplicate) if one has.
+        has taken it yet, and written anyway (its retry is then a duplicate) if one has; `late`
+        then hears how that went.
         """
-        return _wait(self.submit(delivery), timeout)
+        return _wait(self.submit(delivery), timeout, late)
 
     def record_batch(
-        self, events: tuple[NewDelivery, ...], timeout: float | None = None
+        self,
+        events: tuple[NewDelivery, ...],
+        timeout: float | None = None,
+        *,
+        late: Late | None = None,
     ) -> list[RecordedDelivery]:
         """Blocking form of `submit_batch`, with `record`'s deadline."""
-        return _wait(self.submit_batch(events), timeout)
+        return _wait(self.submit_batch(events), timeout, late)
 
     def close(self, timeout: float = 10.0) -> None:
         """Store what is queued, then stop the writer threads."""
         with self._lock:
             self._closed = True
             threads = list(self._threads)
+            batches, batch_writes = self._batches, list(self._batch_writes)
         for _ in threads:
             self._queue.put(_STOP)  # each writer takes one and stops
         deadline = time.monotonic() + timeout
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        if batches is not None:
+            # The batches already handed over are written (each within its statement
+            # timeout), as far as `timeout` allows; the threads stop once they are.
+            wait_for_all(batch_writes, max(0.0, deadline - time.monotonic()))
+            batches.shutdown(wait=False)
 
     def _start(self) -> None:
         with self._lock:
@@ -299,6 +357,10 @@ class GroupCommitter:
         dialect = self.store.dialect
         if not dialect.autocommit_batches or atomic:
             with self.store.transaction() as transaction:
+                if self.statement_timeout is not None:
+                    # A batch's transaction waits for a held row no longer than the writers'
+                    # statements do (where the database can say so: PostgreSQL).
+                    dialect.limit_statements(transaction, self.statement_timeout, local=True)
                 return self.store.ingest.record_batch(transaction, deliveries)
         # Each batch is one atomic statement (PostgreSQL), run in autocommit on a connection
         # this thread keeps (checking one out would cost the pool's ping, a round trip).
@@ -312,8 +374,7 @@ class GroupCommitter:
                     )
                     self._local.connection = connection
                     if self.statement_timeout is not None:
-                        milliseconds = max(1, round(self.statement_timeout * 1000))
-                        connection.exec_driver_sql(f"SET statement_timeout = {milliseconds}")
+                        self.store.dialect.limit_statements(connection, self.statement_timeout)
                 return self.store.ingest.record_batch(connection, deliveries)
         except Exception:
             self._drop_connection()
@@ -336,17 +397,19 @@ class _Answers:
     of an event loop are resolved on it, all of them in one callback (`send`)."""
 
     def __init__(self) -> None:
-        self._on_loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+        self._on_loops: dict[asyncio.AbstractEventLoop, list[_Answer]] = {}
 
     def succeed(self, waiter: _Waiter, result: object) -> None:
         if isinstance(waiter, _LoopWaiter):
-            self._on_loops.setdefault(waiter.loop, []).append((waiter.future, result))
+            answer = (waiter.future, result, waiter.late)
+            self._on_loops.setdefault(waiter.loop, []).append(answer)
         else:
             waiter.set_result(result)
 
     def fail(self, waiter: _Waiter, error: BaseException) -> None:
         if isinstance(waiter, _LoopWaiter):
-            self._on_loops.setdefault(waiter.loop, []).append((waiter.future, _Failure(error)))
+            answer = (waiter.future, _Failure(error), waiter.late)
+            self._on_loops.setdefault(waiter.loop, []).append(answer)
         else:
             waiter.set_exception(error)
 
@@ -367,15 +430,38 @@ class _Failure:
         self.error = error
 
 
-def _resolve(answers: list[tuple[asyncio.Future[Any], Any]]) -> None:
-    """On the waiters' loop: answer each future whose waiter is still there."""
-    for future, result in answers:
+_Answer = tuple[asyncio.Future[Any], Any, Late | None]
+"""A loop's future, its result (or `_Failure`), and who hears of it if the waiter gave up."""
+
+
+def _resolve(answers: list[_Answer]) -> None:
+    """On the waiters' loop: answer each future whose waiter is still there, and tell each
+    `late` callback what became of a delivery whose waiter gave up (503 at its deadline)."""
+    for future, result, late in answers:
+        outcome = result.error if isinstance(result, _Failure) else result
         if future.done():  # cancelled at its ack deadline: answered 503 already
+            if late is not None:
+                _tell(late, outcome)
             continue
         if isinstance(result, _Failure):
             future.set_exception(result.error)
         else:
             future.set_result(result)
+
+
+def _tell(late: Late, outcome: object) -> None:
+    try:
+        late(outcome)
+    except Exception:  # a log line that failed must not fail the other answers
+        log.exception("reporting a delivery stored after its ack deadline failed")
+
+
+def _refuse(waiter: _Waiter) -> None:
+    refused = StoreUnavailable("shutting down: not accepting deliveries")
+    if isinstance(waiter, _LoopWaiter):
+        waiter.future.set_exception(refused)  # on its own loop: the caller's
+    else:
+        waiter.set_exception(refused)
 
 
 def _take(batch: list[_Pending], item: object) -> bool:
@@ -392,13 +478,22 @@ def _rows(pending: _Pending) -> int:
     return 1 if isinstance(item, NewDelivery) else len(item)
 
 
-def _wait(future: Future[T], timeout: float | None) -> T:
+def _wait(future: Future[T], timeout: float | None, late: Late | None = None) -> T:
     """The future's result within `timeout` seconds, or `AckDeadlinePassed`: the delivery is
     dropped if no writer has taken it yet, and written anyway (its retry is then a duplicate)
-    if one has."""
+    if one has, and `late` hears how it went."""
     try:
         return future.result(timeout)
     except FutureTimeout:
-        if future.cancel() or not future.done():
+        if future.cancel():
+            raise AckDeadlinePassed(timeout or 0.0) from None
+        if not future.done():
+            if late is not None:
+                future.add_done_callback(lambda done: _tell(late, _outcome(done)))
             raise AckDeadlinePassed(timeout or 0.0) from None
         return future.result()  # it finished just now
+
+
+def _outcome(future: Future[Any]) -> object:
+    error = future.exception()
+    return error if error is not None else future.result()

@@ -123,24 +123,37 @@ class Operator:
             )
         newest = (table.c.received_at.desc(), table.c.id.desc())
         clauses = [*where(filters), *keyset]
-        if payload is not None:
-            scanned = (
-                sa.select(table.c.id)
-                .select_from(_rows_of(filters))
-                .where(*clauses)
-                .order_by(*newest)
-                .limit(SCAN_LIMIT)
-            )
-            clauses = [
-                events.c.id.in_(scanned.scalar_subquery()),
-                self.store.dialect.payload_value(payload) == payload.value,
-            ]
-            newest = (events.c.received_at.desc(), events.c.id.desc())
-        found_in = EVENT_JOIN if payload is not None else _rows_of(filters)
-        query = sa.select(*LIST_COLUMNS).select_from(found_in).where(*clauses)
+        dialect = self.store.dialect
+
+        def page(*, careful: bool = False) -> sa.Select[Any]:
+            if payload is None:
+                found_in, chosen, order = _rows_of(filters), clauses, newest
+            else:
+                scanned = (
+                    sa.select(table.c.id)
+                    .select_from(_rows_of(filters))
+                    .where(*clauses)
+                    .order_by(*newest)
+                    .limit(SCAN_LIMIT)
+                )
+                value = dialect.payload_value(payload, careful=careful)
+                found_in = EVENT_JOIN
+                chosen = [events.c.id.in_(scanned.scalar_subquery()), value == payload.value]
+                order = (events.c.received_at.desc(), events.c.id.desc())
+            query = sa.select(*LIST_COLUMNS).select_from(found_in).where(*chosen)
+            return query.order_by(*order).limit(limit)
+
         with self.store.reading() as connection:
-            rows = connection.execute(query.order_by(*newest).limit(limit)).mappings()
-            return [dict(row) for row in rows]
+            if payload is None:
+                return [dict(row) for row in connection.execute(page()).mappings()]
+            try:
+                with connection.begin_nested():
+                    return [dict(row) for row in connection.execute(page()).mappings()]
+            except sa.exc.DataError:
+                # A body in the window the database cannot read as JSON (PostgreSQL's jsonb:
+                # a NUL escape, NaN, UTF-16): searched again, each body checked first.
+                rows = connection.execute(page(careful=True)).mappings()
+                return [dict(row) for row in rows]
 
     def all_events(self, source: str | None = None) -> list[Event]:
         """Every stored event (of `source`), oldest first, bodies included: for test kits

@@ -61,7 +61,7 @@ class Stats:
             oldest_deferred,
             int(deadline_failures),
             self.store.outbox.backlog(connection),
-            self.store.liveness.live(connection, now),
+            self.store.liveness.live(connection),
         )
 
     def duplicate_ratio(

@@ -10,7 +10,6 @@ names docs/cli.md ("JSON output") lists.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from typing import IO, Any
 import click
 
 from hookinbox._extras import installed
-from hookinbox._text import safe_text
+from hookinbox._text import printable as shown_text
 
 
 @dataclass
@@ -38,15 +37,11 @@ class Table:
         self.rows.append(["-" if cell is None else printable(str(cell)) for cell in cells])
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 and C1 controls but tab and newline: an escape sequence could retitle the operator's
-terminal, wipe it or fake output."""
-
-
 def printable(text: str) -> str:
-    """Stored text (event types, bodies, errors: a sender's or a handler's) made safe for a
-    terminal: controls written as `\\xNN`, lone surrogates as `\\udNNN` (`safe_text`)."""
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", safe_text(text))
+    """Stored text (event types, bodies, errors, reasons: a sender's, a handler's or an
+    operator's) made safe for a terminal: an escape sequence could retitle it, wipe it or fake
+    output, a bidi override reorder what follows (`hookinbox._text.printable`)."""
+    return shown_text(text)
 
 
 def echo_untrusted(text: str, *, err: bool = False) -> None:

@@ -40,7 +40,7 @@ from hookinbox._records import (
     search_for,
 )
 from hookinbox._storage import Store
-from hookinbox._text import safe_text
+from hookinbox._text import printable
 from hookinbox.dashboard._auth import (
     COOKIE,
     SESSION_SECONDS,
@@ -71,13 +71,15 @@ SECURITY_HEADERS = [
 
 
 def _printable(value: Any) -> Any:
-    """Every `{{ ... }}` passes here: a body, header or error may hold a lone surrogate or a
-    NUL, which would make the page unencodable (a 500); they are shown escaped instead."""
+    """Every `{{ ... }}` passes here: a body, header, error or reason may hold a lone
+    surrogate or a NUL, which would make the page unencodable (a 500), or a bidi override
+    (U+202E) that would show what follows it reversed; they are shown escaped instead, with
+    every other control character (`hookinbox._text.printable`)."""
     if not isinstance(value, str):
         return value
     if hasattr(value, "__html__"):  # markup already escaped (the chart): keep it markup
-        return type(value)(safe_text(str(value)))
-    return safe_text(value)
+        return type(value)(printable(str(value)))
+    return printable(value)
 
 
 _templates = jinja2.Environment(
@@ -114,8 +116,27 @@ work can hold at most this many of the pool's connections (and threads), whateve
 of operators or requests, so ingest and the probes always find one (issue 19)."""
 
 
+WORKER_GROUPS = 50
+"""Hosts-and-kinds listed on the overview; `hookinbox status` counts every one."""
+
+
 def _bad_request(message: str) -> HTTPException:
     return HTTPException(400, message)
+
+
+FREE_TEXT = frozenset({"reason"})
+"""Fields kept as typed (escaped where stored and shown), whatever they hold."""
+
+
+def refuse_nul(fields: QueryParams | FormData) -> None:
+    """A 400 for a NUL in any field but free text: no stored id, type, source or value holds
+    one (PostgreSQL text cannot), and on PostgreSQL the query itself would fail (a 500)."""
+    for name, value in fields.multi_items():
+        if isinstance(value, str) and "\x00" in value and name not in FREE_TEXT:
+            raise _bad_request(
+                f"{printable(name)[:40]}: a NUL character (\\x00) is never part of a filter, "
+                "a search or an event id"
+            )
 
 
 def parse_filters(params: QueryParams | FormData, now: datetime) -> EventFilter:
@@ -181,11 +202,16 @@ def encode_cursor(row: dict[str, Any]) -> str:
 
 
 def parse_cursor(text: str) -> Cursor:
+    """The `before` field: the last row's `received_at~id`, its time with its zone (as
+    `encode_cursor` writes it); a time without one is a 400, never compared as if UTC."""
     received_at, _, row_id = text.rpartition("~")
     try:
-        return datetime.fromisoformat(received_at), int(row_id)
+        at, number = datetime.fromisoformat(received_at), int(row_id)
     except ValueError:
         raise _bad_request(f"not a page cursor: {text!r}") from None
+    if at.tzinfo is None:
+        raise _bad_request(f"not a page cursor: {text!r} (its time has no time zone)")
+    return at, number
 
 
 def filter_fields(filters: EventFilter) -> dict[str, str]:
@@ -270,6 +296,7 @@ class Dashboard:
             session = await self.session(request)
             if session is None or not session.authenticated:
                 return self.redirect(request, "/login")
+            refuse_nul(request.query_params)
             return await handler(request, session)
 
         return guarded
@@ -284,6 +311,7 @@ class Dashboard:
         form = await read_form(request)
         if not csrf_matches(session, form.get("csrf")):
             raise HTTPException(403, "missing or wrong CSRF token: reload the page and retry")
+        refuse_nul(form)
         return form
 
     # -- sign in and out -------------------------------------------------------------------
@@ -344,7 +372,8 @@ class Dashboard:
                 stats = self.store.stats
                 figures = stats.report(connection, now)
                 buckets = stats.activity(connection, start, window.width, window.buckets)
-                return figures, buckets, self.store.liveness.rows(connection)
+                groups = self.store.liveness.groups(connection, WORKER_GROUPS + 1)
+                return figures, buckets, groups
 
         figures, buckets, processes = await self.off_loop(read)
         ratios = [
@@ -367,7 +396,8 @@ class Dashboard:
             counts=counts,
             breached=breached_figures(figures.open, now, self.thresholds),
             chart=time_chart(title, start, window, ratios, line=True, unit=percent, floor=0.01),
-            processes=processes,
+            processes=processes[:WORKER_GROUPS],
+            more_processes=len(processes) > WORKER_GROUPS,
         )
 
     async def charts(self, request: Request, session: Session) -> Response:

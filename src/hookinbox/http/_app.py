@@ -16,6 +16,7 @@ its own (the `dashboard` extra), is mounted at `/admin` when it is served.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
@@ -163,7 +164,10 @@ async def _deliver(
             return reply
         return receiver.past_deadline(step)
     # A result, or a batched delivery's list of them, resolved on this loop.
-    future = committer.submit_async(step.batch or step.delivery)
+    # `late`: a write that a writer took before the deadline ends after the 503 went out,
+    # and the log says how (docs/ingest.md).
+    late = partial(receiver.conclude_late, step)
+    future = committer.submit_async(step.batch or step.delivery, late=late)
     try:
         # At the deadline the timeout cancels `future`: the committer drops the delivery
         # unless a writer has taken it already.

@@ -89,6 +89,13 @@ class Dialect(ABC):
         """Raise `StoreUnavailable` if the server will refuse writes (readiness)."""
 
     @abstractmethod
+    def limit_statements(
+        self, connection: Connection, seconds: float, *, local: bool = False
+    ) -> None:
+        """Cancel a statement of `connection` (of its transaction only, with `local`) that runs
+        longer than `seconds`, where the database can (a statement stuck behind a row lock)."""
+
+    @abstractmethod
     def lock_for_migration(self, connection: Connection) -> None:
         """Serialise concurrent migrations inside `connection`'s transaction."""
 
@@ -105,8 +112,11 @@ class Dialect(ABC):
         """One statement's worth of a group-commit batch (`_batch.py` folds and orders it)."""
 
     @abstractmethod
-    def payload_value(self, match: PayloadMatch) -> sa.ColumnElement[Any]:
-        """The text at `match.path` in an event's JSON body, NULL when there is none."""
+    def payload_value(self, match: PayloadMatch, *, careful: bool = False) -> sa.ColumnElement[Any]:
+        """The text at `match.path` in an event's JSON body, NULL when there is none. Where a
+        stored body can fail the statement (PostgreSQL's jsonb cast: `DataError`), `careful`
+        checks each body first and reads none it cannot (slower: the retry of a failed
+        search)."""
 
     @abstractmethod
     def time_bucket(
@@ -119,6 +129,11 @@ class Dialect(ABC):
         """Wake the workers listening on `channel` when this transaction commits."""
 
     # -- the database's own state -----------------------------------------------------------
+
+    @abstractmethod
+    def now(self, connection: Connection) -> datetime:
+        """The time by the database's clock, for what every process must agree on (the
+        workers' heartbeats), whatever each host's clock says."""
 
     @abstractmethod
     def pressure_mark(self, connection: Connection) -> object:

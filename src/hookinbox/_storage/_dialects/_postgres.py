@@ -14,7 +14,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
@@ -156,6 +156,13 @@ class PostgreSQL(Dialect):
                 "default_transaction_read_only is on)"
             )
 
+    def limit_statements(
+        self, connection: Connection, seconds: float, *, local: bool = False
+    ) -> None:
+        milliseconds = max(1, round(seconds * 1000))
+        scope = "LOCAL " if local else ""
+        connection.exec_driver_sql(f"SET {scope}statement_timeout = {milliseconds}")
+
     def lock_for_migration(self, connection: Connection) -> None:
         connection.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_KEY)))
 
@@ -208,17 +215,52 @@ class PostgreSQL(Dialect):
         result = connection.exec_driver_sql(_BATCH, parameters)
         return {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
 
-    def payload_value(self, match: PayloadMatch) -> sa.ColumnElement[Any]:
-        # PostgreSQL 15 has no safe cast to JSON: only bodies that start with `{` or `[` are
-        # read as JSON (every stored JSON body passed its source's parser; form bodies,
-        # Twilio's or Slack's, start with a field name).
-        document = sa.cast(sa.func.convert_from(events.c.body, "UTF8"), JSONB)
+    def payload_value(self, match: PayloadMatch, *, careful: bool = False) -> sa.ColumnElement[Any]:
+        """Only bodies that start with `{` or `[` are read as JSON (form bodies, Twilio's or
+        Slack's, start with a field name). PostgreSQL 15 has no cast to jsonb that fails
+        softly, and jsonb refuses what Python's parser (every source's) accepts: the escape
+        \\u0000 and lone surrogate escapes, the tokens NaN and Infinity (and an exponent past
+        numeric's range), UTF-16 and UTF-32 text. `careful` casts a body only when patterns
+        say jsonb will read it (bound parameters, like the path): 5,000 bodies of 1.5 KB took
+        0.96 s to check against 0.14 s to search, so a search runs without the checks first
+        and only a window holding such a body (the cast failed) is searched again with them
+        (`Operator.list_events`)."""
+        body = events.c.body
+        text = sa.func.convert_from(body, "UTF8")
+
+        def matches(value: sa.ColumnElement[str], pattern: str) -> sa.ColumnElement[bool]:
+            return value.op("~")(sa.literal(pattern, sa.Text))
+
+        def without(pattern: str, replacement: str) -> sa.ColumnElement[str]:
+            return sa.func.regexp_replace(
+                text, sa.literal(pattern, sa.Text), sa.literal(replacement, sa.Text), "g"
+            )
+
+        document = sa.cast(text, JSONB)
         found = document.op("#>>", return_type=sa.Text)(
             sa.bindparam("payload_path", list(match.path), type_=ARRAY(sa.Text))
         )
-        first = sa.func.substring(events.c.body, 1, 1)
+        first = sa.func.substring(body, 1, 1)
         looks_json = first.in_([sa.literal(b"{", sa.LargeBinary), sa.literal(b"[", sa.LargeBinary)])
-        return sa.case((looks_json, found), else_=None)
+        if not careful:
+            return sa.case((looks_json, found), else_=None)
+        lone_escape = sa.case(
+            (matches(text, _SUSPECT_ESCAPE), matches(without(_ESCAPES_READ, ""), _SUSPECT_ESCAPE)),
+            else_=False,
+        )
+        bare_token = sa.case(
+            (matches(text, _SUSPECT_TOKEN), matches(without(_STRINGS, '""'), _SUSPECT_TOKEN)),
+            else_=False,
+        )
+        has_nul = sa.func.position(sa.literal(_NUL_BYTE, sa.LargeBinary).op("IN")(body)) > 0
+        # A CASE, whose branches PostgreSQL evaluates in order: no cast before its checks.
+        return sa.case(
+            (sa.not_(looks_json), None),
+            (has_nul, None),
+            (lone_escape, None),
+            (bare_token, None),
+            else_=found,
+        )
 
     def time_bucket(
         self, column: sa.ColumnElement[Any], start: datetime, width: timedelta
@@ -232,6 +274,11 @@ class PostgreSQL(Dialect):
         connection.execute(sa.select(sa.func.pg_notify(channel, "")))
 
     # -- the database's own state -----------------------------------------------------------
+
+    def now(self, connection: Connection) -> datetime:
+        """The server's `now()` (the transaction's start)."""
+        now: datetime = connection.execute(sa.select(sa.func.now())).scalar_one()
+        return now.astimezone(UTC)
 
     def pressure_mark(self, connection: Connection) -> object:
         return connection.execute(_NOW).scalar_one()
@@ -463,6 +510,18 @@ SELECT id, source, event_id, delivery_count, body_sha256, status FROM upserted
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
+
+
+# -- what jsonb cannot read (payload search's careful form) ------------------------------------
+
+_NUL_BYTE = b"\x00"
+"""In no UTF-8 JSON text; in every UTF-16 or UTF-32 one ({ is ASCII)."""
+_SUSPECT_ESCAPE = r"\\u(0000|[dD][89a-fA-F])"
+_ESCAPES_READ = r"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+"""An escaped backslash, or a surrogate pair: removed before looking for a lone escape."""
+_SUSPECT_TOKEN = r"NaN|Infinity|[0-9][eE][-+]?[0-9]{6}"
+_STRINGS = r'"([^"\\]|\\.)*"'
+"""Every string literal: removed before looking for a token outside strings."""
 
 
 # -- the pruner's view of the others ------------------------------------------------------------

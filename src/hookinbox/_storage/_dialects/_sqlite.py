@@ -137,6 +137,11 @@ class SQLite(Dialect):
     def check_writable(self, connection: Connection) -> None:
         """A file that cannot be written fails the probe's write itself (`Store.ping`)."""
 
+    def limit_statements(
+        self, connection: Connection, seconds: float, *, local: bool = False
+    ) -> None:
+        """One writer at a time: a write waits for the lock (`busy_timeout`), never a row."""
+
     def lock_for_migration(self, connection: Connection) -> None:
         """`BEGIN IMMEDIATE` (every writing transaction's) admits one migration at a time."""
 
@@ -194,7 +199,8 @@ class SQLite(Dialect):
         connection.exec_driver_sql(_LOG, log)
         return rows
 
-    def payload_value(self, match: PayloadMatch) -> sa.ColumnElement[Any]:
+    def payload_value(self, match: PayloadMatch, *, careful: bool = False) -> sa.ColumnElement[Any]:
+        # `json_valid` first: a body SQLite cannot read is never read (careful or not).
         text = sa.cast(events.c.body, sa.Text)
         path = sa.bindparam("payload_path", _json_path(match.path), type_=sa.Text)
         kind = sa.func.json_type(text, path)
@@ -218,6 +224,10 @@ class SQLite(Dialect):
         """No LISTEN: SQLite workers poll (or `serve`'s datagram wakes its own worker)."""
 
     # -- the database's own state -----------------------------------------------------------
+
+    def now(self, connection: Connection) -> datetime:
+        """A file on this host: every process that opens it shares this host's clock."""
+        return datetime.now(UTC)
 
     def pressure_mark(self, connection: Connection) -> object:
         # Changes whenever another connection, of this process or another, has committed.
