@@ -30,16 +30,15 @@ from hookinbox.sources._base import (
     BatchSource,
     Headers,
     Identity,
-    event_body,
     event_key,
     hmac_digest,
     matches_any,
     optional_text,
-    parse_json,
     parse_time,
     secrets_tuple,
     signature_items,
 )
+from hookinbox.sources._json_slices import JsonSlice, nested_items
 
 SIGNED_FIELDS = (
     "pspReference",
@@ -84,18 +83,10 @@ def signing_string(item: dict[str, Any]) -> str:
     return ":".join(field_text(values.get(name)) for name in SIGNED_FIELDS)
 
 
-def notification_items(payload: object) -> list[dict[str, Any]]:
-    """The `NotificationRequestItem` objects of a parsed body, or `PayloadError`."""
-    items = payload.get("notificationItems") if isinstance(payload, dict) else None
-    if not isinstance(items, list):
-        raise PayloadError("no notificationItems list in the body")
-    found = []
-    for entry in items:
-        item = entry.get("NotificationRequestItem") if isinstance(entry, dict) else None
-        if not isinstance(item, dict):
-            raise PayloadError("a notification item has no NotificationRequestItem object")
-        found.append(item)
-    return found
+def notification_items(body: bytes) -> list[JsonSlice]:
+    """The `NotificationRequestItem` objects of a body, each with its own bytes, or
+    `PayloadError`."""
+    return nested_items(body, "notificationItems", "NotificationRequestItem")
 
 
 class Adyen(BatchSource):
@@ -127,7 +118,7 @@ class Adyen(BatchSource):
         if self._basic is not None:
             self._check_basic(headers)
         try:
-            items = notification_items(parse_json(body))
+            items = [entry.value for entry in notification_items(body)]
         except PayloadError as exc:
             raise BadSignature(f"no signed notification items: {exc.message}") from exc
         if not items:
@@ -168,7 +159,7 @@ class Adyen(BatchSource):
     def identify_batch(self, headers: Headers, body: bytes) -> list[Identity]:
         # Every item verified (its own HMAC), so one without the fields of its key is Adyen's
         # to explain, and is held as invalid beside the others.
-        return self.identify_items(notification_items(parse_json(body)), _event)
+        return self.identify_items(notification_items(body), _event)
 
 
 def _event(item: dict[str, Any]) -> Identity:
@@ -180,5 +171,4 @@ def _event(item: dict[str, Any]) -> Identity:
         event_type=optional_text(code),
         occurred_at=parse_time(item.get("eventDate")),
         payload=item,
-        body=event_body(item),
     )

@@ -29,7 +29,7 @@ import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -43,6 +43,7 @@ from hookinbox._errors import (
     VerificationError,
 )
 from hookinbox._model import MAX_KEY_LENGTH
+from hookinbox.sources._json_slices import JsonSlice
 
 _Signature = TypeVar("_Signature", bytes, str)
 
@@ -832,15 +833,22 @@ class BatchSource(Source):
         return identities[0]
 
     @staticmethod
-    def identify_items(items: Iterable[Any], identify: Callable[[Any], Identity]) -> list[Identity]:
-        """`identify` of each event of a batch; one it refuses (`PayloadError`) becomes an
-        `invalid` identity (`invalid_identity`) rather than failing the batch."""
+    def identify_items(
+        items: Iterable[JsonSlice], identify: Callable[[Any], Identity]
+    ) -> list[Identity]:
+        """`identify` of each event of a batch, stored as its own bytes; one it refuses
+        (`PayloadError`) becomes an `invalid` identity (`invalid_identity`) rather than
+        failing the batch."""
         identities = []
         for item in items:
             try:
-                identities.append(identify(item))
+                identity = identify(item.value)
             except PayloadError as error:
                 identities.append(invalid_identity(item, error.message))
+                continue
+            # A retry may format the batch anew: what it must repeat is the event's JSON.
+            fingerprint = identity.fingerprint or compact_json(item.value)
+            identities.append(replace(identity, body=item.raw, fingerprint=fingerprint))
         return identities
 
     def authenticate_batch(self, headers: Headers, body: bytes, *, now: float) -> list[Identity]:
@@ -862,29 +870,23 @@ class BatchSource(Source):
 INVALID_PREFIX = "invalid:"
 
 
-def invalid_identity(item: Any, reason: str) -> Identity:
-    """An event of a batch that cannot be processed, kept for an operator: keyed by the
-    digest of its own bytes (a redelivered batch stores it once, and no provider's key starts
-    with `invalid:`), stored with `reason`."""
-    body = event_body(item)
+def invalid_identity(item: JsonSlice, reason: str) -> Identity:
+    """An event of a batch that cannot be processed, kept for an operator: stored as the bytes
+    sent, with `reason`, keyed by the digest of its JSON (a redelivered batch stores it once,
+    however it is formatted, and no provider's key starts with `invalid:`)."""
+    digest = hashlib.sha256(compact_json(item.value)).hexdigest()
     return Identity(
-        event_id=INVALID_PREFIX + hashlib.sha256(body).hexdigest(),
+        event_id=INVALID_PREFIX + digest,
         event_type=None,
         occurred_at=None,
-        payload=item,
-        body=body,
+        payload=item.value,
+        body=item.raw,
         invalid=reason,
     )
 
 
-def event_body(item: Any) -> bytes:
-    """The bytes stored for one event of a batch: its JSON, compact, keys in the order sent
-    (the same event in a redelivered batch gives the same bytes, so the same body hash)."""
-    return json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def parse_json_array(body: bytes, what: str = "body") -> list[Any]:
-    payload = parse_json(body)
-    if not isinstance(payload, list):
-        raise PayloadError(f"{what} is not a JSON array")
-    return payload
+def compact_json(item: Any) -> bytes:
+    """One event of a batch as compact JSON, keys in the order sent: what a redelivery of it
+    repeats, whatever the spacing of the batch around it."""
+    text = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "surrogatepass")  # a lone surrogate escaped in the batch

@@ -27,16 +27,15 @@ from hookinbox.sources._base import (
     check_tolerance,
     configured_url,
     decode_digests,
-    event_body,
     event_key,
     fingerprint_without,
     optional_text,
-    parse_json_array,
     parse_time,
     require_header,
     require_match,
     utf8_keys,
 )
+from hookinbox.sources._json_slices import array_items
 
 SIGNATURE = "x-hubspot-signature-v3"
 TIMESTAMP = "x-hubspot-request-timestamp"
@@ -99,7 +98,7 @@ class HubSpot(BatchSource):
         check_tolerance(int(timestamp_text) // 1000, now=now, tolerance=self.tolerance)
 
     def identify_batch(self, headers: Headers, body: bytes) -> list[Identity]:
-        return self.identify_items(parse_json_array(body), _event)
+        return self.identify_items(array_items(body), _event)
 
 
 def _event(item: Any) -> Identity:
@@ -116,7 +115,6 @@ def _event(item: Any) -> Identity:
         event_type=optional_text(item.get("subscriptionType") or item.get("eventType")),
         occurred_at=None if occurred is None else parse_time(occurred / 1000),
         payload=item,
-        body=event_body(item),
         # HubSpot counts `attemptNumber` up on each retry: the rest is what a retry repeats.
         fingerprint=fingerprint_without(item, ATTEMPT),
     )

@@ -33,16 +33,15 @@ from hookinbox.sources._base import (
     Identity,
     check_tolerance,
     distinct_signatures,
-    event_body,
     event_key,
     optional_text,
-    parse_json_array,
     parse_time,
     parse_timestamp,
     require_header,
     secrets_tuple,
     signature_items,
 )
+from hookinbox.sources._json_slices import array_items
 
 PREHASHED = ec.ECDSA(Prehashed(hashes.SHA256()))
 SIGNATURE = "x-twilio-email-event-webhook-signature"
@@ -114,7 +113,7 @@ class SendGrid(BatchSource):
         check_tolerance(timestamp, now=now, tolerance=self.tolerance)
 
     def identify_batch(self, headers: Headers, body: bytes) -> list[Identity]:
-        return self.identify_items(parse_json_array(body), _event)
+        return self.identify_items(array_items(body), _event)
 
 
 def _event(item: Any) -> Identity:
@@ -125,5 +124,4 @@ def _event(item: Any) -> Identity:
         event_type=optional_text(item.get("event")),
         occurred_at=parse_time(item.get("timestamp")),
         payload=item,
-        body=event_body(item),
     )
