@@ -88,6 +88,20 @@ def test_capacity_benchmark_measures_cpu_per_event(postgres_template: str) -> No
     assert run["ingest_db_ms"] > 0 and run["process_db_ms"] > 0
 
 
+def test_heap_only_benchmark_reads_what_processing_cost(postgres_template: str) -> None:
+    """PostgreSQL: schema 8's drain (the baseline, checked out from git) updates no row in
+    place; this tree's, at schema 10's fill factors, every one."""
+    from tests.conftest import POSTGRES_URL
+
+    document = run_bench("heap_only.py", env={"HOOKINBOX_BENCH_POSTGRES_URL": POSTGRES_URL})
+    for size in document["sizes"]:  # type: ignore[attr-defined]
+        sides = size["sides"]
+        assert sides["baseline"]["updates"] > 0 and sides["baseline"]["hot_share"] == 0
+        ours = sides["this tree (fill 50:30)"]
+        assert ours["events"] == 300 and ours["wal_per_event"] > 0
+        assert ours["hot_share"] >= 0.9, ours["tables"]
+
+
 def test_the_ingest_profile_groups_samples_by_part_of_the_delivery_path() -> None:
     """`bench/profile_ingest.py` (py-spy and wrk, run by hand): its grouping of stacks."""
     from bench.profile_ingest import OTHER, WRITER, part_of

@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox._model import Status
-from hookinbox._storage import Store
+from hookinbox._storage import LATEST_VERSION, Store
 from hookinbox._storage._schema import event_queue, events, outbox
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -124,7 +124,7 @@ def _queue(store: Store) -> dict[str, tuple[str, int, str | None]]:
 
 def test_upgrading_a_filled_inbox_queues_its_open_events(empty_db_url: str) -> None:
     store = _old_schema_inbox(empty_db_url)
-    assert store.migrate() == (8, 9)
+    assert store.migrate() == (8, LATEST_VERSION)
     assert _queue(store) == {
         "evt_pending": ("pending", 0, None),
         "evt_deferred": ("deferred", 0, None),

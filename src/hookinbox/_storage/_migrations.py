@@ -309,6 +309,24 @@ def _v9_queue_beside_the_events(op: Operations) -> None:
     dialect.refuse_old_leases(op)
 
 
+def _v10_room_for_processing(op: Operations) -> None:
+    """Fill factors that leave every event's page room for the versions its processing writes
+    before PostgreSQL can prune the old ones (docs/storage.md, "Claims that stay heap-only").
+
+    Schema 9's 85 % left room for one new version of a small event per page: with two
+    workers, whose overlapping transactions keep a page's previous versions visible for a
+    while, about half of the events' final updates were not heap-only. At 50 % every event
+    on a page can be rewritten once before any pruning. The narrow queue table's rows are few
+    (only unfinished work), so it costs nothing to leave it most of each page.
+
+    Catalog changes only (`SHARE UPDATE EXCLUSIVE`: reads and writes go on): they apply to
+    the pages written from now on; nothing is rewritten.
+    """
+    dialect = _dialect(op)
+    dialect.set_fill_factor(op, "hookinbox_events", 50)
+    dialect.set_fill_factor(op, "hookinbox_event_queue", 30)
+
+
 def _dialect(op: Operations) -> Dialect:
     return dialect_named(op.get_context().dialect.name)
 
@@ -323,6 +341,7 @@ MIGRATIONS: tuple[Step, ...] = (
     _v7_outbox_trace_context,
     _v8_due_in_lease_order,
     _v9_queue_beside_the_events,
+    _v10_room_for_processing,
 )
 """Step N (1-based) brings a database from version N-1 to version N."""
 

@@ -38,11 +38,12 @@ schema_versions = Table(
     Column("applied_at", UTCDateTime, nullable=False),
 )
 
-EVENTS_FILLFACTOR = 85
+EVENTS_FILLFACTOR = 50
 """Percent of each page of `hookinbox_events` filled by inserts: the rest is room for the
-versions of a row its processing writes, on its own page (PostgreSQL)."""
-QUEUE_FILLFACTOR = 70
-"""The same for the queue's small rows, which a lease and a release rewrite."""
+version of each row its processing writes, on its own page (PostgreSQL; schema 10)."""
+QUEUE_FILLFACTOR = 30
+"""The same for the queue's small rows, which a lease and a release rewrite; the queue holds
+only unfinished work, so the room costs little."""
 
 events = Table(
     "hookinbox_events",
