@@ -165,6 +165,20 @@ def other_sessions(engine: sa.Engine) -> int:
     return int(count)
 
 
+def wal_counters(engine: sa.Engine) -> dict[str, int]:
+    """The server's cumulative WAL records, full-page images and checkpoints (PostgreSQL 14+):
+    a page's first change after a checkpoint logs the whole page."""
+    query = (
+        "SELECT w.wal_records, w.wal_fpi, b.checkpoints_timed + b.checkpoints_req"
+        " FROM pg_stat_wal w, pg_stat_bgwriter b"
+    )
+    with engine.connect() as connection:
+        connection.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
+        records, fpi, checkpoints = connection.exec_driver_sql(query).one()
+        connection.rollback()
+    return {"wal_records": int(records), "wal_fpi": int(fpi), "checkpoints": int(checkpoints)}
+
+
 def wal_lsn(engine: sa.Engine) -> int:
     with engine.connect() as connection:
         lsn = connection.exec_driver_sql(
@@ -196,9 +210,15 @@ def measure(tree: Path, engine: sa.Engine, url: str, args: argparse.Namespace) -
         before = counters(engine)
         since = add_due(engine, args.batch)
         heap = heap_per_event(engine, since)  # before any of it is processed
-        lsn = wal_lsn(engine)  # after the batch's commit: the drain's WAL only
+        # Each drain starts from a checkpoint: one that an earlier vacuum asked for must not
+        # land in one side's drain and not in another's (the first change of every page after
+        # a checkpoint logs the whole page). The drain's own full-page images are counted.
+        with engine.connect() as connection:
+            connection.exec_driver_sql("CHECKPOINT")
+        lsn, wal = wal_lsn(engine), wal_counters(engine)  # after the batch's commit
         result = drain(engine, since, args.batch, timeout=args.drain_timeout, workers_=started)
         result["wal_bytes"] = wal_lsn(engine) - lsn
+        result.update({k: v - wal[k] for k, v in wal_counters(engine).items()})
         result["other_sessions"] = other_sessions(engine)
         if result["other_sessions"]:
             log(
@@ -225,7 +245,9 @@ def measure(tree: Path, engine: sa.Engine, url: str, args: argparse.Namespace) -
     log(
         f"    {result['rate']:.0f} events/s, {result['wal_per_event'] / 1024:.1f} KiB WAL per "
         f"event, {result['hot_share'] * 100:.0f} % of {updated:,} updates heap-only, "
-        f"{result['heap_per_event']:.0f} B of events' heap per event"
+        f"{result['heap_per_event']:.0f} B of events' heap per event; "
+        f"{result['wal_fpi'] / done:.2f} full-page images per event, "
+        f"{result['checkpoints']} checkpoints during the drain"
     )
     return result
 
