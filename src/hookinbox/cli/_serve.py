@@ -12,7 +12,7 @@ import click
 
 from hookinbox._errors import HookinboxError
 from hookinbox._extras import require
-from hookinbox._metrics import MULTIPROCESS_ENV
+from hookinbox._metrics import MULTIPROCESS_ENV, flush_counts
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._dashboard import admin_token_option, dashboard_settings
 from hookinbox.cli._options import (
@@ -142,6 +142,7 @@ def serve(
     from hookinbox.cli._loading import load_app
     from hookinbox.cli._logs import logging_config
     from hookinbox.cli._supervise import WorkerSupervisor
+    from hookinbox.cli._target import explained
     from hookinbox.dashboard._token import ADMIN_TOKEN_ENV
 
     # Before anything imports prometheus_client: every process of this tree (HTTP servers,
@@ -171,7 +172,8 @@ def serve(
     try:
         inbox = load_app(app, overrides=overrides_from_environment())
         if isinstance(inbox, Inbox):
-            inbox.migrate()  # checks the app's handlers and sources first
+            with explained(inbox.settings.database_url):
+                inbox.migrate()  # checks the app's handlers and sources first
         else:
             no_worker = True  # Redis claim mode: handlers run in the request; no schema, no queue
         inbox.close()
@@ -221,6 +223,7 @@ def serve(
         if supervisor is not None:
             supervisor.stop()
         if own_metrics_dir is not None:
+            flush_counts()  # the last second's counts, while their directory is there
             shutil.rmtree(own_metrics_dir, ignore_errors=True)
         if wake_dir is not None:
             shutil.rmtree(wake_dir, ignore_errors=True)

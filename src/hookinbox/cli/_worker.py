@@ -152,11 +152,13 @@ def relay(
 def run_until_stopped(inbox: Inbox, worker: Worker, metrics_port: int | None) -> None:
     """Run a worker until SIGTERM; exit 1 at once if attempts outlive the grace period."""
     from hookinbox._metrics import serve_metrics
+    from hookinbox.cli._target import explained
 
     try:
         if metrics_port is not None:
             serve_metrics(inbox.store, metrics_port)  # a busy port: one line, exit 1
-        drained = worker.run()
+        with explained(inbox.settings.database_url):
+            drained = worker.run()
     finally:
         inbox.close()
     if not drained:
