@@ -16,16 +16,27 @@ LATEST_VENV ?= .venv-latest
 
 .PHONY: demo serve test test-ha test-latest lock lint check clean
 
+# `make demo` and `make serve` install only what they run (the server and the simulator, at
+# the locked versions: about 80 MB); `make test` the whole locked tool chain. The test install
+# includes the demo's, so it marks both as done.
+DEMO_EXTRAS = server,simulate
+
 $(BIN)/.installed: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet 'pip==$(PIP_VERSION)'
 	$(BIN)/python -m pip install --quiet -c $(LOCK) -e '.[test]'
+	touch $@ $(BIN)/.demo-installed
+
+$(BIN)/.demo-installed: pyproject.toml $(LOCK)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(LOCK) \
+		-e '.[$(DEMO_EXTRAS)]'
 	touch $@
 
-demo: $(BIN)/.installed
+demo: $(BIN)/.demo-installed
 	$(BIN)/hookinbox demo
 
-serve: $(BIN)/.installed
+serve: $(BIN)/.demo-installed
 	$(BIN)/hookinbox serve $(APP)
 
 lint: $(BIN)/.installed
