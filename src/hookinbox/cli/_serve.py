@@ -21,7 +21,9 @@ from hookinbox.cli._options import (
     BODY_TIMEOUT_ENV,
     DATABASE_URL_ENV,
     GROUP_COMMIT_ENV,
+    STORE_OPTION_FLAGS,
     WAKE_SOCKET_ENV,
+    StoreOptionFlag,
     app_argument,
     concurrency_option,
     database_url_option,
@@ -29,6 +31,8 @@ from hookinbox.cli._options import (
     lease_option,
     log_format_option,
     log_level_option,
+    store_option_flags,
+    store_option_values,
 )
 from hookinbox.cli._ports import check_port_free
 
@@ -102,6 +106,7 @@ from hookinbox.cli._ports import check_port_free
 @concurrency_option
 @lease_option
 @grace_option
+@store_option_flags
 def serve(
     app: str,
     database_url: str | None,
@@ -118,6 +123,7 @@ def serve(
     concurrency: int,
     lease_seconds: float,
     grace_period: float,
+    **store_options: object,
 ) -> None:
     """Receive webhooks for APP (module:attribute naming an Inbox) over HTTP.
 
@@ -162,6 +168,10 @@ def serve(
         os.environ[ACK_DEADLINE_ENV] = f"{ack_deadline:g}"
     if body_timeout is not None:
         os.environ[BODY_TIMEOUT_ENV] = f"{body_timeout:g}"
+    # The store options (--pool-size, ...) reach the server processes and the worker as the
+    # variables their own flags read.
+    for spec, value in zip_store_options(store_option_values(store_options)):
+        os.environ[spec.variable] = str(value)
     # Where the HTTP processes wake the worker (only on SQLite: the inbox and the worker
     # decide, knowing the database), set before APP is imported: with --workers 1, uvicorn
     # serves in this process, with the inbox built by the import below.
@@ -227,6 +237,13 @@ def serve(
             shutil.rmtree(own_metrics_dir, ignore_errors=True)
         if wake_dir is not None:
             shutil.rmtree(wake_dir, ignore_errors=True)
+
+
+def zip_store_options(
+    values: tuple[tuple[str, object], ...],
+) -> list[tuple[StoreOptionFlag, object]]:
+    flags = {spec.field: spec for spec in STORE_OPTION_FLAGS}
+    return [(flags[name], value) for name, value in values]
 
 
 def _wake_socket() -> tuple[str, str | None]:
