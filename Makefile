@@ -46,7 +46,7 @@ $(DOCS_VENV)/bin/.installed: $(DOCS_LOCK)
 # The site (mkdocs.yml) into site/, strictly: a broken link or anchor, a page left out of the
 # navigation or an API name without its docstring's page fails the build.
 docs: $(DOCS_VENV)/bin/.installed
-	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
 
 demo: $(BIN)/.demo-installed
 	$(BIN)/hookinbox demo

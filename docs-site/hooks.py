@@ -63,6 +63,8 @@ def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
             if target.startswith(EXTERNAL):
                 continue
             linked = (page.parent / target).resolve()
+            if linked.is_dir():  # a folder: its README.md, as GitHub shows it
+                linked = linked / "README.md"
             if linked.is_file() and linked.is_relative_to(ROOT):
                 wanted.add(linked)
     for path in sorted(wanted):

@@ -47,16 +47,9 @@ def mkdocs() -> Path:
 
 
 def _copy(into: Path) -> Path:
-    """The files the site is built from, as in the repository."""
-    into.mkdir()
-    for name in ("README.md", "LICENSE", "mkdocs.yml"):
-        shutil.copy(ROOT / name, into / name)
-    for name in ("docs", "docs-site", "src"):
-        shutil.copytree(ROOT / name, into / name, ignore=shutil.ignore_patterns("__pycache__"))
-    (into / "bench").mkdir()
-    for path in (ROOT / "bench").glob("*"):
-        if path.is_file():
-            shutil.copy(path, into / "bench" / path.name)
+    """The repository's files, as the site is built from them (no venvs, caches or builds)."""
+    skipped = (".git", ".venv*", "site", "__pycache__", "*.egg-info", "*_cache", ".hypothesis")
+    shutil.copytree(ROOT, into, ignore=shutil.ignore_patterns(*skipped, "node_modules", "*.db"))
     return into
 
 
