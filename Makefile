@@ -13,24 +13,50 @@ LOCK = requirements/test.txt
 PIP_VERSION = 26.3
 UV_VERSION = 0.13.9
 LATEST_VENV ?= .venv-latest
+# The documentation site's tools (MkDocs, Material, mkdocstrings), locked apart from the tests'
+# in a venv of their own: the two locks may pin a shared package (Markdown, Pygments) apart.
+DOCS_LOCK = requirements/docs.txt
+DOCS_VENV ?= .venv-docs
 
-.PHONY: demo serve test test-ha test-latest lock lint check clean
+.PHONY: demo serve docs test test-ha test-latest lock lint check clean
+
+# `make demo` and `make serve` install only what they run (the server and the simulator, at
+# the locked versions: about 80 MB); `make test` the whole locked tool chain. The test install
+# includes the demo's, so it marks both as done.
+DEMO_EXTRAS = server,simulate
 
 $(BIN)/.installed: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet 'pip==$(PIP_VERSION)'
 	$(BIN)/python -m pip install --quiet -c $(LOCK) -e '.[test]'
+	touch $@ $(BIN)/.demo-installed
+
+$(BIN)/.demo-installed: pyproject.toml $(LOCK)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(LOCK) \
+		-e '.[$(DEMO_EXTRAS)]'
 	touch $@
 
-demo: $(BIN)/.installed
+$(DOCS_VENV)/bin/.installed: $(DOCS_LOCK)
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet 'pip==$(PIP_VERSION)'
+	$(DOCS_VENV)/bin/python -m pip install --quiet -r $(DOCS_LOCK)
+	touch $@
+
+# The site (mkdocs.yml) into site/, strictly: a broken link or anchor, a page left out of the
+# navigation or an API name without its docstring's page fails the build.
+docs: $(DOCS_VENV)/bin/.installed
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
+
+demo: $(BIN)/.demo-installed
 	$(BIN)/hookinbox demo
 
-serve: $(BIN)/.installed
+serve: $(BIN)/.demo-installed
 	$(BIN)/hookinbox serve $(APP)
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench docs-site
+	$(BIN)/ruff format --check src tests bench docs-site
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -46,6 +72,8 @@ lock: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet 'uv==$(UV_VERSION)'
 	$(BIN)/uv pip compile pyproject.toml --extra test --universal --python-version 3.11 \
 		--upgrade --no-header --quiet -o $(LOCK)
+	$(BIN)/uv pip compile pyproject.toml --extra docs --universal --python-version 3.11 \
+		--upgrade --no-header --quiet -o $(DOCS_LOCK)
 	cd tests/testing && rm -f package-lock.json && \
 		npm install --package-lock-only --no-audit --no-fund --silent
 
@@ -60,4 +88,4 @@ test-latest:
 		$(LATEST_VENV)/bin/python -m pytest -n 2 -m oracle $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LATEST_VENV) $(DOCS_VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis

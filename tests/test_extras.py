@@ -11,7 +11,7 @@ from pathlib import Path
 from hookinbox._extras import EXTRAS
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_FEATURES = {"all", "test", "bench"}
+NOT_FEATURES = {"all", "test", "bench", "docs"}
 
 
 def declared() -> dict[str, list[str]]:

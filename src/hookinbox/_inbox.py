@@ -43,6 +43,7 @@ from hookinbox._settings import (
     resolve_group_commit,
     resolve_prune_at,
     resolve_receiver,
+    resolve_store_options,
 )
 from hookinbox._storage import GroupCommit, Store, StoreOptions, parse_url
 from hookinbox.outbox._destinations import CallableDestination, Destination
@@ -190,7 +191,7 @@ class Inbox(BaseInbox):
                 ack_deadline=ack_deadline,
                 clock=clock,
             ),
-            store_options=store_options or StoreOptions(),
+            store_options=resolve_store_options(store_options),
             retry=retry or RetryPolicy(),
             outbox_retry=outbox_retry or RetryPolicy(),
             retention=retention,

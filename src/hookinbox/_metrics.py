@@ -257,7 +257,8 @@ class _Tally:
             _instrument("key_conflicts").labels(source).inc(count)
         for source, buckets in latencies.items():
             buckets.add_to(_instrument("ack_latency").labels(source))
-        batches.add_to(_instrument("batch_size"))
+        if batches.observed:  # an idle process creates no instrument (no file) at exit
+            batches.add_to(_instrument("batch_size"))
 
     def forked(self) -> None:
         """In a forked child: the parent's counts are the parent's, and its thread is gone.
@@ -316,6 +317,14 @@ class _Buckets:
 
 _tally = _Tally()
 atexit.register(_tally.flush_quietly)
+
+
+def flush_counts() -> None:
+    """Add what this process counted so far to its instruments now: `hookinbox serve` does
+    before it removes its multiprocess directory, so the exit's flush finds nothing to add."""
+    _tally.flush_quietly()
+
+
 os.register_at_fork(after_in_child=_tally.forked)
 
 

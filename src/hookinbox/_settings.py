@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import time as time_of_day
 from datetime import timedelta
+from typing import Any
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._operations._prune import DEFAULT_RETENTION
@@ -130,9 +131,12 @@ class Overrides:
     body_timeout: float | None = None
     wake_socket: str | None = None
     """Where `hookinbox serve`'s worker is woken after each commit (its HTTP processes only)."""
+    store_options: tuple[tuple[str, object], ...] = ()
+    """`StoreOptions` fields given on the command line (`--pool-size 5`): (name, value) pairs,
+    each replacing the app's own value of that field."""
 
     def __bool__(self) -> bool:
-        return any(value is not None for value in (
+        return bool(self.store_options) or any(value is not None for value in (
             self.database_url, self.group_commit, self.ack_deadline, self.body_timeout,
             self.wake_socket,
         ))  # fmt: skip
@@ -186,6 +190,18 @@ def resolve_receiver(
         ack_deadline=ack_deadline,
         clock=clock,
     )
+
+
+def resolve_store_options(options: StoreOptions | None) -> StoreOptions:
+    """The app's store options (or the defaults), each field the command line gives replaced."""
+    chosen = options or StoreOptions()
+    changes: dict[str, Any] = dict(current_overrides().store_options)
+    if not changes or not isinstance(chosen, StoreOptions):  # Settings refuses a wrong type
+        return chosen
+    try:
+        return replace(chosen, **changes)
+    except TypeError as error:  # an unknown field: a bug of the caller, said in one line
+        raise ConfigurationError(f"store options: {error}") from None
 
 
 def resolve_group_commit(setting: GroupCommit | bool) -> GroupCommit | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import select
 import socket
@@ -25,6 +24,7 @@ import pytest
 
 from hookinbox import Status
 from tests.cli.conftest import APP, Shop, error_line, hookinbox, hookinbox_all, invoice, parsed
+from tests.cli.terminal import run_on_a_terminal
 from tests.processing.conftest import checkout
 from tests.support.server import ROOT, free_port, hookinbox_command, run_cli
 
@@ -276,38 +276,9 @@ def test_on_a_terminal_tables_are_drawn(shop: Shop) -> None:
 
 
 def _on_a_terminal(args: list[str], answer: bytes | None = None) -> str:
-    """Run the command with a pseudo-terminal as stdin, stdout and stderr; type `answer`."""
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        hookinbox_command(*args),
-        cwd=ROOT,
-        stdin=terminal,
-        stdout=terminal,
-        stderr=terminal,
-        env={**os.environ, "COLUMNS": "200", "TERM": "xterm"},
-    )
-    os.close(terminal)
-    output = b""
-    deadline = time.monotonic() + 60
-    answered = answer is None
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([controller], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # the command exited and closed the terminal
-                break
-            if not chunk:
-                break
-            output += chunk
-        if not answered and b"[y/N]" in output:
-            os.write(controller, answer or b"")
-            answered = True
-        if process.poll() is not None and not ready:
-            break
-    process.wait(timeout=30)
-    os.close(controller)
-    return output.decode("utf-8", "replace") + f"\nexit {process.returncode}"
+    """The command's output on a terminal 200 columns wide, and its exit code on a last line."""
+    output, code = run_on_a_terminal(args, answer=answer)
+    return f"{output}\nexit {code}"
 
 
 # -- replay: confirmation, dry run, hints --------------------------------------------------

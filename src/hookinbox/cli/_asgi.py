@@ -15,6 +15,7 @@ from hookinbox.cli._options import (
     DATABASE_URL_ENV,
     GROUP_COMMIT_ENV,
     WAKE_SOCKET_ENV,
+    store_options_from_environment,
 )
 from hookinbox.dashboard._token import ADMIN_TOKEN_ENV
 from hookinbox.http._app import create_app
@@ -31,6 +32,7 @@ def overrides_from_environment() -> Overrides:
         ack_deadline=float(ack_deadline) if ack_deadline else None,
         body_timeout=float(body_timeout) if body_timeout else None,
         wake_socket=os.environ.get(WAKE_SOCKET_ENV) or None,
+        store_options=store_options_from_environment(),
     )
 
 

@@ -18,7 +18,6 @@ from hookinbox.cli._options import (
     json_option,
     resolve_app,
 )
-from hookinbox.cli._output import console
 
 # The demo runs the simulator against `hookinbox serve`: both extras, checked before its
 # options (which name the example shop) are even shown.
@@ -28,6 +27,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from hookinbox._demo import DEFAULT_APP, DemoResult, run_demo  # noqa: E402
+from hookinbox.cli._plain import report_console  # noqa: E402
 from hookinbox.cli._simulate import incomplete, verification_table  # noqa: E402
 from hookinbox.simulate._report import render_report  # noqa: E402
 
@@ -93,8 +93,8 @@ def demo(
     missing extra (hookinbox[simulate,server]).
     """  # fmt: skip
     app = resolve_app(app, app_option, explicit=from_command_line("app")) or DEFAULT_APP
-    out = console()
-    progress = console(err=True)
+    out = report_console()
+    progress = report_console(err=True)
     if not as_json:
         out.rule("[bold]hookinbox demo[/bold]")
         out.print(INTRO)

@@ -39,6 +39,12 @@ def events() -> None:
 @click.option("--type", "event_type")
 @click.option("--since", help="1h, 2d, or an ISO 8601 time.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="On a terminal too, every column, each whole (long lines wrap); by default columns "
+    "that do not fit the window are left out, never an event id or a status.",
+)
 @json_option
 def list_command(
     app: str | None,
@@ -49,6 +55,7 @@ def list_command(
     event_type: str | None,
     since: str | None,
     limit: int,
+    wide: bool,
     as_json: bool,
 ) -> None:
     """Events, newest first.
@@ -78,6 +85,8 @@ def list_command(
         ["received", "source", "event id", "type", "status", "attempts", "deliveries",
          "outcome / last error"],
         right=frozenset({"attempts", "deliveries"}),
+        keep=frozenset({"source", "event id", "status"}),  # what `events show` and `replay` take
+        drop=["deliveries", "attempts", "received", "outcome / last error", "type"],
     )  # fmt: skip
     for row, document in zip(rows, documents, strict=True):
         note = row["outcome"] or (row["last_error"] or "").split("\n", 1)[0]
@@ -92,7 +101,10 @@ def list_command(
             note[:80],
         )
     if rows:
-        show(table)
+        left_out = show(table, wide=wide)
+        if left_out:
+            say(f"not shown, for want of width: {', '.join(left_out)} (--wide shows them)",
+                style="dim", err=True)  # fmt: skip
     else:
         say("no events match", err=True)
 
@@ -134,7 +146,7 @@ def show_command(
         emit_json({**fields, "headers": event.headers, "body": body, "deliveries": history,
                    "audit": trail})  # fmt: skip
         return
-    table = Table(["field", "value"], header=False)
+    table = Table(["field", "value"], header=False, keep=frozenset({"field", "value"}))
     for name, value in fields.items():
         if name != "last_error":
             table.add_row(name, value)
@@ -154,7 +166,11 @@ def show_command(
         deliveries.add_row(entry["received_at"], entry["duplicate"], entry["key_conflict"])
     show(deliveries)
     if trail:
-        actions = Table(["when", "action", "who", "reason", "was", "outcome", "attempts"], "audit")
+        actions = Table(
+            ["when", "action", "who", "reason", "was", "outcome", "attempts"],
+            "audit",
+            keep=frozenset({"action", "was"}),
+        )
         for row in trail:
             actions.add_row(
                 row["at"], row["action"], row["actor"], row["reason"],

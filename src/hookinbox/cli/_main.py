@@ -69,13 +69,17 @@ class LazyGroup(click.Group):
             fail(str(error), EXIT_USAGE)
         except HookinboxError as error:  # StoreUnavailable, a busy port, ...
             fail(str(error), EXIT_FAILURE)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `hookinbox events` alone: its help, as asked, not an error
         except click.UsageError as error:
             hint = f"; see `{error.ctx.command_path} --help`" if error.ctx else ""
-            fail(f"{error.format_message()}{hint}", EXIT_USAGE)
+            fail(f"{error.format_message().rstrip('.')}{hint}", EXIT_USAGE)
         except click.ClickException as error:  # e.g. an unknown event: the operation failed
             fail(error.format_message(), EXIT_FAILURE)
         except (click.exceptions.Exit, click.Abort, SystemExit, KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): click ends quietly, exit 1
         except Exception as error:  # a bug: one line, unless the traceback is asked for
             if os.environ.get(DEBUG_ENV):
                 raise

@@ -22,14 +22,17 @@ def migrate(app: str | None, database_url: str | None, as_json: bool) -> None:
     """
     from hookinbox._storage import Store
     from hookinbox.cli._loading import load_inbox
+    from hookinbox.cli._target import explained
 
     if app:
         inbox = load_inbox(app, database_url=database_url)
-        before, after = inbox.migrate()  # checks the app's handlers and sources first
+        with explained(inbox.settings.database_url):
+            before, after = inbox.migrate()  # checks the app's handlers and sources first
         inbox.close()
     elif database_url:
         store = Store(database_url)
-        before, after = store.migrate()
+        with explained(database_url):
+            before, after = store.migrate()
         store.dispose()
     else:
         raise ConfigurationError("give APP (or set HOOKINBOX_APP) or --database-url")

@@ -7,7 +7,7 @@ storage. The variable names are the ones the library reads (a test checks they a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import click
 
@@ -152,3 +152,98 @@ def split_app(values: tuple[str, ...], names: tuple[str, ...]) -> tuple[str | No
         return os.environ.get(APP_ENV) or None, list(values)
     expected = " ".join(("[APP]", *names))
     raise click.UsageError(f"expected {expected}, got {len(values)} argument(s)")
+
+
+class StoreOptionFlag(NamedTuple):
+    """A `StoreOptions` field as a flag of `serve`, `worker` and `relay`, and its variable.
+
+    Spelt out here so that `--help` imports no storage; a test checks every field of
+    `StoreOptions` has one, of its type (docs/operations.md has the table)."""
+
+    field: str
+    type: click.ParamType[Any]
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+    @property
+    def variable(self) -> str:
+        return "HOOKINBOX_" + self.field.upper()
+
+
+STORE_OPTION_FLAGS = (
+    StoreOptionFlag(
+        "sqlite_synchronous",
+        click.Choice(["FULL", "NORMAL"], case_sensitive=False),
+        "SQLite: FULL, a 2xx survives a power cut; NORMAL, a process crash only (~3x faster).",
+    ),
+    StoreOptionFlag(
+        "busy_timeout",
+        click.FloatRange(0, 3600),
+        "SQLite: seconds a writer waits for the write lock before answering 503.",
+    ),
+    StoreOptionFlag(
+        "pool_size", click.IntRange(1, 1000), "PostgreSQL: connections each process keeps."
+    ),
+    StoreOptionFlag(
+        "max_overflow",
+        click.IntRange(0, 1000),
+        "PostgreSQL: connections each process may open beyond --pool-size at a peak.",
+    ),
+    StoreOptionFlag(
+        "pool_timeout",
+        click.FloatRange(0, 3600, min_open=True),
+        "PostgreSQL: seconds to wait for a free connection before answering 503.",
+    ),
+    StoreOptionFlag(
+        "connect_timeout",
+        click.FloatRange(0, 3600, min_open=True),
+        "PostgreSQL: seconds to open a connection.",
+    ),
+    StoreOptionFlag(
+        "tcp_timeout",
+        click.FloatRange(0, 3600),
+        "PostgreSQL: seconds before a server gone silent is given up (0: the system's).",
+    ),
+)
+
+
+def store_option_flags(function: F) -> F:
+    """The `StoreOptions` flags, each with its HOOKINBOX_* variable; unset, the app's value."""
+    for spec in reversed(STORE_OPTION_FLAGS):
+        function = click.option(
+            spec.flag,
+            spec.field,
+            type=spec.type,
+            default=None,
+            envvar=spec.variable,
+            show_envvar=True,
+            help=f"{spec.help} [default: the app's StoreOptions]",
+        )(function)
+    return function
+
+
+def store_option_values(given: dict[str, Any]) -> tuple[tuple[str, object], ...]:
+    """The store options a command was given (by flag or variable), for `Overrides`; each
+    taken out of `given`, the command's keyword arguments."""
+    chosen = []
+    for spec in STORE_OPTION_FLAGS:
+        value = given.pop(spec.field, None)
+        if value is not None:
+            chosen.append((spec.field, value.upper() if isinstance(value, str) else value))
+    return tuple(chosen)
+
+
+def store_options_from_environment() -> tuple[tuple[str, object], ...]:
+    """The store options in the environment, as `serve` hands them to its server processes."""
+    import os
+
+    chosen = []
+    for spec in STORE_OPTION_FLAGS:
+        text = os.environ.get(spec.variable)
+        if text:
+            value = spec.type.convert(text, None, None)
+            chosen.append((spec.field, value.upper() if isinstance(value, str) else value))
+    return tuple(chosen)

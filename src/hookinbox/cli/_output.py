@@ -1,10 +1,13 @@
 """What the operator commands print: tables for people, one JSON document for scripts.
 
 On a terminal with rich installed (`hookinbox[cli]`) tables are rich's, with colour, fitted to
-the window. Anywhere else (a pipe, a file, a CI log, or no rich) they are plain columns: a
-header line, then one line per row, cells separated by two spaces and padded to align, never
-wrapped or cut, so `grep` and `awk` see whole rows. `--json` prints one document whose field
-names docs/cli.md ("JSON output") lists.
+the window as `kubectl get` and `gh` fit theirs: an id, a key or a status is never cut nor
+wrapped (it is copied into the next command); other columns wrap, then are left out in an
+order each table names, and a table that still does not fit is printed as plain columns,
+which the terminal wraps whole. Anywhere else (a pipe, a file, a CI log, or no rich) tables
+are plain columns: a header line, then one line per row, cells separated by two spaces and
+padded to align, never wrapped or cut, so `grep` and `awk` see whole rows. `--json` prints
+one document whose field names docs/cli.md ("JSON output") lists.
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ class Table:
     right: frozenset[str] = frozenset()
     """Columns aligned right (numbers)."""
     header: bool = True
+    keep: frozenset[str] = frozenset()
+    """Columns never cut nor wrapped: ids, keys and statuses, which are copied elsewhere."""
+    drop: Sequence[str] = ()
+    """Columns left out on a terminal, in this order, while the table is wider than it."""
+    narrow: Table | None = None
+    """The same figures laid out for a window too narrow for this table."""
     rows: list[list[str]] = field(default_factory=list)
 
     def add_row(self, *cells: object) -> None:
@@ -57,14 +66,71 @@ def fancy(err: bool = False) -> bool:
     return _stream(err).isatty() and installed("rich")
 
 
-def show(table: Table, *, err: bool = False) -> None:
-    if fancy(err):
-        _show_rich(table, err)
-        return
+def show(table: Table, *, err: bool = False, wide: bool = False) -> list[str]:
+    """Print `table`; on a terminal fitted to its width, unless `wide` (every column, each
+    whole: the terminal wraps long lines). Returns the columns left out for want of width."""
+    if fancy(err) and not wide:
+        width = console(err).width
+        for candidate in (table, table.narrow):
+            fitted = None if candidate is None else fit(candidate, width)
+            if candidate is not None and fitted is not None:
+                _show_rich(candidate, fitted, err)
+                return [name for name in candidate.columns if name not in fitted]
     if table.title:
         click.echo(f"{table.title}:", err=err)
     for line in plain_lines(table):
         click.echo(line, err=err)
+    return []
+
+
+WRAPPED_MINIMUM = 12
+"""The narrowest a wrapping column gets (its header's longest word aside): a time, an outcome."""
+
+
+def fit(table: Table, width: int) -> dict[str, int] | None:
+    """Each shown column's width (padding and borders aside) for a window `width` cells wide,
+    or None when even the columns kept whole do not fit without the droppable ones."""
+    from rich.cells import cell_len
+
+    index = {name: i for i, name in enumerate(table.columns)}
+    natural: dict[str, int] = {}
+    least: dict[str, int] = {}
+    for name, i in index.items():
+        cells = [line for row in table.rows for line in row[i].splitlines() or [""]]
+        header = name if table.header else ""
+        longest_word = max((cell_len(word) for word in header.split()), default=0)
+        widest = max((cell_len(cell) for cell in cells), default=0)
+        natural[name] = max(cell_len(header), widest, 1)
+        if name in table.keep or name in table.right:  # numbers do not wrap either
+            least[name] = max(widest, longest_word, 1)
+        else:
+            words = [cell_len(word) for cell in cells for word in cell.split()]
+            least[name] = max(longest_word, min(max(words, default=1), WRAPPED_MINIMUM))
+    shown = list(table.columns)
+    droppable = [name for name in table.drop if name in index]
+
+    def borders(count: int) -> int:  # each column's padding, and a box's lines around them
+        return 3 * count + 1 if table.header else 2 * count
+
+    while sum(least[name] for name in shown) + borders(len(shown)) > width:
+        if not droppable:
+            return None
+        shown.remove(droppable.pop(0))
+    room = width - borders(len(shown))
+    if sum(natural[name] for name in shown) <= room:
+        return {name: natural[name] for name in shown}
+    widths = {name: least[name] for name in shown}
+    spare = room - sum(widths.values())
+    wanting = {name: natural[name] - least[name] for name in shown if natural[name] > least[name]}
+    total = sum(wanting.values())
+    for name, want in wanting.items():
+        widths[name] += want * spare // total
+    leftover = room - sum(widths.values())
+    for name in wanting:  # what rounding down left, to the first columns that want it
+        extra = min(leftover, natural[name] - widths[name])
+        widths[name] += extra
+        leftover -= extra
+    return widths
 
 
 def plain_lines(table: Table) -> list[str]:
@@ -88,31 +154,35 @@ def _one_line(text: str) -> str:
     return " ".join(text.split()) if any(c in text for c in "\n\r\t") else text
 
 
-def _show_rich(table: Table, err: bool) -> None:
+def _show_rich(table: Table, widths: dict[str, int], err: bool) -> None:
     from rich.table import Table as RichTable
     from rich.text import Text
 
     drawn = RichTable(title=table.title, title_justify="left", show_header=table.header)
     if not table.header:
         drawn.box = None
-    for name in table.columns:
-        drawn.add_column(name, justify="right" if name in table.right else "left")
+    shown = [i for i, name in enumerate(table.columns) if name in widths]
+    for i in shown:
+        name = table.columns[i]
+        whole = name in table.keep or name in table.right
+        drawn.add_column(
+            name,
+            justify="right" if name in table.right else "left",
+            width=widths[name],
+            no_wrap=whole,
+            overflow="fold",  # a cell too long for its column goes on the next line, all of it
+        )
     for row in table.rows:
-        drawn.add_row(*(Text(cell) for cell in row))  # Text: a cell's "[...]" is not markup
+        drawn.add_row(*(Text(row[i]) for i in shown))  # Text: a cell's "[...]" is not markup
     console(err).print(drawn)
 
 
 def console(err: bool = False) -> Any:
-    """A rich console. Off a terminal rich would lay tables out for 80 columns and wrap
-    their cells; a wide page keeps each row on one line (the reports of `simulate` and
-    `demo`, whose `--json` is the form for scripts)."""
+    """A rich console, for a terminal (`hookinbox.cli._plain.report_console` is the one for
+    reports that may go anywhere)."""
     from rich.console import Console
 
-    width = None if _stream(err).isatty() else REPORT_WIDTH
-    return Console(stderr=err, highlight=False, width=width)
-
-
-REPORT_WIDTH = 160
+    return Console(stderr=err, highlight=False)
 
 
 def say(text: str, *, style: str | None = None, err: bool = False) -> None:

@@ -23,11 +23,28 @@ SHORTEST_WITHOUT_APP = timedelta(days=30)
 """Stripe's manual resend window: without APP the sources' windows are unknown."""
 
 
+def with_unit(value: str | None) -> str | None:
+    """`--older-than` as given, if it names its unit: `90` might mean days to one operator and
+    minutes to the next, and a prune cannot be undone."""
+    try:
+        float(value or "")
+    except ValueError:
+        return value  # a unit, or not a number at all (parse_duration says so)
+    raise click.BadParameter(
+        f"{value!r} has no unit: write {(value or '').strip()}d for days (or h, m, s)",
+        param_hint="'--older-than'",
+    )
+
+
 @click.command("prune", short_help=short_help("prune"))
 @app_argument(required=False)
 @deprecated_app_option
 @database_url_option
-@click.option("--older-than", help="Retention (90d, 36h); default: the app's, else 90d.")
+@click.option(
+    "--older-than",
+    callback=lambda _ctx, _param, value: with_unit(value),
+    help="Retention with its unit (90d, 36h, 15m, 30s); default: the app's, else 90d.",
+)
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @click.option(
     "--force", is_flag=True, help="Allow a retention shorter than a source's redelivery window."

@@ -12,7 +12,7 @@ import click
 
 from hookinbox._errors import HookinboxError
 from hookinbox._extras import require
-from hookinbox._metrics import MULTIPROCESS_ENV
+from hookinbox._metrics import MULTIPROCESS_ENV, flush_counts
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._dashboard import admin_token_option, dashboard_settings
 from hookinbox.cli._options import (
@@ -21,7 +21,9 @@ from hookinbox.cli._options import (
     BODY_TIMEOUT_ENV,
     DATABASE_URL_ENV,
     GROUP_COMMIT_ENV,
+    STORE_OPTION_FLAGS,
     WAKE_SOCKET_ENV,
+    StoreOptionFlag,
     app_argument,
     concurrency_option,
     database_url_option,
@@ -29,6 +31,8 @@ from hookinbox.cli._options import (
     lease_option,
     log_format_option,
     log_level_option,
+    store_option_flags,
+    store_option_values,
 )
 from hookinbox.cli._ports import check_port_free
 
@@ -102,6 +106,7 @@ from hookinbox.cli._ports import check_port_free
 @concurrency_option
 @lease_option
 @grace_option
+@store_option_flags
 def serve(
     app: str,
     database_url: str | None,
@@ -118,6 +123,7 @@ def serve(
     concurrency: int,
     lease_seconds: float,
     grace_period: float,
+    **store_options: object,
 ) -> None:
     """Receive webhooks for APP (module:attribute naming an Inbox) over HTTP.
 
@@ -142,6 +148,7 @@ def serve(
     from hookinbox.cli._loading import load_app
     from hookinbox.cli._logs import logging_config
     from hookinbox.cli._supervise import WorkerSupervisor
+    from hookinbox.cli._target import explained
     from hookinbox.dashboard._token import ADMIN_TOKEN_ENV
 
     # Before anything imports prometheus_client: every process of this tree (HTTP servers,
@@ -161,6 +168,10 @@ def serve(
         os.environ[ACK_DEADLINE_ENV] = f"{ack_deadline:g}"
     if body_timeout is not None:
         os.environ[BODY_TIMEOUT_ENV] = f"{body_timeout:g}"
+    # The store options (--pool-size, ...) reach the server processes and the worker as the
+    # variables their own flags read.
+    for spec, value in zip_store_options(store_option_values(store_options)):
+        os.environ[spec.variable] = str(value)
     # Where the HTTP processes wake the worker (only on SQLite: the inbox and the worker
     # decide, knowing the database), set before APP is imported: with --workers 1, uvicorn
     # serves in this process, with the inbox built by the import below.
@@ -171,7 +182,8 @@ def serve(
     try:
         inbox = load_app(app, overrides=overrides_from_environment())
         if isinstance(inbox, Inbox):
-            inbox.migrate()  # checks the app's handlers and sources first
+            with explained(inbox.settings.database_url):
+                inbox.migrate()  # checks the app's handlers and sources first
         else:
             no_worker = True  # Redis claim mode: handlers run in the request; no schema, no queue
         inbox.close()
@@ -221,9 +233,17 @@ def serve(
         if supervisor is not None:
             supervisor.stop()
         if own_metrics_dir is not None:
+            flush_counts()  # the last second's counts, while their directory is there
             shutil.rmtree(own_metrics_dir, ignore_errors=True)
         if wake_dir is not None:
             shutil.rmtree(wake_dir, ignore_errors=True)
+
+
+def zip_store_options(
+    values: tuple[tuple[str, object], ...],
+) -> list[tuple[StoreOptionFlag, object]]:
+    flags = {spec.field: spec for spec in STORE_OPTION_FLAGS}
+    return [(flags[name], value) for name, value in values]
 
 
 def _wake_socket() -> tuple[str, str | None]:

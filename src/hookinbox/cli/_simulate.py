@@ -16,7 +16,6 @@ import click
 
 from hookinbox._extras import require
 from hookinbox.cli._commands import short_help
-from hookinbox.cli._output import console
 
 # The options are drawn from the simulator's own profiles and defaults, so the simulator (the
 # [simulate] extra) is needed as soon as the command is: for its --help too.
@@ -24,6 +23,7 @@ require("hookinbox simulate", "simulate")
 
 from rich.table import Table  # noqa: E402
 
+from hookinbox.cli._plain import report_console  # noqa: E402
 from hookinbox.simulate import (  # noqa: E402
     SimulationConfig,
     SimulationReport,
@@ -186,8 +186,8 @@ def simulate_command(
     2 bad usage or a missing extra (hookinbox[simulate]).
     """
     config = SimulationConfig(**settings)
-    stdout = console()
-    stderr = console(err=True)
+    stdout = report_console()
+    stderr = report_console(err=True)
     report = simulate(config, console=stderr)
     verification = None
     drained = None

@@ -162,8 +162,15 @@ def _print_status(
     from hookinbox._model import Status
 
     statuses = [s.value for s in Status]
-    table = Table(["source", *statuses], "Events by source and status", right=frozenset(statuses))
-    for source in sorted({source for source, _ in counts}):
+    sources = sorted({source for source, _ in counts})
+    # A window too narrow for a column per status (80 is) gets a row per status instead.
+    narrow = Table(["status", *sources], "Events by status and source", right=frozenset(sources),
+                   keep=frozenset({"status"}))  # fmt: skip
+    for state in statuses:
+        narrow.add_row(state, *(counts.get((source, state), 0) for source in sources))
+    table = Table(["source", *statuses], "Events by source and status", right=frozenset(statuses),
+                  keep=frozenset({"source"}), narrow=narrow)  # fmt: skip
+    for source in sources:
         table.add_row(source, *(counts.get((source, s), 0) for s in statuses))
     show(table)
     click.echo()

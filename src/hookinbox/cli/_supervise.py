@@ -39,7 +39,9 @@ class WorkerSupervisor(threading.Thread):
             with self._lock:
                 if self._stopping.is_set():
                     return
-                self._process = subprocess.Popen(self.command)
+                # A group of its own: a Ctrl-C on the terminal reaches `serve`, which stops
+                # the worker with SIGTERM (and its drain), not a worker still starting up.
+                self._process = subprocess.Popen(self.command, process_group=0)
             started = time.monotonic()
             code = self._process.wait()
             if self._stopping.is_set():

@@ -82,3 +82,40 @@ def _require_existing(database_url: str) -> None:
     missing = dialect_for_url(database_url).missing_database(parse_url(database_url))
     if missing is not None:
         raise ConfigurationError(missing)
+
+
+@contextmanager
+def explained(database_url: str) -> Iterator[None]:
+    """A SQLite file that cannot be opened, said with its path and why: sqlite3 says only
+    "unable to open database file" (SQLITE_CANTOPEN), whatever the file and the reason."""
+    from hookinbox._errors import StoreUnavailable
+
+    try:
+        yield
+    except StoreUnavailable as error:
+        reason = _cannot_open(error, database_url)
+        if reason is None:
+            raise
+        raise StoreUnavailable(reason) from error
+
+
+def _cannot_open(error: BaseException, database_url: str) -> str | None:
+    import os
+    from pathlib import Path
+
+    from hookinbox._storage import parse_url
+
+    driver_error = getattr(error.__cause__, "orig", None)
+    if getattr(driver_error, "sqlite_errorname", None) != "SQLITE_CANTOPEN":
+        return None
+    path = Path(parse_url(database_url).database or "")
+    directory = path.parent
+    if not directory.is_dir():
+        why = f"no directory {directory}"
+    elif not os.access(directory, os.W_OK | os.X_OK):
+        why = f"this user may not write in {directory}"
+    elif path.is_dir():
+        why = "it is a directory"
+    else:
+        why = "SQLITE_CANTOPEN"
+    return f"database unavailable: cannot open the SQLite file {path}: {why}"

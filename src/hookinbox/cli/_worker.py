@@ -22,6 +22,8 @@ from hookinbox.cli._options import (
     log_level_option,
     metrics_port_option,
     relay_concurrency_option,
+    store_option_flags,
+    store_option_values,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +61,7 @@ EXIT_NOT_DRAINED = 1
 @heartbeat_option
 @log_level_option
 @log_format_option
+@store_option_flags
 def worker(
     app: str,
     database_url: str | None,
@@ -74,6 +77,7 @@ def worker(
     heartbeat_interval: float,
     log_level: str,
     log_format: str,
+    **store_options: object,
 ) -> None:
     """Process APP's stored events, and deliver its outbox messages, until SIGTERM or SIGINT.
 
@@ -89,11 +93,14 @@ def worker(
     if metrics_port is not None:
         require("--metrics-port", "metrics")
     from hookinbox._processing import WorkerOptions
+    from hookinbox._settings import Overrides
     from hookinbox.cli._loading import load_inbox
     from hookinbox.cli._logs import configure_logging
 
     configure_logging(log_level, log_format)
-    inbox = load_inbox(app, database_url=database_url)
+    inbox = load_inbox(
+        app, overrides=Overrides(database_url, store_options=store_option_values(store_options))
+    )
     options = WorkerOptions(
         concurrency=concurrency,
         relay_concurrency=relay_concurrency,
@@ -117,6 +124,7 @@ def worker(
 @metrics_port_option
 @log_level_option
 @log_format_option
+@store_option_flags
 def relay(
     app: str,
     database_url: str | None,
@@ -127,6 +135,7 @@ def relay(
     metrics_port: int | None,
     log_level: str,
     log_format: str,
+    **store_options: object,
 ) -> None:
     """Deliver APP's outbox messages until SIGTERM (`worker` does this too, unless --no-relay).
 
@@ -135,11 +144,14 @@ def relay(
     if metrics_port is not None:
         require("--metrics-port", "metrics")
     from hookinbox._processing import WorkerOptions
+    from hookinbox._settings import Overrides
     from hookinbox.cli._loading import load_inbox
     from hookinbox.cli._logs import configure_logging
 
     configure_logging(log_level, log_format)
-    inbox = load_inbox(app, database_url=database_url)
+    inbox = load_inbox(
+        app, overrides=Overrides(database_url, store_options=store_option_values(store_options))
+    )
     options = WorkerOptions(
         relay_concurrency=relay_concurrency,
         lease_seconds=lease_seconds,
@@ -152,11 +164,13 @@ def relay(
 def run_until_stopped(inbox: Inbox, worker: Worker, metrics_port: int | None) -> None:
     """Run a worker until SIGTERM; exit 1 at once if attempts outlive the grace period."""
     from hookinbox._metrics import serve_metrics
+    from hookinbox.cli._target import explained
 
     try:
         if metrics_port is not None:
             serve_metrics(inbox.store, metrics_port)  # a busy port: one line, exit 1
-        drained = worker.run()
+        with explained(inbox.settings.database_url):
+            drained = worker.run()
     finally:
         inbox.close()
     if not drained:

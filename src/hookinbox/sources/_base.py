@@ -278,7 +278,10 @@ def secrets_tuple(secret: str | Sequence[str]) -> tuple[str, ...]:
     elif isinstance(secret, Sequence) and not isinstance(secret, bytes):
         secrets = tuple(secret)
     else:  # None from an unset variable, bytes, a number: say so, not "not iterable"
-        raise ConfigurationError("a secret must be a string, or a list of strings to rotate")
+        got = "None (an unset environment variable?)" if secret is None else type(secret).__name__
+        raise ConfigurationError(
+            f"a secret must be a string, or a list of strings to rotate; got {got}"
+        )
     # A blank secret (an unset variable padded with a space or a newline) would be an HMAC key
     # anyone can guess: refused like an empty one.
     if not secrets or any(not isinstance(s, str) or not s.strip() for s in secrets):
