@@ -60,15 +60,10 @@ def test_every_relative_link_resolves(page: Path) -> None:
 
 OUTSIDE = re.compile(r"\.\./shared/|/work/")
 """A path out of the repository: a reader of a clone (or of the docs site) has nothing there."""
-ELSEWHERE = {"docs/storage.md"}
-"""Pages rewritten on another branch at the time (the storage work of issue 37): their
-citation of the measurements moves to facts.md when it lands."""
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_page_cites_a_file_outside_the_repository(page: Path) -> None:
-    if str(page.relative_to(ROOT)) in ELSEWHERE:
-        return
     cited = [line for line in page.read_text().splitlines() if OUTSIDE.search(line)]
     for target in _links(page):
         if not (page.parent / target.partition("#")[0]).resolve().is_relative_to(ROOT):
