@@ -16,7 +16,12 @@ from tests.docs.blocks import PAGES, ROOT, blocks, close_inboxes, parse, run, sk
 from tests.support.otel import forget_global_provider
 
 REDIS_PREFIX = re.compile(r'prefix="([^"]+)"')
-RUNNABLE = [page for page in PAGES if any(blocks(parse(page)))]
+RUNNABLE = [
+    # A Redis claims page runs its blocks on the test Redis: marked as Redis tests are.
+    pytest.param(page, marks=pytest.mark.redis) if "hookinbox.claims" in page.read_text() else page
+    for page in PAGES
+    if any(blocks(parse(page)))
+]
 
 
 def _page_id(page: Path) -> str:

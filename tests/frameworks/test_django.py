@@ -28,6 +28,8 @@ from tests.frameworks.django_project import PROBE, SHOP, DjangoProject
 from tests.support.signing import stripe_delivery
 from tests.support.workers import wait_for
 
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 
 @pytest.fixture
 def probe(empty_db_url: str) -> DjangoProject:

@@ -86,6 +86,7 @@ async def _steady_load(base_url: str, stop: threading.Event) -> list[int]:
     return statuses
 
 
+@pytest.mark.slow
 def test_40000_old_rows_are_pruned_while_ingest_keeps_answering(db_url: str) -> None:
     store = Store(db_url)
     insert_old(store, 40_000, Status.PROCESSED, "done")

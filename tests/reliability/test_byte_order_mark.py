@@ -168,6 +168,7 @@ def test_hookinbox_refuses_what_the_pinned_standardwebhooks_accepts() -> None:
     assert accepted is STANDARDWEBHOOKS_ACCEPTS_A_MARK[installed], installed
 
 
+@pytest.mark.slow
 def test_a_marked_stripe_body_is_refused_over_http(tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'inbox.db'}"
     event = {"id": "evt_bom", "type": "invoice.paid", "created": int(time.time())}

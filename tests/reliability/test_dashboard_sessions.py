@@ -85,6 +85,7 @@ def test_a_cookie_captured_before_sign_out_is_dead_after_it(db_url: str, backend
     )
 
 
+@pytest.mark.slow
 def test_sign_in_attempts_are_limited_per_client(tmp_path: Path) -> None:
     token = secrets.token_urlsafe(32)
     attempts = 3 * SIGN_IN_BURST
@@ -123,6 +124,7 @@ def test_sign_in_attempts_are_limited_per_client(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_weak_token_stops_the_server_at_start() -> None:
     runs = {f"serve {weak}": ("serve", APP, "--admin-token", weak) for weak in WEAK}
     runs |= {f"dashboard {weak}": ("dashboard", APP, "--admin-token", weak) for weak in WEAK[:2]}

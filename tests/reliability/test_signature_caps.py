@@ -118,6 +118,7 @@ def _stripe_delivery(event_id: str, at: int, junk: int) -> tuple[dict[str, str],
     return {"Stripe-Signature": ",".join([f"t={at}", *entries, f"v1={right}"])}, body
 
 
+@pytest.mark.slow
 def test_a_stripe_signature_of_100000_entries_is_refused_over_http(tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'inbox.db'}"
     with running_server("tests.apps.basic:inbox", database_url, "--no-worker") as base_url:

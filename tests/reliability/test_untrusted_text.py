@@ -162,6 +162,7 @@ def test_any_string_in_bodies_headers_errors_and_answers(shop: Inbox, backend: s
     )
 
 
+@pytest.mark.slow
 def test_worker_cli_and_dashboard_processes_record_and_show_a_lone_surrogate(
     db_url: str, backend: str
 ) -> None:
