@@ -54,6 +54,7 @@ from hookinbox.sources._paypal_certs import (
     rsa_key,
     utc,
 )
+from hookinbox.sources._provider import provider
 
 AUTH_ALGO = "SHA256withRSA"
 MAX_FIELD_LENGTH = 255
@@ -241,3 +242,12 @@ def _rsa_matches(key: RSAPublicKey, signature: bytes, message: bytes) -> bool:
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+PROVIDER = provider(
+    PayPal,
+    sign=None,  # hookinbox.testing's, with its test certificate's private key
+    example=lambda keys: PayPal(webhook_id="WH-EXAMPLE", certificate=keys.paypal_pem),
+    event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
+    signature_header="PAYPAL-TRANSMISSION-SIG",
+)
