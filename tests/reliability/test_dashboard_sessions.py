@@ -50,6 +50,7 @@ def _deliver_one(base_url: str) -> str:
     return "evt_session"
 
 
+@pytest.mark.slow
 def test_a_cookie_captured_before_sign_out_is_dead_after_it(db_url: str, backend: str) -> None:
     token = secrets.token_urlsafe(32)
     with running_server(APP, db_url, "--no-worker", "--admin-token", token, workers=2) as base:

@@ -161,6 +161,7 @@ def test_serve_refuses_a_negative_ack_deadline_with_one_line() -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_delivery_stored_after_its_503_is_logged_as_such(db_url: str, backend: str) -> None:
     """Issue 31, item 1: a group-commit writer that took a delivery writes it even after the
     request was answered 503; docs/ingest.md promises a line `... after the ack deadline` for
