@@ -161,6 +161,15 @@ def redis_url() -> str:
     return REDIS_URL
 
 
+@pytest.fixture(scope="session")
+def npm() -> Path:
+    """The npm oracles' directory, installed on first use (tests/testing/npm_oracles.py); a
+    test taking it is marked `node`."""
+    from tests.testing.npm_oracles import oracle_dir
+
+    return oracle_dir()
+
+
 # The official SDKs the tests use as judges (PyPI's, and npm's through tests.testing.npm_oracles).
 # A test module that imports one is an oracle test: `make test-latest` runs those against the
 # newest releases, while `make test` uses the lock (requirements/test.txt, package-lock.json).

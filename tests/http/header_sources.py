@@ -10,14 +10,10 @@ as a PEM file: `sign` needs its private key.
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from hookinbox import Inbox
-from hookinbox.sources import Adyen, Discord, PayPal, SendGrid, Source, StandardWebhooks
+from hookinbox.sources import Source
 from hookinbox.sources._provider import ExampleKeys, Provider, provider_of
 from hookinbox.testing import ed25519_test_key
 from hookinbox.testing._signing import providers
@@ -58,18 +54,8 @@ def payload(source: Source, tag: str) -> Any:
 
 
 def wrong_secret(source: Source) -> dict[str, Any]:
-    """`sign` fields that sign with a secret the source does not hold."""
-    if isinstance(source, PayPal):
-        return {"private_key": rsa.generate_private_key(public_exponent=65537, key_size=2048)}
-    if isinstance(source, StandardWebhooks):
-        return {"secret": "whsec_" + base64.b64encode(b"another key").decode()}
-    if isinstance(source, Discord):
-        return {"private_key": Ed25519PrivateKey.generate()}
-    if isinstance(source, SendGrid):
-        return {"private_key": ec.generate_private_key(ec.SECP256R1())}
-    if isinstance(source, Adyen):
-        return {"password": "another-password"}
-    return {"secret": "another-secret"}
+    """`sign` fields that sign with a secret (or key) the source does not hold."""
+    return _provider(source).forgery()
 
 
 def stored_id(source: Source, answer: dict[str, Any], body_payload: Any) -> str:

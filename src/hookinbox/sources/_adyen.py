@@ -234,6 +234,7 @@ PROVIDER = provider(
     event=example_event,
     # Its HMACs are in the body; basic authentication is a header.
     signature_header="Authorization",
+    forgery=lambda: {"password": "another-password"},
     batch_key=lambda body: "{pspReference}:AUTHORISATION:true".format(
         **body["notificationItems"][0]["NotificationRequestItem"]
     ),

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, ConfigurationError
+from hookinbox._extras import importing
 from hookinbox.sources._base import (
     DEFAULT_TOLERANCE,
     Headers,
@@ -136,4 +137,12 @@ PROVIDER = provider(
     example=lambda keys: Discord(public_key=keys.ed25519),
     event=example_event,
     signature_header="X-Signature-Ed25519",
+    forgery=lambda: {"private_key": _stranger()},
 )
+
+
+def _stranger() -> Any:
+    """An Ed25519 private key no source trusts."""
+    with importing("hookinbox.testing.sign", "crypto"):
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    return Ed25519PrivateKey.generate()

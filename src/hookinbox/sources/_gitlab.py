@@ -42,6 +42,7 @@ from hookinbox.sources._base import (
 from hookinbox.sources._provider import body_id, json_headers, provider
 from hookinbox.sources._standard_webhooks import (
     EXAMPLE_SECRET,
+    PROVIDER,
     StandardWebhooks,
     example_event,
     standard_headers,
@@ -160,4 +161,5 @@ GITLAB_SIGNED = provider(
     example=lambda keys: GitLabSigned(secret=EXAMPLE_SECRET, name="gitlab-signed"),
     event=example_event,
     signature_header="webhook-signature",
+    forgery=PROVIDER.forgery,
 )

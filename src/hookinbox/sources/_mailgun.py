@@ -115,5 +115,6 @@ PROVIDER = provider(
     sign=sign,
     example=lambda keys: Mailgun(secret="mailgun-example"),
     event=lambda tag: {"event-data": {"id": tag, "event": "delivered"}},
-    signature_header=None,  # in the body
+    signature_header=None,
+    signed_in_body=True,
 )

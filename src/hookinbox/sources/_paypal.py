@@ -27,7 +27,7 @@ from datetime import timedelta
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 from hookinbox._errors import BadSignature, ConfigurationError, VerificationError
@@ -250,4 +250,5 @@ PROVIDER = provider(
     example=lambda keys: PayPal(webhook_id="WH-EXAMPLE", certificate=keys.paypal_pem),
     event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
     signature_header="PAYPAL-TRANSMISSION-SIG",
+    forgery=lambda: {"private_key": rsa.generate_private_key(public_exponent=65537, key_size=2048)},
 )

@@ -20,6 +20,7 @@ body twice is a redelivery of one event; ids new on each transmission are new on
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -80,6 +81,15 @@ class Provider:
     batch_key: Callable[[Any], str] | None = None
     """For a batch: the key the only event of `event(tag)` is stored under (the answer to a
     batch counts its events instead of naming one)."""
+    forgery: Callable[[], dict[str, Any]] = lambda: {"secret": "not-the-secret"}
+    """`sign` fields that sign as a stranger would: another secret, or another key."""
+    signed_in_body: bool = False
+    """The signature travels in the body (Mailgun's signature block)."""
+
+    @property
+    def signed(self) -> bool:
+        """Whether a delivery carries a signature at all (Mollie classic's does not)."""
+        return self.signature_header is not None or self.signed_in_body
 
 
 _PROVIDERS: dict[type[Source], Provider] = {}
@@ -94,11 +104,24 @@ def provider(
     signature_header: str | None,
     form: bool = False,
     batch_key: Callable[[Any], str] | None = None,
+    forgery: Callable[[], dict[str, Any]] | None = None,
+    signed_in_body: bool = False,
 ) -> Provider:
     """Declare `source`'s provider (once, in its module)."""
     if source in _PROVIDERS:
         raise ValueError(f"{source.__name__} is declared twice")
-    declared = Provider(source, sign, example, event, signature_header, form, batch_key)
+    declared = Provider(
+        source,
+        sign,
+        example,
+        event,
+        signature_header,
+        form,
+        batch_key,
+        signed_in_body=signed_in_body,
+    )
+    if forgery is not None:
+        declared = dataclasses.replace(declared, forgery=forgery)
     _PROVIDERS[source] = declared
     return declared
 

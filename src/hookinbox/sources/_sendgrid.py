@@ -136,5 +136,6 @@ PROVIDER = provider(
         {"sg_event_id": f"sg_{tag}", "event": "delivered", "timestamp": 1_700_000_000}
     ],
     signature_header="X-Twilio-Email-Event-Webhook-Signature",
+    forgery=lambda: {"private_key": ec.generate_private_key(ec.SECP256R1())},
     batch_key=lambda events: str(events[0]["sg_event_id"]),
 )

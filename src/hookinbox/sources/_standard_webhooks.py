@@ -205,4 +205,5 @@ PROVIDER = provider(
     example=lambda keys: StandardWebhooks(secret=EXAMPLE_SECRET),
     event=example_event,
     signature_header="webhook-signature",
+    forgery=lambda: {"secret": "whsec_" + base64.b64encode(b"another key").decode()},
 )

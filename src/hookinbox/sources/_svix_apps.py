@@ -16,6 +16,7 @@ from hookinbox.sources._base import Headers, Identity, parse_time
 from hookinbox.sources._provider import provider
 from hookinbox.sources._standard_webhooks import (
     EXAMPLE_SECRET,
+    PROVIDER,
     StandardWebhooks,
     example_event,
     standard_headers,
@@ -60,6 +61,7 @@ RESEND = provider(
     example=lambda keys: Resend(secret=EXAMPLE_SECRET),
     event=example_event,
     signature_header="svix-signature",
+    forgery=PROVIDER.forgery,
 )
 CLERK = provider(
     Clerk,
@@ -67,4 +69,5 @@ CLERK = provider(
     example=lambda keys: Clerk(secret=EXAMPLE_SECRET),
     event=example_event,
     signature_header="svix-signature",
+    forgery=PROVIDER.forgery,
 )
