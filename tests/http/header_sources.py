@@ -43,8 +43,8 @@ def _provider(source: Source) -> Provider:
 
 
 def signature_header(source: Source) -> str | None:
-    """The header `source`'s signature travels in; None for Mollie classic (nothing signed)
-    and Mailgun (signed in the body)."""
+    """The header `source`'s signature travels in; None where nothing is signed, or the
+    signature is in the body."""
     return _provider(source).signature_header
 
 

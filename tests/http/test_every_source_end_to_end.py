@@ -3,7 +3,7 @@
 Each provider's example source, in one inbox; each delivery signed by the test kit (whose
 signers the providers' own tests hold to their SDKs and recipes), sent through `inbox.receive`
 and through the ASGI app: stored once across a retry signed anew (a retry that re-signs inside
-the body, as Mailgun and Linear do, is a duplicate, not a key conflict), and refused without
+the body is a duplicate, not a key conflict), and refused without
 writing anything when forged, unsigned, or, where the signature dates the delivery, an hour
 old. A body that names no event is each source's own tests' to refuse.
 """

@@ -16,8 +16,8 @@ from tests.http.header_sources import example_keys
 
 import hookinbox.sources
 from hookinbox._errors import VerificationError
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import BatchSource, Source
-from hookinbox.sources._base import normalize_headers
 from hookinbox.sources._provider import Provider, provider_of
 from hookinbox.testing import paypal_test_certificate, sendgrid_test_key, sign
 from hookinbox.testing._signing import providers, signer_for
@@ -64,8 +64,7 @@ def test_every_provider_signs_its_example_event_and_its_source_verifies_it(
         identity = source.authenticate(normalized, body, now=1_700_000_000)
         assert identity.invalid is None
     if not header:
-        return  # Mollie classic fetches (its example says every payment is paid); Mailgun
-        # signs in the body, which the header tests do not cover: its own tests do
+        return  # unsigned (fetched from the provider), or signed in the body: its own tests
     forged = {**headers, header: headers[header] + "0"}
     with pytest.raises(VerificationError):
         source.authenticate(normalize_headers(forged), body, now=1_700_000_000)

@@ -25,8 +25,8 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import Mollie, MollieAPI, MollieClassic
-from hookinbox.sources._base import normalize_headers
 from hookinbox.testing import sign as kit_sign
 
 NOW = 1_700_000_000.0

@@ -20,8 +20,8 @@ from hookinbox._errors import (
     PayloadError,
     TimestampOutOfTolerance,
 )
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import PayPal, PayPalAPI
-from hookinbox.sources._base import normalize_headers
 from hookinbox.testing import paypal_test_certificate
 from hookinbox.testing import sign as kit_sign
 

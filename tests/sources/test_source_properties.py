@@ -36,6 +36,7 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
+from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     BatchSource,
@@ -69,7 +70,6 @@ from hookinbox.sources import (
     WorkOS,
     Zoom,
 )
-from hookinbox.sources._base import normalize_headers, wire_text
 from hookinbox.sources._mollie import RESOURCE_ID
 
 T = 1_700_000_000

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from hookinbox import ConfigurationError, Inbox, RetryPolicy, Status
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import GitHub, Shopify, StandardWebhooks, Stripe
-from hookinbox.sources._base import normalize_headers
 from hookinbox.testing import (
     Clock,
     InboxHarness,

@@ -16,8 +16,8 @@ import time
 import pytest
 
 from hookinbox import BadSignature
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import BatchSource, Source, Stripe
-from hookinbox.sources._base import normalize_headers
 from hookinbox.sources._provider import Provider
 from hookinbox.testing import paypal_test_certificate, sendgrid_test_key, sign
 from hookinbox.testing._signing import providers
@@ -61,7 +61,7 @@ def test_every_signer_signs_a_redelivery_as_one_event_and_another_body_as_anothe
 def test_every_signer_signs_as_a_stranger_when_asked(declared: Provider) -> None:
     source = declared.example(KEYS)
     headers, body = sign(source, declared.event("tagone"), **declared.forgery())
-    # Mailgun signs inside the body: the forgery is in the body the signer returns.
+    # Where the provider signs inside the body, the forgery is in the body the signer returns.
     with pytest.raises(BadSignature):
         source.verify(normalize_headers(headers), body, now=time.time())
 

@@ -1,6 +1,6 @@
 """What a provider module declares beside its source: a signer and an example.
 
-A provider's module (`_stripe.py`, `_typeform.py`, ...) holds everything hookinbox knows about
+A provider's module (`_stripe.py`, ...) holds everything hookinbox knows about
 it: the source (verify, identify, the dedup key, a handshake), and, registered here with
 `provider(...)`, the signer `hookinbox.testing.sign` and the simulator use, and an example (a
 source configured with made-up secrets, an event naming a tag, the header its signature
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 Signed = dict[str, str] | tuple[dict[str, str], bytes]
 """A signer's answer: the headers, or the headers and the body, where the provider signs
-inside the body (Mailgun's signature block, Linear's `webhookTimestamp`, Adyen's items)."""
+inside the body (a signature block, a timestamp in the signed body, a batch's items)."""
 Signer = Callable[[Any, bytes, int, dict[str, Any]], Signed]
 """`(source, body, unix seconds, fields) -> Signed`; pops the fields it understands."""
 
@@ -75,20 +75,21 @@ class Provider:
     """A body (a JSON value; a form's fields where `form`) naming a new event `tag`."""
     signature_header: str | None
     """The header the signature travels in, in the provider's casing; None when nothing
-    signed travels in a header (Mollie classic; Mailgun signs in its body)."""
+    signed travels in a header (it is in the body, or nothing is signed)."""
     form: bool = False
-    """A JSON value given to `sign` is sent as a form (Twilio, Mollie classic)."""
+    """A JSON value given to `sign` is sent as a form (a provider that posts forms)."""
     batch_key: Callable[[Any], str] | None = None
     """For a batch: the key the only event of `event(tag)` is stored under (the answer to a
     batch counts its events instead of naming one)."""
     forgery: Callable[[], dict[str, Any]] = lambda: {"secret": "not-the-secret"}
     """`sign` fields that sign as a stranger would: another secret, or another key."""
     signed_in_body: bool = False
-    """The signature travels in the body (Mailgun's signature block)."""
+    """The signature travels in the body (a signature block among the event's fields)."""
 
     @property
     def signed(self) -> bool:
-        """Whether a delivery carries a signature at all (Mollie classic's does not)."""
+        """Whether a delivery carries a signature at all (one that fetches what it verifies
+        does not)."""
         return self.signature_header is not None or self.signed_in_body
 
 

@@ -1,7 +1,7 @@
 """`sign`: a delivery signed exactly as each provider signs it.
 
-`sign(source, body)` reads what the configured source needs (its first secret, the URL Square
-or Twilio signs, the header names an `HMACSource` was given) and builds the request the
+`sign(source, body)` reads what the configured source needs (its first secret, the URL a
+provider signs, the header names an `HMACSource` was given) and builds the request the
 provider would send: header names in the provider's casing, its id and timestamp headers, a
 form body where the provider posts a form. Each provider's signer lives in its module of
 `hookinbox.sources`, beside its verifier (`sources/_provider.py` says how they are written and
@@ -9,8 +9,8 @@ checked); this module chooses one by the source's class, and holds the signers a
 (`register_signer`) and the ones that need a test key pair the kit makes (PayPal's, SendGrid's:
 `_paypal.py`, `_sendgrid.py`, loaded when first asked, as they need an extra).
 
-Where a provider signs inside the body (Mailgun's signature block, Linear's
-`webhookTimestamp`), the signer returns the body it sends with the headers.
+Where a provider signs inside the body (a signature block, a timestamp in the signed body),
+the signer returns the body it sends with the headers.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def sign(
 ) -> tuple[dict[str, str], bytes]:
     """The headers and body `source`'s provider would send for `body`, signed at `at`.
 
-    `body` is bytes or text as sent, or a JSON value (a form for Twilio and Mollie classic).
+    `body` is bytes or text as sent, or a JSON value (a form where the provider posts forms).
     `at` is the signing time (a datetime or Unix seconds; default now). `fields` set what the
     provider puts in its headers (`event_id`, `topic`, `event`, `message_id`, ...: see
     docs/testing.md), and `secret=` signs with another secret than the source's first.
