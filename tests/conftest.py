@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType, ModuleType
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -236,15 +237,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=FAST_TIER)
-def _no_subprocess_in_fast_tier(monkeypatch: pytest.MonkeyPatch) -> None:
-    """In the fast tier, starting a process fails the test that does (see the docstring)."""
+def _nothing_slow_in_fast_tier(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the fast tier, starting a process, or connecting to the PostgreSQL test server
+    (however the test found its URL), fails the test that does (see the docstring). A test
+    that connects to an unreachable port on purpose still may."""
+    import psycopg
+
     original = subprocess.Popen.__init__
+    connect = psycopg.connect
+    port = str(make_url(POSTGRES_URL).port or 5432) if POSTGRES_URL else None
 
     def refuse(self: subprocess.Popen[bytes], *args: object, **kwargs: object) -> None:
         _refuse_in_fast_tier(f"a subprocess ({args[0] if args else kwargs.get('args')!r})", "slow")
         original(self, *args, **kwargs)  # type: ignore[arg-type]  # pragma: no cover
 
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        given = " ".join(map(str, args)) + f" port={kwargs.get('port', 5432)}"
+        if port is not None and f"port={port}" in given.replace(":", " port="):
+            _refuse_in_fast_tier("the PostgreSQL test server", "postgres")
+        return connect(*args, **kwargs)
+
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(psycopg, "connect", guarded)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

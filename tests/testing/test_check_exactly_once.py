@@ -176,6 +176,7 @@ def test_a_write_or_a_call_outside_the_transaction_is_caught(
         assert "dies after its handlers, before commit" in caught.value.schedule
 
 
+@pytest.mark.postgres
 def test_a_check_then_insert_without_a_constraint_is_caught_on_postgresql(
     shop_of: Callable[[str], Shop],
 ) -> None:
