@@ -21,6 +21,7 @@ marker it lacks, so the fast tier cannot grow slow unseen.
 
 from __future__ import annotations
 
+import multiprocessing.process
 import os
 import subprocess
 import uuid
@@ -238,9 +239,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=FAST_TIER)
 def _nothing_slow_in_fast_tier(monkeypatch: pytest.MonkeyPatch) -> None:
-    """In the fast tier, starting a process, or connecting to the PostgreSQL test server
-    (however the test found its URL), fails the test that does (see the docstring). A test
-    that connects to an unreachable port on purpose still may."""
+    """In the fast tier, starting a process (a subprocess, or multiprocessing's), or connecting
+    to the PostgreSQL test server (however the test found its URL), fails the test that does
+    (see the docstring). A test that connects to an unreachable port on purpose still may."""
     import psycopg
 
     original = subprocess.Popen.__init__
@@ -257,7 +258,11 @@ def _nothing_slow_in_fast_tier(monkeypatch: pytest.MonkeyPatch) -> None:
             _refuse_in_fast_tier("the PostgreSQL test server", "postgres")
         return connect(*args, **kwargs)
 
+    def refuse_process(self: multiprocessing.process.BaseProcess) -> None:
+        _refuse_in_fast_tier(f"a process ({self.name})", "slow")
+
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse_process)
     monkeypatch.setattr(psycopg, "connect", guarded)
 
 
