@@ -18,7 +18,7 @@ LATEST_VENV ?= .venv-latest
 DOCS_LOCK = requirements/docs.txt
 DOCS_VENV ?= .venv-docs
 
-.PHONY: demo serve docs test test-ha test-latest lock lint check clean
+.PHONY: demo serve docs test test-fast test-ha test-latest lock lint check clean
 
 # `make demo` and `make serve` install only what they run (the server and the simulator, at
 # the locked versions: about 80 MB); `make test` the whole locked tool chain. The test install
@@ -62,6 +62,13 @@ lint: $(BIN)/.installed
 
 test: lint
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# The tier to run on every change (docs/development.md): the tests that run in process on
+# SQLite, a few minutes; no lint, PostgreSQL, Redis, Node or subprocess (one that reaches any
+# of them fails, naming the marker it lacks). `make test` runs everything.
+FAST = not slow and not postgres and not redis and not node and not ha
+test-fast: $(BIN)/.installed
+	HOOKINBOX_TEST_TIER=fast $(BIN)/python -m pytest -n 2 -m '$(FAST)' $(PYTEST_ARGS)
 
 # The multi-host test bed (tests/ha): root, HAProxy and pg_auto_failover; a few minutes.
 test-ha: $(BIN)/.installed

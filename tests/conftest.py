@@ -10,15 +10,25 @@ Redis (claim mode) is found through HOOKINBOX_TEST_REDIS_URL, by default the loc
 127.0.0.1:6379; unreachable, its tests are skipped, or fail under HOOKINBOX_REQUIRE_REDIS=1
 (also set by .ci/run, which forbids every skip as soon as either switch is on). Redis tests
 keep apart by a key prefix of their own.
+
+Two tiers (docs/development.md): `make test` runs everything; `make test-fast` only the tests
+that run in this process on SQLite, deselecting the markers `postgres`, `redis`, `node` and
+`slow`, which are set here from what a test uses (its backend, its fixtures, its modules, its
+directory) or by the test itself (`slow`). Under HOOKINBOX_TEST_TIER=fast (set by `make
+test-fast`) a test that still reaches PostgreSQL, Redis or a subprocess fails, naming the
+marker it lacks, so the fast tier cannot grow slow unseen.
 """
 
 from __future__ import annotations
 
+import multiprocessing.process
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -35,6 +45,15 @@ REDIS_URL = os.environ.get("HOOKINBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0
 REQUIRE_REDIS = os.environ.get("HOOKINBOX_REQUIRE_REDIS") == "1"
 TEMPLATE = f"hookinbox_test_template_{os.getpid()}"  # one per run: runs may overlap
 BACKENDS = ["sqlite", "postgres"]
+FAST_TIER = os.environ.get("HOOKINBOX_TEST_TIER") == "fast"
+
+SLOW_DIRECTORIES = frozenset({"bench", "cli", "demo", "e2e", "ha", "packaging", "processes"})
+"""Directories of tests/ whose every test starts processes or servers: marked `slow`."""
+
+
+def _refuse_in_fast_tier(what: str, marker: str) -> None:
+    if FAST_TIER:
+        pytest.fail(f"a `make test-fast` test reached {what}: mark it {marker}", pytrace=False)
 
 
 def _admin_engine() -> sa.Engine:
@@ -50,6 +69,7 @@ def _database_url(name: str) -> str:
 @pytest.fixture(scope="session")
 def postgres_template() -> Iterator[str]:
     """A migrated template database; skipped (or failed, in CI) without a server."""
+    _refuse_in_fast_tier("PostgreSQL", "postgres (a `backend` parameter marks itself)")
     if not POSTGRES_URL:
         if REQUIRE_POSTGRES:
             pytest.fail("HOOKINBOX_REQUIRE_POSTGRES=1 but HOOKINBOX_TEST_POSTGRES_URL is unset")
@@ -127,6 +147,7 @@ def store(db_url: str) -> Iterator[Store]:
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """A reachable Redis; skipped (or failed, in CI) without one."""
+    _refuse_in_fast_tier("Redis", "redis (the `redis_url` fixture marks itself)")
     import redis
 
     client = redis.Redis.from_url(REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
@@ -142,6 +163,15 @@ def redis_url() -> str:
     return REDIS_URL
 
 
+@pytest.fixture(scope="session")
+def npm() -> Path:
+    """The npm oracles' directory, installed on first use (tests/testing/npm_oracles.py); a
+    test taking it is marked `node`."""
+    from tests.testing.npm_oracles import oracle_dir
+
+    return oracle_dir()
+
+
 # The official SDKs the tests use as judges (PyPI's, and npm's through tests.testing.npm_oracles).
 # A test module that imports one is an oracle test: `make test-latest` runs those against the
 # newest releases, while `make test` uses the lock (requirements/test.txt, package-lock.json).
@@ -151,6 +181,11 @@ ORACLE_PACKAGES = frozenset(
         "square", "sendgrid", "hubspot", "Adyen", "workos", "tests.testing.npm_oracles",
     }
 )  # fmt: skip
+
+
+NODE_CALLS = frozenset({"oracle_dir", "npm_verifies", "npm_judges"})
+"""What tests/testing/npm_oracles.py offers: a test that calls one (or takes a fixture named
+`npm`) runs Node."""
 
 
 def _uses_an_oracle(module: ModuleType | None) -> bool:
@@ -165,15 +200,70 @@ def _uses_an_oracle(module: ModuleType | None) -> bool:
     return False
 
 
+def _names(code: CodeType) -> set[str]:
+    """The global names `code` and the functions defined in it use."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType):
+            names |= _names(constant)
+    return names
+
+
+def _runs_node(item: pytest.Item) -> bool:
+    function = getattr(item, "function", None)
+    code = getattr(function, "__code__", None)
+    calls = _names(code) if isinstance(code, CodeType) else set()
+    return bool(calls & NODE_CALLS) or "npm" in getattr(item, "fixturenames", ())
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
     for item in items:
         if _uses_an_oracle(getattr(item, "module", None)):
             item.add_marker(pytest.mark.oracle)
+        if _runs_node(item):
+            item.add_marker(pytest.mark.node)
         callspec = getattr(item, "callspec", None)
-        if callspec is not None and callspec.params.get("backend") == "postgres":
+        params = callspec.params if callspec is not None else {}
+        fixtures = getattr(item, "fixturenames", ())
+        # A parameter "postgres" (`backend`, the kit's `hookinbox_database`, ...) or the
+        # template itself: the test runs on the PostgreSQL test server.
+        if "postgres_template" in fixtures or "postgres" in map(str, params.values()):
             item.add_marker(pytest.mark.postgres)
-        if "redis_url" in getattr(item, "fixturenames", ()):
+        if "redis_url" in fixtures:
             item.add_marker(pytest.mark.redis)
+        parts = item.path.relative_to(root).parts if item.path.is_relative_to(root) else ()
+        if len(parts) > 1 and parts[0] in SLOW_DIRECTORIES:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=FAST_TIER)
+def _nothing_slow_in_fast_tier(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the fast tier, starting a process (a subprocess, or multiprocessing's), or connecting
+    to the PostgreSQL test server (however the test found its URL), fails the test that does
+    (see the docstring). A test that connects to an unreachable port on purpose still may."""
+    import psycopg
+
+    original = subprocess.Popen.__init__
+    connect = psycopg.connect
+    port = str(make_url(POSTGRES_URL).port or 5432) if POSTGRES_URL else None
+
+    def refuse(self: subprocess.Popen[bytes], *args: object, **kwargs: object) -> None:
+        _refuse_in_fast_tier(f"a subprocess ({args[0] if args else kwargs.get('args')!r})", "slow")
+        original(self, *args, **kwargs)  # type: ignore[arg-type]  # pragma: no cover
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        given = " ".join(map(str, args)) + f" port={kwargs.get('port', 5432)}"
+        if port is not None and f"port={port}" in given.replace(":", " port="):
+            _refuse_in_fast_tier("the PostgreSQL test server", "postgres")
+        return connect(*args, **kwargs)
+
+    def refuse_process(self: multiprocessing.process.BaseProcess) -> None:
+        _refuse_in_fast_tier(f"a process ({self.name})", "slow")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse_process)
+    monkeypatch.setattr(psycopg, "connect", guarded)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

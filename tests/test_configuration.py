@@ -240,6 +240,7 @@ def test_the_command_line_beats_the_application(tmp_path: Path) -> None:
 # -- the command line ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_cli_shows_a_registration_mistake_as_one_line_and_exits_2(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'typo.db'}"
     for command in (["migrate"], ["worker"], ["serve", "--port", "1"]):

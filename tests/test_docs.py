@@ -17,7 +17,12 @@ from tests.support.otel import forget_global_provider
 
 REDIS_PREFIX = re.compile(r'PREFIX = f"([^"{]+)')
 """A Redis claims page's prefix, up to the run's own part: what a run of the page writes."""
-RUNNABLE = [page for page in PAGES if any(blocks(parse(page)))]
+RUNNABLE = [
+    # A Redis claims page runs its blocks on the test Redis: marked as Redis tests are.
+    pytest.param(page, marks=pytest.mark.redis) if "hookinbox.claims" in page.read_text() else page
+    for page in PAGES
+    if any(blocks(parse(page)))
+]
 
 
 def _page_id(page: Path) -> str:

@@ -34,13 +34,14 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
+from hookinbox._headers import normalize_headers
 from hookinbox._logging import logger
 from hookinbox._metrics import count_delivery, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox._settings import ReceiverSettings
 from hookinbox._storage import GroupCommitter, Store
 from hookinbox.sources import Identity, Source
-from hookinbox.sources._base import BatchSource, normalize_headers
+from hookinbox.sources._base import BatchSource
 
 log = logger("hookinbox.ingest")
 

@@ -257,6 +257,7 @@ def test_the_retention_must_cover_the_redelivery_window(redis_url: str, prefix: 
     week.close()
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_what_needs_a_database_in_one_line() -> None:
     worker = run_cli("worker", "tests.apps.claims_app:inbox")
     assert worker.returncode == 2

@@ -30,6 +30,15 @@ from tests.support.clock import ManualClock
 from tests.support.server import run_cli
 from tests.support.signing import stripe_delivery
 
+
+@pytest.fixture(params=["sqlite"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """SQLite only: this layer asks storage's gateways and never the database itself, so it
+    behaves alike on both (tests/storage runs every query on each; docs/development.md). A
+    test about PostgreSQL here says so with `@pytest.mark.parametrize("backend", [...])`."""
+    return str(request.param)
+
+
 DAY = 86_400.0
 APP = "tests.apps.orders:inbox"
 CONNECT_SECRET = "whsec_test_connect_account"

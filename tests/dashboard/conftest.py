@@ -18,6 +18,15 @@ from hookinbox.dashboard import dashboard_app
 from hookinbox.http._app import create_app
 from tests.cli.conftest import Shop, customer_created, plain_environment, shop
 
+
+@pytest.fixture(params=["sqlite"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """SQLite only: this layer asks storage's gateways and never the database itself, so it
+    behaves alike on both (tests/storage runs every query on each; docs/development.md). A
+    test about PostgreSQL here says so with `@pytest.mark.parametrize("backend", [...])`."""
+    return str(request.param)
+
+
 __all__ = ["customer_created", "plain_environment", "shop"]  # fixtures, re-exported
 
 TOKEN = "dashboard-test-token-0123456789"

@@ -20,6 +20,8 @@ from tests.dashboard.conftest import TOKEN
 from tests.processing.conftest import checkout
 from tests.support.server import free_port, hookinbox_command, serving
 
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 CHROMIUM = Path("/usr/bin/chromium")
 TIMEOUT_MS = 10_000
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.cli.conftest import APP, error_line, hookinbox, hookinbox_all
 from tests.dashboard.conftest import TOKEN, csrf_of
 from tests.support.server import free_port, hookinbox_command, run_cli, running_server, serving
+
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
 
 
 def sign_in(client: httpx.Client) -> httpx.Response:

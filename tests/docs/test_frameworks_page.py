@@ -106,6 +106,7 @@ def test_the_orm_section_alone_writes_one_row_with_the_mark(
 DJANGO_SECRET = "whsec_django_docs"
 
 
+@pytest.mark.slow
 def test_the_django_section_builds_a_project_that_processes_into_the_orm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -61,6 +61,7 @@ def test_the_sdist_carries_docs_licence_and_metadata(sdist: Path) -> None:
         assert f"Project-URL: {label}, https://github.com/hookinbox/hookinbox" in info
 
 
+@pytest.mark.slow
 def test_the_readme_example_runs_in_a_fresh_venv_with_what_it_names(
     sdist: Path, tmp_path: Path
 ) -> None:

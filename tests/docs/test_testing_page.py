@@ -16,6 +16,8 @@ from tests.conftest import POSTGRES_URL, REQUIRE_POSTGRES
 from tests.docs.blocks import ROOT, FileBlock, parse, run, section
 from tests.docs.django_site import start_project
 
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 PAGE = ROOT / "docs" / "testing.md"
 FRAMEWORKS = ROOT / "docs" / "frameworks.md"
 

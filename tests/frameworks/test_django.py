@@ -22,11 +22,21 @@ from hookinbox import Event, Status
 from hookinbox._storage import LATEST_VERSION, Store
 from hookinbox._storage._schema import metadata, schema_versions
 from hookinbox.django._migration import UpgradeSchema
+from tests.conftest import BACKENDS
 from tests.django_project import SECRET
 from tests.frameworks.contract import check_contract, checkout_event, wait_for_order
 from tests.frameworks.django_project import PROBE, SHOP, DjangoProject
 from tests.support.signing import stripe_delivery
 from tests.support.workers import wait_for
+
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Both databases, unlike the other adapters: Django's store adopts Django's own
+    connection, whose database (and Django's migrations on it) decides the dialect."""
+    return str(request.param)
 
 
 @pytest.fixture

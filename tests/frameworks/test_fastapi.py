@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from fastapi import FastAPI
 
 import hookinbox.fastapi
@@ -47,6 +48,7 @@ def test_the_router_documents_no_request_body(inbox: Inbox) -> None:
     assert {"200", "401", "413", "503"} <= set(operation["responses"])
 
 
+@pytest.mark.slow
 def test_the_example_app_over_http(db_url: str) -> None:
     port = free_port()
     command = [

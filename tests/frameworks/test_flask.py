@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from flask import Flask
 
 import hookinbox.flask
@@ -33,6 +34,7 @@ def test_a_view_of_your_own_answers_with_respond(inbox: Inbox) -> None:
     assert stored is not None and stored.body == body
 
 
+@pytest.mark.slow
 def test_the_example_app_over_http(db_url: str) -> None:
     port = free_port()
     command = [

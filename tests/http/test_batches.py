@@ -143,6 +143,7 @@ def _send_copies(database_url: str, start_at: float, seed: int) -> list[int]:
     return accepted
 
 
+@pytest.mark.slow  # processes: `make test`, not `make test-fast`
 def test_copies_of_a_batch_from_concurrent_processes_store_each_event_once(db_url: str) -> None:
     context = multiprocessing.get_context("spawn")
     start_at = time.time() + 2.0  # after every process has imported hookinbox

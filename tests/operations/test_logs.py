@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from hookinbox import Status
 from hookinbox._logging import JSONFormatter
 from tests.apps import orders as orders_app
@@ -18,6 +20,7 @@ from tests.support.server import ROOT, hookinbox_command
 from tests.support.signing import stripe_delivery
 
 
+@pytest.mark.slow
 def test_the_worker_logs_each_attempt_as_json(db_url: str) -> None:
     orders_app.create_tables(db_url)
     inbox = orders_app.build(db_url)

@@ -124,6 +124,7 @@ async def _deliver_many(base_url: str, count: int) -> list[int]:
         return statuses
 
 
+@pytest.mark.slow
 def test_serve_sums_every_process_into_one_metrics_page(db_url: str) -> None:
     """Two HTTP processes and a worker process: whichever answers the scrape reports all."""
     orders_app.create_tables(db_url)

@@ -86,6 +86,7 @@ async def _steady_load(base_url: str, stop: threading.Event) -> list[int]:
     return statuses
 
 
+@pytest.mark.slow
 def test_40000_old_rows_are_pruned_while_ingest_keeps_answering(db_url: str) -> None:
     store = Store(db_url)
     insert_old(store, 40_000, Status.PROCESSED, "done")
@@ -200,6 +201,7 @@ def _claim(url: str, slot: datetime, barrier: multiprocessing.synchronize.Barrie
     store.dispose()
 
 
+@pytest.mark.slow  # processes: `make test`, not `make test-fast`
 def test_one_process_of_many_wins_each_daily_slot(db_url: str) -> None:
     context = multiprocessing.get_context("spawn")
     for day in (1, 2):  # the first claim creates the job's row; the second updates it

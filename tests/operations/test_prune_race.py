@@ -22,6 +22,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 import sqlalchemy as sa
 
 from hookinbox import Status
@@ -30,6 +31,8 @@ from hookinbox._storage._schema import deliveries, events
 from tests.apps import orders as orders_app
 from tests.support.server import hookinbox_command, running_server
 from tests.support.signing import stripe_delivery
+
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
 
 FILLER = 8_000
 EDGE = 150

@@ -238,6 +238,7 @@ def test_a_senders_tracestate_is_neither_stored_nor_sent_on(
     assert "db-7" not in json.dumps([dict(request.headers), stored.headers, kept])
 
 
+@pytest.mark.slow
 def test_hookinbox_imports_no_opentelemetry_until_an_event_moves() -> None:
     script = (
         "import sys, hookinbox; from hookinbox import Inbox; from hookinbox.cli import main; "

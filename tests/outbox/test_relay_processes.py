@@ -18,6 +18,8 @@ from tests.support.receiver import Receiver, running_receiver
 from tests.support.signing import stripe_delivery
 from tests.support.workers import Workers, wait_for
 
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 MESSAGES = 200
 
 

@@ -256,6 +256,7 @@ def _advance_many(url: str, seed: int, results: multiprocessing.Queue[tuple[int,
     store.dispose()
 
 
+@pytest.mark.slow  # processes: `make test`, not `make test-fast`
 def test_the_ordering_guard_is_race_safe(db_url: str) -> None:
     """Four processes advance one key concurrently: the mark ends at the maximum, and every
     position reported as applied was the newest at its moment (never below an applied one)."""

@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from hookinbox._errors import VerificationError
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import (
     Calendly,
     Clerk,
@@ -55,7 +56,6 @@ from hookinbox.sources import (
     WorkOS,
     Zoom,
 )
-from hookinbox.sources._base import normalize_headers
 from tests.support import paypal
 from tests.support.pki import paypal_signing
 

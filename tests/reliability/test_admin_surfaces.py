@@ -32,10 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import pytest
+
 from hookinbox.dashboard._token import ADMIN_TOKEN_ENV
 from tests.apps import guarded
 from tests.reliability._report import Trial, record
 from tests.support.server import free_port, hookinbox_command, run_cli, serving
+
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
 
 APP = "tests.apps.guarded:inbox"
 DASHBOARD_PATHS = ["/admin", "/admin/", "/admin/login", "/admin/events", "/admin/dashboard.css"]

@@ -74,6 +74,7 @@ def _shown(db_url: str, event_id: str) -> dict[str, Any]:
     return parsed(shown)
 
 
+@pytest.mark.slow
 def test_cli_replays_write_who_when_why_and_what_was_reset(
     inbox: Inbox, db_url: str, backend: str
 ) -> None:
@@ -203,6 +204,7 @@ BIDI_REASON = "refund \u202eavil\u202c for \u2066order\u2069 \x1b[2J"
 """An audit reason that would read backwards on a page or a terminal, and wipe the latter."""
 
 
+@pytest.mark.slow
 def test_bidi_and_control_characters_in_a_reason_are_shown_escaped(
     inbox: Inbox, db_url: str, backend: str
 ) -> None:

@@ -115,6 +115,7 @@ def _rows(inbox: Inbox, source: str) -> dict[str, tuple[str, str | None, int]]:
         return {r.event_id: (r.status, r.last_error, r.delivery_count) for r in found}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group_commit", [True, False], ids=["group-commit", "one-by-one"])
 def test_valid_events_are_kept_and_unusable_ones_held_as_invalid(
     db_url: str, backend: str, group_commit: bool

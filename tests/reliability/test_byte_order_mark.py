@@ -32,10 +32,11 @@ import standardwebhooks
 
 from hookinbox import Inbox
 from hookinbox._errors import PayloadError
+from hookinbox._headers import normalize_headers
 from hookinbox._storage import Store
 from hookinbox._storage._schema import events
 from hookinbox.sources import StandardWebhooks, Twilio, Zoom
-from hookinbox.sources._base import UTF8_BOM, normalize_headers
+from hookinbox.sources._base import UTF8_BOM
 from tests.apps import basic
 from tests.reliability._report import Trial, record
 from tests.reliability._source_kinds import KINDS, NOW
@@ -168,6 +169,7 @@ def test_hookinbox_refuses_what_the_pinned_standardwebhooks_accepts() -> None:
     assert accepted is STANDARDWEBHOOKS_ACCEPTS_A_MARK[installed], installed
 
 
+@pytest.mark.slow
 def test_a_marked_stripe_body_is_refused_over_http(tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'inbox.db'}"
     event = {"id": "evt_bom", "type": "invoice.paid", "created": int(time.time())}

@@ -50,6 +50,7 @@ def _deliver_one(base_url: str) -> str:
     return "evt_session"
 
 
+@pytest.mark.slow
 def test_a_cookie_captured_before_sign_out_is_dead_after_it(db_url: str, backend: str) -> None:
     token = secrets.token_urlsafe(32)
     with running_server(APP, db_url, "--no-worker", "--admin-token", token, workers=2) as base:
@@ -85,6 +86,7 @@ def test_a_cookie_captured_before_sign_out_is_dead_after_it(db_url: str, backend
     )
 
 
+@pytest.mark.slow
 def test_sign_in_attempts_are_limited_per_client(tmp_path: Path) -> None:
     token = secrets.token_urlsafe(32)
     attempts = 3 * SIGN_IN_BURST
@@ -123,6 +125,7 @@ def test_sign_in_attempts_are_limited_per_client(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_weak_token_stops_the_server_at_start() -> None:
     runs = {f"serve {weak}": ("serve", APP, "--admin-token", weak) for weak in WEAK}
     runs |= {f"dashboard {weak}": ("dashboard", APP, "--admin-token", weak) for weak in WEAK[:2]}

@@ -29,6 +29,8 @@ from tests.reliability._report import Trial, record
 from tests.support.server import run_cli
 from tests.support.signing import stripe_delivery
 
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 SECRET = "whsec_forced_replay"
 effects = sa.Table(
     "rerun_effects",

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
@@ -305,6 +306,7 @@ def test_stripe_signing_matches_the_providers_own_signer() -> None:
     assert Webhook.construct_event(body.decode(), header, "whsec_same")["id"] == "evt_x"
 
 
+@pytest.mark.slow
 def test_hostile_requests_get_documented_answers_and_store_only_verified_events(
     backend: str, db_url: str
 ) -> None:

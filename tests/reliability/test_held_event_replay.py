@@ -35,6 +35,8 @@ from tests.support.server import free_port, hookinbox_command, run_cli, serving
 from tests.support.signing import stripe_delivery, stripe_event
 from tests.support.workers import WorkerProcess, opened_store, status_counts, wait_for
 
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 APP = "tests.apps.held:inbox"
 HELD = "evt_held"
 REPLAYS = 50

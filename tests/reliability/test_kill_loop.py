@@ -34,6 +34,7 @@ from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import httpx
+import pytest
 import sqlalchemy as sa
 
 from hookinbox._storage import Store
@@ -57,6 +58,8 @@ from tests.reliability._load import (
 from tests.reliability._report import Trial, record
 from tests.support.server import free_port, serving_process
 from tests.support.signing import stripe_delivery, stripe_event
+
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
 
 SEED = 20261201
 PLANNED_KILLS = {"http": 4, "worker": 2}

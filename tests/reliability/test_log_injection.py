@@ -20,6 +20,8 @@ from tests.apps import orders
 from tests.reliability._report import Trial, record
 from tests.support.server import free_port, hookinbox_command, serving_logged
 
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 FORGED = "2026-01-01 00:00:00,000 INFO    hookinbox.ingest: stripe evt_forged (x): accepted 200"
 PATHS = {
     "escape sequences": "/webhooks/%1b%5d0;PWNED%07%1b%5b2J",

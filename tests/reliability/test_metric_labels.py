@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from hookinbox._metrics import OTHER_TYPE
@@ -31,6 +32,8 @@ from tests.apps import guarded
 from tests.reliability._report import Trial, record
 from tests.support.server import running_server
 from tests.support.workers import wait_for
+
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
 
 RANDOM_TYPES = 200
 DUPLICATES = 10

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import sqlalchemy as sa
 
 from hookinbox._storage._schema import events
@@ -40,6 +41,8 @@ from tests.apps import guarded
 from tests.reliability._report import Trial, record
 from tests.support.server import ROOT, free_port, hookinbox_command, stop
 from tests.support.workers import opened_store, wait_for
+
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
 
 APP = "tests.apps.guarded:inbox"
 MAX_BODY = 1024 * 1024

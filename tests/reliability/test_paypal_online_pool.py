@@ -43,6 +43,8 @@ from tests.support.server import free_port, hookinbox_command
 from tests.support.server import serving as serving_process
 from tests.support.signing import stripe_delivery
 
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 KEY = paypal_signing().key
 assert isinstance(KEY, rsa.RSAPrivateKey)
 VERIFY = "/v1/notifications/verify-webhook-signature"

@@ -23,6 +23,7 @@ import base64
 import pytest
 
 from hookinbox._errors import BadSignature
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import (
     Calendly,
     Discord,
@@ -32,7 +33,7 @@ from hookinbox.sources import (
     Stripe,
     WorkOS,
 )
-from hookinbox.sources._base import MAX_EXPENSIVE_CANDIDATES, MAX_SIGNATURES, normalize_headers
+from hookinbox.sources._base import MAX_EXPENSIVE_CANDIDATES, MAX_SIGNATURES
 from hookinbox.testing import ed25519_test_key
 from tests.reliability._report import Trial, record
 from tests.reliability._source_kinds import KINDS, NOW, Kind, status

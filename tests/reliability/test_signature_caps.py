@@ -22,8 +22,9 @@ from typing import Any
 import httpx
 import pytest
 
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import Source
-from hookinbox.sources._base import MAX_SIGNATURE_HEADER, MAX_SIGNATURES, normalize_headers
+from hookinbox.sources._base import MAX_SIGNATURE_HEADER, MAX_SIGNATURES
 from tests.apps import basic
 from tests.reliability._report import Trial, record
 from tests.reliability._source_kinds import KINDS, NOW, Kind, status
@@ -118,6 +119,7 @@ def _stripe_delivery(event_id: str, at: int, junk: int) -> tuple[dict[str, str],
     return {"Stripe-Signature": ",".join([f"t={at}", *entries, f"v1={right}"])}, body
 
 
+@pytest.mark.slow
 def test_a_stripe_signature_of_100000_entries_is_refused_over_http(tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'inbox.db'}"
     with running_server("tests.apps.basic:inbox", database_url, "--no-worker") as base_url:

@@ -194,6 +194,7 @@ def _blank_with_a_good_one(kind: Kind) -> list[Any]:
     return [[good, ""], [good, "  "], [good, None]]
 
 
+@pytest.mark.slow
 def test_empty_or_blank_secrets_are_refused_when_configured() -> None:
     tried = 0
     allowed: list[str] = []
@@ -337,6 +338,7 @@ def _http_cases(now: int) -> list[Case]:
     return cases
 
 
+@pytest.mark.slow
 def test_several_signatures_and_skew_over_http(tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'inbox.db'}"  # verification precedes storage
     got: dict[str, int] = {}

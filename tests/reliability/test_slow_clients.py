@@ -179,6 +179,7 @@ def test_unknown_slow_body_costs_no_wait(server: Server) -> None:
     assert result.seconds < BODY_TIMEOUT
 
 
+@pytest.mark.slow
 def test_serve_body_timeout_option_reaches_every_server_process(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'inbox.db'}"
     with running_server("tests.apps.orders:inbox", url, "--body-timeout", "1") as base_url:
@@ -195,6 +196,7 @@ def test_a_body_timeout_out_of_bounds_is_refused_at_configuration(seconds: float
         Inbox("sqlite:///unused.db", body_timeout=seconds)
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_zero_body_timeout_with_one_line() -> None:
     result = run_cli("serve", "tests.apps.orders:inbox", "--body-timeout", "0")
     assert result.returncode == 2

@@ -87,6 +87,7 @@ def applied(database_url: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group_commit", [True, False], ids=["group-commit", "one-by-one"])
 def test_a_held_lock_is_answered_503_at_the_ack_deadline(
     db_url: str, backend: str, group_commit: bool
@@ -152,6 +153,7 @@ def test_an_ack_deadline_out_of_bounds_is_refused_at_configuration(seconds: floa
         Inbox("sqlite:///unused.db", ack_deadline=seconds)
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_negative_ack_deadline_with_one_line() -> None:
     result = run_cli("serve", "tests.apps.orders:inbox", "--ack-deadline", "-1")
     assert result.returncode == 2
@@ -159,6 +161,7 @@ def test_serve_refuses_a_negative_ack_deadline_with_one_line() -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_delivery_stored_after_its_503_is_logged_as_such(db_url: str, backend: str) -> None:
     """Issue 31, item 1: a group-commit writer that took a delivery writes it even after the
     request was answered 503; docs/ingest.md promises a line `... after the ack deadline` for

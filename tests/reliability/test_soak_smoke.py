@@ -25,6 +25,8 @@ from hookinbox.cli import _supervise
 from tests.reliability._report import Trial, record
 from tests.support.server import ROOT
 
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 SMOKE = (
     "--backend", "sqlite", "--duration", "15", "--sample-every", "5", "--rate", "50",
     "--duplicates", "0.01", "--kill-every", "8", "--kill-target", "server",

@@ -65,6 +65,8 @@ from tests.support.server import ROOT, free_port, hookinbox_command
 from tests.support.signing import stripe_delivery
 from tests.support.workers import checkout_event, wait_for
 
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 APP = "tests.apps.orders:inbox"
 BEFORE = 8
 """Events accepted before the fault (the worker is still processing some when it begins)."""

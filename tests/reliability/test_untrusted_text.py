@@ -128,6 +128,7 @@ def shop(db_url: str) -> Iterator[Inbox]:
     inbox.close()
 
 
+@pytest.mark.slow  # seconds by design: `make test`, not `make test-fast`
 def test_any_string_in_bodies_headers_errors_and_answers(shop: Inbox, backend: str) -> None:
     dashboard = dashboard_app(shop.store, TOKEN, sources=["stripe"])
     admin = Browser(create_app(shop._receiver, admin=dashboard))
@@ -162,6 +163,7 @@ def test_any_string_in_bodies_headers_errors_and_answers(shop: Inbox, backend: s
     )
 
 
+@pytest.mark.slow
 def test_worker_cli_and_dashboard_processes_record_and_show_a_lone_surrogate(
     db_url: str, backend: str
 ) -> None:

@@ -7,10 +7,13 @@ import sqlite3
 from pathlib import Path
 
 import click
+import pytest
 
 from hookinbox.cli._simulate import simulate_command
 from tests.simulate.conftest import Receivers
 from tests.support.server import run_cli
+
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
 
 
 def test_help_shows_every_flags_environment_variable() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from hookinbox.simulate import SimulationConfig, simulate, verify
 from tests.simulate.conftest import Receivers
 from tests.support.server import run_cli
@@ -41,6 +43,7 @@ def test_concurrent_duplicates_double_a_check_then_insert_receiver(receivers: Re
     assert result.doubled == extra
 
 
+@pytest.mark.slow
 def test_the_cli_exits_1_when_the_check_fails(receivers: Receivers) -> None:
     result = run_cli(
         "simulate",

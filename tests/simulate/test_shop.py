@@ -7,6 +7,7 @@ subscription in its last state, and nothing from a forged, expired or malformed 
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from hookinbox._storage import Store
@@ -19,6 +20,8 @@ from hookinbox.simulate import (
     wait_until_drained,
 )
 from tests.support.server import running_server
+
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
 
 SEED = 20261129
 

@@ -15,11 +15,11 @@ import standardwebhooks
 import stripe
 
 from hookinbox import BadSignature, PayloadError, TimestampOutOfTolerance
+from hookinbox._headers import normalize_headers
 from hookinbox.simulate import SimulationConfig, build_plan
 from hookinbox.simulate._sender import build_request
 from hookinbox.simulate._signing import Signer, forger
 from hookinbox.sources import GitHub, Shopify, Source, StandardWebhooks, Stripe
-from hookinbox.sources._base import normalize_headers
 
 NOW = 1_790_000_000.0
 SECRETS = {

@@ -11,6 +11,7 @@ import pytest
 
 from hookinbox._errors import BadSignature, MissingHeader, PayloadError, TimestampOutOfTolerance
 from hookinbox.sources import Calendly
+from hookinbox.testing import sign as kit_sign
 
 SECRET = "calendly-signing-key-6f1e"
 T = 1_796_000_000
@@ -91,3 +92,14 @@ def test_forged_stale_and_missing_are_refused() -> None:
 def test_a_body_naming_no_event_is_a_payload_error(event: dict[str, Any]) -> None:
     with pytest.raises(PayloadError):
         Calendly(secret=SECRET).identify({}, body_of(event))
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_follows_calendlys_recipe() -> None:
+    headers, body = kit_sign(Calendly(secret="cal"), KIT_EVENT, at=1_700_000_000)
+    digest = hmac.new(b"cal", b"1700000000." + body, hashlib.sha256).hexdigest()
+    assert headers["Calendly-Webhook-Signature"] == f"t=1700000000,v1={digest}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import json
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from hookinbox._errors import (
     TimestampOutOfTolerance,
 )
 from hookinbox.sources import HMACSource
+from hookinbox.testing import sign as kit_sign
 
 T = 1_700_000_000
 NOW = float(T)
@@ -261,3 +263,26 @@ def test_bad_algorithm_is_configuration_error(algorithm: str) -> None:
 def test_bad_options_are_configuration_errors(options: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
         hex_source(**options)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_follows_the_configured_recipe() -> None:
+    source = HMACSource(
+        name="acme",
+        secret="acme-secret",
+        signature_header="X-Acme-Signature",
+        signature_prefix="sha512=",
+        algorithm="sha512",
+        encoding="base64",
+        timestamp_header="X-Acme-Timestamp",
+        id_header="X-Acme-Delivery",
+    )
+    headers, body = kit_sign(source, KIT_EVENT, at=1_700_000_000, event_id="d-1")
+    digest = hmac.new(b"acme-secret", b"1700000000." + body, hashlib.sha512).digest()
+    assert headers["x-acme-signature"] == "sha512=" + base64.b64encode(digest).decode()
+    assert headers["x-acme-timestamp"] == "1700000000"
+    assert headers["x-acme-delivery"] == "d-1"

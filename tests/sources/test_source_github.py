@@ -5,11 +5,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from pathlib import Path
 
 import pytest
+from tests.testing.npm_oracles import npm_verifies
 
 from hookinbox._errors import BadSignature, ConfigurationError, MissingHeader, PayloadError
 from hookinbox.sources import GitHub
+from hookinbox.testing import sign as kit_sign
 
 NOW = 1_700_000_000.0
 
@@ -179,3 +182,21 @@ def test_missing_event_header_gives_no_type() -> None:
 def test_any_json_value_is_an_event(body: bytes) -> None:
     # GitHub bodies are objects, but the key is in a header: any JSON is storable.
     assert GitHub(secret=SECRET).identify(delivery(body), body).payload == json.loads(body)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_is_verified_by_octokit(npm: Path) -> None:
+    headers, body = kit_sign(GitHub(secret="gh-secret"), KIT_EVENT, event="issues")
+    assert npm_verifies(npm, "github", "gh-secret", headers, body)["valid"]
+    assert not npm_verifies(npm, "github", "other", headers, body)["valid"]
+    assert headers["X-GitHub-Event"] == "issues"
+
+
+def test_the_kits_signer_meets_githubs_published_vector() -> None:
+    headers, _ = kit_sign(GitHub(secret="It's a Secret to Everybody"), b"Hello, World!")
+    expected = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    assert headers["X-Hub-Signature-256"] == f"sha256={expected}"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import standardwebhooks
+import svix
 
 from hookinbox import Inbox
 from hookinbox._errors import (
@@ -21,6 +22,8 @@ from hookinbox._errors import (
     TimestampOutOfTolerance,
 )
 from hookinbox.sources import GitLab, GitLabSigned, StandardWebhooks
+from hookinbox.sources._standard_webhooks import EXAMPLE_SECRET
+from hookinbox.testing import sign as kit_sign
 
 T = 1_700_000_000
 NOW = float(T)
@@ -206,3 +209,29 @@ def test_switching_to_a_signing_token_under_the_same_name_keeps_the_keys(tmp_pat
         assert reply.body == {"status": "duplicate", "event_id": IDEMPOTENCY_KEY}
     finally:
         after.close()
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+@pytest.mark.parametrize("library", [standardwebhooks.Webhook, svix.Webhook])
+def test_the_kits_signed_gitlab_delivery_is_verified_by_the_libraries(library: Any) -> None:
+    source = GitLabSigned(secret=EXAMPLE_SECRET)
+    headers, body = kit_sign(source, KIT_EVENT)
+    library(EXAMPLE_SECRET).verify(body, headers)  # raises unless it verifies
+    forged, _ = kit_sign(source, KIT_EVENT, secret="whsec_" + base64.b64encode(b"x" * 24).decode())
+    with pytest.raises(Exception, match=r"(?i)signature"):
+        library(EXAMPLE_SECRET).verify(body, forged)
+    # GitLab sends the delivery's Idempotency-Key as the signed webhook-id.
+    assert headers["Idempotency-Key"] == headers["webhook-id"]
+
+
+def test_the_kit_sends_gitlabs_token_and_keeps_the_key() -> None:
+    source = GitLab(token="glpat-token")
+    first, _ = kit_sign(source, KIT_EVENT, event="Merge Request Hook")
+    second, _ = kit_sign(source, KIT_EVENT, event="Merge Request Hook")
+    assert first["X-Gitlab-Token"] == "glpat-token"
+    assert first["Idempotency-Key"] == second["Idempotency-Key"]
+    assert first["X-Gitlab-Webhook-UUID"] != second["X-Gitlab-Webhook-UUID"]

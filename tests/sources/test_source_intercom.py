@@ -13,6 +13,7 @@ import pytest
 from hookinbox import Inbox
 from hookinbox._errors import BadSignature, MissingHeader, PayloadError
 from hookinbox.sources import Intercom
+from hookinbox.testing import sign as kit_sign
 
 SECRET = "intercom-client-secret-1f3c"
 EVENT = {
@@ -95,3 +96,13 @@ def test_a_retry_is_no_key_conflict_but_another_body_is(tmp_path: object) -> Non
     stored = inbox.store.get_event("intercom", EVENT["id"])
     inbox.close()
     assert (stored.delivery_count, stored.key_conflicts) == (4, 1)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_follows_intercoms_recipe() -> None:
+    headers, body = kit_sign(Intercom(secret="ic"), KIT_EVENT)
+    assert headers["X-Hub-Signature"] == "sha1=" + hmac.new(b"ic", body, hashlib.sha1).hexdigest()

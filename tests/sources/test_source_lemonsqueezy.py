@@ -17,6 +17,7 @@ import pytest
 
 from hookinbox._errors import BadSignature, MissingHeader, PayloadError
 from hookinbox.sources import LemonSqueezy
+from hookinbox.testing import sign as kit_sign
 
 NOW = 1_700_000_000.0
 SECRET = "lemon-signing-secret"
@@ -140,3 +141,15 @@ def test_created_at_is_the_time_without_updated_at() -> None:
 def test_unusable_bodies_are_payload_errors(event: dict[str, Any]) -> None:
     with pytest.raises(PayloadError):
         identify(event)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_follows_lemon_squeezys_recipe() -> None:
+    payload = {"meta": {"event_name": "order_created"}, "data": {"type": "orders", "id": "1"}}
+    headers, body = kit_sign(LemonSqueezy(secret="lemon"), payload)
+    assert headers["X-Signature"] == hmac.new(b"lemon", body, hashlib.sha256).hexdigest()
+    assert headers["X-Event-Name"] == "order_created"

@@ -16,6 +16,7 @@ from tests.testing.npm_oracles import npm_verifies, oracle_dir
 
 from hookinbox._errors import BadSignature, MissingHeader, PayloadError, TimestampOutOfTolerance
 from hookinbox.sources import Linear
+from hookinbox.testing import sign as kit_sign
 
 SECRET = "lin_wh_5f0e3c1a9b7d"
 DELIVERY = "234d1a4e-b617-4388-90fe-adc3633d6b72"
@@ -106,3 +107,17 @@ def test_a_delivery_without_linear_delivery_is_a_payload_error() -> None:
     del headers["linear-delivery"]
     with pytest.raises(PayloadError, match="Linear-Delivery"):
         Linear(secret=SECRET).authenticate(headers, body, now=time.time())
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_is_verified_by_linears_sdk_with_the_time_in_the_body(npm: Path) -> None:
+    issue = {"action": "create", "type": "Issue", "data": {"id": "1"}}
+    headers, body = kit_sign(Linear(secret="lin-secret"), issue, delivery="d-1")
+    assert npm_verifies(npm, "linear", "lin-secret", headers, body)["valid"]
+    assert not npm_verifies(npm, "linear", "other", headers, body)["valid"]
+    assert abs(json.loads(body)["webhookTimestamp"] / 1000 - time.time()) < 30
+    assert (headers["Linear-Delivery"], headers["Linear-Event"]) == ("d-1", "Issue")

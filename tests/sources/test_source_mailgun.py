@@ -12,6 +12,7 @@ import pytest
 
 from hookinbox._errors import BadSignature, PayloadError, TimestampOutOfTolerance
 from hookinbox.sources import Mailgun
+from hookinbox.testing import sign as kit_sign
 
 KEY = "key-mailgun-webhook-signing-3c1f"
 PARENT_KEY = "key-mailgun-parent-account-9e0d"
@@ -111,3 +112,16 @@ def test_the_signature_does_not_cover_the_event_data() -> None:
 def test_authentic_but_no_event_id_is_a_payload_error(data: dict[str, Any]) -> None:
     with pytest.raises(PayloadError):
         Mailgun(secret=KEY).authenticate({}, body(data=data), now=T)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+
+def test_the_kits_signer_follows_mailguns_recipe_inside_the_body() -> None:
+    _, body = kit_sign(Mailgun(secret="mg"), {"event-data": {"id": "e1"}}, at=1_700_000_000)
+    block = json.loads(body)["signature"]
+    assert (block["timestamp"], len(block["token"])) == ("1700000000", 50)
+    expected = hmac.new(b"mg", f"1700000000{block['token']}".encode(), hashlib.sha256)
+    assert block["signature"] == expected.hexdigest()
+    _, again = kit_sign(Mailgun(secret="mg"), {"event-data": {"id": "e1"}}, at=1_700_000_000)
+    assert json.loads(again)["signature"]["token"] != block["token"]  # new on every attempt

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import socket
 from collections.abc import Iterator
@@ -23,8 +25,9 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import Mollie, MollieAPI, MollieClassic
-from hookinbox.sources._base import normalize_headers
+from hookinbox.testing import sign as kit_sign
 
 NOW = 1_700_000_000.0
 SECRET = "whsec_mollie_next_gen_0123456789"
@@ -353,3 +356,22 @@ def test_mollie_api_configuration_errors(options: dict[str, Any]) -> None:
 
 def test_the_api_key_is_not_in_the_repr() -> None:
     assert "live_secret" not in repr(MollieAPI(api_key="live_secret"))
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_follows_mollies_recipe() -> None:
+    headers, body = kit_sign(Mollie(secret="mollie-secret"), KIT_EVENT)
+    digest = hmac.new(b"mollie-secret", body, hashlib.sha256).hexdigest()
+    assert headers["X-Mollie-Signature"] == f"sha256={digest}"
+
+
+def test_the_kit_sends_mollie_classic_an_unsigned_form() -> None:
+    source = MollieClassic(fetch=lambda resource_id: None)
+    assert kit_sign(source, {"id": "tr_WDqYK6vllg"}) == (
+        {"Content-Type": "application/x-www-form-urlencoded"},
+        b"id=tr_WDqYK6vllg",
+    )

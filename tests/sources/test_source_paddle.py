@@ -20,6 +20,7 @@ from hookinbox._errors import (
     VerificationError,
 )
 from hookinbox.sources import Paddle
+from hookinbox.testing import sign as kit_sign
 
 T = 1_700_000_000
 NOW = float(T)
@@ -231,3 +232,20 @@ def test_notification_id_is_not_the_key() -> None:
 def test_unusable_body_is_payload_error(body: bytes) -> None:
     with pytest.raises(PayloadError):
         Paddle(secret=SECRET).identify({}, body)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+class _PaddleRequest:
+    def __init__(self, headers: dict[str, str], body: bytes) -> None:
+        self.headers = headers
+        self.body = self.content = self.data = body
+
+
+def test_the_kits_signer_is_verified_by_paddles_sdk() -> None:
+    headers, body = kit_sign(Paddle(secret="pdl_ntfset_1"), KIT_EVENT)
+    assert Verifier().verify(_PaddleRequest(headers, body), Secret("pdl_ntfset_1"))
+    assert not Verifier().verify(_PaddleRequest(headers, body), Secret("pdl_ntfset_2"))

@@ -20,7 +20,10 @@ from hookinbox._errors import (
     PayloadError,
     TimestampOutOfTolerance,
 )
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import PayPal, PayPalAPI
+from hookinbox.testing import paypal_test_certificate
+from hookinbox.testing import sign as kit_sign
 
 NOW = 1_700_000_000.0  # paypal.TRANSMISSION_TIME
 KEY = paypal_signing().key
@@ -256,3 +259,29 @@ def test_the_signature_headers_are_stored_and_nothing_else() -> None:
 def test_the_redelivery_window_is_three_days_and_configurable() -> None:
     assert source().redelivery_window == timedelta(days=3)
     assert source(redelivery_window=timedelta(days=30)).redelivery_window == timedelta(days=30)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_follows_paypals_recipe() -> None:
+    certificate = paypal_test_certificate()
+    source = PayPal(webhook_id="1JE4291016473214C", certificate=certificate.pem)
+    headers, body = kit_sign(source, KIT_EVENT, at=1_700_000_000)
+    assert headers["PAYPAL-TRANSMISSION-TIME"] == "2023-11-14T22:13:20Z"
+    crc = binascii.crc32(body) & 0xFFFFFFFF
+    text = f"{headers['PAYPAL-TRANSMISSION-ID']}|2023-11-14T22:13:20Z|1JE4291016473214C|{crc}"
+    public = certificate.private_key.public_key()
+    public.verify(
+        base64.b64decode(headers["PAYPAL-TRANSMISSION-SIG"]),
+        text.encode(),
+        padding.PKCS1v15(),
+        hashes.SHA256(),
+    )
+    other = PayPal(webhook_id="1JE4291016473214C", certificate=certificate.pem)
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    forged, _ = kit_sign(other, KIT_EVENT, at=1_700_000_000, private_key=stranger)
+    with pytest.raises(BadSignature):
+        source.verify(normalize_headers(forged), body, now=1_700_000_000)

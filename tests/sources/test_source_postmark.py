@@ -10,6 +10,7 @@ import pytest
 
 from hookinbox._errors import BadSignature, ConfigurationError, MissingHeader, PayloadError
 from hookinbox.sources import Postmark
+from hookinbox.testing import sign as kit_sign
 
 USER, PASSWORD = "postmark-hooks", "Xk2p9Vn4qL"
 MESSAGE = "883953f4-6105-42a2-a16a-77a8eac79483"
@@ -114,3 +115,13 @@ def test_a_record_type_added_later_is_kept_apart_by_its_content() -> None:
 def test_a_record_naming_nothing_is_a_payload_error(record: dict[str, Any]) -> None:
     with pytest.raises(PayloadError):
         key(record)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kit_sends_postmarks_basic_credentials() -> None:
+    headers, _ = kit_sign(Postmark(username="hooks", password="pw:1"), KIT_EVENT)
+    assert headers["Authorization"] == "Basic " + base64.b64encode(b"hooks:pw:1").decode()

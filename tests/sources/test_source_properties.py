@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from tests.conftest import FAST_TIER
 from tests.support.pki import paypal_signing
 
 from hookinbox._errors import (
@@ -35,6 +36,7 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
+from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     BatchSource,
@@ -68,7 +70,6 @@ from hookinbox.sources import (
     WorkOS,
     Zoom,
 )
-from hookinbox.sources._base import normalize_headers, wire_text
 from hookinbox.sources._mollie import RESOURCE_ID
 
 T = 1_700_000_000
@@ -88,8 +89,10 @@ PAYPAL_HEADERS = (
 )
 HOOK_URL = "https://hooks.example.com/webhooks/x?tenant=7"
 
+EXAMPLES = 60 if FAST_TIER else 300
+"""Inputs per property: `make test` explores 300, `make test-fast` a first 60."""
 PROPERTY_SETTINGS = settings(
-    max_examples=300,
+    max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[
         HealthCheck.too_slow,
@@ -937,7 +940,7 @@ def test_a_form_signature_covers_every_field(tampered: bytes) -> None:
         source.verify(headers, tampered, now=NOW)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(st.lists(st.tuples(st.text(max_size=10), st.text(max_size=10)), max_size=8))
 def test_normalize_headers_properties(pairs: list[tuple[str, str]]) -> None:
     result = normalize_headers(pairs)

@@ -8,11 +8,14 @@ import hmac
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+from tests.testing.npm_oracles import npm_verifies
 
 from hookinbox._errors import BadSignature, ConfigurationError, MissingHeader, PayloadError
 from hookinbox.sources import Shopify
+from hookinbox.testing import sign as kit_sign
 
 NOW = 1_700_000_000.0
 SECRET = "shpss_client_secret_0123456789"
@@ -199,3 +202,16 @@ def test_stored_headers_keep_identity_not_unknown_headers() -> None:
     assert stored["x-shopify-event-id"] == EVENT_ID
     assert stored["content-type"] == "application/json"
     assert "authorization" not in stored
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_and_headers_are_validated_by_shopify_api(npm: Path) -> None:
+    headers, body = kit_sign(Shopify(secret="shpss_1"), KIT_EVENT, topic="orders/paid")
+    answer = npm_verifies(npm, "shopify", "shpss_1", headers, body)
+    assert answer["valid"], answer["detail"]
+    assert '"topic":"ORDERS_PAID"' in answer["detail"]
+    assert not npm_verifies(npm, "shopify", "other", headers, body)["valid"]

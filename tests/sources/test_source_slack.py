@@ -22,6 +22,7 @@ from hookinbox._errors import (
 )
 from hookinbox._records import EventFilter
 from hookinbox.sources import Slack
+from hookinbox.testing import sign as kit_sign
 
 T = 1_700_000_000
 NOW = float(T)
@@ -253,3 +254,16 @@ def test_no_usable_key_is_payload_error(payload: object) -> None:
 def test_interactivity_and_slash_command_forms_are_payload_errors(body: bytes) -> None:
     with pytest.raises(PayloadError):
         Slack(secret=SECRET).authenticate(signed(body), body, now=NOW)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_is_verified_by_slacks_sdk() -> None:
+    secret = "8f742231b10e8888abcd99yyyzzz85a5"
+    headers, body = kit_sign(Slack(secret=secret), KIT_EVENT, retry=1)
+    assert SignatureVerifier(secret).is_valid_request(body, headers)
+    assert not SignatureVerifier("another").is_valid_request(body, headers)
+    assert headers["X-Slack-Retry-Num"] == "1"

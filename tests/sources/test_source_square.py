@@ -17,9 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from square.utils.webhooks_helper import verify_signature
+from square.utils.webhooks_helper import verify_signature as square_verifies
 
 from hookinbox._errors import BadSignature, ConfigurationError, MissingHeader, PayloadError
 from hookinbox.sources import Square
+from hookinbox.testing import sign as kit_sign
 
 NOW = 1_700_000_000.0
 SECRET = "asdf1234-signature-key"
@@ -137,3 +139,17 @@ def test_identify_reads_event_id_type_and_time() -> None:
 def test_no_event_id_is_payload_error(body: bytes) -> None:
     with pytest.raises(PayloadError, match=r"event_id|JSON"):
         Square(secret=SECRET, notification_url=URL).identify({}, body)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_is_verified_by_squares_sdk() -> None:
+    url = "https://example.com/webhooks/square?shop=1"
+    headers, body = kit_sign(Square(secret="sq-key", notification_url=url), KIT_EVENT)
+    signature = headers["x-square-hmacsha256-signature"]
+    check = {"request_body": body.decode(), "signature_header": signature}
+    assert square_verifies(**check, signature_key="sq-key", notification_url=url)
+    assert not square_verifies(**check, signature_key="other", notification_url=url)

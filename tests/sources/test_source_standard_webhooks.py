@@ -7,10 +7,13 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from unittest import mock
 
 import pytest
+import standardwebhooks
 import standardwebhooks.webhooks
+import svix
 import svix.webhooks
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +27,8 @@ from hookinbox._errors import (
     VerificationError,
 )
 from hookinbox.sources import StandardWebhooks
+from hookinbox.sources._standard_webhooks import EXAMPLE_SECRET
+from hookinbox.testing import sign as kit_sign
 
 T = 1_700_000_000
 NOW = float(T)
@@ -430,3 +435,18 @@ def test_signed_non_json_body_authenticates_to_payload_error() -> None:
     body = b"plain text"
     with pytest.raises(PayloadError):
         StandardWebhooks(secret=SECRET).authenticate(headers(signature(body)), body, now=NOW)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+@pytest.mark.parametrize("library", [standardwebhooks.Webhook, svix.Webhook])
+def test_the_kits_signer_is_verified_by_the_standard_webhooks_libraries(library: Any) -> None:
+    source = StandardWebhooks(secret=EXAMPLE_SECRET)
+    headers, body = kit_sign(source, KIT_EVENT)
+    library(EXAMPLE_SECRET).verify(body, headers)  # raises unless it verifies
+    forged, _ = kit_sign(source, KIT_EVENT, secret="whsec_" + base64.b64encode(b"x" * 24).decode())
+    with pytest.raises(Exception, match=r"(?i)signature"):
+        library(EXAMPLE_SECRET).verify(body, forged)

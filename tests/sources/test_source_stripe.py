@@ -22,6 +22,7 @@ from hookinbox._errors import (
     VerificationError,
 )
 from hookinbox.sources import Identity, Stripe
+from hookinbox.testing import sign as kit_sign
 
 T = 1_700_000_000
 NOW = float(T)
@@ -424,3 +425,16 @@ def test_signed_array_body_authenticates_to_payload_error() -> None:
     body = json.dumps([EVENT]).encode()
     with pytest.raises(PayloadError):
         Stripe(secret=SECRET).authenticate({"stripe-signature": sign(body)}, body, now=NOW)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_is_verified_by_stripes_sdk() -> None:
+    headers, body = kit_sign(Stripe(secret="whsec_test"), KIT_EVENT)
+    event = stripe.Webhook.construct_event(body, headers["Stripe-Signature"], "whsec_test")
+    assert event["id"] == "evt_1"
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.Webhook.construct_event(body, headers["Stripe-Signature"], "whsec_other")

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.testing.npm_oracles import npm_verifies, oracle_dir
+from tests.testing.npm_oracles import npm_verifies
 from twilio.request_validator import RequestValidator
+from werkzeug.datastructures import MultiDict as WerkzeugMultiDict
 
 from hookinbox import Inbox
 from hookinbox._errors import (
@@ -23,6 +26,7 @@ from hookinbox._errors import (
     VerificationError,
 )
 from hookinbox.sources import Twilio
+from hookinbox.testing import sign as kit_sign
 
 NOW = 1_700_000_000.0
 TOKEN = "12345abcdef12345abcdef12345abcde"
@@ -323,11 +327,6 @@ QUERY_URL = "https://example.com/webhooks/twilio?sites=north,south&next=/done&no
 ESCAPED_URL = "https://example.com/webhooks/twilio?sites=north%2Csouth&next=%2Fdone&note=a%20b!"
 
 
-@pytest.fixture(scope="module")
-def npm() -> Path:
-    return oracle_dir()
-
-
 @pytest.mark.parametrize("signed", [QUERY_URL, ESCAPED_URL], ids=["as-configured", "escaped"])
 def test_both_query_forms_verify_as_twilio_node_accepts_them(signed: str, npm: Path) -> None:
     headers, body = form_delivery(STATUS, url=signed)
@@ -384,3 +383,40 @@ def test_the_url_as_new_url_writes_it_verifies(configured: str, signed: str, npm
     headers, body = form_delivery(STATUS, url=signed)
     assert npm_verifies(npm, "twilio", TOKEN, headers, body, url=configured)["valid"]
     source(url=configured).verify(headers, body, now=NOW)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+KIT_URL = "https://example.com/webhooks/twilio"
+
+
+@pytest.mark.parametrize("algorithm", ["HMAC_SHA1", "HMAC_SHA256"])
+def test_the_kits_forms_are_verified_by_twilios_sdk(algorithm: str) -> None:
+    # Repeated and blank fields: Twilio's order is names sorted, then each name's values.
+    params = {"MessageSid": "SM1", "MessageStatus": "delivered", "To": ["+2", "+1"], "Body": ""}
+    headers, body = kit_sign(Twilio(secret="tw-token", url=KIT_URL), params, algorithm=algorithm)
+    assert body.startswith(b"MessageSid=SM1&")
+    form = WerkzeugMultiDict(parse_qsl(body.decode(), keep_blank_values=True))  # as Flask has it
+    if algorithm == "HMAC_SHA1":
+        assert RequestValidator("tw-token").validate(KIT_URL, form, headers["X-Twilio-Signature"])
+        assert not RequestValidator("other").validate(KIT_URL, form, headers["X-Twilio-Signature"])
+    else:  # the SDK computes SHA-1 only; SHA-256 signs the same text: recompute it
+        signed = KIT_URL + "".join(
+            name + value
+            for name in sorted(params)
+            for value in sorted(
+                set(params[name] if isinstance(params[name], list) else [params[name]])
+            )
+        )
+        digest = hmac.new(b"tw-token", signed.encode(), hashlib.sha256).digest()
+        assert headers["X-Twilio-Signature"] == base64.b64encode(digest).decode()
+        assert headers["X-Twilio-Webhooks-Signature-Settings"] == "algorithm=HMAC_SHA256"
+
+
+def test_the_kits_json_bodies_are_verified_by_twilios_sdk() -> None:
+    source = Twilio(secret="tw-token", url=KIT_URL)
+    headers, body = kit_sign(source, KIT_EVENT, content_type="application/json")
+    url = f"{KIT_URL}?bodySHA256={hashlib.sha256(body).hexdigest()}"
+    assert RequestValidator("tw-token").validate(url, body.decode(), headers["X-Twilio-Signature"])

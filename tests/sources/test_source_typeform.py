@@ -13,6 +13,7 @@ import pytest
 
 from hookinbox._errors import BadSignature, MissingHeader, PayloadError
 from hookinbox.sources import Typeform
+from hookinbox.testing import sign as kit_sign
 
 SECRET = "typeform-secret-9a1b"
 EVENT = {
@@ -65,3 +66,14 @@ def test_a_changed_body_and_a_missing_header_are_refused() -> None:
 def test_an_unusable_body_is_a_payload_error(body: bytes) -> None:
     with pytest.raises(PayloadError):
         Typeform(secret=SECRET).identify({}, body)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_follows_typeforms_recipe() -> None:
+    headers, body = kit_sign(Typeform(secret="tf"), KIT_EVENT)
+    digest = base64.b64encode(hmac.new(b"tf", body, hashlib.sha256).digest()).decode()
+    assert headers["Typeform-Signature"] == f"sha256={digest}"

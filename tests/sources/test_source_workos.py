@@ -23,6 +23,7 @@ from hookinbox._errors import (
     VerificationError,
 )
 from hookinbox.sources import WorkOS
+from hookinbox.testing import sign as kit_sign
 
 SECRET = "wsec_0c6b1b1f5b8e4d7a"
 EVENT: dict[str, Any] = {
@@ -135,3 +136,18 @@ def test_identify_reads_id_event_and_time() -> None:
 def test_an_unusable_body_is_a_payload_error(body: bytes) -> None:
     with pytest.raises(PayloadError):
         WorkOS(secret=SECRET).identify({}, body)
+
+
+# -- the test kit's signer (`hookinbox.testing.sign`, declared in the provider's module) -------
+
+KIT_EVENT = {"id": "evt_1", "type": "invoice.paid", "note": "café ☕"}
+
+
+def test_the_kits_signer_is_verified_by_workos_sdk() -> None:
+    sdk = workos.WorkOSClient(api_key="sk_test_signers", client_id="client_signers").webhooks
+    headers, body = kit_sign(WorkOS(secret="wsec_1"), KIT_EVENT)
+    sdk.verify_header(event_body=body, event_signature=headers["WorkOS-Signature"], secret="wsec_1")
+    with pytest.raises(ValueError, match=r"(?i)signature"):
+        sdk.verify_header(
+            event_body=body, event_signature=headers["WorkOS-Signature"], secret="wsec_2"
+        )

@@ -7,6 +7,7 @@ import hashlib
 import multiprocessing
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from hookinbox._model import NewDelivery, Status
@@ -89,6 +90,7 @@ def _deliver_many(
     store.dispose()
 
 
+@pytest.mark.slow  # processes: `make test`, not `make test-fast`
 def test_concurrent_processes_store_one_event(db_url: str) -> None:
     """Four processes racing the same key: exactly one delivery creates the event."""
     context = multiprocessing.get_context("spawn")

@@ -42,6 +42,7 @@ def _migrate(url: str, barrier: multiprocessing.synchronize.Barrier) -> None:
     store.dispose()
 
 
+@pytest.mark.slow  # processes: `make test`, not `make test-fast`
 def test_concurrent_first_starts_migrate_once(empty_db_url: str) -> None:
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(4)

@@ -165,6 +165,7 @@ def test_the_correct_handler_passes(shop_of: Callable[[str], Shop], server: str 
     assert report.schedules >= 6  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # seconds by design: `make test`, not `make test-fast`
 @pytest.mark.parametrize("handler", ["another_connection", "direct_call"])
 def test_a_write_or_a_call_outside_the_transaction_is_caught(
     shop_of: Callable[[str], Shop], server: str | None, handler: str
@@ -176,6 +177,7 @@ def test_a_write_or_a_call_outside_the_transaction_is_caught(
         assert "dies after its handlers, before commit" in caught.value.schedule
 
 
+@pytest.mark.postgres
 def test_a_check_then_insert_without_a_constraint_is_caught_on_postgresql(
     shop_of: Callable[[str], Shop],
 ) -> None:

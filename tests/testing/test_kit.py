@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from hookinbox import ConfigurationError, Inbox, RetryPolicy, Status
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import GitHub, Shopify, StandardWebhooks, Stripe
-from hookinbox.sources._base import normalize_headers
 from hookinbox.testing import (
     Clock,
     InboxHarness,
@@ -103,6 +103,7 @@ def test_the_builders_make_events_the_sources_read() -> None:
     assert standard.identify(normalize_headers(headers), body).event_type == "user.created"
 
 
+@pytest.mark.slow
 def test_importing_the_kit_imports_no_test_tool() -> None:
     code = (
         "import sys, hookinbox.testing; "

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
+
 APP = """
 from hookinbox import Inbox
 from hookinbox.sources import GitHub

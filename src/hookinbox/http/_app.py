@@ -23,12 +23,12 @@ from weakref import WeakKeyDictionary
 import anyio.to_thread
 
 from hookinbox._errors import BodyTooLarge, ConfigurationError
+from hookinbox._headers import HeaderValues, normalize_raw_headers
 from hookinbox._logging import logger
 from hookinbox._receiver import BaseReceiver, Reply, Verified
 from hookinbox.http._deadlines import within
 from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_body, send_text
 from hookinbox.http._types import ASGIApp, Message, Receive, Scope, Send
-from hookinbox.sources._base import HeaderValues, normalize_raw_headers
 
 if TYPE_CHECKING:
     from hookinbox._inbox import BaseInbox

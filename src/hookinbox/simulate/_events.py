@@ -1,7 +1,9 @@
 """Realistic events per provider, as bodies ready to sign: generated once, before any send.
 
-Everything is drawn from the caller's seeded `random.Random` and the caller's `now`, so one
-seed and one clock give byte-identical bodies. Bodies are serialised the way each provider
+The payloads are the test kit's (`hookinbox.testing`'s `stripe_event`, `shopify_order`,
+`github_push`, `standard_event`: one generator for handlers' tests and the simulator). Every
+draw comes from the caller's seeded `random.Random` and every time from the caller's `now`,
+so one seed and one clock give byte-identical bodies. Bodies are serialised the way each provider
 serialises them (Stripe pretty-prints), which also checks that a receiver verifies the bytes
 it received rather than a re-serialised copy.
 
@@ -15,16 +17,22 @@ from __future__ import annotations
 
 import json
 import random
-import string
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from hookinbox.simulate._providers import ProviderName
+from hookinbox.testing._events import (
+    github_push,
+    shopify_order,
+    standard_event,
+    stripe_checkout_session,
+    stripe_event,
+    stripe_subscription,
+    token,
+    uuid4,
+)
 
-ALPHANUMERIC = string.ascii_letters + string.digits
 CHECKOUT = "checkout.session.completed"
 SUBSCRIPTION_CREATED = "customer.subscription.created"
 SUBSCRIPTION_UPDATED = "customer.subscription.updated"
@@ -61,18 +69,6 @@ class GeneratedEvent:
     """The customer (Stripe) this event belongs to; events of other providers stand alone."""
 
 
-def _token(rng: random.Random, length: int) -> str:
-    return "".join(rng.choices(ALPHANUMERIC, k=length))
-
-
-def _uuid(rng: random.Random) -> str:
-    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _json_headers(user_agent: str) -> tuple[tuple[str, str], ...]:
     return (("content-type", "application/json; charset=utf-8"), ("user-agent", user_agent))
 
@@ -85,50 +81,32 @@ STRIPE_HEADERS = _json_headers("Stripe/1.0 (+https://stripe.com/docs/webhooks)")
 def _stripe_event(
     rng: random.Random, event_type: str, created: int, obj: dict[str, Any], **extra: Any
 ) -> tuple[str, bytes]:
-    event_id = f"evt_1{_token(rng, 23)}"
-    envelope = {
-        "id": event_id,
-        "object": "event",
-        "api_version": "2024-06-20",
-        "created": created,
-        "data": {"object": obj, **extra},
-        "livemode": False,
-        "pending_webhooks": 1,
-        "request": {"id": f"req_{_token(rng, 14)}", "idempotency_key": _uuid(rng)},
-        "type": event_type,
-    }
-    return event_id, json.dumps(envelope, indent=2).encode()  # Stripe pretty-prints
+    envelope = stripe_event(event_type, obj, created=created, rng=rng, **extra)
+    return envelope["id"], json.dumps(envelope, indent=2).encode()  # Stripe pretty-prints
 
 
 def stripe_chain(rng: random.Random, chain: int, now: float) -> list[GeneratedEvent]:
     """One customer's events, in the order Stripe creates them."""
     created = int(now) - rng.randint(0, 120)
-    customer = f"cus_{_token(rng, 14)}"
-    payment = f"pi_3{_token(rng, 23)}"
+    customer = f"cus_{token(14, rng)}"
     subscribes = rng.random() < SUBSCRIPTION_SHARE
-    subscription = f"sub_1{_token(rng, 23)}" if subscribes else None
+    subscription = f"sub_1{token(23, rng)}" if subscribes else None
     amount = rng.choice((900, 1200, 2500, 4900, 9900, 19900))
-    currency = rng.choice(CURRENCIES)
     name = rng.choice(FIRST_NAMES)
     email = f"{name.lower()}.{customer[4:10].lower()}@example.com"
-    session = {
-        "id": f"cs_test_a1{_token(rng, 56)}",
-        "object": "checkout.session",
-        "amount_subtotal": amount,
-        "amount_total": amount,
-        "created": created - rng.randint(30, 600),
-        "currency": currency,
-        "customer": customer,
-        "customer_details": {"email": email, "name": name},
-        "customer_email": email,
-        "livemode": False,
-        "metadata": {},
-        "mode": "subscription" if subscribes else "payment",
-        "payment_intent": payment,
-        "payment_status": "paid",
-        "status": "complete",
-        "subscription": subscription,
-    }
+    session = stripe_checkout_session(
+        rng=rng,
+        now=created - rng.randint(30, 600),
+        amount_subtotal=amount,
+        amount_total=amount,
+        currency=rng.choice(CURRENCIES),
+        customer=customer,
+        customer_details={"email": email, "name": name},
+        customer_email=email,
+        mode="subscription" if subscribes else "payment",
+        subscription=subscription,
+    )
+    payment = session["payment_intent"]
     event_id, body = _stripe_event(rng, CHECKOUT, created, session)
     events = [
         GeneratedEvent(event_id, event_id, CHECKOUT, body, STRIPE_HEADERS, payment, chain=chain)
@@ -136,24 +114,22 @@ def stripe_chain(rng: random.Random, chain: int, now: float) -> list[GeneratedEv
     if subscription is None:
         return events
     status = "incomplete"
-    item = {"id": f"si_{_token(rng, 14)}", "price": {"id": f"price_{_token(rng, 24)}"}}
+    items: Any = None
     for number in range(1 + rng.randint(1, 3)):
         event_type = SUBSCRIPTION_CREATED if number == 0 else SUBSCRIPTION_UPDATED
         created += rng.randint(1, 5)  # strictly later: the last update is well defined
         previous = status
         if number > 0:
             status = rng.choice([s for s in STATUSES if s != previous])
-        obj = {
-            "id": subscription,
-            "object": "subscription",
-            "cancel_at_period_end": status == "canceled",
-            "current_period_start": created,
-            "current_period_end": created + 30 * 86400,
-            "customer": customer,
-            "items": {"object": "list", "data": [item]},
-            "latest_invoice": f"in_1{_token(rng, 23)}",
-            "status": status,
-        }
+        obj = stripe_subscription(
+            rng=rng,
+            now=created,
+            id=subscription,
+            customer=customer,
+            status=status,
+            cancel_at_period_end=status == "canceled",
+        )
+        items = obj["items"] = items or obj["items"]  # one price for the whole chain
         extra = {"previous_attributes": {"status": previous}} if number > 0 else {}
         event_id, body = _stripe_event(rng, event_type, created, obj, **extra)
         events.append(
@@ -196,42 +172,20 @@ def stripe_stream(rng: random.Random, count: int, now: float) -> list[GeneratedE
 
 
 def shopify_event(rng: random.Random, now: float) -> GeneratedEvent:
-    event_id = _uuid(rng)
-    order_id = rng.randint(5_000_000_000_000, 5_999_999_999_999)
-    created = _iso(now - rng.randint(0, 120))
-    price = f"{rng.choice((19, 29, 49, 99, 149))}.00"
+    event_id = uuid4(rng)
     name = rng.choice(FIRST_NAMES)
-    order = {
-        "id": order_id,
-        "admin_graphql_api_id": f"gid://shopify/Order/{order_id}",
-        "confirmation_number": _token(rng, 9).upper(),
-        "created_at": created,
-        "currency": "EUR",
-        "email": f"{name.lower()}@example.com",
-        "financial_status": "paid",
-        "name": f"#{rng.randint(1000, 99999)}",
-        "order_number": rng.randint(1000, 99999),
-        "total_price": price,
-        "customer": {"id": rng.randint(7_000_000_000_000, 7_999_999_999_999), "first_name": name},
-        "line_items": [
-            {
-                "id": rng.randint(10_000_000_000_000, 19_999_999_999_999),
-                "price": price,
-                "quantity": 1,
-                "sku": f"SKU-{rng.randint(100, 999)}",
-                "title": rng.choice(("Mug", "T-shirt", "Poster", "Notebook")),
-            }
-        ],
-    }
+    order = shopify_order(
+        rng=rng, now=now - rng.randint(0, 120), email=f"{name.lower()}@example.com"
+    )
     topic = "orders/create"
     headers = (
         *_json_headers("Shopify-Captain-Hook"),
         ("x-shopify-topic", topic),
         ("x-shopify-shop-domain", SHOP_DOMAIN),
         ("x-shopify-api-version", "2024-07"),
-        ("x-shopify-webhook-id", _uuid(rng)),
+        ("x-shopify-webhook-id", uuid4(rng)),
         ("x-shopify-event-id", event_id),
-        ("x-shopify-triggered-at", created),
+        ("x-shopify-triggered-at", order["created_at"]),
     )
     body = json.dumps(order, separators=(",", ":")).encode()
     return GeneratedEvent(event_id, f"{topic}:{event_id}", topic, body, headers, event_id)
@@ -241,38 +195,24 @@ def shopify_event(rng: random.Random, now: float) -> GeneratedEvent:
 
 
 def github_event(rng: random.Random, now: float) -> GeneratedEvent:
-    delivery = _uuid(rng)
-    repository = {
-        "id": rng.randint(100_000_000, 999_999_999),
-        "name": "shop",
-        "full_name": "hookinbox-simulated/shop",
-        "private": True,
-        "owner": {"login": "hookinbox-simulated", "type": "Organization"},
-    }
-    sender = {"login": rng.choice(FIRST_NAMES).lower(), "id": rng.randint(1000, 9_999_999)}
+    delivery = uuid4(rng)
     kind = rng.choice(("issues", "push", "pull_request"))
-    payload: dict[str, Any]
-    if kind == "push":
-        payload = {
-            "ref": "refs/heads/main",
-            "before": f"{rng.getrandbits(160):040x}",
-            "after": f"{rng.getrandbits(160):040x}",
-            "pusher": {"name": sender["login"]},
-        }
-    else:
+    payload: dict[str, Any] = github_push(rng=rng, now=now)
+    if kind != "push":  # the push's repository and sender, around an issue or a pull request
         number = rng.randint(1, 5000)
         thing = "issue" if kind == "issues" else "pull_request"
         payload = {
             "action": rng.choice(("opened", "closed", "edited")),
             thing: {"number": number, "title": f"Simulated {thing} {number}", "state": "open"},
+            "repository": payload["repository"],
+            "sender": payload["sender"],
         }
-    payload |= {"repository": repository, "sender": sender}
     headers = (
-        *_json_headers(f"GitHub-Hookshot/{_token(rng, 7).lower()}"),
+        *_json_headers(f"GitHub-Hookshot/{token(7, rng).lower()}"),
         ("x-github-event", kind),
         ("x-github-delivery", delivery),
         ("x-github-hook-id", "471198234"),
-        ("x-github-hook-installation-target-id", str(repository["id"])),
+        ("x-github-hook-installation-target-id", str(payload["repository"]["id"])),
         ("x-github-hook-installation-target-type", "repository"),
     )
     body = json.dumps(payload, separators=(",", ":")).encode()
@@ -282,18 +222,15 @@ def github_event(rng: random.Random, now: float) -> GeneratedEvent:
 # -- Standard Webhooks ---------------------------------------------------------------------------
 
 
-def standard_event(rng: random.Random, now: float) -> GeneratedEvent:
-    message_id = f"msg_{_token(rng, 27)}"
+def standard_webhooks_event(rng: random.Random, now: float) -> GeneratedEvent:
+    message_id = f"msg_{token(27, rng)}"
     event_type = rng.choice(("invoice.paid", "user.created", "subscription.renewed"))
-    payload = {
-        "type": event_type,
-        "timestamp": _iso(now - rng.randint(0, 120)),
-        "data": {
-            "id": f"{event_type.split('.')[0]}_{_token(rng, 16)}",
-            "amount": rng.randint(100, 100_000),
-            "customer": {"email": f"{rng.choice(FIRST_NAMES).lower()}@example.com"},
-        },
+    data = {
+        "id": f"{event_type.split('.')[0]}_{token(16, rng)}",
+        "amount": rng.randint(100, 100_000),
+        "customer": {"email": f"{rng.choice(FIRST_NAMES).lower()}@example.com"},
     }
+    payload = standard_event(event_type, data, now=now - rng.randint(0, 120))
     headers = (*_json_headers("Svix-Webhooks/1.44"), ("webhook-id", message_id))
     body = json.dumps(payload, separators=(",", ":")).encode()
     return GeneratedEvent(message_id, message_id, event_type, body, headers, message_id)
@@ -304,7 +241,7 @@ SINGLE: dict[ProviderName, SingleEvent] = {
     "stripe": lambda rng, now: stripe_chain(rng, 0, now)[0],  # a lone checkout
     "shopify": shopify_event,
     "github": github_event,
-    "standard": standard_event,
+    "standard": standard_webhooks_event,
 }
 
 

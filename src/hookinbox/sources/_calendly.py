@@ -10,6 +10,7 @@ recur on one resource (an event type updated twice). Why, in docs/sources/calend
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from hookinbox.sources._base import (
     Headers,
@@ -21,6 +22,7 @@ from hookinbox.sources._base import (
     parse_json_object,
     parse_time,
 )
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 
 ONCE_PER_RESOURCE = frozenset(
     {
@@ -60,3 +62,20 @@ class Calendly(SignatureListSource):
             occurred_at=parse_time(payload.get("created_at")),
             payload=payload,
         )
+
+
+def sign(source: Calendly, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = hex_mac(secret_key(source, fields), f"{t}.".encode() + body)
+    return {**json_headers(fields), "Calendly-Webhook-Signature": f"t={t},v1={digest}"}
+
+
+PROVIDER = provider(
+    Calendly,
+    sign=sign,
+    example=lambda keys: Calendly(secret="calendly-example"),
+    event=lambda tag: {
+        "event": "invitee.created",
+        "payload": {"uri": f"https://calendly.test/i/{tag}"},
+    },
+    signature_header="Calendly-Webhook-Signature",
+)

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, ConfigurationError
+from hookinbox._extras import importing
 from hookinbox.sources._base import (
     DEFAULT_TOLERANCE,
     Headers,
@@ -34,7 +35,8 @@ from hookinbox.sources._base import (
     require_header,
     secrets_tuple,
 )
-from hookinbox.sources._ed25519 import Ed25519Keys
+from hookinbox.sources._ed25519 import Ed25519Keys, ed25519_signature
+from hookinbox.sources._provider import json_headers, provider
 
 PING = 1
 INTERACTION_TYPES = {
@@ -111,3 +113,36 @@ class Discord(Source):
             payload=payload,
             answer=self.answers.get(kind) if isinstance(kind, int) else None,
         )
+
+
+def sign(source: Discord, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    signature = ed25519_signature(source, source._public, str(t).encode() + body, fields)
+    return {
+        **json_headers(fields),
+        "User-Agent": "Discord-Interactions/1.0 (+https://discord.com)",
+        "X-Signature-Ed25519": signature.hex(),
+        "X-Signature-Timestamp": str(t),
+    }
+
+
+def example_event(tag: str) -> dict[str, Any]:
+    """An interaction type Discord has not defined: stored, and answered with hookinbox's own
+    body (a known type is answered with Discord's deferred response instead)."""
+    return {"id": str(1_179_000_000_000_000_000 + int(tag, 36) % 10**9), "type": 99}
+
+
+PROVIDER = provider(
+    Discord,
+    sign=sign,
+    example=lambda keys: Discord(public_key=keys.ed25519),
+    event=example_event,
+    signature_header="X-Signature-Ed25519",
+    forgery=lambda: {"private_key": _stranger()},
+)
+
+
+def _stranger() -> Any:
+    """An Ed25519 private key no source trusts."""
+    with importing("hookinbox.testing.sign", "crypto"):
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    return Ed25519PrivateKey.generate()

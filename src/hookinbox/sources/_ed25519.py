@@ -8,7 +8,7 @@ loads it, and one that configures a public key without the extra learns which to
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._extras import importing
@@ -102,3 +102,42 @@ class Ed25519Keys:
                     continue
                 return True
         return False
+
+
+# -- signing, for the test kit's signers (Discord, Standard Webhooks `v1a`) ---------------------
+
+_TEST_KEYS: dict[bytes, Any] = {}
+"""Private keys by their public key's 32 bytes: the ones `hookinbox.testing` made
+(`ed25519_test_key`), which a signer finds by the public key a source trusts."""
+
+
+def remember_test_key(private_key: Any) -> bytes:
+    """Let signers find `private_key` (an `Ed25519PrivateKey`) by its public half; the raw
+    public key."""
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    raw: bytes = private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    _TEST_KEYS[raw] = private_key
+    return raw
+
+
+def ed25519_signature(
+    source: object, public: Ed25519Keys | None, message: bytes, fields: dict[str, Any]
+) -> bytes:
+    """`message` signed with the `private_key` field, or with the test key whose public half
+    `public` trusts."""
+    private_key = fields.pop("private_key", None)
+    if private_key is None and public is not None:
+        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+        for key in public.keys:
+            private_key = _TEST_KEYS.get(key.public_bytes(Encoding.Raw, PublicFormat.Raw))
+            if private_key is not None:
+                break
+    if private_key is None:
+        raise TypeError(
+            f"sign() needs the private key of {type(source).__name__}'s public key: build the "
+            "source with ed25519_test_key()'s public key, or pass private_key="
+        )
+    signature: bytes = private_key.sign(message)
+    return signature

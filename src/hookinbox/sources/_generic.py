@@ -7,10 +7,11 @@ the key and type read from a header or from a dotted path in the JSON body.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from hookinbox._errors import ConfigurationError
 from hookinbox.sources._base import (
@@ -28,6 +29,7 @@ from hookinbox.sources._base import (
     utf8_keys,
     verify_timestamped,
 )
+from hookinbox.sources._provider import body_id, json_headers, mac, provider, secret_key
 
 
 class HMACSource(Source):
@@ -116,3 +118,34 @@ class HMACSource(Source):
             occurred_at=parse_time(lookup(payload, self.time_field)) if self.time_field else None,
             payload=payload,
         )
+
+
+def sign(source: HMACSource, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    key = secret_key(source, fields)
+    signed = f"{t}.".encode() + body if source.timestamp_header else body
+    digest = mac(key, signed, source.algorithm)
+    encoded = digest.hex() if source.encoding == "hex" else base64.b64encode(digest).decode()
+    headers = {**json_headers(fields), source.signature_header: source.signature_prefix + encoded}
+    if source.timestamp_header:
+        headers[source.timestamp_header] = str(t)
+    if source.id_header:
+        headers[source.id_header] = fields.pop("event_id", None) or body_id(source, body)
+    if source.type_header:
+        headers[source.type_header] = fields.pop("event_type", "event")
+    return headers
+
+
+PROVIDER = provider(
+    HMACSource,
+    sign=sign,
+    # As docs/sources/hmac.md configures it for Mollie.
+    example=lambda keys: HMACSource(
+        name="mollie-hmac",
+        secret="mollie-example",
+        signature_header="X-Mollie-Signature",
+        signature_prefix="sha256=",
+        time_field="createdAt",
+    ),
+    event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
+    signature_header="X-Mollie-Signature",
+)

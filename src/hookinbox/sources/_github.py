@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from hookinbox.sources._base import (
     Headers,
@@ -23,6 +24,7 @@ from hookinbox.sources._base import (
     parse_json,
     utf8_keys,
 )
+from hookinbox.sources._provider import body_id, hex_mac, json_headers, provider, secret_key
 
 PREFIX = "sha256="
 
@@ -68,3 +70,26 @@ class GitHub(Source):
             occurred_at=None,
             payload=payload,
         )
+
+
+def sign(source: GitHub, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    key = secret_key(source, fields)
+    return {
+        **json_headers(fields),
+        "User-Agent": "GitHub-Hookshot/7e5b2a1",
+        "X-GitHub-Delivery": fields.pop("delivery", None) or body_id(source, body),
+        "X-GitHub-Event": fields.pop("event", "push"),
+        "X-GitHub-Hook-ID": str(fields.pop("hook_id", "471198234")),
+        # The legacy SHA-1 header GitHub still sends next to the SHA-256 one.
+        "X-Hub-Signature": "sha1=" + hex_mac(key, body, "sha1"),
+        "X-Hub-Signature-256": "sha256=" + hex_mac(key, body),
+    }
+
+
+PROVIDER = provider(
+    GitHub,
+    sign=sign,
+    example=lambda keys: GitHub(secret="gh-example"),
+    event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
+    signature_header="X-Hub-Signature-256",
+)

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import uuid
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from hookinbox._errors import BadSignature
 from hookinbox.sources._base import (
@@ -37,7 +39,14 @@ from hookinbox.sources._base import (
     signature_items,
     utf8_keys,
 )
-from hookinbox.sources._standard_webhooks import StandardWebhooks
+from hookinbox.sources._provider import body_id, json_headers, provider
+from hookinbox.sources._standard_webhooks import (
+    EXAMPLE_SECRET,
+    PROVIDER,
+    StandardWebhooks,
+    example_event,
+    standard_headers,
+)
 
 # GitLab does not retry on its own; a delivery is resent by hand from the hook's recent events,
 # which GitLab keeps for a few days (not confirmed how many): a week covers it.
@@ -109,3 +118,48 @@ class GitLabSigned(StandardWebhooks):
     def identify(self, headers: Headers, body: bytes) -> Identity:
         identity = super().identify(headers, body)
         return dataclasses.replace(identity, event_type=_gitlab_type(headers), occurred_at=None)
+
+
+EXAMPLE_TOKEN = "jéton-ünïcode ☕"
+"""Typed with accents: GitLab sends its UTF-8 bytes."""
+
+
+def sign(source: GitLab, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    token = fields.pop("secret", None) or source._tokens[0]
+    key = fields.pop("idempotency_key", None) or body_id(source, body)
+    return {
+        **json_headers(fields),
+        "User-Agent": "GitLab/17.5.0",
+        "X-Gitlab-Event": fields.pop("event", "Push Hook"),
+        "X-Gitlab-Token": token,
+        "X-Gitlab-Instance": fields.pop("instance", "https://gitlab.example.com"),
+        "X-Gitlab-Webhook-UUID": str(uuid.uuid4()),  # new on every attempt: never the key
+        "X-Gitlab-Event-UUID": key,
+        "Idempotency-Key": key,
+    }
+
+
+def sign_signed(
+    source: GitLabSigned, body: bytes, t: int, fields: dict[str, Any]
+) -> dict[str, str]:
+    event = fields.pop("event", "Push Hook")
+    headers = standard_headers(source, body, t, fields)
+    # GitLab sends the delivery's Idempotency-Key as the signed webhook-id.
+    return {**headers, "X-Gitlab-Event": event, "Idempotency-Key": headers["webhook-id"]}
+
+
+GITLAB = provider(
+    GitLab,
+    sign=sign,
+    example=lambda keys: GitLab(token=EXAMPLE_TOKEN),
+    event=example_event,
+    signature_header="X-Gitlab-Token",
+)
+GITLAB_SIGNED = provider(
+    GitLabSigned,
+    sign=sign_signed,
+    example=lambda keys: GitLabSigned(secret=EXAMPLE_SECRET, name="gitlab-signed"),
+    event=example_event,
+    signature_header="webhook-signature",
+    forgery=PROVIDER.forgery,
+)

@@ -36,6 +36,7 @@ from hookinbox.sources._base import (
     utf8_keys,
 )
 from hookinbox.sources._json_slices import array_items
+from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
 
 SIGNATURE = "x-hubspot-signature-v3"
 TIMESTAMP = "x-hubspot-request-timestamp"
@@ -118,3 +119,35 @@ def _event(item: Any) -> Identity:
         # HubSpot counts `attemptNumber` up on each retry: the rest is what a retry repeats.
         fingerprint=fingerprint_without(item, ATTEMPT),
     )
+
+
+# HubSpot signs the URI with these escapes decoded (HubSpot's "validating requests" page);
+# written again here, not taken from the source's `_DECODED`.
+_SIGNER_DECODED = {"%3A": ":", "%2F": "/", "%3F": "?", "%40": "@", "%21": "!", "%24": "$"}
+_SIGNER_DECODED |= {"%27": "'", "%28": "(", "%29": ")", "%2A": "*", "%2C": ",", "%3B": ";"}
+
+
+def sign(source: HubSpot, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    url = fields.pop("url", source.url)
+    for escape, character in _SIGNER_DECODED.items():
+        url = url.replace(escape, character).replace(escape.lower(), character)
+    milliseconds = str(fields.pop("milliseconds", t * 1000))
+    message = b"POST" + url.encode() + body + milliseconds.encode()
+    return {
+        **json_headers(fields),
+        "X-HubSpot-Signature-v3": b64_mac(secret_key(source, fields), message),
+        "X-HubSpot-Request-Timestamp": milliseconds,
+        "X-HubSpot-Signature-Version": "v3",
+    }
+
+
+PROVIDER = provider(
+    HubSpot,
+    sign=sign,
+    example=lambda keys: HubSpot(secret="hs-example", url="https://example.com/webhooks/hubspot"),
+    event=lambda tag: [
+        {"eventId": tag, "subscriptionId": 9, "subscriptionType": "contact.creation"}
+    ],
+    signature_header="X-HubSpot-Signature-v3",
+    batch_key=lambda events: f"9:{events[0]['eventId']}",
+)

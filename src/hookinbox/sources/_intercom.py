@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 from hookinbox.sources._base import (
     Headers,
@@ -19,6 +20,7 @@ from hookinbox.sources._base import (
     fields_identity,
     fingerprint_without,
 )
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 
 DELIVERY_FIELDS = ("delivery_attempts", "delivery_status", "delivered_at", "first_sent_at")
 """The notification's fields about its delivery rather than its event (Intercom's webhook
@@ -43,3 +45,17 @@ class Intercom(SecretSource):
         # retry differs only there, and is a duplicate, not a key conflict.
         fingerprint = fingerprint_without(identity.payload, *DELIVERY_FIELDS)
         return replace(identity, fingerprint=fingerprint)
+
+
+def sign(source: Intercom, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = hex_mac(secret_key(source, fields), body, "sha1")
+    return {**json_headers(fields), "X-Hub-Signature": f"sha1={digest}"}
+
+
+PROVIDER = provider(
+    Intercom,
+    sign=sign,
+    example=lambda keys: Intercom(secret="intercom-example"),
+    event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
+    signature_header="X-Hub-Signature",
+)

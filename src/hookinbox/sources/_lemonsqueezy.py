@@ -26,6 +26,7 @@ from hookinbox.sources._base import (
     parse_json_object,
     parse_time,
 )
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 
 
 def snapshot_digest(data: Any) -> str:
@@ -65,3 +66,28 @@ class LemonSqueezy(SecretSource):
             occurred_at=occurred,
             payload=payload,
         )
+
+
+def sign(source: LemonSqueezy, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    headers = {**json_headers(fields), "X-Signature": hex_mac(secret_key(source, fields), body)}
+    event_name = fields.pop("event_name", None)
+    if event_name is None:
+        try:
+            event_name = json.loads(body)["meta"]["event_name"]
+        except (ValueError, KeyError, TypeError):
+            event_name = None
+    if event_name is not None:
+        headers["X-Event-Name"] = str(event_name)
+    return headers
+
+
+PROVIDER = provider(
+    LemonSqueezy,
+    sign=sign,
+    example=lambda keys: LemonSqueezy(secret="lemon-example"),
+    event=lambda tag: {
+        "meta": {"event_name": "order_created"},
+        "data": {"type": "orders", "id": tag},
+    },
+    signature_header="X-Signature",
+)

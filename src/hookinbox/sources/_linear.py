@@ -13,9 +13,11 @@ handlers read `action` (`create`, `update`, `remove`) for the sub-kind.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from hookinbox._errors import BadSignature, PayloadError
 from hookinbox.sources._base import (
@@ -29,6 +31,14 @@ from hookinbox.sources._base import (
     optional_text,
     parse_json_object,
     parse_time,
+)
+from hookinbox.sources._provider import (
+    body_id,
+    hex_mac,
+    json_headers,
+    json_object,
+    provider,
+    secret_key,
 )
 
 TIMESTAMP_FIELD = "webhookTimestamp"
@@ -75,3 +85,32 @@ class Linear(TimestampedSource):
             # Each attempt is stamped anew: a retry differs only in its webhookTimestamp.
             fingerprint=fingerprint_without(payload, TIMESTAMP_FIELD),
         )
+
+
+def sign(
+    source: Linear, body: bytes, t: int, fields: dict[str, Any]
+) -> tuple[dict[str, str], bytes]:
+    key = secret_key(source, fields)
+    delivery = fields.pop("delivery", None) or body_id(source, body)  # before the stamp
+    sent = body
+    payload = json_object(body)
+    if payload is not None and TIMESTAMP_FIELD not in payload:
+        # Linear puts the sending time, in milliseconds, in the body it signs.
+        sent = json.dumps({**payload, TIMESTAMP_FIELD: t * 1000}).encode()
+    event = fields.pop("event", None) or (payload or {}).get("type") or "Issue"
+    headers = {
+        **json_headers(fields),
+        "Linear-Delivery": delivery,
+        "Linear-Event": str(event),
+        "Linear-Signature": hex_mac(key, sent),
+    }
+    return headers, sent
+
+
+PROVIDER = provider(
+    Linear,
+    sign=sign,
+    example=lambda keys: Linear(secret="linear-example"),
+    event=lambda tag: {"type": "Issue", "action": "create", "data": {"id": tag}},
+    signature_header="Linear-Signature",
+)

@@ -14,6 +14,8 @@ needs state a source does not keep (docs/sources/mailgun.md says what to do). Th
 
 from __future__ import annotations
 
+import json
+import secrets
 from datetime import timedelta
 from typing import Any
 
@@ -33,6 +35,7 @@ from hookinbox.sources._base import (
     parse_timestamp,
     require_match,
 )
+from hookinbox.sources._provider import hex_mac, json_headers, json_object, provider, secret_key
 
 SIGNATURE_FIELDS = ("signature", "parent-signature")
 
@@ -92,3 +95,26 @@ class Mailgun(TimestampedSource):
             # Each attempt carries a new signature block: a retry differs only there.
             fingerprint=fingerprint_without(payload, "signature"),
         )
+
+
+def sign(
+    source: Mailgun, body: bytes, t: int, fields: dict[str, Any]
+) -> tuple[dict[str, str], bytes]:
+    payload = json_object(body)
+    if payload is None:
+        raise TypeError("Mailgun signs inside a JSON object body: pass a mapping")
+    token = fields.pop("token", None) or secrets.token_hex(25)  # 50 characters, new each time
+    digest = hex_mac(secret_key(source, fields), f"{t}{token}".encode())
+    block = {"timestamp": str(t), "token": token, "signature": digest}
+    sent = json.dumps({**payload, "signature": block}).encode()
+    return json_headers(fields), sent
+
+
+PROVIDER = provider(
+    Mailgun,
+    sign=sign,
+    example=lambda keys: Mailgun(secret="mailgun-example"),
+    event=lambda tag: {"event-data": {"id": tag, "event": "delivered"}},
+    signature_header=None,
+    signed_in_body=True,
+)

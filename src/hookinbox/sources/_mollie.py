@@ -42,6 +42,7 @@ from hookinbox.sources._base import (
     parse_time,
     secrets_tuple,
 )
+from hookinbox.sources._provider import FORM, hex_mac, json_headers, provider, secret_key
 
 log = logger("hookinbox.sources._mollie")
 
@@ -195,3 +196,36 @@ def _nonzero(value: object) -> str | None:
         return None if Decimal(text) == 0 else text
     except InvalidOperation:
         return text
+
+
+def sign(source: Mollie, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = hex_mac(secret_key(source, fields), body)
+    return {**json_headers(fields), "X-Mollie-Signature": f"sha256={digest}"}
+
+
+def sign_classic(
+    source: MollieClassic, body: bytes, t: int, fields: dict[str, Any]
+) -> dict[str, str]:
+    return {"Content-Type": FORM}  # unsigned: the source fetches the resource to verify
+
+
+def example_fetch(resource_id: str) -> Mapping[str, Any]:
+    """Mollie classic's fetch in the examples: every payment asked about is paid."""
+    return {"id": resource_id, "resource": "payment", "status": "paid"}
+
+
+MOLLIE = provider(
+    Mollie,
+    sign=sign,
+    example=lambda keys: Mollie(secret="mollie-example"),
+    event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
+    signature_header="X-Mollie-Signature",
+)
+MOLLIE_CLASSIC = provider(
+    MollieClassic,
+    sign=sign_classic,
+    example=lambda keys: MollieClassic(fetch=example_fetch),
+    event=lambda tag: {"id": f"tr_{tag}"},
+    signature_header=None,
+    form=True,
+)

@@ -9,8 +9,10 @@ The tolerance defaults to 300 s, not the SDK's 5 s (see docs/sources/paddle.md).
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from hookinbox.sources._base import Headers, Identity, SignatureListSource, fields_identity
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 
 
 class Paddle(SignatureListSource):
@@ -34,3 +36,17 @@ class Paddle(SignatureListSource):
             time_field="occurred_at",
             what="event_id",
         )
+
+
+def sign(source: Paddle, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = hex_mac(secret_key(source, fields), f"{t}:".encode() + body)
+    return {**json_headers(fields), "Paddle-Signature": f"ts={t};h1={digest}"}
+
+
+PROVIDER = provider(
+    Paddle,
+    sign=sign,
+    example=lambda keys: Paddle(secret="pdl_example"),
+    event=lambda tag: {"event_id": f"evt_{tag}", "event_type": "transaction.paid"},
+    signature_header="Paddle-Signature",
+)

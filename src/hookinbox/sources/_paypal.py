@@ -27,7 +27,7 @@ from datetime import timedelta
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 from hookinbox._errors import BadSignature, ConfigurationError, VerificationError
@@ -54,6 +54,7 @@ from hookinbox.sources._paypal_certs import (
     rsa_key,
     utc,
 )
+from hookinbox.sources._provider import provider
 
 AUTH_ALGO = "SHA256withRSA"
 MAX_FIELD_LENGTH = 255
@@ -241,3 +242,13 @@ def _rsa_matches(key: RSAPublicKey, signature: bytes, message: bytes) -> bool:
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+PROVIDER = provider(
+    PayPal,
+    sign=None,  # hookinbox.testing's, with its test certificate's private key
+    example=lambda keys: PayPal(webhook_id="WH-EXAMPLE", certificate=keys.paypal_pem),
+    event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
+    signature_header="PAYPAL-TRANSMISSION-SIG",
+    forgery=lambda: {"private_key": rsa.generate_private_key(public_exponent=65537, key_size=2048)},
+)

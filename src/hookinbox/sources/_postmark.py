@@ -39,6 +39,7 @@ from hookinbox.sources._base import (
     signature_items,
     utf8_key,
 )
+from hookinbox.sources._provider import json_headers, provider
 
 RECORD_KEYS: dict[str, tuple[str, ...]] = {
     "Bounce": ("ID",),
@@ -121,3 +122,23 @@ class Postmark(Source):
             occurred_at=occurred,
             payload=payload,
         )
+
+
+def sign(source: Postmark, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    username = fields.pop("username", source.username)
+    password = fields.pop("secret", None) or source._passwords[0]
+    credentials = base64.b64encode(f"{username}:{password}".encode()).decode()
+    return {
+        **json_headers(fields),
+        "User-Agent": "Postmark",
+        "Authorization": f"Basic {credentials}",
+    }
+
+
+PROVIDER = provider(
+    Postmark,
+    sign=sign,
+    example=lambda keys: Postmark(username="postmark", password="postmark-example"),
+    event=lambda tag: {"RecordType": "Bounce", "ID": tag, "MessageID": tag},
+    signature_header="Authorization",
+)

@@ -42,6 +42,7 @@ from hookinbox.sources._base import (
     signature_items,
 )
 from hookinbox.sources._json_slices import array_items
+from hookinbox.sources._provider import provider
 
 PREHASHED = ec.ECDSA(Prehashed(hashes.SHA256()))
 SIGNATURE = "x-twilio-email-event-webhook-signature"
@@ -125,3 +126,16 @@ def _event(item: Any) -> Identity:
         occurred_at=parse_time(item.get("timestamp")),
         payload=item,
     )
+
+
+PROVIDER = provider(
+    SendGrid,
+    sign=None,  # hookinbox.testing's, with its test key's private half
+    example=lambda keys: SendGrid(public_key=keys.p256),
+    event=lambda tag: [
+        {"sg_event_id": f"sg_{tag}", "event": "delivered", "timestamp": 1_700_000_000}
+    ],
+    signature_header="X-Twilio-Email-Event-Webhook-Signature",
+    forgery=lambda: {"private_key": ec.generate_private_key(ec.SECP256R1())},
+    batch_key=lambda events: str(events[0]["sg_event_id"]),
+)

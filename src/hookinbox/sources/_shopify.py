@@ -10,8 +10,10 @@ Shopify signs no timestamp, so there is no replay window to check.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from hookinbox.sources._base import (
     Headers,
@@ -25,6 +27,7 @@ from hookinbox.sources._base import (
     require_match,
     utf8_keys,
 )
+from hookinbox.sources._provider import b64_mac, body_id, iso, json_headers, provider, secret_key
 
 
 class Shopify(Source):
@@ -80,3 +83,27 @@ class Shopify(Source):
             occurred_at=parse_time(triggered),
             payload=payload,
         )
+
+
+def sign(source: Shopify, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    key = secret_key(source, fields)
+    event_id = fields.pop("event_id", None) or body_id(source, body)
+    return {
+        **json_headers(fields),
+        "X-Shopify-Topic": fields.pop("topic", "orders/create"),
+        "X-Shopify-Hmac-Sha256": b64_mac(key, body),
+        "X-Shopify-Shop-Domain": fields.pop("shop_domain", "example.myshopify.com"),
+        "X-Shopify-API-Version": fields.pop("api_version", "2024-07"),
+        "X-Shopify-Webhook-Id": fields.pop("webhook_id", str(uuid.uuid4())),
+        "X-Shopify-Event-Id": event_id,
+        "X-Shopify-Triggered-At": iso(t),
+    }
+
+
+PROVIDER = provider(
+    Shopify,
+    sign=sign,
+    example=lambda keys: Shopify(secret="shpss_example"),
+    event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
+    signature_header="X-Shopify-Hmac-Sha256",
+)

@@ -26,6 +26,7 @@ from hookinbox.sources._base import (
     require_header,
     verify_timestamped,
 )
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 
 RATE_LIMITED = "app_rate_limited"
 
@@ -86,3 +87,29 @@ class Slack(TimestampedSource):
             occurred_at=parse_time(payload.get("event_time")),
             payload=payload,
         )
+
+
+def sign(source: Slack, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = hex_mac(secret_key(source, fields), f"v0:{t}:".encode() + body)
+    headers = {
+        **json_headers(fields),
+        "X-Slack-Signature": f"v0={digest}",
+        "X-Slack-Request-Timestamp": str(t),
+    }
+    retry = fields.pop("retry", 0)
+    if retry:
+        headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+    return headers
+
+
+PROVIDER = provider(
+    Slack,
+    sign=sign,
+    example=lambda keys: Slack(secret="slack-example"),
+    event=lambda tag: {
+        "event_id": f"Ev{tag}",
+        "type": "event_callback",
+        "event": {"type": "message"},
+    },
+    signature_header="X-Slack-Signature",
+)

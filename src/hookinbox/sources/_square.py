@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from hookinbox.sources._base import (
     Headers,
@@ -20,6 +21,7 @@ from hookinbox.sources._base import (
     fields_identity,
     require_match,
 )
+from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
 
 
 class Square(SecretSource):
@@ -53,3 +55,24 @@ class Square(SecretSource):
         return fields_identity(
             body, id_field="event_id", type_field="type", time_field="created_at", what="event_id"
         )
+
+
+def sign(source: Square, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    url = fields.pop("notification_url", source.notification_url)
+    signature = b64_mac(secret_key(source, fields), url.encode() + body)
+    return {
+        **json_headers(fields),
+        "square-version": fields.pop("square_version", "2024-10-17"),
+        "x-square-hmacsha256-signature": signature,
+    }
+
+
+PROVIDER = provider(
+    Square,
+    sign=sign,
+    example=lambda keys: Square(
+        secret="sq-example", notification_url="https://example.com/webhooks/square"
+    ),
+    event=lambda tag: {"event_id": tag, "type": "payment.updated"},
+    signature_header="x-square-hmacsha256-signature",
+)

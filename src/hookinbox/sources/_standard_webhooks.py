@@ -16,6 +16,7 @@ import binascii
 import re
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from hookinbox._errors import BadSignature, ConfigurationError
 from hookinbox.sources._base import (
@@ -37,7 +38,8 @@ from hookinbox.sources._base import (
     require_match,
     secrets_tuple,
 )
-from hookinbox.sources._ed25519 import Ed25519Keys
+from hookinbox.sources._ed25519 import Ed25519Keys, ed25519_signature
+from hookinbox.sources._provider import b64_mac, body_id, json_headers, provider, secret_key
 
 SECRET_PREFIX = "whsec_"
 PUBLIC_KEY_PREFIX = "whpk_"
@@ -161,3 +163,47 @@ class StandardWebhooks(TimestampedSource):
             occurred_at=occurred,
             payload=payload,
         )
+
+
+EXAMPLE_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+"""The Standard Webhooks specification's example secret."""
+
+
+def standard_headers(
+    source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any], prefix: str = "webhook"
+) -> dict[str, str]:
+    """The signed headers under `prefix` (`webhook`, or Svix's `svix`): one signature entry
+    per scheme the source trusts, space-separated: `v1` with its secret, `v1a` with its
+    public key's private half (a sender moving to v1a signs with both)."""
+    message_id = fields.pop("message_id", None) or body_id(source, body, "msg_")
+    signed = f"{message_id}.{t}.".encode() + body
+    signatures = []
+    if source._keys or "secret" in fields:
+        signatures.append("v1," + b64_mac(secret_key(source, fields), signed))
+    if source._public is not None or "private_key" in fields:
+        signature = ed25519_signature(source, source._public, signed, fields)
+        signatures.append("v1a," + base64.b64encode(signature).decode())
+    return {
+        **json_headers(fields),
+        f"{prefix}-id": message_id,
+        f"{prefix}-timestamp": str(t),
+        f"{prefix}-signature": " ".join(signatures),
+    }
+
+
+def sign(source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    return standard_headers(source, body, t, fields)
+
+
+def example_event(tag: str) -> dict[str, Any]:
+    return {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000}
+
+
+PROVIDER = provider(
+    StandardWebhooks,
+    sign=sign,
+    example=lambda keys: StandardWebhooks(secret=EXAMPLE_SECRET),
+    event=example_event,
+    signature_header="webhook-signature",
+    forgery=lambda: {"secret": "whsec_" + base64.b64encode(b"another key").decode()},
+)

@@ -8,8 +8,10 @@ body's `id` (`evt_...`), stable across retries; `t` and the signature change on 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from hookinbox.sources._base import Headers, Identity, SignatureListSource, fields_identity
+from hookinbox.sources._provider import hex_mac, provider, secret_key
 
 
 class Stripe(SignatureListSource):
@@ -27,3 +29,21 @@ class Stripe(SignatureListSource):
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         return fields_identity(body, id_field="id", type_field="type", time_field="created")
+
+
+def sign(source: Stripe, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = hex_mac(secret_key(source, fields), f"{t}.".encode() + body)
+    return {
+        "Content-Type": "application/json; charset=utf-8",
+        "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+        "Stripe-Signature": f"t={t},v1={digest}",
+    }
+
+
+PROVIDER = provider(
+    Stripe,
+    sign=sign,
+    example=lambda keys: Stripe(secret="whsec_example"),
+    event=lambda tag: {"id": f"evt_{tag}", "type": "invoice.paid", "created": 1_700_000_000},
+    signature_header="Stripe-Signature",
+)

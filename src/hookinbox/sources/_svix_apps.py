@@ -10,9 +10,17 @@ keeps on every retry and manual resend of one message.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from hookinbox.sources._base import Headers, Identity, parse_time
-from hookinbox.sources._standard_webhooks import StandardWebhooks
+from hookinbox.sources._provider import provider
+from hookinbox.sources._standard_webhooks import (
+    EXAMPLE_SECRET,
+    PROVIDER,
+    StandardWebhooks,
+    example_event,
+    standard_headers,
+)
 
 
 class Resend(StandardWebhooks):
@@ -40,3 +48,26 @@ class Clerk(StandardWebhooks):
         if isinstance(millis, int) and not isinstance(millis, bool):
             occurred = parse_time(millis / 1000)
         return dataclasses.replace(identity, occurred_at=occurred)
+
+
+def sign(source: StandardWebhooks, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    # Svix's own header names, as Resend and Clerk send them.
+    return standard_headers(source, body, t, fields, prefix="svix")
+
+
+RESEND = provider(
+    Resend,
+    sign=sign,
+    example=lambda keys: Resend(secret=EXAMPLE_SECRET),
+    event=example_event,
+    signature_header="svix-signature",
+    forgery=PROVIDER.forgery,
+)
+CLERK = provider(
+    Clerk,
+    sign=sign,
+    example=lambda keys: Clerk(secret=EXAMPLE_SECRET),
+    event=example_event,
+    signature_header="svix-signature",
+    forgery=PROVIDER.forgery,
+)

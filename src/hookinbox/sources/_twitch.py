@@ -20,6 +20,7 @@ verification, replayed within the window as a `revocation`, would be stored as o
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -39,6 +40,7 @@ from hookinbox.sources._base import (
     require_header,
     require_match,
 )
+from hookinbox.sources._provider import body_id, hex_mac, iso, json_headers, provider, secret_key
 
 VERIFICATION = "webhook_callback_verification"
 REVOCATION = "revocation"
@@ -158,3 +160,44 @@ class Twitch(TimestampedSource):
             occurred_at=parse_rfc3339(timestamp) if timestamp else None,
             payload=payload,
         )
+
+
+def sign(source: Twitch, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    key = secret_key(source, fields)
+    message_id = fields.pop("message_id", None) or body_id(source, body)
+    timestamp = iso(t).replace("Z", ".000000000Z")  # Twitch's nanoseconds
+    kind = fields.pop("message_type", None) or _sent_type(body)
+    headers = {
+        **json_headers(fields),
+        "Twitch-Eventsub-Message-Id": message_id,
+        "Twitch-Eventsub-Message-Retry": "0",
+        "Twitch-Eventsub-Message-Type": kind,
+        "Twitch-Eventsub-Message-Signature": "sha256="
+        + hex_mac(key, (message_id + timestamp).encode() + body),
+        "Twitch-Eventsub-Message-Timestamp": timestamp,
+    }
+    try:
+        subscription = json.loads(body)["subscription"]
+        headers["Twitch-Eventsub-Subscription-Type"] = str(subscription["type"])
+        headers["Twitch-Eventsub-Subscription-Version"] = str(subscription["version"])
+    except (ValueError, KeyError, TypeError):
+        pass
+    return headers
+
+
+def _sent_type(body: bytes) -> str:
+    """The message type Twitch sends a body of this shape under (the source checks it)."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return NOTIFICATION
+    return message_type(payload) if isinstance(payload, dict) else NOTIFICATION
+
+
+PROVIDER = provider(
+    Twitch,
+    sign=sign,
+    example=lambda keys: Twitch(secret="twitch-example"),
+    event=lambda tag: {"subscription": {"id": tag, "type": "channel.follow", "version": "2"}},
+    signature_header="Twitch-Eventsub-Message-Signature",
+)

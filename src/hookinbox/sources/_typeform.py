@@ -7,6 +7,7 @@ response's `form_response.submitted_at`. Typeform signs no timestamp.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from hookinbox.sources._base import (
     Headers,
@@ -20,6 +21,7 @@ from hookinbox.sources._base import (
     parse_time,
     require_match,
 )
+from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
 
 
 class Typeform(SecretSource):
@@ -47,3 +49,17 @@ class Typeform(SecretSource):
             occurred_at=parse_time(lookup(payload, "form_response.submitted_at")),
             payload=payload,
         )
+
+
+def sign(source: Typeform, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    signature = b64_mac(secret_key(source, fields), body)
+    return {**json_headers(fields), "Typeform-Signature": f"sha256={signature}"}
+
+
+PROVIDER = provider(
+    Typeform,
+    sign=sign,
+    example=lambda keys: Typeform(secret="typeform-example"),
+    event=lambda tag: {"event_id": tag, "event_type": "form_response"},
+    signature_header="Typeform-Signature",
+)

@@ -9,8 +9,10 @@ when it retries; `t` and the signature change on every attempt. The tolerance de
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from hookinbox.sources._base import Headers, Identity, SignatureListSource, fields_identity
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 
 
 class WorkOS(SignatureListSource):
@@ -29,3 +31,18 @@ class WorkOS(SignatureListSource):
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         return fields_identity(body, id_field="id", type_field="event", time_field="created_at")
+
+
+def sign(source: WorkOS, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    milliseconds = t * 1000  # WorkOS signs its timestamp in milliseconds
+    digest = hex_mac(secret_key(source, fields), f"{milliseconds}.".encode() + body)
+    return {**json_headers(fields), "WorkOS-Signature": f"t={milliseconds}, v1={digest}"}
+
+
+PROVIDER = provider(
+    WorkOS,
+    sign=sign,
+    example=lambda keys: WorkOS(secret="workos-example"),
+    event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
+    signature_header="WorkOS-Signature",
+)

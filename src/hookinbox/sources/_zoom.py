@@ -31,6 +31,7 @@ from hookinbox.sources._base import (
     require_header,
     verify_timestamped,
 )
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 
 URL_VALIDATION = "endpoint.url_validation"
 
@@ -96,3 +97,26 @@ class Zoom(TimestampedSource):
             occurred_at=occurred,
             payload=payload,
         )
+
+
+def sign(source: Zoom, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    digest = hex_mac(secret_key(source, fields), f"v0:{t}:".encode() + body)
+    return {
+        **json_headers(fields),
+        "User-Agent": "Zoom Marketplace/1.0a",
+        "x-zm-signature": f"v0={digest}",
+        "x-zm-request-timestamp": str(t),
+    }
+
+
+PROVIDER = provider(
+    Zoom,
+    sign=sign,
+    example=lambda keys: Zoom(secret="zoom-example"),
+    event=lambda tag: {
+        "event": "meeting.started",
+        "event_ts": int(tag, 36) % 10**12,
+        "payload": {},
+    },
+    signature_header="x-zm-signature",
+)

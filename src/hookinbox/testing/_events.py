@@ -1,14 +1,17 @@
-"""Event payloads shaped like the providers' own, for handlers' tests.
+"""Event payloads shaped like the providers' own: one generator for handlers' tests and the
+simulator.
 
 Each builder returns a plain dict (JSON-ready) with the fields a handler usually reads, in the
 provider's layout, with made-up ids; keyword arguments replace any top-level field of the
 object. Ids are random unless given, so two calls are two events; keep the dict to deliver the
-same event again.
+same event again. The simulator (`hookinbox.simulate`) passes `rng`, a seeded `random.Random`,
+and `now`, so that one seed and one clock give the same events byte for byte; without them,
+ids come from the system's randomness and times from its clock.
 """
 
 from __future__ import annotations
 
-import secrets
+import random
 import string
 import time
 import uuid
@@ -16,18 +19,26 @@ from datetime import UTC, datetime
 from typing import Any
 
 _ALPHABET = string.ascii_letters + string.digits
+_SYSTEM = random.SystemRandom()
 
 
-def _token(length: int) -> str:
-    return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+def token(length: int, rng: random.Random | None = None) -> str:
+    """`length` letters and digits."""
+    return "".join((rng or _SYSTEM).choices(_ALPHABET, k=length))
 
 
-def _now() -> int:
-    return int(time.time())
+def uuid4(rng: random.Random | None = None) -> str:
+    """A version 4 UUID drawn from `rng`."""
+    return str(uuid.UUID(int=(rng or _SYSTEM).getrandbits(128), version=4))
 
 
-def _iso(epoch: float) -> str:
+def iso(epoch: float) -> str:
+    """Unix seconds as ISO 8601 in UTC, to the second, with a `Z`."""
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _now(now: float | None) -> int:
+    return int(time.time() if now is None else now)
 
 
 # -- Stripe ---------------------------------------------------------------------------------------
@@ -40,96 +51,104 @@ def stripe_event(
     id: str | None = None,
     created: int | None = None,
     previous_attributes: dict[str, Any] | None = None,
+    rng: random.Random | None = None,
+    now: float | None = None,
 ) -> dict[str, Any]:
     """A Stripe event envelope (`evt_...`) carrying `obj` as `data.object`."""
     data: dict[str, Any] = {"object": obj}
     if previous_attributes is not None:
         data["previous_attributes"] = previous_attributes
     return {
-        "id": id or f"evt_1{_token(23)}",
+        "id": id or f"evt_1{token(23, rng)}",
         "object": "event",
         "api_version": "2024-06-20",
-        "created": _now() if created is None else created,
+        "created": _now(now) if created is None else created,
         "data": data,
         "livemode": False,
         "pending_webhooks": 1,
-        "request": {"id": f"req_{_token(14)}", "idempotency_key": str(uuid.uuid4())},
+        "request": {"id": f"req_{token(14, rng)}", "idempotency_key": uuid4(rng)},
         "type": event_type,
     }
 
 
-def stripe_checkout_session(**fields: Any) -> dict[str, Any]:
+def stripe_checkout_session(
+    *, rng: random.Random | None = None, now: float | None = None, **fields: Any
+) -> dict[str, Any]:
     """A completed, paid Checkout Session (`cs_...`), as `checkout.session.completed` carries."""
     session = {
-        "id": f"cs_test_{_token(24)}",
+        "id": f"cs_test_{token(24, rng)}",
         "object": "checkout.session",
         "amount_subtotal": 1200,
         "amount_total": 1200,
         "currency": "eur",
-        "customer": f"cus_{_token(14)}",
+        "customer": f"cus_{token(14, rng)}",
         "customer_email": "ada@example.com",
         "customer_details": {"email": "ada@example.com", "name": "Ada Lovelace"},
         "livemode": False,
         "mode": "payment",
-        "payment_intent": f"pi_3{_token(23)}",
+        "payment_intent": f"pi_3{token(23, rng)}",
         "payment_status": "paid",
         "status": "complete",
         "subscription": None,
-        "created": _now(),
+        "created": _now(now),
         "metadata": {},
     }
     return session | fields
 
 
-def stripe_subscription(**fields: Any) -> dict[str, Any]:
+def stripe_subscription(
+    *, rng: random.Random | None = None, now: float | None = None, **fields: Any
+) -> dict[str, Any]:
     """A subscription (`sub_...`), as `customer.subscription.*` events carry."""
-    now = _now()
+    start = _now(now)
     subscription = {
-        "id": f"sub_1{_token(23)}",
+        "id": f"sub_1{token(23, rng)}",
         "object": "subscription",
-        "customer": f"cus_{_token(14)}",
+        "customer": f"cus_{token(14, rng)}",
         "status": "active",
         "cancel_at_period_end": False,
-        "current_period_start": now,
-        "current_period_end": now + 30 * 86400,
-        "created": now,
+        "current_period_start": start,
+        "current_period_end": start + 30 * 86400,
+        "created": start,
         "currency": "eur",
         "items": {
             "object": "list",
             "data": [
                 {
-                    "id": f"si_{_token(14)}",
+                    "id": f"si_{token(14, rng)}",
                     "object": "subscription_item",
-                    "price": {"id": f"price_1{_token(23)}", "unit_amount": 900},
+                    "price": {"id": f"price_1{token(23, rng)}", "unit_amount": 900},
                     "quantity": 1,
                 }
             ],
         },
-        "latest_invoice": f"in_1{_token(23)}",
+        "latest_invoice": f"in_1{token(23, rng)}",
         "livemode": False,
         "metadata": {},
     }
     return subscription | fields
 
 
-def stripe_invoice(**fields: Any) -> dict[str, Any]:
+def stripe_invoice(
+    *, rng: random.Random | None = None, now: float | None = None, **fields: Any
+) -> dict[str, Any]:
     """A paid invoice (`in_...`), as `invoice.paid` and `invoice.payment_succeeded` carry."""
     invoice = {
-        "id": f"in_1{_token(23)}",
+        "id": f"in_1{token(23, rng)}",
         "object": "invoice",
         "amount_due": 900,
         "amount_paid": 900,
         "amount_remaining": 0,
         "billing_reason": "subscription_cycle",
         "currency": "eur",
-        "customer": f"cus_{_token(14)}",
+        "customer": f"cus_{token(14, rng)}",
         "customer_email": "ada@example.com",
-        "number": f"{_token(8).upper()}-0001",
+        "number": f"{token(8, rng).upper()}-0001",
         "paid": True,
-        "payment_intent": f"pi_3{_token(23)}",
+        "payment_intent": f"pi_3{token(23, rng)}",
         "status": "paid",
-        "subscription": f"sub_1{_token(23)}",
-        "created": _now(),
+        "subscription": f"sub_1{token(23, rng)}",
+        "created": _now(now),
         "livemode": False,
     }
     return invoice | fields
@@ -138,29 +157,32 @@ def stripe_invoice(**fields: Any) -> dict[str, Any]:
 # -- Shopify, GitHub, Standard Webhooks -----------------------------------------------------------
 
 
-def shopify_order(**fields: Any) -> dict[str, Any]:
+def shopify_order(
+    *, rng: random.Random | None = None, now: float | None = None, **fields: Any
+) -> dict[str, Any]:
     """An order, as `orders/create` and `orders/paid` carry (the body is the order itself)."""
-    order_id = secrets.randbelow(10**12) + 5 * 10**12
-    created = _iso(_now())
+    rng = rng or _SYSTEM
+    order_id = rng.randint(5 * 10**12, 6 * 10**12 - 1)
+    created = iso(_now(now))
     order = {
         "id": order_id,
         "admin_graphql_api_id": f"gid://shopify/Order/{order_id}",
-        "confirmation_number": _token(9).upper(),
+        "confirmation_number": token(9, rng).upper(),
         "created_at": created,
         "updated_at": created,
         "currency": "EUR",
         "email": "ada@example.com",
         "financial_status": "paid",
         "fulfillment_status": None,
-        "name": f"#{1000 + secrets.randbelow(9000)}",
-        "order_number": 1000 + secrets.randbelow(9000),
+        "name": f"#{rng.randint(1000, 9999)}",
+        "order_number": rng.randint(1000, 9999),
         "subtotal_price": "49.00",
         "total_price": "49.00",
         "total_tax": "0.00",
-        "customer": {"id": secrets.randbelow(10**12) + 7 * 10**12, "first_name": "Ada"},
+        "customer": {"id": rng.randint(7 * 10**12, 8 * 10**12 - 1), "first_name": "Ada"},
         "line_items": [
             {
-                "id": secrets.randbelow(10**13) + 10**13,
+                "id": rng.randint(10**13, 2 * 10**13 - 1),
                 "price": "49.00",
                 "quantity": 1,
                 "sku": "MUG-1",
@@ -171,11 +193,14 @@ def shopify_order(**fields: Any) -> dict[str, Any]:
     return order | fields
 
 
-def github_push(**fields: Any) -> dict[str, Any]:
+def github_push(
+    *, rng: random.Random | None = None, now: float | None = None, **fields: Any
+) -> dict[str, Any]:
     """A `push` event's payload (deliver it with `event="push"`, GitHub's default here)."""
-    before, after = secrets.token_hex(20), secrets.token_hex(20)
+    rng = rng or _SYSTEM
+    before, after = f"{rng.getrandbits(160):040x}", f"{rng.getrandbits(160):040x}"
     repository = {
-        "id": 100_000_000 + secrets.randbelow(900_000_000),
+        "id": rng.randint(100_000_000, 999_999_999),
         "name": "shop",
         "full_name": "example/shop",
         "private": True,
@@ -194,7 +219,7 @@ def github_push(**fields: Any) -> dict[str, Any]:
             {
                 "id": after,
                 "message": "Fix the receipt template",
-                "timestamp": _iso(_now()),
+                "timestamp": iso(_now(now)),
                 "author": {"name": "Ada", "email": "ada@example.com", "username": "ada"},
                 "added": [],
                 "removed": [],
@@ -209,6 +234,8 @@ def github_push(**fields: Any) -> dict[str, Any]:
     return push | fields
 
 
-def standard_event(event_type: str, data: dict[str, Any], **fields: Any) -> dict[str, Any]:
+def standard_event(
+    event_type: str, data: dict[str, Any], *, now: float | None = None, **fields: Any
+) -> dict[str, Any]:
     """A Standard Webhooks payload: `type`, `timestamp` and `data` (the id is a header)."""
-    return {"type": event_type, "timestamp": _iso(_now()), "data": data} | fields
+    return {"type": event_type, "timestamp": iso(_now(now)), "data": data} | fields
