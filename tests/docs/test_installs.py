@@ -34,6 +34,8 @@ PYTHON_BLOCK = re.compile(
 FILE_DIRECTIVE = re.compile(r"<!--\s*(?:file|append):\s*(\S+)\s*-->")
 WITH_CODE = [page for page in PAGES if PYTHON_BLOCK.search(page.read_text())]
 
+pytestmark = pytest.mark.slow  # each test installs into a virtual environment
+
 
 def _page_id(page: Path) -> str:
     return str(page.relative_to(ROOT))

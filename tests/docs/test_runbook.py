@@ -34,6 +34,7 @@ def test_there_is_a_unit_for_serve_worker_and_relay() -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.slow  # runs the command line or a system tool
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
 def test_systemd_finds_nothing_to_say_about_the_units(tmp_path: Path) -> None:
     def verify(unit: Path) -> str:
@@ -51,6 +52,7 @@ def test_systemd_finds_nothing_to_say_about_the_units(tmp_path: Path) -> None:
     assert "Restrat" in verify(planted)  # the check does read what it is given
 
 
+@pytest.mark.slow  # runs the command line or a system tool
 def test_each_unit_runs_a_command_line_the_cli_accepts() -> None:
     for unit in UNITS:
         program, *arguments = shlex.split(_setting(unit, "ExecStart"))
@@ -73,6 +75,7 @@ def _variable(name: str) -> str:
     return found[1]
 
 
+@pytest.mark.slow  # runs the command line or a system tool
 def test_every_variable_of_the_environment_file_is_read_by_the_commands() -> None:
     variables = re.findall(r"^(HOOKINBOX_\w+)=", _environment(), re.MULTILINE)
     helps = " ".join(
@@ -85,6 +88,7 @@ def test_every_variable_of_the_environment_file_is_read_by_the_commands() -> Non
     assert variables and set(variables) <= read_by_the_cli, set(variables) - read_by_the_cli
 
 
+@pytest.mark.slow  # runs the command line or a system tool
 @pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy is not installed")
 def test_haproxy_accepts_the_configuration() -> None:
     result = subprocess.run(

@@ -64,6 +64,7 @@ def _build(mkdocs: Path, tree: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # builds the site with mkdocs, twice
 def test_the_site_builds_and_a_broken_link_or_anchor_fails_it(mkdocs: Path, tmp_path: Path) -> None:
     tree = _copy(tmp_path / "repository")
     built = _build(mkdocs, tree)
