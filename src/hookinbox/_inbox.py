@@ -108,6 +108,11 @@ class BaseInbox(ABC):
             started=self.started,
         )
 
+    def _takes(self, source: str, event_type: str | None) -> bool:
+        """Whether a handler takes events of `event_type` from `source`: reconcile stores no
+        event that nothing would process."""
+        return bool(self._registry.handlers.for_event(source, event_type))
+
     def _check_not_started(self) -> None:
         if self.started:
             raise ConfigurationError("configure the inbox before it is first used")

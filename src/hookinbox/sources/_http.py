@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
+from hookinbox._errors import ConfigurationError, HookinboxError, VerificationUnavailable
 
-from hookinbox._errors import ConfigurationError, VerificationUnavailable
+if TYPE_CHECKING:  # so that a source may check its API's URL without the extra installed
+    import httpx
 
 MAX_ANSWER_BYTES = 1024 * 1024
 
@@ -44,14 +45,21 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def json_answer(response: httpx.Response, what: str) -> dict[str, Any]:
-    """A provider's JSON object answer; anything else means the provider is not well."""
+def json_answer(
+    response: httpx.Response,
+    what: str,
+    *,
+    error: type[HookinboxError] = VerificationUnavailable,
+    limit: int = MAX_ANSWER_BYTES,
+) -> dict[str, Any]:
+    """A provider's JSON object answer; anything else means the provider is not well (`error`:
+    a delivery waits for a retry, a reconcile stops)."""
     try:
-        if len(response.content) > MAX_ANSWER_BYTES:
+        if len(response.content) > limit:
             raise ValueError("answer too large")
         answer = json.loads(response.content)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise VerificationUnavailable(f"{what} answered something that is not JSON") from exc
+        raise error(f"{what} answered something that is not JSON") from exc
     if not isinstance(answer, dict):
-        raise VerificationUnavailable(f"{what} answered JSON that is not an object")
+        raise error(f"{what} answered JSON that is not an object")
     return answer
