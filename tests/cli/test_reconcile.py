@@ -126,3 +126,8 @@ def test_bad_usage_is_one_line_exit_2(
     inbox: Inbox, server: Loopback, db_url: str, args: tuple[str, ...], expected: str
 ) -> None:
     assert expected in error_line(reconcile(server, db_url, *args), 2)
+
+
+def test_worker_reconcile_every_needs_a_unit(inbox: Inbox, server: Loopback, db_url: str) -> None:
+    result = run_cli("worker", APP, "--reconcile-every", "5", "--database-url", db_url)
+    assert "has no unit" in error_line(result, 2)

@@ -1,4 +1,6 @@
-"""Reconcile: store the events a provider's API lists that no webhook delivered.
+"""Reconcile: store the events a provider's API lists that no webhook delivered, or ask the
+provider to deliver them again where its API lists deliveries without their events (GitHub:
+nothing unsigned is stored; the redelivery is verified as usual).
 
 Each listed event is counted once, in this order: a type no handler takes is `skipped_types`
 (never stored); one already in the inbox is `already_stored` (also when a webhook stored it
@@ -18,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from hookinbox._errors import PayloadError
+from hookinbox._metrics import count_reconciled
 from hookinbox._model import NewDelivery
 from hookinbox.sources._provider_api import Listed, ProviderAPIError
 
@@ -43,6 +46,8 @@ class Reconciled:
     missing: int = 0
     stored: int = 0
     skipped_types: int = 0
+    redelivery_requested: int = 0
+    """Missing events the provider was asked to deliver again (GitHub)."""
 
     def counts(self) -> dict[str, int]:
         return {
@@ -51,6 +56,7 @@ class Reconciled:
             "missing": self.missing,
             "stored": self.stored,
             "skipped_types": self.skipped_types,
+            "redelivery_requested": self.redelivery_requested,
         }
 
 
@@ -76,29 +82,62 @@ def reconcile(
     result = Reconciled(source.name, start, clamped)
     for page in listing.pages(start):
         result.listed += len(page)
-        wanted: list[NewDelivery] = []
+        wanted: list[tuple[Listed, NewDelivery]] = []
         for listed in page:
             event = _event(source, listed, now)
             if takes(event.event_type):
-                wanted.append(event)
+                wanted.append((listed, event))
             else:
                 result.skipped_types += 1
-        if dry_run:
-            stored_keys = store.ingest.stored_keys(source.name, [e.event_id for e in wanted])
-            found = [e.event_id not in stored_keys for e in wanted]
+        before = result.stored + result.redelivery_requested
+        if listing.resends:
+            _resend(store, source, listing, wanted, result, dry_run=dry_run)
         else:
-            found = store.ingest.record_reconciled(wanted) if wanted else []
-        new = sum(found)
-        result.missing += new
-        result.already_stored += len(found) - new
-        if not dry_run:
-            result.stored += new
+            _store(store, source, [event for _, event in wanted], result, dry_run=dry_run)
+        count_reconciled(source.name, result.stored + result.redelivery_requested - before)
     return result
+
+
+def _store(
+    store: Store, source: Source, wanted: list[NewDelivery], result: Reconciled, *, dry_run: bool
+) -> None:
+    """Store what is missing (Stripe): the insert decides what is."""
+    if dry_run:
+        stored_keys = store.ingest.stored_keys(source.name, [e.event_id for e in wanted])
+        found = [e.event_id not in stored_keys for e in wanted]
+    else:
+        found = store.ingest.record_reconciled(wanted) if wanted else []
+    new = sum(found)
+    result.missing += new
+    result.already_stored += len(found) - new
+    if not dry_run:
+        result.stored += new
+
+
+def _resend(
+    store: Store,
+    source: Source,
+    listing: Listing,
+    wanted: list[tuple[Listed, NewDelivery]],
+    result: Reconciled,
+    *,
+    dry_run: bool,
+) -> None:
+    """Ask for a redelivery of what is missing and failed (GitHub): it arrives signed."""
+    stored_keys = store.ingest.stored_keys(source.name, [e.event_id for _, e in wanted])
+    for listed, event in wanted:
+        if event.event_id in stored_keys:
+            result.already_stored += 1
+            continue
+        result.missing += 1
+        if listed.resend is not None and not dry_run:
+            listing.resend(listed)
+            result.redelivery_requested += 1
 
 
 def _event(source: Source, listed: Listed, now: datetime) -> NewDelivery:
     try:
-        identity = source.identify({}, listed.body)
+        identity = source.identify(listed.headers, listed.body)
     except PayloadError as exc:
         raise ProviderAPIError(f"the API listed an event hookinbox cannot read: {exc}") from exc
     body = listed.body if identity.body is None else identity.body

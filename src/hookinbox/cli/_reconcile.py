@@ -17,22 +17,22 @@ DEFAULT_SINCE = "3d"
 """Stripe's automatic retries last 3 days: what an outage of that length lost."""
 
 
-def duration(text: str) -> timedelta:
+def duration(text: str, flag: str = "--since") -> timedelta:
     """`90m`, `12h`, `3d`, `30s`: a positive length of time with its unit."""
     from hookinbox._operations import parse_duration
 
     text = text.strip()
+    hint = f"'{flag}'"
     if not text or text[-1].lower() not in "smhd":
         raise click.BadParameter(
-            f"{text!r} has no unit: write it as 90m, 12h or 3d (s, m, h, d)",
-            param_hint="'--since'",
+            f"{text!r} has no unit: write it as 90m, 12h or 3d (s, m, h, d)", param_hint=hint
         )
     try:
         value = parse_duration(text)
     except ConfigurationError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--since'") from exc
+        raise click.BadParameter(str(exc), param_hint=hint) from exc
     if value <= timedelta(0):
-        raise click.BadParameter(f"{text!r} is not a positive duration", param_hint="'--since'")
+        raise click.BadParameter(f"{text!r} is not a positive duration", param_hint=hint)
     return value
 
 
@@ -58,8 +58,9 @@ def reconcile(
 
     Each listed event is counted once: skipped_types (no handler takes its type; not
     stored), already_stored, or missing (stored, unless --dry-run). Stored events are
-    processed by the workers like any delivery. The source needs API credentials
-    (Stripe(secret=..., api_key=...)).
+    processed by the workers like any delivery. GitHub's missing deliveries are redelivered
+    instead (redelivery_requested): they arrive signed. The source needs API credentials
+    (Stripe(secret=..., api_key=...), GitHub(secret=..., api_token=..., hook=...)).
 
     Exit codes: 0 done; 1 the provider's API refused the key, kept failing or the database is
     unavailable (what earlier pages stored stays stored); 2 bad usage or configuration.

@@ -54,12 +54,19 @@ def json_answer(
 ) -> dict[str, Any]:
     """A provider's JSON object answer; anything else means the provider is not well (`error`:
     a delivery waits for a retry, a reconcile stops)."""
-    try:
-        if len(response.content) > limit:
-            raise ValueError("answer too large")
-        answer = json.loads(response.content)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise error(f"{what} answered something that is not JSON") from exc
+    answer = json_value(response, what, error=error, limit=limit)
     if not isinstance(answer, dict):
         raise error(f"{what} answered JSON that is not an object")
     return answer
+
+
+def json_value(
+    response: httpx.Response, what: str, *, error: type[HookinboxError], limit: int
+) -> Any:
+    """A provider's answer as JSON, at most `limit` bytes of it."""
+    try:
+        if len(response.content) > limit:
+            raise ValueError("answer too large")
+        return json.loads(response.content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise error(f"{what} answered something that is not JSON") from exc

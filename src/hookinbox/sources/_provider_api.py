@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hookinbox._errors import HookinboxError
-from hookinbox.sources._http import json_answer
+from hookinbox.sources._http import json_answer, json_value
 
 if TYPE_CHECKING:
     import httpx
@@ -45,9 +45,15 @@ class APIRefused(ProviderAPIError):
 
 @dataclass(frozen=True, slots=True)
 class Listed:
-    """One event a provider's API listed: its JSON, as hookinbox stores it."""
+    """One event a provider's API listed, as the source's `identify` reads a delivery of it."""
 
     body: bytes
+    """Its JSON: what hookinbox stores (a listing that `resends` stores nothing)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The headers a delivery of it carries that name it (GitHub's delivery GUID, event)."""
+    resend: str | None = None
+    """For a listing that `resends`: the provider's id to ask a redelivery of, when its last
+    delivery failed; None when it need not be sent again."""
 
 
 class Listing(Protocol):
@@ -55,9 +61,17 @@ class Listing(Protocol):
 
     window: timedelta
     """How far back the provider's API lists events (Stripe: 30 days)."""
+    resends: bool
+    """False: what is listed is stored (Stripe's API gives the event itself). True: nothing
+    listed is stored; the provider is asked to deliver again (`resend`) what failed, and the
+    redelivery arrives signed and is verified as usual (GitHub)."""
 
     def pages(self, since: datetime) -> Iterator[list[Listed]]:
         """The events created at or after `since`, a page at a time (each page a unit)."""
+        ...
+
+    def resend(self, listed: Listed) -> None:
+        """Ask the provider to deliver `listed` again (only where `resends`)."""
         ...
 
 
@@ -73,19 +87,33 @@ def get_json(
     sleep: Sleep = time.sleep,
 ) -> dict[str, Any]:
     """GET `url` until it answers 200 with a JSON object, at most `MAX_TRIES` times."""
+    response = call(client, "GET", url, params=params, what=what, sleep=sleep)
+    return json_answer(response, what, error=ProviderAPIError, limit=MAX_ANSWER_BYTES)
+
+
+def call(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    params: Mapping[str, Any] | None = None,
+    what: str,
+    sleep: Sleep = time.sleep,
+) -> httpx.Response:
+    """`method` on `url` until it answers 2xx, at most `MAX_TRIES` times; the answer."""
     import httpx
 
     failure = ""
     for attempt in range(MAX_TRIES):
         try:
-            response = client.get(url, params=params)
+            response = client.request(method, url, params=params)
         except httpx.HTTPError as exc:
             failure = f"{what} cannot be reached ({type(exc).__name__})"
             pause = BACKOFF * 2**attempt
         else:
             status = response.status_code
-            if status == 200:
-                return json_answer(response, what, error=ProviderAPIError, limit=MAX_ANSWER_BYTES)
+            if 200 <= status < 300:
+                return response
             if status in (401, 403):
                 # Not the provider's message: Stripe's names the key's last characters.
                 raise APIRefused(f"{what} refused the API key ({status})")
@@ -100,6 +128,14 @@ def get_json(
         if attempt + 1 < MAX_TRIES:
             sleep(pause)
     raise ProviderAPIError(f"{failure}, {MAX_TRIES} tries")
+
+
+def json_list(response: httpx.Response, what: str) -> list[dict[str, Any]]:
+    """A JSON array of objects (GitHub lists its deliveries so)."""
+    answer = json_value(response, what, error=ProviderAPIError, limit=MAX_ANSWER_BYTES)
+    if not isinstance(answer, list) or not all(isinstance(item, dict) for item in answer):
+        raise ProviderAPIError(f"{what} answered JSON that is not a list of objects")
+    return answer
 
 
 def retry_after(value: str | None, default: float) -> float:

@@ -30,6 +30,7 @@ class StripeEvents:
     """The `Listing` of a `Stripe(api_key=...)` source."""
 
     window = WINDOW
+    resends = False
 
     def __init__(self, *, api_key: str, api_base: str, sleep: Sleep | None = None) -> None:
         self._api_key = api_key
@@ -58,3 +59,6 @@ class StripeEvents:
                 if not isinstance(last, str):
                     raise ProviderAPIError(f"{WHAT} listed an event without an id")
                 params = {**params, "starting_after": last}
+
+    def resend(self, listed: Listed) -> None:
+        raise NotImplementedError("Stripe's listed events are stored, not resent")
