@@ -43,7 +43,8 @@ def duration(text: str, flag: str = "--since") -> timedelta:
     "--since",
     default=DEFAULT_SINCE,
     show_default=True,
-    help="How far back to list: 90m, 12h, 3d (clamped to the provider's window: Stripe 30d).",
+    help="How far back to list: 90m, 12h, 3d (clamped to the provider's window: Stripe 30d, "
+    "Square 28d, GitHub 3d).",
 )
 @click.option("--dry-run", is_flag=True, help="Count what is missing; store nothing.")
 @json_option
@@ -60,7 +61,8 @@ def reconcile(
     stored), already_stored, or missing (stored, unless --dry-run). Stored events are
     processed by the workers like any delivery. GitHub's missing deliveries are redelivered
     instead (redelivery_requested): they arrive signed. The source needs API credentials
-    (Stripe(secret=..., api_key=...), GitHub(secret=..., api_token=..., hook=...)).
+    (Stripe(secret=..., api_key=...), Square(..., access_token=...), GitHub(secret=...,
+    api_token=..., hook=...)).
 
     Exit codes: 0 done; 1 the provider's API refused the key, kept failing or the database is
     unavailable (what earlier pages stored stays stored); 2 bad usage or configuration.

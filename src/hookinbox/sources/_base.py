@@ -535,7 +535,7 @@ class Source(ABC):
         `api_key`); the others raise `ConfigurationError`, one line saying so."""
         raise ConfigurationError(
             f"source {self.name!r} ({type(self).__name__}) cannot reconcile: hookinbox lists "
-            "events from Stripe's and GitHub's APIs (docs/reconcile.md)"
+            "events from Stripe's, GitHub's and Square's APIs (docs/reconcile.md)"
         )
 
     def handshake(self, headers: Headers, body: bytes) -> HandshakeAnswer | None:

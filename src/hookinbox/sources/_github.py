@@ -26,7 +26,7 @@ from hookinbox.sources._base import (
     parse_json,
     utf8_keys,
 )
-from hookinbox.sources._http import api_base_url
+from hookinbox.sources._http import api_base_url, api_credential
 from hookinbox.sources._provider import body_id, hex_mac, json_headers, provider, secret_key
 
 if TYPE_CHECKING:
@@ -79,9 +79,7 @@ class GitHub(Source):
         super().__init__(name=name)
         self._keys = utf8_keys(secret)
         self.scope_by_hook = scope_by_hook
-        if api_token is not None and (not isinstance(api_token, str) or not api_token.strip()):
-            raise ConfigurationError("GitHub's api_token, when given, must be a non-empty string")
-        self._api_token = api_token
+        self._api_token = api_credential(api_token, "GitHub's api_token")
         self.hook_path = None if hook is None else hook_path(hook)
         self.api_base = api_base_url(api_base, "GitHub's api_base")
 

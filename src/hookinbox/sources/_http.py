@@ -36,6 +36,13 @@ def api_base_url(url: str, what: str) -> str:
     return url.rstrip("/")
 
 
+def api_credential(value: str | None, what: str) -> str | None:
+    """An API key or token as configured: None (no reconcile), or a non-empty string."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ConfigurationError(f"{what}, when given, must be a non-empty string")
+    return value
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True

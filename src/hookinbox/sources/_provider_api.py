@@ -87,7 +87,11 @@ def get_json(
     sleep: Sleep = time.sleep,
 ) -> dict[str, Any]:
     """GET `url` until it answers 200 with a JSON object, at most `MAX_TRIES` times."""
-    response = call(client, "GET", url, params=params, what=what, sleep=sleep)
+    return json_object(call(client, "GET", url, params=params, what=what, sleep=sleep), what)
+
+
+def json_object(response: httpx.Response, what: str) -> dict[str, Any]:
+    """An answer's JSON object; anything else stops the run."""
     return json_answer(response, what, error=ProviderAPIError, limit=MAX_ANSWER_BYTES)
 
 
@@ -97,16 +101,18 @@ def call(
     url: str,
     *,
     params: Mapping[str, Any] | None = None,
+    body: Any = None,
     what: str,
     sleep: Sleep = time.sleep,
 ) -> httpx.Response:
-    """`method` on `url` until it answers 2xx, at most `MAX_TRIES` times; the answer."""
+    """`method` on `url` (with `body` as JSON, if any) until it answers 2xx, at most
+    `MAX_TRIES` times; the answer."""
     import httpx
 
     failure = ""
     for attempt in range(MAX_TRIES):
         try:
-            response = client.request(method, url, params=params)
+            response = client.request(method, url, params=params, json=body)
         except httpx.HTTPError as exc:
             failure = f"{what} cannot be reached ({type(exc).__name__})"
             pause = BACKOFF * 2**attempt
@@ -151,7 +157,8 @@ def retry_after(value: str | None, default: float) -> float:
 
 def _message(response: httpx.Response) -> str:
     """The provider's own error message (`{"error": {"message": ...}}` on Stripe, `message`
-    on GitHub), on one line and short; never the request, which carries the key."""
+    on GitHub, `errors[0].detail` on Square), on one line and short; never the request, which
+    carries the key."""
     try:
         answer = json.loads(response.content)
     except (ValueError, UnicodeDecodeError):
@@ -159,7 +166,13 @@ def _message(response: httpx.Response) -> str:
     if not isinstance(answer, dict):
         return "no error message"
     error = answer.get("error")
-    message = error.get("message") if isinstance(error, dict) else answer.get("message")
+    errors = answer.get("errors")  # Square: a list of {category, code, detail}
+    if isinstance(error, dict):
+        message = error.get("message")
+    elif isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        message = errors[0].get("detail")
+    else:
+        message = answer.get("message")
     if not isinstance(message, str) or not message.strip():
         return "no error message"
     return " ".join(message.split())[:200]

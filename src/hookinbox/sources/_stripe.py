@@ -19,7 +19,7 @@ from hookinbox.sources._base import (
     SignatureListSource,
     fields_identity,
 )
-from hookinbox.sources._http import api_base_url
+from hookinbox.sources._http import api_base_url, api_credential
 from hookinbox.sources._provider import hex_mac, provider, secret_key
 
 if TYPE_CHECKING:
@@ -54,9 +54,7 @@ class Stripe(SignatureListSource):
         reconcile` list the events Stripe sent (docs/reconcile.md); `api_base` is where its
         API answers (a test's loopback imitation)."""
         super().__init__(secret=secret, name=name, tolerance=tolerance)
-        if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
-            raise ConfigurationError("Stripe's api_key, when given, must be a non-empty string")
-        self._api_key = api_key
+        self._api_key = api_credential(api_key, "Stripe's api_key")
         self.api_base = api_base_url(api_base, "Stripe's api_base")
 
     def listing(self) -> Listing:
