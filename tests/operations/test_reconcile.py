@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from hookinbox import Inbox, Status
 from hookinbox._operations._reconcile import Reconciled, reconcile
-from hookinbox.sources._provider_api import APIRefused
+from hookinbox.sources._provider_api import APIRefused, Listed, ProviderAPIError
 from tests.apps import reconciling
 from tests.support.loopback import Loopback, serving
 from tests.support.signing import stripe_delivery
@@ -124,6 +124,26 @@ def test_dry_run_stores_nothing(inbox: Inbox, api: StripeAPI) -> None:
 def test_429_then_success(inbox: Inbox, api: StripeAPI) -> None:
     api.faults.append((429, {"Retry-After": "0"}))
     assert run(inbox).stored == 250
+
+
+def test_pages_stored_before_a_failure_stay_stored(inbox: Inbox, api: StripeAPI) -> None:
+    source = inbox.sources["stripe"]
+    listing = source.listing()
+    listing._sleep = lambda _seconds: None  # type: ignore[attr-defined]  # no back-off waits
+    pages = listing.pages
+    served: list[int] = []
+
+    def failing_after_the_first(since: datetime) -> Iterator[list[Listed]]:
+        for page in pages(since):
+            served.append(len(page))
+            yield page
+            api.faults += [(500, {})] * 5  # the next page never comes
+
+    listing.pages = failing_after_the_first  # type: ignore[method-assign]
+    with pytest.raises(ProviderAPIError, match="answered 500, 5 tries"):
+        reconcile(inbox.store, source, listing, since=timedelta(days=3),
+                  now=datetime.now(UTC), takes=lambda t: True)  # fmt: skip
+    assert served == [100] and len(inbox.store.operator.all_events()) == 100
 
 
 def test_a_refused_key_stores_nothing(inbox: Inbox, api: StripeAPI) -> None:

@@ -140,11 +140,15 @@ class Ingest:
         transaction (reconcile's page); for each, whether this call stored it. A reconciled
         event is queued like a delivered one (the insert trigger) and processed as usual."""
         statement = reconciled_insert(self.store.dialect)
+        stored = [False] * len(events_found)
+        # In key order, as group commit writes its batches: a webhook batch and this page that
+        # share events then wait for each other instead of deadlocking (PostgreSQL).
+        order = sorted(range(len(events_found)), key=lambda i: events_found[i].event_id)
         with self.store.transaction() as connection:
-            return [
-                connection.execute(statement, _reconciled_row(found)).first() is not None
-                for found in events_found
-            ]
+            for index in order:
+                row = _reconciled_row(events_found[index])
+                stored[index] = connection.execute(statement, row).first() is not None
+        return stored
 
     def stored_keys(self, source: str, event_ids: Sequence[str]) -> set[str]:
         """Those of `event_ids` stored under `source` (reconcile's dry run: a read, no lock)."""
