@@ -23,12 +23,11 @@ from tests.support.stripe_api import StripeAPI, stripe_event
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
-NOW = int(time.time())
-
 
 @pytest.fixture
 def api() -> StripeAPI:
-    return StripeAPI([stripe_event(n, NOW - 3600 + n) for n in range(250)])
+    now = int(time.time())  # at the test, not at import: the window is relative to now
+    return StripeAPI([stripe_event(n, now - 3600 + n) for n in range(250)])
 
 
 @pytest.fixture
@@ -72,7 +71,8 @@ def deliver(inbox: Inbox, event: dict[str, object]) -> None:
 def test_missing_events_are_stored_and_processed_exactly_once(inbox: Inbox, api: StripeAPI) -> None:
     for event in api.events[:40]:
         deliver(inbox, event)  # these arrived; the other 210 were lost
-    api.events += [stripe_event(1000 + n, NOW - 60, "customer.created") for n in range(5)]
+    api.events += [stripe_event(1000 + n, int(time.time()) - 60, "customer.created")
+                   for n in range(5)]  # fmt: skip
     first = run(inbox)
     assert first.counts() == {"listed": 255, "already_stored": 40, "missing": 210, "stored": 210,
                               "skipped_types": 5, "redelivery_requested": 0}  # fmt: skip

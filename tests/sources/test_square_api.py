@@ -26,7 +26,8 @@ URL = "https://shop.example.com/webhooks/square"
 
 @pytest.fixture
 def api() -> SquareAPI:
-    return SquareAPI([square_event(n, NOW - timedelta(minutes=250 - n)) for n in range(250)])
+    now = datetime.now(UTC)  # at the test, not at import: the window is relative to now
+    return SquareAPI([square_event(n, now - timedelta(minutes=250 - n)) for n in range(250)])
 
 
 @pytest.fixture
@@ -37,7 +38,8 @@ def server(api: SquareAPI) -> Iterator[Loopback]:
 
 def test_the_imitation_searches_as_the_sdk_reads_square(api: SquareAPI, server: Loopback) -> None:
     client = SquareClient(token=TOKEN, base_url=server.url)
-    start = (NOW - timedelta(minutes=100, seconds=30)).isoformat()
+    created = datetime.fromisoformat(api.events[150]["created_at"].replace("Z", "+00:00"))
+    start = (created - timedelta(seconds=30)).isoformat()
     query = {"filter": {"created_at": {"start_at": start}}, "sort": {"field": "DEFAULT",
                                                                       "order": "DESC"}}  # fmt: skip
     ids: list[str] = []
