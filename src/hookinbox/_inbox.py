@@ -108,6 +108,11 @@ class BaseInbox(ABC):
             started=self.started,
         )
 
+    def _takes(self, source: str, event_type: str | None) -> bool:
+        """Whether a handler takes events of `event_type` from `source`: reconcile stores no
+        event that nothing would process."""
+        return bool(self._registry.handlers.for_event(source, event_type))
+
     def _check_not_started(self) -> None:
         if self.started:
             raise ConfigurationError("configure the inbox before it is first used")
@@ -350,15 +355,24 @@ class Inbox(BaseInbox):
         return self._runtime.store
 
     def worker(
-        self, options: WorkerOptions | None = None, *, prune: bool = True, relay: bool = True
+        self,
+        options: WorkerOptions | None = None,
+        *,
+        prune: bool = True,
+        relay: bool = True,
+        reconcile_every: timedelta | None = None,
     ) -> Worker:
         """A worker for this inbox; call `run()` to process until SIGTERM or `stop()`.
 
         It processes events and, unless `relay=False`, delivers outbox messages. Unless
         `prune=False` or the inbox's `prune_at` is None, it also runs the daily pruner (once
-        per day across all workers on the database).
+        per day across all workers on the database). With `reconcile_every`, it reconciles
+        every source configured with its provider's API credentials that often (once per
+        period across all workers; docs/reconcile.md).
         """
-        return self._runtime.worker(options or WorkerOptions(), prune=prune, relay=relay)
+        return self._runtime.worker(
+            options or WorkerOptions(), prune=prune, relay=relay, reconcile_every=reconcile_every
+        )
 
     def relay_only(self, options: WorkerOptions | None = None) -> Worker:
         """A worker that only delivers outbox messages (`hookinbox relay`)."""

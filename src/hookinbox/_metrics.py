@@ -95,7 +95,7 @@ def _instrument(name: str) -> Any:
 
 INSTRUMENTS = (
     "deliveries", "key_conflicts", "ack_latency", "attempts", "messages", "delivery_latency",
-    "processing_latency", "batch_size",
+    "processing_latency", "batch_size", "reconciled",
 )  # fmt: skip
 
 
@@ -157,6 +157,11 @@ def _builders() -> dict[str, Callable[[], Any]]:
             ["source"],
             buckets=LATENCY_BUCKETS,
         ),
+        "reconciled": lambda: Counter(
+            "hookinbox_reconciled",
+            "Events reconcile found missing: stored, or asked of the provider again (GitHub)",
+            ["source"],
+        ),
         "batch_size": lambda: Histogram(
             "hookinbox_ingest_batch_size",
             "Events stored per transaction by group commit (a batched delivery counts each)",
@@ -179,6 +184,11 @@ def count_attempt(source: str, event_type: str | None, outcome: str, seconds: fl
 def count_message(destination: str, outcome: str, seconds: float) -> None:
     _instrument("messages").labels(destination, outcome).inc()
     _instrument("delivery_latency").labels(destination).observe(seconds)
+
+
+def count_reconciled(source: str, events: int) -> None:
+    if events:
+        _instrument("reconciled").labels(source).inc(events)
 
 
 def observe_batch(size: int) -> None:

@@ -112,6 +112,9 @@ class Event:
     attempts_before_replay: int = 0
     """`attempts` as it was at the last replay (0 if never replayed). `attempts` counts every
     attempt ever made, across replays; the retry budget counts from the last replay."""
+    received_via: str = "webhook"
+    """How the event first arrived: `webhook` (a delivery), or `reconcile` (found in the
+    provider's API by `hookinbox reconcile`, before any delivery of it)."""
 
     @property
     def attempts_since_replay(self) -> int:

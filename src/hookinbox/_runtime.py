@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
+from hookinbox._errors import ConfigurationError, MissingExtra
 from hookinbox._operations._prune import PruneResult
 from hookinbox._operations._prune import prune as prune_events
 from hookinbox._operations._schedule import DailyJob
@@ -21,12 +22,16 @@ from hookinbox._processing._loop import WorkQueue
 from hookinbox._processing._processor import Processor
 from hookinbox._processing._queues import EventQueue
 from hookinbox._processing._wakeup import WakeSender
-from hookinbox._processing._worker import Worker, WorkerOptions
+from hookinbox._processing._worker import BackgroundJob, Worker, WorkerOptions
 from hookinbox._receiver import Receiver
 from hookinbox._registry import Registry
 from hookinbox._settings import Settings
 from hookinbox._storage import GroupCommitter, Listener, Store
 from hookinbox.outbox._relay import MessageQueue, Relay
+
+if TYPE_CHECKING:
+    from hookinbox._operations._reconcile_schedule import PeriodicReconcile
+    from hookinbox.sources._base import Source
 
 StoreFactory = Callable[[Settings, Registry], Store]
 
@@ -146,7 +151,14 @@ class Runtime:
                     )
         return self._relay
 
-    def worker(self, options: WorkerOptions, *, prune: bool, relay: bool) -> Worker:
+    def worker(
+        self,
+        options: WorkerOptions,
+        *,
+        prune: bool,
+        relay: bool,
+        reconcile_every: timedelta | None = None,
+    ) -> Worker:
         queues: list[tuple[WorkQueue[Any], int, threading.Event]] = [
             (EventQueue(self.processor, options.lease_seconds), options.concurrency, self.wake)
         ]
@@ -155,12 +167,36 @@ class Runtime:
             queue = MessageQueue(self.relay, options.lease_seconds)
             queues.append((queue, options.relay_concurrency, self.relay_wake))
             channels[Listener.OUTBOX] = self.relay_wake
-        jobs = []
+        jobs: list[BackgroundJob] = []
         prune_at = self.settings.prune_at
         if prune and prune_at is not None:
             jobs.append(DailyJob(self.store, lambda: self.prune().summary(), at=prune_at,
                                  clock=self.now))  # fmt: skip
+        if reconcile_every is not None:
+            jobs.append(self._periodic_reconcile(reconcile_every))
         return Worker(self.store, queues, options, jobs=jobs, channels=channels)
+
+    def _periodic_reconcile(self, every: timedelta) -> PeriodicReconcile:
+        """The sources configured with their provider's API credentials, reconciled every
+        `every`; none at all is a mistake worth refusing at start."""
+        sources = [s for s in self.registry.sources.values() if _can_reconcile(s)]
+        if not sources:
+            raise ConfigurationError(
+                "--reconcile-every: no source can reconcile (Stripe needs api_key, GitHub "
+                "api_token and hook: docs/reconcile.md)"
+            )
+        if every <= timedelta(0):
+            raise ConfigurationError("--reconcile-every must be positive")
+        from hookinbox._operations._reconcile_schedule import PeriodicReconcile
+
+        handlers = self.registry.handlers
+        return PeriodicReconcile(
+            self.store,
+            sources,
+            lambda source, event_type: bool(handlers.for_event(source, event_type)),
+            every=every,
+            clock=self.now,
+        )
 
     def relay_only(self, options: WorkerOptions) -> Worker:
         queue = MessageQueue(self.relay, options.lease_seconds)
@@ -187,3 +223,13 @@ class Runtime:
             self._store.dispose()
         if self._wake_worker is not None:
             self._wake_worker.close()
+
+
+def _can_reconcile(source: Source) -> bool:
+    try:
+        source.listing()
+    except ConfigurationError as error:
+        if isinstance(error, MissingExtra):
+            raise  # configured to reconcile, but httpx is missing: say so at start
+        return False
+    return True

@@ -27,6 +27,7 @@ LIST_FIELDS = {
     "processed_at",
     "last_delivery_at",
     "forced_replay_at",
+    "received_via",
     "last_error",
 }
 """The fields of an event in every JSON document (docs/cli.md, JSON output)."""

@@ -212,6 +212,7 @@ def test_event_detail_shows_body_headers_deliveries_errors_and_messages(
     assert '  "id": "evt_7",' in page  # pretty-printed, keys sorted
     assert '"stripe-signature": "t=' in page  # the stored headers
     assert "<dt>Deliveries</dt><dd>2 (last" in page
+    assert '<dd id="received-via">webhook</dd>' in page
     assert page.count("<td>no</td><td>no</td>") == 1  # the first delivery
     assert page.count("<td>yes</td><td>no</td>") == 1  # the duplicate
     assert re.search(r"<td>crm</td><td>.*?</td><td>delivered</td>", page)

@@ -122,7 +122,7 @@ def test_schema_10_gives_the_room_without_rewriting_a_table(empty_db_url: str) -
         # Deliveries go on while it runs: it takes no lock that stops them.
         with store.engine.connect() as delivering:
             delivering.execute(sa.text("LOCK TABLE hookinbox_events IN ROW EXCLUSIVE MODE"))
-            assert store.migrate() == (9, LATEST_VERSION)
+            assert _migrations.migrate(store.engine, target=10) == (9, 10)
             delivering.rollback()
         after = _table_files(store)
     finally:
@@ -131,3 +131,24 @@ def test_schema_10_gives_the_room_without_rewriting_a_table(empty_db_url: str) -
         "hookinbox_events": (before["hookinbox_events"][0], ["fillfactor=50"]),
         "hookinbox_event_queue": (before["hookinbox_event_queue"][0], ["fillfactor=30"]),
     }
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_schema_11_adds_received_via_without_rewriting_a_table(empty_db_url: str) -> None:
+    store = Store(empty_db_url, auto_migrate=False)
+    try:
+        _migrations.migrate(store.engine, target=10)
+        with store.engine.begin() as connection:
+            connection.execute(events.insert(), [old_event(f"evt_{n}", "processed")
+                                                 for n in range(50)])  # fmt: skip
+        before = _table_files(store)
+        assert store.migrate() == (10, LATEST_VERSION)
+        after = _table_files(store)
+        with store.engine.connect() as connection:
+            arrivals = connection.execute(
+                sa.text("SELECT DISTINCT received_via FROM hookinbox_events")
+            )
+            assert [row[0] for row in arrivals] == ["webhook"]
+    finally:
+        store.dispose()
+    assert after == before  # the same files: a catalog change, no rewrite

@@ -46,10 +46,14 @@ ON CONFLICT (source, event_id) DO UPDATE SET
     delivery_count = hookinbox_events.delivery_count + excluded.delivery_count,
     key_conflicts = hookinbox_events.key_conflicts + CASE
         WHEN hookinbox_events.body_sha256 <> excluded.body_sha256
+            AND hookinbox_events.received_via = 'webhook'
         THEN excluded.delivery_count ELSE 0 END,
     last_delivery_at = {latest}(hookinbox_events.last_delivery_at, excluded.last_delivery_at)
-RETURNING id, source, event_id, delivery_count, body_sha256, status
+RETURNING id, source, event_id, delivery_count, body_sha256, status, received_via
 """
+# An event reconcile stored (`received_via = 'reconcile'`) counted no delivery: its first
+# webhook brings the count to 1 without being new, and its body (the API's JSON, formatted
+# otherwise) conflicts with no delivery's.
 
 _STATUSES = {status.value: status for status in Status}
 """A stored status's member, without the enum's own lookup (about a microsecond a row)."""
@@ -68,8 +72,9 @@ class Group:
     last_delivery_at: datetime
 
 
-Row = tuple[int, int, str, str]
-"""What the upsert returns per event: id, delivery_count, body_sha256, status."""
+Row = tuple[int, int, str, str, bool]
+"""What the upsert returns per event: id, delivery_count, body_sha256, status, and whether a
+delivery stored it first (`received_via = 'webhook'`)."""
 
 
 class BatchWriter(Protocol):
@@ -91,18 +96,24 @@ def record_deliveries(
     for groups in _statements(deliveries):
         rows = writer.write_batch(connection, deliveries, groups)
         for group in groups:
-            row_id, stored_count, stored_sha, status = rows[key_of(group.first)]
+            row_id, stored_count, stored_sha, status, delivered_first = rows[key_of(group.first)]
             folded = len(group.members)
-            created = stored_count == folded  # an existing row had >= 1 before this statement
+            created = was_created(stored_count, folded, delivered_first)
             for position, index in enumerate(group.members):
                 results[index] = RecordedDelivery(
                     row_id=row_id,
                     is_new=created and position == 0,
                     delivery_count=stored_count - folded + position + 1,
-                    key_conflict=deliveries[index].body_sha256 != stored_sha,
+                    key_conflict=deliveries[index].body_sha256 != stored_sha and delivered_first,
                     status=_STATUSES[status],
                 )
     return [r for r in results if r is not None]
+
+
+def was_created(stored_count: int, folded: int, delivered_first: bool) -> bool:
+    """Whether this statement created the event: an existing row had >= 1 delivery before
+    it, or was stored by reconcile (0 deliveries, but not new to any webhook)."""
+    return stored_count == folded and delivered_first
 
 
 def key_of(delivery: NewDelivery) -> tuple[str, str]:

@@ -21,6 +21,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import sqlalchemy as sa
 from sqlalchemy import Connection, case
 from sqlalchemy.sql.expression import Executable
 
@@ -28,7 +29,12 @@ from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status, initi
 from hookinbox._storage._batch import record_deliveries
 from hookinbox._storage._dialects import Dialect
 from hookinbox._storage._rows import event_from_row, select_events
-from hookinbox._storage._schema import deliveries, events
+from hookinbox._storage._schema import (
+    RECEIVED_VIA_RECONCILE,
+    RECEIVED_VIA_WEBHOOK,
+    deliveries,
+    events,
+)
 
 if TYPE_CHECKING:
     from hookinbox._storage._store import Store
@@ -39,7 +45,16 @@ def upsert_statement(dialect: Dialect) -> Executable:
     """Built once per dialect and executed with parameters: constructing the statement (its
     `excluded` alias above all) per request cost a quarter of ingest's CPU in a profile."""
     statement = dialect.insert(events)
-    conflicting_body = case((events.c.body_sha256 != statement.excluded.body_sha256, 1), else_=0)
+    # A body stored by reconcile is the API's JSON, whose formatting differs from the webhook's
+    # bytes: only a body that came as a delivery can conflict with one.
+    conflicting_body = case(
+        (
+            (events.c.body_sha256 != statement.excluded.body_sha256)
+            & (events.c.received_via == RECEIVED_VIA_WEBHOOK),
+            1,
+        ),
+        else_=0,
+    )
     statement = statement.on_conflict_do_update(
         index_elements=[events.c.source, events.c.event_id],
         set_={
@@ -49,8 +64,23 @@ def upsert_statement(dialect: Dialect) -> Executable:
         },
     )
     return statement.returning(
-        events.c.id, events.c.delivery_count, events.c.body_sha256, events.c.status
+        events.c.id,
+        events.c.delivery_count,
+        events.c.body_sha256,
+        events.c.status,
+        events.c.received_via,
     )
+
+
+@functools.cache
+def reconciled_insert(dialect: Dialect) -> Executable:
+    """Insert an event that a provider's API listed, or nothing when its key is stored: the
+    unique index decides, as for deliveries, so a webhook committing at the same moment makes
+    this one find the event stored (and the webhook, when it comes second, a duplicate)."""
+    statement = dialect.insert(events).on_conflict_do_nothing(
+        index_elements=[events.c.source, events.c.event_id]
+    )
+    return statement.returning(events.c.id)
 
 
 def _row(delivery: NewDelivery) -> dict[str, object]:
@@ -72,6 +102,11 @@ def _row(delivery: NewDelivery) -> dict[str, object]:
         "key_conflicts": 0,
         "last_delivery_at": delivery.received_at,
     }
+
+
+def _reconciled_row(event: NewDelivery) -> dict[str, object]:
+    # No delivery: none counted, none logged; the first webhook of it will count 1.
+    return {**_row(event), "delivery_count": 0, "received_via": RECEIVED_VIA_RECONCILE}
 
 
 _LOG_INSERT = deliveries.insert()
@@ -100,6 +135,31 @@ class Ingest:
         otherwise call it inside a transaction."""
         return record_deliveries(connection, deliveries, self.store.dialect)
 
+    def record_reconciled(self, events_found: Sequence[NewDelivery]) -> list[bool]:
+        """Store the events a provider's API listed that no delivery stored, in one
+        transaction (reconcile's page); for each, whether this call stored it. A reconciled
+        event is queued like a delivered one (the insert trigger) and processed as usual."""
+        statement = reconciled_insert(self.store.dialect)
+        stored = [False] * len(events_found)
+        # In key order, as group commit writes its batches: a webhook batch and this page that
+        # share events then wait for each other instead of deadlocking (PostgreSQL).
+        order = sorted(range(len(events_found)), key=lambda i: events_found[i].event_id)
+        with self.store.transaction() as connection:
+            for index in order:
+                row = _reconciled_row(events_found[index])
+                stored[index] = connection.execute(statement, row).first() is not None
+        return stored
+
+    def stored_keys(self, source: str, event_ids: Sequence[str]) -> set[str]:
+        """Those of `event_ids` stored under `source` (reconcile's dry run: a read, no lock)."""
+        if not event_ids:
+            return set()
+        query = sa.select(events.c.event_id).where(
+            events.c.source == source, events.c.event_id.in_(list(event_ids))
+        )
+        with self.store.reading() as connection:
+            return set(connection.execute(query).scalars())
+
     def get_event(self, source: str, event_id: str) -> Event | None:
         """The event stored under (source, event_id), as it is now."""
         query = select_events().where(events.c.source == source, events.c.event_id == event_id)
@@ -111,11 +171,12 @@ class Ingest:
 def _record(connection: Connection, delivery: NewDelivery, dialect: Dialect) -> RecordedDelivery:
     statement = upsert_statement(dialect)
     row = connection.execute(statement, _row(delivery)).mappings().one()
+    delivered_first = row["received_via"] == RECEIVED_VIA_WEBHOOK
     recorded = RecordedDelivery(
         row_id=row["id"],
-        is_new=row["delivery_count"] == 1,
+        is_new=row["delivery_count"] == 1 and delivered_first,
         delivery_count=row["delivery_count"],
-        key_conflict=row["body_sha256"] != delivery.body_sha256,
+        key_conflict=row["body_sha256"] != delivery.body_sha256 and delivered_first,
         status=Status(row["status"]),
     )
     connection.execute(

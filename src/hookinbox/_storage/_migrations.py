@@ -327,6 +327,19 @@ def _v10_room_for_processing(op: Operations) -> None:
     dialect.set_fill_factor(op, "hookinbox_event_queue", 30)
 
 
+def _v11_received_via(op: Operations) -> None:
+    """`hookinbox_events.received_via`: `webhook` for every event stored so far, `reconcile`
+    for those `hookinbox reconcile` finds in a provider's API before any delivery.
+
+    A column with a constant default is a catalog change on each database (PostgreSQL 11 and
+    later store the default once instead of rewriting the table; SQLite only edits the
+    table's definition): one short step however large the inbox.
+    """
+    _dialect(op).add_column_with_default(
+        op, "hookinbox_events", sa.Column("received_via", sa.String(16), nullable=False), "webhook"
+    )
+
+
 def _dialect(op: Operations) -> Dialect:
     return dialect_named(op.get_context().dialect.name)
 
@@ -342,6 +355,7 @@ MIGRATIONS: tuple[Step, ...] = (
     _v8_due_in_lease_order,
     _v9_queue_beside_the_events,
     _v10_room_for_processing,
+    _v11_received_via,
 )
 """Step N (1-based) brings a database from version N-1 to version N."""
 

@@ -69,6 +69,7 @@ def event_from_row(row: Mapping[Any, Any]) -> Event:
         last_delivery_at=row["last_delivery_at"],
         forced_replay_at=row["forced_replay_at"],
         attempts_before_replay=row["attempts_before_replay"] or 0,
+        received_via=row["received_via"],
     )
 
 

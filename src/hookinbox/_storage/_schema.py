@@ -45,6 +45,9 @@ QUEUE_FILLFACTOR = 30
 """The same for the queue's small rows, which a lease and a release rewrite; the queue holds
 only unfinished work, so the room costs little."""
 
+RECEIVED_VIA_WEBHOOK = "webhook"
+RECEIVED_VIA_RECONCILE = "reconcile"
+
 events = Table(
     "hookinbox_events",
     metadata,
@@ -79,6 +82,10 @@ events = Table(
     # kept here, so the retry budget (`max_attempts`, backoff) counts from the replay. NULL:
     # never replayed (the inserts on the delivery path need not know the column).
     Column("attempts_before_replay", Integer),
+    # How the event first arrived: `webhook`, or `reconcile` when `hookinbox reconcile` found it
+    # in the provider's API before any delivery (schema 11). Kept from the first arrival; a
+    # reconciled event is no delivery, so the inserts on the delivery path need not name it.
+    Column("received_via", String(16), nullable=False, server_default=RECEIVED_VIA_WEBHOOK),
     UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
     postgresql_with={"fillfactor": EVENTS_FILLFACTOR},
 )

@@ -49,6 +49,10 @@ COMMANDS: dict[str, Entry] = {
         "hookinbox.cli._prune:prune",
         "Delete done events older than the retention.",
     ),
+    "reconcile": Entry(
+        "hookinbox.cli._reconcile:reconcile",
+        "Store the events a provider's API lists that never arrived.",
+    ),
     "dashboard": Entry(
         "hookinbox.cli._dashboard:dashboard",
         "Serve the operator dashboard on its own.",

@@ -33,6 +33,7 @@ EVENT_FIELDS = (
     "processed_at",
     "last_delivery_at",
     "forced_replay_at",
+    "received_via",
     "last_error",
 )
 """The fields of an event in every document, in the order `events show` prints them."""
@@ -77,6 +78,7 @@ def event_document(event: Event) -> dict[str, Any]:
         "processed_at": _value(event.processed_at),
         "last_delivery_at": _value(event.last_delivery_at),
         "forced_replay_at": _value(event.forced_replay_at),
+        "received_via": event.received_via,
         "last_error": event.last_error,
     }
 

@@ -59,6 +59,14 @@ EXIT_NOT_DRAINED = 1
 )
 @relay_concurrency_option
 @heartbeat_option
+@click.option(
+    "--reconcile-every",
+    default=None,
+    envvar="HOOKINBOX_RECONCILE_EVERY",
+    show_envvar=True,
+    help="Reconcile every source that has API credentials this often (1h, 30m; off by "
+    "default): one worker at a time (docs/reconcile.md).",
+)
 @log_level_option
 @log_format_option
 @store_option_flags
@@ -75,6 +83,7 @@ def worker(
     no_relay: bool,
     relay_concurrency: int,
     heartbeat_interval: float,
+    reconcile_every: str | None,
     log_level: str,
     log_format: str,
     **store_options: object,
@@ -96,7 +105,9 @@ def worker(
     from hookinbox._settings import Overrides
     from hookinbox.cli._loading import load_inbox
     from hookinbox.cli._logs import configure_logging
+    from hookinbox.cli._reconcile import duration
 
+    every = None if reconcile_every is None else duration(reconcile_every, "--reconcile-every")
     configure_logging(log_level, log_format)
     inbox = load_inbox(
         app, overrides=Overrides(database_url, store_options=store_option_values(store_options))
@@ -111,7 +122,8 @@ def worker(
         wake_socket=wake_socket,
         heartbeat_interval=heartbeat_interval,
     )
-    run_until_stopped(inbox, inbox.worker(options, relay=not no_relay), metrics_port)
+    built = inbox.worker(options, relay=not no_relay, reconcile_every=every)
+    run_until_stopped(inbox, built, metrics_port)
 
 
 @click.command(short_help=short_help("relay"))

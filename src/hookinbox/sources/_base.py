@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from hookinbox._errors import (
     BadSignature,
@@ -46,6 +46,9 @@ from hookinbox._headers import HeaderValues
 from hookinbox._headers import normalize_headers as normalize_headers  # bench/'s import
 from hookinbox._model import MAX_KEY_LENGTH
 from hookinbox.sources._json_slices import JsonSlice
+
+if TYPE_CHECKING:
+    from hookinbox.sources._provider_api import Listing
 
 _Signature = TypeVar("_Signature", bytes, str)
 
@@ -524,6 +527,16 @@ class Source(ABC):
     @abstractmethod
     def identify(self, headers: Headers, body: bytes) -> Identity:
         """Parse a verified delivery; raise `PayloadError` if it names no event."""
+
+    def listing(self) -> Listing:
+        """What `hookinbox reconcile` lists from the provider's API (`_provider_api.py`).
+
+        Only a source configured with the provider's API credentials has one (Stripe's
+        `api_key`); the others raise `ConfigurationError`, one line saying so."""
+        raise ConfigurationError(
+            f"source {self.name!r} ({type(self).__name__}) cannot reconcile: hookinbox lists "
+            "events from Stripe's, GitHub's and Square's APIs (docs/reconcile.md)"
+        )
 
     def handshake(self, headers: Headers, body: bytes) -> HandshakeAnswer | None:
         """The answer to a verified delivery that is a handshake rather than an event.

@@ -10,10 +10,12 @@ Configure the hook with content type `application/json`; form-encoded bodies are
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hookinbox._errors import ConfigurationError
 from hookinbox.sources._base import (
     Headers,
     Identity,
@@ -24,9 +26,28 @@ from hookinbox.sources._base import (
     parse_json,
     utf8_keys,
 )
+from hookinbox.sources._http import api_base_url, api_credential
 from hookinbox.sources._provider import body_id, hex_mac, json_headers, provider, secret_key
 
+if TYPE_CHECKING:
+    from hookinbox.sources._provider_api import Listing
+
 PREFIX = "sha256="
+API_BASE = "https://api.github.com"
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def hook_path(hook: str) -> str:
+    """`OWNER/REPO/HOOK_ID` -> `repos/OWNER/REPO/hooks/HOOK_ID`; `ORG/HOOK_ID` ->
+    `orgs/ORG/hooks/HOOK_ID`."""
+    parts = hook.split("/") if isinstance(hook, str) else []
+    if 2 <= len(parts) <= 3 and all(_NAME.fullmatch(p) for p in parts) and parts[-1].isdigit():
+        owner = "/".join(parts[:-1])
+        kind = "repos" if len(parts) == 3 else "orgs"
+        return f"{kind}/{owner}/hooks/{parts[-1]}"
+    raise ConfigurationError(
+        f"GitHub's hook is OWNER/REPO/HOOK_ID or ORG/HOOK_ID (a number last), not {hook!r}"
+    )
 
 
 class GitHub(Source):
@@ -48,10 +69,34 @@ class GitHub(Source):
         secret: str | Sequence[str],
         name: str | None = None,
         scope_by_hook: bool = False,
+        api_token: str | None = None,
+        hook: str | None = None,
+        api_base: str = API_BASE,
     ) -> None:
+        """`api_token` and `hook` (`OWNER/REPO/HOOK_ID` for a repository's hook, `ORG/HOOK_ID`
+        for an organisation's) let `hookinbox reconcile` ask GitHub to redeliver what failed
+        (docs/reconcile.md); `api_base` is where the REST API answers."""
         super().__init__(name=name)
         self._keys = utf8_keys(secret)
         self.scope_by_hook = scope_by_hook
+        self._api_token = api_credential(api_token, "GitHub's api_token")
+        self.hook_path = None if hook is None else hook_path(hook)
+        self.api_base = api_base_url(api_base, "GitHub's api_base")
+
+    def listing(self) -> Listing:
+        if self._api_token is None or self.hook_path is None:
+            raise ConfigurationError(
+                f"source {self.name!r} needs api_token and hook: GitHub(secret=..., "
+                "api_token=..., hook='OWNER/REPO/HOOK_ID') asks GitHub to redeliver"
+            )
+        from hookinbox._extras import require
+
+        require("reconcile from GitHub's API", "http")
+        from hookinbox.sources._github_api import HookDeliveries
+
+        return HookDeliveries(
+            api_token=self._api_token, api_base=self.api_base, hook_path=self.hook_path
+        )
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         check_prefixed_hex_hmac(

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
+from hookinbox._errors import ConfigurationError, HookinboxError, VerificationUnavailable
 
-from hookinbox._errors import ConfigurationError, VerificationUnavailable
+if TYPE_CHECKING:  # so that a source may check its API's URL without the extra installed
+    import httpx
 
 MAX_ANSWER_BYTES = 1024 * 1024
 
@@ -35,6 +36,13 @@ def api_base_url(url: str, what: str) -> str:
     return url.rstrip("/")
 
 
+def api_credential(value: str | None, what: str) -> str | None:
+    """An API key or token as configured: None (no reconcile), or a non-empty string."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ConfigurationError(f"{what}, when given, must be a non-empty string")
+    return value
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -44,14 +52,28 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def json_answer(response: httpx.Response, what: str) -> dict[str, Any]:
-    """A provider's JSON object answer; anything else means the provider is not well."""
-    try:
-        if len(response.content) > MAX_ANSWER_BYTES:
-            raise ValueError("answer too large")
-        answer = json.loads(response.content)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise VerificationUnavailable(f"{what} answered something that is not JSON") from exc
+def json_answer(
+    response: httpx.Response,
+    what: str,
+    *,
+    error: type[HookinboxError] = VerificationUnavailable,
+    limit: int = MAX_ANSWER_BYTES,
+) -> dict[str, Any]:
+    """A provider's JSON object answer; anything else means the provider is not well (`error`:
+    a delivery waits for a retry, a reconcile stops)."""
+    answer = json_value(response, what, error=error, limit=limit)
     if not isinstance(answer, dict):
-        raise VerificationUnavailable(f"{what} answered JSON that is not an object")
+        raise error(f"{what} answered JSON that is not an object")
     return answer
+
+
+def json_value(
+    response: httpx.Response, what: str, *, error: type[HookinboxError], limit: int
+) -> Any:
+    """A provider's answer as JSON, at most `limit` bytes of it."""
+    try:
+        if len(response.content) > limit:
+            raise ValueError("answer too large")
+        return json.loads(response.content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise error(f"{what} answered something that is not JSON") from exc

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hookinbox._errors import ConfigurationError
 from hookinbox.sources._base import (
     Headers,
     Identity,
@@ -21,7 +22,13 @@ from hookinbox.sources._base import (
     fields_identity,
     require_match,
 )
+from hookinbox.sources._http import api_base_url, api_credential
 from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
+
+if TYPE_CHECKING:
+    from hookinbox.sources._provider_api import Listing
+
+API_BASE = "https://connect.squareup.com"
 
 
 class Square(SecretSource):
@@ -37,10 +44,29 @@ class Square(SecretSource):
         secret: str | Sequence[str],
         notification_url: str,
         name: str | None = None,
+        access_token: str | None = None,
+        api_base: str = API_BASE,
     ) -> None:
+        """`access_token` lets `hookinbox reconcile` search the events Square sent
+        (docs/reconcile.md); `api_base` is where its API answers."""
         super().__init__(secret=secret, name=name)
         self.notification_url = configured_url(notification_url, "notification_url")
         self._url = self.notification_url.encode()
+        self._access_token = api_credential(access_token, "Square's access_token")
+        self.api_base = api_base_url(api_base, "Square's api_base")
+
+    def listing(self) -> Listing:
+        if self._access_token is None:
+            raise ConfigurationError(
+                f"source {self.name!r} has no access_token: Square(secret=..., "
+                "notification_url=..., access_token=...) searches events from Square's API"
+            )
+        from hookinbox._extras import require
+
+        require("reconcile from Square's API", "http")
+        from hookinbox.sources._square_api import SquareEvents
+
+        return SquareEvents(access_token=self._access_token, api_base=self.api_base)
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         candidates = decode_digests(

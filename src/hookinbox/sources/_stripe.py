@@ -7,11 +7,25 @@ body's `id` (`evt_...`), stable across retries; `t` and the signature change on 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hookinbox.sources._base import Headers, Identity, SignatureListSource, fields_identity
+from hookinbox._errors import ConfigurationError
+from hookinbox.sources._base import (
+    DEFAULT_TOLERANCE,
+    Headers,
+    Identity,
+    SignatureListSource,
+    fields_identity,
+)
+from hookinbox.sources._http import api_base_url, api_credential
 from hookinbox.sources._provider import hex_mac, provider, secret_key
+
+if TYPE_CHECKING:
+    from hookinbox.sources._provider_api import Listing
+
+API_BASE = "https://api.stripe.com"
 
 
 class Stripe(SignatureListSource):
@@ -26,6 +40,35 @@ class Stripe(SignatureListSource):
     timestamp_name = "t"
     signature_name = "v1"
     joiner = b"."
+
+    def __init__(
+        self,
+        *,
+        secret: str | Sequence[str],
+        name: str | None = None,
+        tolerance: float | None = DEFAULT_TOLERANCE,
+        api_key: str | None = None,
+        api_base: str = API_BASE,
+    ) -> None:
+        """`api_key` (a secret or restricted key that may read events) lets `hookinbox
+        reconcile` list the events Stripe sent (docs/reconcile.md); `api_base` is where its
+        API answers (a test's loopback imitation)."""
+        super().__init__(secret=secret, name=name, tolerance=tolerance)
+        self._api_key = api_credential(api_key, "Stripe's api_key")
+        self.api_base = api_base_url(api_base, "Stripe's api_base")
+
+    def listing(self) -> Listing:
+        if self._api_key is None:
+            raise ConfigurationError(
+                f"source {self.name!r} has no api_key: Stripe(secret=..., api_key=...) lists "
+                "events from Stripe's API"
+            )
+        from hookinbox._extras import require
+
+        require("reconcile from Stripe's API", "http")
+        from hookinbox.sources._stripe_api import StripeEvents
+
+        return StripeEvents(api_key=self._api_key, api_base=self.api_base)
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         return fields_identity(body, id_field="id", type_field="type", time_field="created")

@@ -188,6 +188,16 @@ class Dialect(ABC):
         """Triggers that refuse the leases of an older hookinbox (schema 8 and before):
         `hookinbox_events.lease_token` set, or an outbox message made `delivering`."""
 
+    def add_column_with_default(
+        self, op: Operations, table: str, column: sa.Column[Any], default: str
+    ) -> None:
+        """Add `column` to `table`, every existing row holding the constant `default`, without
+        rewriting the table where the database allows (a catalog change: PostgreSQL 11+,
+        SQLite; a database that needs a clause for it, such as MySQL's `ALGORITHM=INSTANT`,
+        says so in its own dialect)."""
+        column.server_default = sa.DefaultClause(default)
+        op.add_column(table, column)
+
     # -- Django's connections ---------------------------------------------------------------
 
     @abstractmethod

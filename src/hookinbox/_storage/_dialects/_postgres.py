@@ -213,7 +213,7 @@ class PostgreSQL(Dialect):
                 )
         parameters = {"events": json.dumps([rows, log]), "bodies": b"".join(bodies)}
         result = connection.exec_driver_sql(_BATCH, parameters)
-        return {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
+        return {(r[1], r[2]): (r[0], r[3], r[4], r[5], r[6] == "webhook") for r in result}
 
     def payload_value(self, match: PayloadMatch, *, careful: bool = False) -> sa.ColumnElement[Any]:
         """Only bodies that start with `{` or `[` are read as JSON (form bodies, Twilio's or
@@ -498,13 +498,13 @@ WITH batch AS (
 ), logged AS (
     INSERT INTO hookinbox_deliveries (source, event_id, received_at, duplicate, key_conflict)
     SELECT u.source, u.event_id, l.r,
-           NOT (l.p = 1 AND u.delivery_count = l.f),
-           u.body_sha256 <> l.d
+           NOT (l.p = 1 AND u.delivery_count = l.f AND u.received_via = 'webhook'),
+           u.body_sha256 <> l.d AND u.received_via = 'webhook'
     FROM json_to_recordset(%(events)s::json -> 1)
          AS l(s varchar, i varchar, r timestamptz, p int, f int, d varchar)
     JOIN upserted u ON u.source = l.s AND u.event_id = l.i
 )
-SELECT id, source, event_id, delivery_count, body_sha256, status FROM upserted
+SELECT id, source, event_id, delivery_count, body_sha256, status, received_via FROM upserted
 """
 
 

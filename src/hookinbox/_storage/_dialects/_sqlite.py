@@ -40,6 +40,7 @@ from hookinbox._storage._batch import (
     delivery_status,
     headers_json,
     key_of,
+    was_created,
 )
 from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
@@ -187,11 +188,11 @@ class SQLite(Dialect):
                 delivery_error(delivery),
             )
         result = connection.exec_driver_sql(_upsert(len(groups)), tuple(parameters))
-        rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
+        rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5], r[6] == "webhook") for r in result}
         log = []
         for group in groups:
-            _, stored_count, stored_sha, _ = rows[key_of(group.first)]
-            created = stored_count == len(group.members)
+            _, stored_count, stored_sha, _, delivered_first = rows[key_of(group.first)]
+            created = was_created(stored_count, len(group.members), delivered_first)
             for position, index in enumerate(group.members):
                 delivery = deliveries[index]
                 log.append(
@@ -200,7 +201,7 @@ class SQLite(Dialect):
                         delivery.source,
                         delivery.event_id,
                         not (created and position == 0),
-                        delivery.body_sha256 != stored_sha,
+                        delivery.body_sha256 != stored_sha and delivered_first,
                     )
                 )
         connection.exec_driver_sql(_LOG, log)

@@ -1,0 +1,40 @@
+"""An app whose Stripe source can reconcile: its API key and base come from the environment
+(RECONCILE_STRIPE_API, the loopback imitation's URL). Each invoice.paid event applied adds a
+row to `applied_invoices`, deliberately without a unique constraint: an event processed twice
+shows as two rows. No handler takes `customer.created` (reconcile skips that type)."""
+
+from __future__ import annotations
+
+import os
+
+import sqlalchemy as sa
+
+from hookinbox import Event, HandlerContext, Inbox
+from hookinbox.sources import Stripe
+from tests.support.stripe_api import API_KEY
+
+SECRET = "whsec_test_reconciling_app"
+
+tables = sa.MetaData()
+applied_invoices = sa.Table(
+    "applied_invoices",
+    tables,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("event_id", sa.String(255), nullable=False),
+)
+
+
+def build(database_url: str | None = None, api_base: str | None = None) -> Inbox:
+    base = api_base or os.environ.get("RECONCILE_STRIPE_API", "http://127.0.0.1:9")
+    inbox = Inbox(database_url)
+    inbox.add_source(Stripe(secret=SECRET, api_key=API_KEY, api_base=base))
+    inbox.after_migrate(tables.create_all)
+
+    @inbox.handler("stripe", "invoice.paid")
+    def on_invoice(event: Event, ctx: HandlerContext) -> None:
+        ctx.db.execute(applied_invoices.insert().values(event_id=event.id))
+
+    return inbox
+
+
+inbox = build()

@@ -1,0 +1,133 @@
+"""`hookinbox reconcile [APP] SOURCE`: counts, --json, --dry-run, --since, and each refusal as
+one line (exit 1 for the API's, 2 for usage), against the loopback imitation of Stripe's API."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from hookinbox import Inbox
+from tests.apps import reconciling
+from tests.cli.conftest import error_line, parsed
+from tests.support.loopback import Loopback, serving
+from tests.support.server import run_cli
+from tests.support.signing import stripe_delivery
+from tests.support.stripe_api import API_KEY, StripeAPI, stripe_event
+
+APP = "tests.apps.reconciling:inbox"
+
+
+@pytest.fixture
+def api() -> StripeAPI:
+    now = int(time.time())
+    return StripeAPI(
+        [stripe_event(n, now - 600 + n) for n in range(120)]
+        + [stripe_event(500, now - 60, "customer.created")]
+    )
+
+
+@pytest.fixture
+def server(api: StripeAPI) -> Iterator[Loopback]:
+    with serving(api) as loopback:
+        yield loopback
+
+
+@pytest.fixture
+def inbox(db_url: str, server: Loopback) -> Iterator[Inbox]:
+    inbox = reconciling.build(db_url, api_base=server.url)
+    inbox.migrate()
+    yield inbox
+    inbox.close()
+
+
+def reconcile(
+    server: Loopback, db_url: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return run_cli(
+        "reconcile", APP, *args, "--database-url", db_url,
+        env={"RECONCILE_STRIPE_API": server.url, **(env or {})}, timeout=60,
+    )  # fmt: skip
+
+
+def test_json_counts_then_nothing_more(
+    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+) -> None:
+    headers, body = stripe_delivery(api.events[0], reconciling.SECRET)
+    assert inbox.receive("stripe", headers, body).ok
+    dry = parsed(reconcile(server, db_url, "stripe", "--dry-run", "--json"))
+    assert {
+        k: dry[k] for k in ("listed", "already_stored", "missing", "stored", "skipped_types")
+    } == {"listed": 121, "already_stored": 1, "missing": 119, "stored": 0, "skipped_types": 1}
+    assert dry["dry_run"] is True and dry["source"] == "stripe" and dry["clamped"] is False
+    first = parsed(reconcile(server, db_url, "stripe", "--json"))
+    assert (first["missing"], first["stored"], first["already_stored"]) == (119, 119, 1)
+    second = parsed(reconcile(server, db_url, "stripe", "--json"))
+    assert (second["missing"], second["stored"], second["already_stored"]) == (0, 0, 120)
+    shown = parsed(run_cli("events", "show", APP, "stripe", api.events[5]["id"],
+                           "--database-url", db_url, "--json"))  # fmt: skip
+    assert shown["received_via"] == "reconcile" and shown["deliveries"] == []
+    assert shown["delivery_count"] == 0 and shown["body"] == api.events[5]
+    listed = parsed(run_cli("events", "list", APP, "--database-url", db_url, "--json",
+                            "--limit", "500"))  # fmt: skip
+    assert {row["received_via"] for row in listed} == {"webhook", "reconcile"}
+
+
+def test_text_output_warns_of_lost_deliveries(inbox: Inbox, server: Loopback, db_url: str) -> None:
+    result = reconcile(server, db_url, "stripe", "--since", "90m")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("stripe: listed 121, already stored 0, missing 120, stored 120")
+    assert "warning: 120 event(s) had never arrived" in result.stderr
+
+
+def test_since_past_the_window_is_clamped_with_a_warning(
+    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+) -> None:
+    result = reconcile(server, db_url, "stripe", "--since", "45d", "--json")
+    assert parsed(result)["clamped"] is True
+    assert "warning: --since 45d is past" in result.stderr
+    assert int(api.queries[0]["created[gte]"]) >= int(time.time()) - 30 * 86400 - 60
+
+
+def test_a_refused_key_is_one_line_exit_1_nothing_stored(
+    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+) -> None:
+    api.api_key = "sk_test_another_key"
+    line = error_line(reconcile(server, db_url, "stripe"), 1)
+    assert "refused the API key (401)" in line and API_KEY not in line
+    as_json = reconcile(server, db_url, "stripe", "--json")
+    assert as_json.returncode == 1 and "Traceback" not in as_json.stderr
+    assert "refused the API key" in json.loads(as_json.stdout)["error"]
+    assert API_KEY not in as_json.stdout + as_json.stderr
+    assert inbox.store.operator.all_events() == []
+
+
+def test_an_api_that_keeps_failing_is_one_line_exit_1(
+    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+) -> None:
+    api.faults += [(429, {"Retry-After": "0"})] * 5
+    assert "kept answering 429" in error_line(reconcile(server, db_url, "stripe"), 1)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("stripe", "--since", "3"), "has no unit"),
+        (("stripe", "--since", "-3d"), "not a positive duration"),
+        (("stripe", "--since", "xd"), "not a duration"),
+        (("strpe",), "did you mean 'stripe'"),
+        ((), "give APP (or set HOOKINBOX_APP)"),  # APP alone is read as SOURCE
+    ],
+)
+def test_bad_usage_is_one_line_exit_2(
+    inbox: Inbox, server: Loopback, db_url: str, args: tuple[str, ...], expected: str
+) -> None:
+    assert expected in error_line(reconcile(server, db_url, *args), 2)
+
+
+def test_worker_reconcile_every_needs_a_unit(inbox: Inbox, server: Loopback, db_url: str) -> None:
+    result = run_cli("worker", APP, "--reconcile-every", "5", "--database-url", db_url)
+    assert "has no unit" in error_line(result, 2)

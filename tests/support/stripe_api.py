@@ -1,0 +1,106 @@
+"""A loopback imitation of Stripe's `GET /v1/events`, as Stripe documents it: newest first,
+`limit` (1 to 100, default 10), `starting_after` (an id on a page before; unknown -> 404
+`resource_missing`), `created[gt|gte|lt|lte]`, `type`; any other parameter -> 400; a missing
+or wrong key -> 401, each error as `{"error": {"type", "message", ...}}`. Faults can be
+queued ahead of the answers (`StripeAPI.faults`). tests/sources/test_stripe_api.py holds it
+to the official `stripe` SDK pointed at it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.support.loopback import Answer, Request
+
+API_KEY = "sk_test_4eC39HqLyjWDarjtT1zdp7dc"
+LIST_PARAMETERS = {"limit", "starting_after", "ending_before", "type", "types"}
+CREATED = {"created[gt]", "created[gte]", "created[lt]", "created[lte]"}
+
+
+def stripe_event(number: int, created: int, event_type: str = "invoice.paid") -> dict[str, Any]:
+    """An event object as `GET /v1/events` lists it (and a webhook carries it)."""
+    return {
+        "id": f"evt_{number:024d}",
+        "object": "event",
+        "api_version": "2024-06-20",
+        "created": created,
+        "data": {"object": {"id": f"in_{number}", "object": "invoice", "amount_paid": 1200}},
+        "livemode": False,
+        "pending_webhooks": 0,
+        "request": {"id": None, "idempotency_key": None},
+        "type": event_type,
+    }
+
+
+def _error(status: int, kind: str, message: str, **extra: Any) -> Answer:
+    body = {"error": {"type": kind, "message": message, **extra}}
+    return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
+
+
+@dataclass
+class StripeAPI:
+    """The account's events and the faults to answer first (status, headers), one a request."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    api_key: str = API_KEY
+    queries: list[dict[str, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, request: Request) -> Answer:
+        url = urlsplit(request.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        with self.lock:
+            self.queries.append(query)
+            fault = self.faults.pop(0) if self.faults else None
+        if request.headers.get("authorization") != f"Bearer {self.api_key}":
+            return _error(401, "invalid_request_error", "Invalid API Key provided: sk_****")
+        if fault is not None:
+            status, headers = fault
+            kind = "rate_limit_error" if status == 429 else "api_error"
+            answer = _error(status, kind, "Request rate limit exceeded." if status == 429 else "x")
+            return status, {**answer[1], **headers}, answer[2]
+        if request.method != "GET" or url.path != "/v1/events":
+            return _error(404, "invalid_request_error", f"Unrecognized request URL ({url.path})")
+        return self._list(query)
+
+    def _list(self, query: dict[str, str]) -> Answer:
+        unknown = set(query) - LIST_PARAMETERS - CREATED
+        if unknown:
+            name = sorted(unknown)[0]
+            return _error(400, "invalid_request_error", f"Received unknown parameter: {name}",
+                          param=name)  # fmt: skip
+        try:
+            limit = int(query.get("limit", "10"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 100:
+            message = "Invalid integer: limit must be between 1 and 100"
+            return _error(400, "invalid_request_error", message, param="limit")
+        with self.lock:
+            listed = sorted(self.events, key=lambda e: (e["created"], e["id"]), reverse=True)
+        for name, keep in (
+            ("created[gt]", lambda c, v: c > v),
+            ("created[gte]", lambda c, v: c >= v),
+            ("created[lt]", lambda c, v: c < v),
+            ("created[lte]", lambda c, v: c <= v),
+        ):
+            if name in query:
+                bound = int(query[name])
+                listed = [e for e in listed if keep(e["created"], bound)]
+        if "type" in query:
+            listed = [e for e in listed if e["type"] == query["type"]]
+        after = query.get("starting_after")
+        if after is not None:
+            ids = [e["id"] for e in listed]
+            if after not in ids:
+                return _error(404, "invalid_request_error", f"No such event: '{after}'",
+                              code="resource_missing", param="starting_after")  # fmt: skip
+            listed = listed[ids.index(after) + 1 :]
+        page = listed[:limit]
+        body = {"object": "list", "data": page, "has_more": len(listed) > limit,
+                "url": "/v1/events"}  # fmt: skip
+        return 200, {"Content-Type": "application/json"}, json.dumps(body).encode()
