@@ -55,7 +55,15 @@ TEMPLATE = f"hookinbox_test_template_{os.getpid()}"  # one per run: runs may ove
 BACKENDS = ["sqlite", "postgres", "mysql"]
 FAST_TIER = os.environ.get("HOOKINBOX_TEST_TIER") == "fast"
 
-MYSQL_TESTS = ("storage/", "processing/", "outbox/", "operations/")
+MYSQL_TESTS = (
+    "storage/",
+    "processing/",
+    "outbox/",
+    "operations/",
+    "processes/test_concurrency.py",
+    "processes/test_sigkill.py",
+    "reliability/test_untrusted_text.py",
+)
 """Where the `mysql` backend's cases run (paths under tests/, by prefix)."""
 SLOW_DIRECTORIES = frozenset({"bench", "cli", "demo", "e2e", "ha", "packaging", "processes"})
 """Directories of tests/ whose every test starts processes or servers: marked `slow`."""

@@ -437,14 +437,6 @@ def _engine(url: URL, options: StoreOptions) -> Engine:
         elif code == ER_DUP_ENTRY and context.connection is not None:
             _name_the_key(context)
 
-    @event.listens_for(engine, "checkin")
-    def _reset(dbapi_connection: Any, record: Any) -> None:
-        statements = record.info.pop(_AT_CHECKIN, None) if record is not None else None
-        if statements and dbapi_connection is not None:
-            with contextlib.suppress(Exception), dbapi_connection.cursor() as cursor:
-                for statement in statements:
-                    cursor.execute(statement)
-
     return engine
 
 
@@ -517,9 +509,22 @@ def _connect_args(url: URL, options: StoreOptions) -> dict[str, Any]:
 
 
 def _at_checkin(connection: Connection, statement: str) -> None:
+    """Run `statement` when this connection goes back to its pool (on any engine: one built
+    elsewhere, as a benchmark's or a framework's, too)."""
     statements = connection.connection.info.setdefault(_AT_CHECKIN, [])
     if statement not in statements:
         statements.append(statement)
+    pool = connection.engine.pool
+    if not event.contains(pool, "checkin", _reset):
+        event.listen(pool, "checkin", _reset)
+
+
+def _reset(dbapi_connection: Any, record: Any) -> None:
+    statements = record.info.pop(_AT_CHECKIN, None) if record is not None else None
+    if statements and dbapi_connection is not None:
+        with contextlib.suppress(Exception), dbapi_connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
 
 
 def _code(error: BaseException | None) -> int | None:
