@@ -63,6 +63,8 @@ MYSQL_TESTS = (
     "processes/test_concurrency.py",
     "processes/test_sigkill.py",
     "reliability/test_untrusted_text.py",
+    "demo/test_demo.py",
+    "testing/",
 )
 """Where the `mysql` backend's cases run (paths under tests/, by prefix)."""
 SLOW_DIRECTORIES = frozenset({"bench", "cli", "demo", "e2e", "ha", "packaging", "processes"})
