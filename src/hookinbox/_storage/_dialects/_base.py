@@ -131,6 +131,12 @@ class Dialect(ABC):
     def notify(self, connection: Connection, channel: str) -> None:
         """Wake the workers listening on `channel` when this transaction commits."""
 
+    def read_through(self, query: sa.Select[Any], table: sa.Table, index: str) -> sa.Select[Any]:
+        """`query`, made to read `table` through `index` where the planner could choose a
+        worse one (a read in an index's order that must not sort the whole table); as it is
+        where the planner chooses well by itself."""
+        return query
+
     # -- the database's own state -----------------------------------------------------------
 
     @abstractmethod
