@@ -66,7 +66,7 @@ test: lint
 # The tier to run on every change (docs/development.md): the tests that run in process on
 # SQLite, a few minutes; no lint, PostgreSQL, Redis, Node or subprocess (one that reaches any
 # of them fails, naming the marker it lacks). `make test` runs everything.
-FAST = not slow and not postgres and not redis and not node and not ha
+FAST = not slow and not postgres and not mysql and not redis and not node and not ha
 test-fast: $(BIN)/.installed
 	HOOKINBOX_TEST_TIER=fast $(BIN)/python -m pytest -n 2 -m '$(FAST)' $(PYTEST_ARGS)
 

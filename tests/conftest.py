@@ -6,13 +6,19 @@ HOOKINBOX_REQUIRE_POSTGRES=1 (set by .ci/run) an unreachable server fails the ru
 does any skipped test. Each PostgreSQL test gets a fresh database cloned from a migrated
 template, so tests never see each other's rows.
 
+MariaDB is found through HOOKINBOX_TEST_MYSQL_URL (a server where we may create databases),
+skipped without it and failed under HOOKINBOX_REQUIRE_MYSQL=1, as PostgreSQL is. Each MariaDB
+test gets a fresh database, migrated. The `mysql` backend runs the tests of `MYSQL_TESTS` (the
+storage contract and what sits on it); elsewhere its cases are deselected, so that the slow
+tests are not tripled.
+
 Redis (claim mode) is found through HOOKINBOX_TEST_REDIS_URL, by default the local server on
 127.0.0.1:6379; unreachable, its tests are skipped, or fail under HOOKINBOX_REQUIRE_REDIS=1
 (also set by .ci/run, which forbids every skip as soon as either switch is on). Redis tests
 keep apart by a key prefix of their own.
 
 Two tiers (docs/development.md): `make test` runs everything; `make test-fast` only the tests
-that run in this process on SQLite, deselecting the markers `postgres`, `redis`, `node` and
+that run in this process on SQLite, deselecting the markers `postgres`, `mysql`, `redis`, `node` and
 `slow`, which are set here from what a test uses (its backend, its fixtures, its modules, its
 directory) or by the test itself (`slow`). Under HOOKINBOX_TEST_TIER=fast (set by `make
 test-fast`) a test that still reaches PostgreSQL, Redis or a subprocess fails, naming the
@@ -41,12 +47,26 @@ pytest_plugins = ["hookinbox.testing.pytest"]
 
 POSTGRES_URL = os.environ.get("HOOKINBOX_TEST_POSTGRES_URL", "")
 REQUIRE_POSTGRES = os.environ.get("HOOKINBOX_REQUIRE_POSTGRES") == "1"
+MYSQL_URL = os.environ.get("HOOKINBOX_TEST_MYSQL_URL", "")
+REQUIRE_MYSQL = os.environ.get("HOOKINBOX_REQUIRE_MYSQL") == "1"
 REDIS_URL = os.environ.get("HOOKINBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 REQUIRE_REDIS = os.environ.get("HOOKINBOX_REQUIRE_REDIS") == "1"
 TEMPLATE = f"hookinbox_test_template_{os.getpid()}"  # one per run: runs may overlap
-BACKENDS = ["sqlite", "postgres"]
+BACKENDS = ["sqlite", "postgres", "mysql"]
 FAST_TIER = os.environ.get("HOOKINBOX_TEST_TIER") == "fast"
 
+MYSQL_TESTS = (
+    "storage/",
+    "processing/",
+    "outbox/",
+    "operations/",
+    "processes/test_concurrency.py",
+    "processes/test_sigkill.py",
+    "reliability/test_untrusted_text.py",
+    "demo/test_demo.py",
+    "testing/",
+)
+"""Where the `mysql` backend's cases run (paths under tests/, by prefix)."""
 SLOW_DIRECTORIES = frozenset({"bench", "cli", "demo", "e2e", "ha", "packaging", "processes"})
 """Directories of tests/ whose every test starts processes or servers: marked `slow`."""
 
@@ -108,6 +128,52 @@ def _postgres_database(template: str | None, clause: str = "") -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.fixture(scope="session")
+def mysql_server() -> str:
+    """The MariaDB test server's URL; skipped (or failed, in CI) without one."""
+    _refuse_in_fast_tier("MariaDB", "mysql (a `backend` parameter marks itself)")
+    if not MYSQL_URL:
+        if REQUIRE_MYSQL:
+            pytest.fail("HOOKINBOX_REQUIRE_MYSQL=1 but HOOKINBOX_TEST_MYSQL_URL is unset")
+        pytest.skip("MariaDB tests need HOOKINBOX_TEST_MYSQL_URL")
+    admin = sa.create_engine(_mysql_admin_url(), poolclass=sa.NullPool)
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql("SELECT 1")
+    except sa.exc.OperationalError as error:
+        message = f"MariaDB at HOOKINBOX_TEST_MYSQL_URL is unreachable: {error.orig}"
+        if REQUIRE_MYSQL:
+            pytest.fail(message)
+        pytest.skip(message)
+    finally:
+        admin.dispose()
+    return MYSQL_URL
+
+
+def _mysql_admin_url() -> sa.URL:
+    return make_url(MYSQL_URL).set(drivername="mysql+pymysql")
+
+
+def _mysql_database(migrated: bool) -> Iterator[str]:
+    """A fresh utf8mb4 database on the MariaDB test server (the server's default collation:
+    hookinbox's tables bring their own), migrated or empty; dropped afterwards."""
+    name = f"hookinbox_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(_mysql_admin_url(), poolclass=sa.NullPool)
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    url = make_url(MYSQL_URL).set(database=name).render_as_string(hide_password=False)
+    try:
+        if migrated:
+            store = Store(url)
+            store.migrate()
+            store.dispose()
+        yield url
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+        admin.dispose()
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -122,6 +188,9 @@ def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iter
         store.migrate()
         store.dispose()
         yield url
+    elif backend == "mysql":
+        request.getfixturevalue("mysql_server")
+        yield from _mysql_database(migrated=True)
     else:
         template = request.getfixturevalue("postgres_template")
         yield from _postgres_database(template)
@@ -132,6 +201,9 @@ def empty_db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -
     """A database with no tables at all, on each backend."""
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'empty.db'}"
+    elif backend == "mysql":
+        request.getfixturevalue("mysql_server")
+        yield from _mysql_database(migrated=False)
     else:
         request.getfixturevalue("postgres_template")  # skips or fails like the others
         yield from _postgres_database(None)
@@ -216,8 +288,25 @@ def _runs_node(item: pytest.Item) -> bool:
     return bool(calls & NODE_CALLS) or "npm" in getattr(item, "fixturenames", ())
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(__file__).parent
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        if "mysql" in map(str, params.values()):
+            where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+            if not where.startswith(MYSQL_TESTS):
+                deselected.append(item)
+                continue
+            item.add_marker(pytest.mark.mysql)
+        if "mysql_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.mysql)
+        kept.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
     for item in items:
         if _uses_an_oracle(getattr(item, "module", None)):
             item.add_marker(pytest.mark.oracle)
@@ -268,7 +357,7 @@ def _nothing_slow_in_fast_tier(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """In CI a skipped test is a failed run: nothing may pass by not running."""
-    if not (REQUIRE_POSTGRES or REQUIRE_REDIS):
+    if not (REQUIRE_POSTGRES or REQUIRE_REDIS or REQUIRE_MYSQL):
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0

@@ -184,7 +184,7 @@ def test_a_correct_configuration_still_processes(inbox: Inbox) -> None:
         ({"retention": timedelta(0)}, "retention must be a positive timedelta"),
         ({"group_commit": "yes"}, "group_commit is True, False or a GroupCommit, not 'yes'"),
         ({"retry": 3}, "retry must be a RetryPolicy"),
-        ({"database_url": "mysql://db/shop"}, "unsupported database 'mysql'"),
+        ({"database_url": "mssql://db/shop"}, "unsupported database 'mssql'"),
         ({"clock": 1.5}, "clock must be a function returning seconds"),
     ],
 )

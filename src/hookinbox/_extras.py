@@ -29,6 +29,7 @@ class Extra:
 EXTRAS: dict[str, Extra] = {
     "server": Extra("the HTTP server (uvicorn)", ("uvicorn",)),
     "postgres": Extra("the PostgreSQL driver (psycopg)", ("psycopg",)),
+    "mysql": Extra("the MariaDB driver (PyMySQL)", ("pymysql",)),
     "metrics": Extra("the Prometheus client (prometheus_client)", ("prometheus_client",)),
     "dashboard": Extra(
         "the dashboard's web stack (starlette, jinja2, itsdangerous, uvicorn)",

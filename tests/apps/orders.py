@@ -20,6 +20,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, NotReady, RetryPolicy
+from hookinbox._storage import parse_url
 from hookinbox.sources import Stripe
 
 STRIPE_SECRET = "whsec_test_orders_app"
@@ -48,7 +49,7 @@ subscriptions = sa.Table(
 
 
 def create_tables(database_url: str) -> None:
-    engine = sa.create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    engine = sa.create_engine(parse_url(database_url))  # the driver hookinbox uses
     tables.create_all(engine)
     engine.dispose()
 

@@ -9,7 +9,7 @@ from tests.support.server import run_cli
 
 def test_the_demo_proves_exactly_once(db_url: str, backend: str) -> None:
     args = ["demo", "--events", "150", "--seed", "3", "--json"]
-    if backend == "postgres":
+    if backend != "sqlite":
         args += ["--database-url", db_url]  # SQLite: the demo's own temporary file
     result = run_cli(*args, timeout=240)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -34,11 +34,35 @@ def test_sqlite_normal_sync_is_an_explicit_opt_in(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["sqlite://", "sqlite:///:memory:", "mysql://x@y/z", "not a url", "sqlite+aiosqlite:///x.db"],
+    [
+        "sqlite://",
+        "sqlite:///:memory:",
+        "mysql+mysqlconnector://x@y/z",
+        "mssql://x@y/z",
+        "not a url",
+        "sqlite+aiosqlite:///x.db",
+    ],
 )
 def test_unsupported_urls_are_configuration_errors(url: str) -> None:
     with pytest.raises(ConfigurationError):
         parse_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://u@h/db",
+        "mariadb://u@h/db",
+        "mysql+pymysql://u@h/db",
+        "mysql+mysqldb://u@h/db",
+        "mariadb+pymysql://u@h/db",
+    ],
+)
+def test_mysql_and_mariadb_urls_use_pymysql_in_utf8mb4(url: str) -> None:
+    parsed = parse_url(url)
+    assert parsed.drivername == "mysql+pymysql"
+    assert parsed.query["charset"] == "utf8mb4"
+    assert parse_url(url + "?charset=latin1").query["charset"] == "latin1"  # refused on connect
 
 
 def test_postgres_urls_use_psycopg() -> None:

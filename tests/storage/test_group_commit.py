@@ -32,7 +32,9 @@ def batch_size(statement: str, parameters: Any) -> int | None:
     """
     if statement.lstrip().startswith("WITH batch AS"):
         return len(json.loads(parameters["events"])[1])  # [events, delivery-log rows]
-    if statement.startswith("INSERT INTO hookinbox_events") and "?, 0, 0, ?" in statement:
+    if statement.startswith("INSERT INTO hookinbox_events") and (
+        "?, 0, 0, ?" in statement or "%s, 0, 0, %s" in statement  # SQLite, MariaDB
+    ):
         return len(parameters) // 13  # 13 bound values per row
     return None  # anything else, including the one-row upsert used without group commit
 
@@ -96,9 +98,13 @@ def test_concurrent_deliveries_share_transactions(store: Store) -> None:
 
 def kill_connection(store: Store, connection: Any) -> None:
     """Really break the batch's connection: PostgreSQL terminates its backend from another
-    session; SQLite interrupts the connection, failing its next statement."""
+    session (MariaDB kills its thread); SQLite interrupts the connection, failing its next
+    statement."""
     dbapi = connection.connection.dbapi_connection
-    if store.dialect.name == "postgresql":
+    if store.dialect.name == "mysql":
+        with sa.create_engine(store.engine.url, poolclass=sa.NullPool).connect() as admin:
+            admin.exec_driver_sql(f"KILL CONNECTION {int(dbapi.thread_id())}")
+    elif store.dialect.name == "postgresql":
         pid = dbapi.info.backend_pid
         with sa.create_engine(store.engine.url, poolclass=sa.NullPool).connect() as admin:
             admin.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
@@ -110,8 +116,8 @@ def kill_connection(store: Store, connection: Any) -> None:
 def broken_batch(store: Store, when: Callable[[int], bool]) -> Iterator[list[int]]:
     """Kill the connection of the first batch whose size satisfies `when`, while that batch is
     in flight: on PostgreSQL just before its one statement runs (the statement then fails),
-    on SQLite between its upsert and its log insert (the transaction then fails). Yields the
-    sizes of the batches it broke."""
+    on SQLite and MariaDB between its upsert and its log insert (the transaction then fails).
+    Yields the sizes of the batches it broke."""
     broken: list[int] = []
     lock = threading.Lock()
     on_postgres = store.dialect.name == "postgresql"
@@ -212,7 +218,7 @@ def test_a_delivery_given_up_before_a_writer_takes_it_is_never_written(store: St
     store.ensure_schema()
     committer = GroupCommitter(store)
     url = store.engine.url.render_as_string(hide_password=False)
-    with lock_held(url.replace("+psycopg", "")):
+    with lock_held(url.replace("+psycopg", "").replace("+pymysql", "")):
         # Each writer takes one delivery and waits for the lock; the next one stays queued.
         taken: list[Future[RecordedDelivery]] = []
         for n in range(committer.writers):
@@ -304,7 +310,7 @@ def test_an_awaited_delivery_given_up_before_a_writer_takes_it_is_never_written(
                 await future
         assert future.cancelled()
 
-    with lock_held(url.replace("+psycopg", "")):
+    with lock_held(url.replace("+psycopg", "").replace("+pymysql", "")):
         taken = []
         for n in range(committer.writers):  # each writer takes one and waits for the lock
             taken.append(committer.submit(delivery("s", f"evt_taken_{n}", b"x", n)))

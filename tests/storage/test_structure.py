@@ -85,7 +85,7 @@ def test_the_dialect_modules_do_compare_names() -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["mysql://root@127.0.0.1/test", "mariadb+pymysql://root@127.0.0.1/test", "oracle://x"]
+    "url", ["mssql://sa@127.0.0.1/test", "oracle+oracledb://x@127.0.0.1/test", "oracle://x"]
 )
 def test_an_unknown_database_is_refused_in_one_line(url: str) -> None:
     with pytest.raises(ConfigurationError) as refused:
@@ -97,8 +97,8 @@ def test_an_unknown_database_is_refused_in_one_line(url: str) -> None:
 def test_a_store_on_an_engine_of_an_unknown_database_is_refused() -> None:
     """A framework's engine (as Django's store builds) of a database hookinbox does not know."""
     driver = types.SimpleNamespace(paramstyle="pyformat")  # never connected
-    engine = sa.create_engine("mysql+pymysql://root@127.0.0.1/test", module=driver)
-    with pytest.raises(ConfigurationError, match="unsupported database 'mysql'"):
+    engine = sa.create_engine("mssql+pymssql://sa@127.0.0.1/test", module=driver)
+    with pytest.raises(ConfigurationError, match="unsupported database 'mssql'"):
         Store(engine.url, engine=engine)
 
 

@@ -21,6 +21,19 @@ def lock_held(database_url: str) -> Iterator[None]:
             connection.execute("ROLLBACK")
             connection.close()
         return
+    if database_url.startswith("mysql"):
+        engine = sa.create_engine(database_url.replace("mysql://", "mysql+pymysql://", 1))
+        try:
+            with engine.connect() as connection:
+                # A table lock (metadata): every other session's insert waits for it.
+                connection.exec_driver_sql("LOCK TABLES hookinbox_events WRITE")
+                try:
+                    yield
+                finally:
+                    connection.exec_driver_sql("UNLOCK TABLES")
+        finally:
+            engine.dispose()
+        return
     url = database_url.replace("postgresql://", "postgresql+psycopg://", 1)
     engine = sa.create_engine(url, poolclass=sa.NullPool)
     try:

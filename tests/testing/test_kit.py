@@ -60,7 +60,7 @@ def test_with_settings_shares_the_registry_and_keeps_the_original(tmp_path: Path
     [
         ({"colour": "blue"}, "takes no colour"),
         ({"ack_deadline": -1}, "ack_deadline"),
-        ({"database_url": "mysql://x"}, "unsupported database"),
+        ({"database_url": "mssql://x"}, "unsupported database"),
         ({"retry": "often"}, "retry must be a RetryPolicy"),
     ],
 )

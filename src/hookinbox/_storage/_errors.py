@@ -64,10 +64,15 @@ _SQLITE_MESSAGE = re.compile(r"UNIQUE constraint failed: (?P<targets>.+)$")
 
 
 def unique_violation(error: BaseException) -> UniqueViolation | None:
-    """Read a unique-constraint violation out of psycopg's or sqlite3's error, else None."""
+    """Read a unique-constraint violation out of psycopg's, sqlite3's or PyMySQL's error (the
+    last named by the dialect when it happened), else None."""
     if not isinstance(error, exc.IntegrityError):
         return None
     original = error.orig
+    named = getattr(original, "hookinbox_unique", None)  # read by the dialect (MariaDB)
+    if named is not None:
+        table, columns, constraint = named
+        return UniqueViolation(table, columns, constraint)
     diag = getattr(original, "diag", None)
     if diag is not None:  # psycopg
         if getattr(original, "sqlstate", None) != "23505":

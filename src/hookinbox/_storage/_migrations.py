@@ -238,11 +238,9 @@ def _v8_due_in_lease_order(op: Operations) -> None:
         ("hookinbox_events", "ix_hookinbox_events_due", "status IN ('pending', 'deferred')"),
         ("hookinbox_outbox", "ix_hookinbox_outbox_due", "status = 'pending'"),
     ):
-        op.execute(
-            f"CREATE INDEX IF NOT EXISTS {name}_order ON {table} (next_attempt_at, id) "
-            f"WHERE {where}"
-        )
-        op.execute(f"DROP INDEX IF EXISTS {name}")
+        dialect = _dialect(op)
+        dialect.create_index_if_missing(op, f"{name}_order", table, "next_attempt_at, id", where)
+        dialect.drop_index_if_exists(op, table, name)
 
 
 def _v9_queue_beside_the_events(op: Operations) -> None:
@@ -300,12 +298,12 @@ def _v9_queue_beside_the_events(op: Operations) -> None:
         "ix_hookinbox_events_leased",
         "ix_hookinbox_events_open",
     ):
-        op.execute(f"DROP INDEX IF EXISTS {index}")
+        dialect.drop_index_if_exists(op, "hookinbox_events", index)
     dialect.set_fill_factor(op, "hookinbox_events", 85)
     dialect.queue_new_events(op)
     # A message a relay holds keeps its lease (at least once: no second send before it ends).
     op.execute("UPDATE hookinbox_outbox SET status = 'pending' WHERE status = 'delivering'")
-    op.execute("DROP INDEX IF EXISTS ix_hookinbox_outbox_leased")
+    dialect.drop_index_if_exists(op, "hookinbox_outbox", "ix_hookinbox_outbox_leased")
     dialect.refuse_old_leases(op)
 
 

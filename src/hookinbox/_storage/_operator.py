@@ -138,7 +138,9 @@ class Operator:
                 )
                 value = dialect.payload_value(payload, careful=careful)
                 found_in = EVENT_JOIN
-                chosen = [events.c.id.in_(scanned.scalar_subquery()), value == payload.value]
+                # The window as a derived table: MariaDB takes no LIMIT in an IN (...).
+                window = sa.select(scanned.subquery("newest").c.id)
+                chosen = [events.c.id.in_(window.scalar_subquery()), value == payload.value]
                 order = (events.c.received_at.desc(), events.c.id.desc())
             query = sa.select(*LIST_COLUMNS).select_from(found_in).where(*chosen)
             return query.order_by(*order).limit(limit)

@@ -51,4 +51,7 @@ class Ordering:
             },
             where=ordering.c.position <= insert.excluded.position,
         )
-        return connection.execute(statement.returning(ordering.c.object_key)).first() is not None
+        # The row as it stands after the statement: ours when recorded. (Where the database
+        # returns the row the condition left unchanged, as MariaDB does, it is another's.)
+        row = connection.execute(statement.returning(ordering.c.source, ordering.c.event_id))
+        return row.first() in ((source, event_id),)

@@ -251,7 +251,13 @@ class Queue(Generic[T]):
             update = shape.queue.update().where(self.held(row_id, token))
             if not shape.separate:
                 return connection.execute(update.values(**moved, **values)).rowcount == 1
-            row = connection.execute(update.values(**moved).returning(q.attempts)).first()
+            if connection.dialect.update_returning:
+                row = connection.execute(update.values(**moved).returning(q.attempts)).first()
+            elif connection.execute(update.values(**moved)).rowcount == 1:  # MariaDB
+                # The row is ours (locked by the update) until the transaction ends.
+                row = connection.execute(sa.select(q.attempts).where(q.id == row_id)).first()
+            else:
+                row = None
             if row is None:
                 return False
             item = {shape.status: state, "attempts": row.attempts, **values}

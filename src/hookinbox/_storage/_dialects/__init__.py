@@ -1,4 +1,4 @@
-"""One object per database: everything that differs between SQLite and PostgreSQL.
+"""One object per database: everything that differs between SQLite, PostgreSQL and MariaDB.
 
 The rest of the storage package (and every layer above it) asks its store's `Dialect` instead
 of comparing database names: how to build the engine, which insert has `ON CONFLICT`, how a
@@ -7,8 +7,9 @@ database is, what space a prune frees, what a readiness probe writes. A database
 not know is refused at start-up, in one line, by `dialect_named` (through `parse_url` or a
 store built on an engine of its own, as Django's is).
 
-Each database is one module (`_sqlite.py`, `_postgres.py`); these are the only modules that
-import `sqlalchemy.dialects.*` (a contract in pyproject.toml) or compare a database's name.
+Each database is one module (`_sqlite.py`, `_postgres.py`, `_mysql.py`); these are the only
+modules that import `sqlalchemy.dialects.*` (a contract in pyproject.toml) or compare a
+database's name.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sqlalchemy.exc import ArgumentError
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._storage._dialects._base import Dialect, Upsert
+from hookinbox._storage._dialects._mysql import MySQL
 from hookinbox._storage._dialects._postgres import PostgreSQL
 from hookinbox._storage._dialects._sqlite import SQLite
 
@@ -55,7 +57,9 @@ def dialect_named(name: str) -> Dialect:
     """The dialect SQLAlchemy calls `name`; an unknown database is refused in one line."""
     dialect = _DIALECTS.get(name)
     if dialect is None:
-        raise ConfigurationError(f"unsupported database {name!r}: use sqlite:/// or postgresql://")
+        raise ConfigurationError(
+            f"unsupported database {name!r}: use sqlite:///, postgresql:// or mysql://"
+        )
     return dialect
 
 
@@ -155,3 +159,4 @@ def _without_password(url: str | URL) -> str:
 
 _register(SQLite())
 _register(PostgreSQL(), "postgres")
+_register(MySQL(), "mariadb")

@@ -1,5 +1,5 @@
 """The questions the storage seam asks every database (`Dialect`); answered once per database
-in its own module (`_sqlite.py`, `_postgres.py`)."""
+in its own module (`_sqlite.py`, `_postgres.py`, `_mysql.py`)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
-Upsert = postgresql.Insert | sqlite.Insert
+if TYPE_CHECKING:
+    from hookinbox._storage._dialects._mysql import MySQLUpsert
+
+Upsert: TypeAlias = "postgresql.Insert | sqlite.Insert | MySQLUpsert"
 """An INSERT with `ON CONFLICT` (`on_conflict_do_update`, `on_conflict_do_nothing`)."""
 
 if TYPE_CHECKING:
@@ -177,6 +180,16 @@ class Dialect(ABC):
     @abstractmethod
     def set_fill_factor(self, op: Operations, table: str, percent: int) -> None:
         """How full inserts leave a table's pages (room for a row's next versions)."""
+
+    def create_index_if_missing(
+        self, op: Operations, name: str, table: str, columns: str, where: str
+    ) -> None:
+        """Create index `name` on `columns` of `table`, partial (`where`) where the database
+        has partial indexes, unless it exists."""
+        op.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({columns}) WHERE {where}")
+
+    def drop_index_if_exists(self, op: Operations, table: str, name: str) -> None:
+        op.execute(f"DROP INDEX IF EXISTS {name}")
 
     @abstractmethod
     def queue_new_events(self, op: Operations) -> None:
