@@ -46,6 +46,7 @@ from hookinbox._storage._batch import (
     delivery_status,
     headers_json,
     key_of,
+    was_created,
 )
 from hookinbox._storage._dialects._base import Dialect
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
@@ -575,11 +576,11 @@ def _write_part(
             delivery_error(delivery),
         )
     result = connection.exec_driver_sql(_upsert(len(groups)), tuple(parameters))
-    rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in result}
+    rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5], r[6] == "webhook") for r in result}
     log = []
     for group in groups:
-        _, stored_count, stored_sha, _ = rows[key_of(group.first)]
-        created = stored_count == len(group.members)
+        _, stored_count, stored_sha, _, delivered_first = rows[key_of(group.first)]
+        created = was_created(stored_count, len(group.members), delivered_first)
         for position, index in enumerate(group.members):
             delivery = deliveries[index]
             log.append(
@@ -588,7 +589,7 @@ def _write_part(
                     delivery.source,
                     delivery.event_id,
                     not (created and position == 0),
-                    delivery.body_sha256 != stored_sha,
+                    delivery.body_sha256 != stored_sha and delivered_first,
                 )
             )
     connection.exec_driver_sql(_LOG, log)
@@ -603,11 +604,14 @@ _LOG = (
 _ON_DUPLICATE = """
 ON DUPLICATE KEY UPDATE
     key_conflicts = key_conflicts + CASE
-        WHEN body_sha256 <> VALUES(body_sha256) THEN VALUES(delivery_count) ELSE 0 END,
+        WHEN body_sha256 <> VALUES(body_sha256) AND received_via = 'webhook'
+        THEN VALUES(delivery_count) ELSE 0 END,
     delivery_count = delivery_count + VALUES(delivery_count),
     last_delivery_at = GREATEST(last_delivery_at, VALUES(last_delivery_at))
-RETURNING id, source, event_id, delivery_count, body_sha256, status
+RETURNING id, source, event_id, delivery_count, body_sha256, status, received_via
 """
+# An event reconcile stored counted no delivery, and its body (the API's JSON) conflicts
+# with no delivery's: as the other dialects' batch statements (`_batch.py`).
 
 
 @functools.lru_cache(maxsize=64)
