@@ -24,6 +24,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bench._common import sa_url
 from hookinbox._storage._schema import event_queue, events, status_is
 
 WAITING = ("pending", "deferred", "processing")
@@ -48,7 +49,7 @@ class BacklogSampler:
     def __init__(self, url: str, interval: float = 1.0) -> None:
         self.interval = interval
         self.samples: list[Sample] = []
-        self._engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        self._engine = sa.create_engine(sa_url(url))
         # From the queue's table of unfinished work (schema 9), as the worker reads it.
         waiting = sa.select(sa.func.count()).where(status_is(event_queue.c.state, *WAITING))
         stored = sa.select(sa.func.count()).select_from(events)

@@ -37,6 +37,8 @@ SECRET = "whsec_bench_secret"
 POSTGRES_ADMIN_URL = os.environ.get(
     "HOOKINBOX_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
+MYSQL_ADMIN_URL = os.environ.get("HOOKINBOX_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/mysql")
+"""A MariaDB server where the benchmarks may create and drop databases (`hookinbox_bench_*`)."""
 
 
 # -- requests --------------------------------------------------------------------------------
@@ -178,15 +180,29 @@ def uvicorn_app(app: str, workers: int = 1) -> list[str]:
 # -- databases -------------------------------------------------------------------------------
 
 
+def sa_url(url: str) -> str:
+    """A hookinbox database URL as SQLAlchemy wants it, on the driver hookinbox uses: psycopg 3
+    for `postgresql://`, PyMySQL (utf8mb4) for `mysql://`."""
+    if url.startswith("mysql://"):
+        url = url.replace("mysql://", "mysql+pymysql://", 1)
+        return url if "charset=" in url else url + ("&" if "?" in url else "?") + "charset=utf8mb4"
+    return url.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
 @contextmanager
 def database(backend: str) -> Iterator[str]:
-    """A fresh, empty database URL on `backend` ("sqlite" or "postgres"), dropped afterwards."""
+    """A fresh, empty database URL on `backend` ("sqlite", "postgres" or "mysql"), dropped
+    afterwards. MariaDB: a `hookinbox_bench_<random>` database (utf8mb4) on the server of
+    HOOKINBOX_BENCH_MYSQL_URL."""
     if backend == "sqlite":
         directory = Path(tempfile.mkdtemp(prefix="bench-db-"))
         try:
             yield f"sqlite:///{directory / 'bench.db'}"
         finally:
             shutil.rmtree(directory, ignore_errors=True)
+        return
+    if backend == "mysql":
+        yield from _mysql_database()
         return
     import sqlalchemy as sa
 
@@ -200,6 +216,23 @@ def database(backend: str) -> Iterator[str]:
     finally:
         with admin.connect() as connection:
             connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def _mysql_database() -> Iterator[str]:
+    import sqlalchemy as sa
+    from sqlalchemy.engine import make_url
+
+    name = f"hookinbox_bench_{uuid.uuid4().hex[:10]}"
+    server_url = make_url(MYSQL_ADMIN_URL)
+    admin = sa.create_engine(server_url.set(drivername="mysql+pymysql"), poolclass=sa.NullPool)
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        yield server_url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
         admin.dispose()
 
 

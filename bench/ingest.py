@@ -3,8 +3,10 @@
     python bench/ingest.py                     # everything: ~25 min
     python bench/ingest.py --backends sqlite --workers 1 --runs 1 --seconds 5   # a quick look
     python bench/ingest.py --smoke             # seconds; what CI runs to keep this working
+    python bench/ingest.py --backends sqlite,postgres,mysql   # MariaDB too (not by default)
 
-For each backend (SQLite, PostgreSQL), server process count (1, 2) and peer:
+For each backend (SQLite, PostgreSQL; MariaDB with `--backends mysql`), server process count
+(1, 2) and peer:
 - saturation: wrk, 64 connections, `--seconds` per run, `--runs` runs: requests/s, p50/p99/max;
 - a fixed moderate rate (`--rate` events/s, open loop, separate process): p50/p99/max;
 - the doubled business effects when every event is delivered 3 times at once to 2 server
@@ -36,6 +38,7 @@ from bench._common import (
     fixed_rate,
     hookinbox_serve,
     request_file,
+    sa_url,
     save,
     server,
     summary,
@@ -108,7 +111,7 @@ def doubled_effects(peer: str, backend: str, events: int) -> dict[str, Any]:
             requests.unlink()
             if peer.startswith("hookinbox"):
                 _wait_processed(url, events)
-        engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        engine = sa.create_engine(sa_url(url))
         with engine.connect() as connection:
             rows = connection.execute(
                 sa.text("SELECT payment_id, COUNT(*) FROM bench_orders GROUP BY payment_id")
@@ -120,7 +123,7 @@ def doubled_effects(peer: str, backend: str, events: int) -> dict[str, Any]:
 
 
 def _wait_processed(url: str, events: int, timeout: float = 120) -> None:
-    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    engine = sa.create_engine(sa_url(url))
     deadline = time.monotonic() + timeout
     query = sa.text("SELECT COUNT(*) FROM hookinbox_events WHERE status = 'processed'")
     try:

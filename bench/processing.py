@@ -5,15 +5,16 @@
     python bench/processing.py --scenarios mixed --mixed-workers 0,2   # the mixed one alone
     python bench/processing.py --smoke          # seconds; what CI runs to keep this working
 
-For each backend (SQLite, PostgreSQL):
+For each backend (SQLite, PostgreSQL; MariaDB with `--backends mysql`, not by default):
 - drain: `--events` pending events are bulk-inserted into `hookinbox_events` (the columns the
   ingest upsert writes, in one transaction, committed once the workers are up and idle), then
   K = 1, 2, 4 `hookinbox worker bench.peers.hookinbox_app:inbox` processes (default
   concurrency, 4 threads each) process them: events/s from that commit to the last
   `processed_at`;
 - the bare loop: the same events, the same work by the simplest correct code, in one process
-  (SQLAlchemy Core on the same driver: psycopg 3 / sqlite3, SQLite in WAL with
-  synchronous=FULL like hookinbox): read the pending events, then for each one transaction
+  (SQLAlchemy Core on the same driver: psycopg 3 / sqlite3 / PyMySQL, SQLite in WAL with
+  synchronous=FULL, MariaDB in READ COMMITTED, like hookinbox): read the pending events,
+  then for each one transaction
   `UPDATE hookinbox_events SET status='processed' ... WHERE id=? AND status='pending'` + the
   handler's `INSERT INTO bench_orders`. hookinbox/bare is the ratio of the medians;
 - end-to-end latency: `hookinbox serve` with its worker, an open-loop `--rate` for `--seconds`
@@ -74,6 +75,7 @@ from bench._common import (
     fixed_rate,
     hookinbox_serve,
     request_file,
+    sa_url,
     save,
     server,
     sign,
@@ -86,14 +88,10 @@ from hookinbox._storage import Store
 from hookinbox._storage._schema import events
 
 APP = "bench.peers.hookinbox_app:inbox"
-DEFAULT_EVENTS = {"sqlite": 1_200, "postgres": 2_000}
+DEFAULT_EVENTS = {"sqlite": 1_200, "postgres": 2_000, "mysql": 2_000}
 """About 10 s of work for one worker process on the reference machine (2 cores)."""
 OPEN = ("pending", "deferred", "processing")
 SCENARIOS = ("drain", "latency", "mixed")
-
-
-def sa_url(url: str) -> str:
-    return url.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 def prepare(url: str) -> None:
@@ -152,6 +150,9 @@ def insert_pending(url: str, rows: list[dict[str, Any]]) -> float:
             # Fresh planner statistics, as autovacuum would have on a live table.
             with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
                 connection.execute(sa.text("ANALYZE hookinbox_events"))
+        elif engine.dialect.name == "mysql":
+            with engine.connect() as connection:  # InnoDB's persistent statistics, fresh
+                connection.execute(sa.text("ANALYZE TABLE hookinbox_events")).all()
         return committed
     finally:
         engine.dispose()
@@ -305,13 +306,22 @@ def bare_loop(backend: str, events_count: int) -> dict[str, Any]:
     with database(backend) as url:
         prepare(url)
         insert_pending(url, rows)
-        engine = sa.create_engine(sa_url(url), poolclass=sa.NullPool)
+        # hookinbox's session on MariaDB: READ COMMITTED, UTC (PyMySQL and utf8mb4 by sa_url)
+        session = {"isolation_level": "READ COMMITTED"} if backend == "mysql" else {}
+        engine = sa.create_engine(sa_url(url), poolclass=sa.NullPool, **session)
         if backend == "sqlite":
 
             @sa.event.listens_for(engine, "connect")
             def _durable(dbapi_connection: Any, _record: Any) -> None:
                 dbapi_connection.execute("PRAGMA journal_mode=WAL")
                 dbapi_connection.execute("PRAGMA synchronous=FULL")  # hookinbox's default
+
+        elif backend == "mysql":
+
+            @sa.event.listens_for(engine, "connect")
+            def _utc(dbapi_connection: Any, _record: Any) -> None:
+                with dbapi_connection.cursor() as cursor:
+                    cursor.execute("SET time_zone = '+00:00'")
 
         started, cpu_started = time.perf_counter(), time.process_time()
         with engine.connect() as connection:

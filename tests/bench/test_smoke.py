@@ -1,4 +1,5 @@
-"""The benchmarks keep working: each runs at its smoke size (seconds, no wrk, SQLite only).
+"""The benchmarks keep working: each runs at its smoke size (seconds, no wrk; SQLite, and
+PostgreSQL or MariaDB where a test names its server).
 
 No figure is asserted (timings on a shared machine prove nothing); what is checked is that each
 benchmark runs to the end, measures every peer it was asked for, and that the exactly-once
@@ -61,6 +62,32 @@ def test_processing_benchmark_runs_and_samples_the_backlog_under_load() -> None:
     assert run["accepted_rate"] > 0 and run["processed_rate"] > 0
     assert set(run["backlog"]) == {"25%", "50%", "75%", "100%"}
     assert len(run["series"]) >= 3 and isinstance(run["bounded"], bool)
+
+
+def test_ingest_and_processing_benchmarks_run_on_mariadb(mysql_server: str) -> None:
+    """`--backends mysql`: hookinbox and the bare peer store on MariaDB (PyMySQL), the workers
+    and the bare loop drain it, and the exactly-once check finds nothing doubled."""
+    env = {"HOOKINBOX_BENCH_MYSQL_URL": mysql_server}
+    document = run_bench(
+        "ingest.py", "--backends", "mysql", "--workers", "1", "--peers", "hookinbox,bare", env=env
+    )
+    rows = document["results"]
+    assert isinstance(rows, list)
+    assert {(r["backend"], r["peer"]) for r in rows} == {
+        ("mysql", "ceiling"),
+        ("mysql", "hookinbox"),
+        ("mysql", "bare"),
+    }
+    assert all(r["rate"]["median"] > 0 and r["errors"] == 0 for r in rows)
+    (doubled,) = document["doubled"]  # type: ignore[misc]
+    assert doubled["doubled"] == 0 and doubled["effects"] == doubled["events"]
+
+    document = run_bench("processing.py", "--backends", "mysql", env=env)
+    (result,) = document["results"]  # type: ignore[misc]
+    assert {"drain", "bare", "moderate", "idle", "mixed"} <= result.keys()
+    assert result["bare"]["correct"] and all(d["correct"] for d in result["drain"])
+    (configuration,) = result["mixed"]["configurations"]
+    assert configuration["runs"][0]["processed_rate"] > 0
 
 
 @pytest.mark.parametrize(
