@@ -16,7 +16,7 @@ from tests.support.server import run_cli
         (["serve", "tests.apps.basic:STRIPE_SECRET"], "not a hookinbox Inbox"),
         (["serve", "tests.apps.basic"], "module:attribute"),
         (["migrate"], "give APP (or set HOOKINBOX_APP) or --database-url"),
-        (["migrate", "--database-url", "mysql://x@y/z"], "unsupported database"),
+        (["migrate", "--database-url", "oracle://x@y/z"], "unsupported database"),
     ],
 )
 def test_configuration_errors_exit_2_with_one_line(args: list[str], message: str) -> None:

@@ -82,8 +82,8 @@ def test_reconcile_webhooks_and_workers_in_processes_apply_each_event_once(db_ur
         wait_for(lambda: processed() == EVENTS, timeout=90, what="every event processed")
         workers.check_alive()
         applied = read_all(store, sa.select(reconciling.applied_invoices.c.event_id))
+        stored = store.operator.all_events()  # read before the store is closed
     assert Counter(row.event_id for row in applied) == Counter({e["id"]: 1 for e in api.events})
-    stored = store.operator.all_events()
     assert len(stored) == EVENTS
     assert all(e.key_conflicts == 0 for e in stored)
     assert sum(e.delivery_count for e in stored) == EVENTS  # every webhook counted once
