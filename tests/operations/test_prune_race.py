@@ -64,13 +64,16 @@ def _rows(ids_and_times: list[tuple[str, datetime]]) -> list[dict[str, object]]:
 
 async def _redeliver(
     base_url: str, bodies: dict[str, bytes], pruner: subprocess.Popen[str]
-) -> tuple[list[int], Counter[str]]:
+) -> tuple[list[int], Counter[str], int]:
     """Redeliver every event twice, in a shuffled order, then keep redelivering random ones
-    until the pruner has exited: the edge is crossed while deliveries arrive."""
+    until the pruner has exited: the edge is crossed while deliveries arrive. A 503 is sent
+    again, as the provider would (counted: only MariaDB may answer one, below); `sent` counts
+    the deliveries that were accepted."""
     order = list(bodies) * 2
     random.Random(7).shuffle(order)
     statuses: list[int] = []
     sent: Counter[str] = Counter()
+    unavailable = 0
     chooser = random.Random(11)
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
 
@@ -81,11 +84,18 @@ async def _redeliver(
                 index += LANES
                 headers, signed = stripe_delivery(bodies[event_id], orders_app.STRIPE_SECRET)
                 answer = await client.post("/webhooks/stripe", headers=headers, content=signed)
+                for _ in range(5):  # the provider's retries, compressed
+                    if answer.status_code != 503:
+                        break
+                    nonlocal unavailable
+                    unavailable += 1
+                    await asyncio.sleep(0.2)
+                    answer = await client.post("/webhooks/stripe", headers=headers, content=signed)
                 statuses.append(answer.status_code)
                 sent[event_id] += 1
 
         await asyncio.gather(*(sender(lane) for lane in range(LANES)))
-    return statuses, sent
+    return statuses, sent, unavailable
 
 
 def test_redeliveries_at_the_retention_edge_during_a_prune(db_url: str) -> None:
@@ -113,10 +123,15 @@ def test_redeliveries_at_the_retention_edge_during_a_prune(db_url: str) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        statuses, sent = asyncio.run(_redeliver(base_url, bodies, pruner))
+        statuses, sent, unavailable = asyncio.run(_redeliver(base_url, bodies, pruner))
         out, err = pruner.communicate(timeout=300)
     assert pruner.returncode == 0, err
-    assert set(statuses) == {200}
+    assert set(statuses) == {200}  # every delivery accepted in the end
+    # On MariaDB a delivery can lose a deadlock to a prune batch: InnoDB rolls it back whole,
+    # hookinbox answers 503 and the provider's retry stores it (seen once in four runs).
+    # SQLite and PostgreSQL answer no 503 at all while the pruner runs.
+    if not db_url.startswith("mysql"):
+        assert unavailable == 0
 
     with store.engine.connect() as connection:
         found = {
