@@ -51,8 +51,11 @@ def test_failed_attempts_are_retried_on_the_providers_schedule(receivers: Receiv
     for attempts in deliveries.values():
         (t0, s0), (t1, s1), (t2, s2) = attempts
         assert (s0, s1, s2) == (503, 503, 200)
-        assert 0.005 <= t1 - t0 < 0.25
-        assert 0.3 <= t2 - t1 < 0.8
+        # Never sooner than the schedule (the sender waits that long); the upper bounds only
+        # tell the compressed steps from the uncompressed ones (5 s, 5 min), with room for a
+        # loaded machine (one CI run saw the 5 ms step arrive after 306 ms).
+        assert 0.005 <= t1 - t0 < 2.0
+        assert 0.3 <= t2 - t1 < 3.0
 
 
 def test_a_lost_response_reached_the_receiver_and_is_retried(receivers: Receivers) -> None:
