@@ -22,7 +22,7 @@ any order among them is one that could have happened.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -159,3 +159,60 @@ def delivery_error(delivery: NewDelivery) -> str | None:
     """An invalid event's reason, escaped as `SafeText` escapes what the single-row upsert
     writes: the batch statements bypass SQLAlchemy's column types."""
     return None if delivery.invalid is None else safe_text(delivery.invalid)
+
+
+DriverTime = Callable[[datetime | None], object]
+"""A time as the driver is to be handed it in driver-level SQL (SQLite: text; MariaDB: naive
+UTC)."""
+
+
+def upsert_parameters(groups: Sequence[Group], time: DriverTime) -> list[object]:
+    """The upsert's values, a row per group in `EVENT_COLUMNS`' order (less the constants),
+    for the dialects whose batch is a multi-row `VALUES` list (SQLite, MariaDB)."""
+    parameters: list[object] = []
+    for group in groups:
+        delivery = group.first
+        received = time(delivery.received_at)
+        parameters += (
+            delivery.source,
+            delivery.event_id,
+            delivery.event_type,
+            time(delivery.occurred_at),
+            received,
+            delivery.body,
+            headers_json(delivery.headers),
+            delivery.body_sha256,
+            delivery_status(delivery),
+            received,
+            len(group.members),
+            time(group.last_delivery_at),
+            delivery_error(delivery),
+        )
+    return parameters
+
+
+def log_rows(
+    deliveries: Sequence[NewDelivery],
+    groups: Sequence[Group],
+    rows: dict[tuple[str, str], Row],
+    time: DriverTime,
+) -> list[tuple[object, ...]]:
+    """The delivery log's rows `(received_at, source, event_id, duplicate, key_conflict)` for
+    what the upsert returned (`rows`): a group's first delivery is new only if the statement
+    created the event; a conflict only against a body a delivery brought."""
+    log: list[tuple[object, ...]] = []
+    for group in groups:
+        _, stored_count, stored_sha, _, delivered_first = rows[key_of(group.first)]
+        created = was_created(stored_count, len(group.members), delivered_first)
+        for position, index in enumerate(group.members):
+            delivery = deliveries[index]
+            log.append(
+                (
+                    time(delivery.received_at),
+                    delivery.source,
+                    delivery.event_id,
+                    not (created and position == 0),
+                    delivery.body_sha256 != stored_sha and delivered_first,
+                )
+            )
+    return log

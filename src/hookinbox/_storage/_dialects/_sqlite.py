@@ -36,11 +36,8 @@ from hookinbox._storage._batch import (
     ON_CONFLICT,
     Group,
     Row,
-    delivery_error,
-    delivery_status,
-    headers_json,
-    key_of,
-    was_created,
+    log_rows,
+    upsert_parameters,
 )
 from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
@@ -168,43 +165,10 @@ class SQLite(Dialect):
                     self.write_batch(connection, deliveries, groups[start : start + _MAX_ROWS])
                 )
             return rows
-        parameters: list[object] = []
-        for group in groups:
-            delivery = group.first
-            received = sqlite_time(delivery.received_at)
-            parameters += (
-                delivery.source,
-                delivery.event_id,
-                delivery.event_type,
-                sqlite_time(delivery.occurred_at),
-                received,
-                delivery.body,
-                headers_json(delivery.headers),
-                delivery.body_sha256,
-                delivery_status(delivery),
-                received,
-                len(group.members),
-                sqlite_time(group.last_delivery_at),
-                delivery_error(delivery),
-            )
+        parameters = upsert_parameters(groups, sqlite_time)
         result = connection.exec_driver_sql(_upsert(len(groups)), tuple(parameters))
         rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5], r[6] == "webhook") for r in result}
-        log = []
-        for group in groups:
-            _, stored_count, stored_sha, _, delivered_first = rows[key_of(group.first)]
-            created = was_created(stored_count, len(group.members), delivered_first)
-            for position, index in enumerate(group.members):
-                delivery = deliveries[index]
-                log.append(
-                    (
-                        sqlite_time(delivery.received_at),
-                        delivery.source,
-                        delivery.event_id,
-                        not (created and position == 0),
-                        delivery.body_sha256 != stored_sha and delivered_first,
-                    )
-                )
-        connection.exec_driver_sql(_LOG, log)
+        connection.exec_driver_sql(_LOG, log_rows(deliveries, groups, rows, sqlite_time))
         return rows
 
     def payload_value(self, match: PayloadMatch, *, careful: bool = False) -> sa.ColumnElement[Any]:
