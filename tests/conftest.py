@@ -64,6 +64,7 @@ MYSQL_TESTS = (
     "processes/test_sigkill.py",
     "reliability/test_untrusted_text.py",
     "demo/test_demo.py",
+    "frameworks/test_django.py",
     "testing/",
 )
 """Where the `mysql` backend's cases run (paths under tests/, by prefix)."""

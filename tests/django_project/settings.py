@@ -26,3 +26,9 @@ if os.environ.get("PROBE_SQLITE_TRANSACTION_MODE"):  # the system check's test
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = os.environ[
         "PROBE_SQLITE_TRANSACTION_MODE"
     ]
+if DATABASES["default"]["ENGINE"].endswith("mysql"):
+    # A session time zone that is not UTC: hookinbox's times must not depend on it.
+    DATABASES["default"]["OPTIONS"]["init_command"] = "SET time_zone = '+09:00'"
+    for name in ("isolation_level", "charset"):  # what hookinbox refuses, for its tests
+        if f"PROBE_MYSQL_{name.upper()}" in os.environ:
+            DATABASES["default"]["OPTIONS"][name] = os.environ[f"PROBE_MYSQL_{name.upper()}"]

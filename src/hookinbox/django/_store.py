@@ -17,7 +17,7 @@ from django.db.utils import InterfaceError, OperationalError
 from sqlalchemy import Connection, event
 
 from hookinbox._errors import ConfigurationError, HookinboxError, StoreUnavailable
-from hookinbox._storage import LATEST_VERSION, Store, StoreOptions
+from hookinbox._storage import LATEST_VERSION, Store, StoreOptions, translate_errors
 from hookinbox.django._engine import django_engine
 
 _SPOILED = (
@@ -53,6 +53,11 @@ class DjangoStore(Store):
         super().refuse_aborted(connection)
 
     def ensure_schema(self) -> None:
+        if not self._schema_ready:
+            # The first connection first: a Django connection the dialect refuses (MariaDB's
+            # isolation level or character set) says why in its own words, not as a version.
+            with translate_errors(), self.engine.connect():
+                pass
         try:
             super().ensure_schema()
         except ConfigurationError as error:

@@ -75,7 +75,8 @@ def dialect_for_django(connection: Any) -> Dialect:
             return dialect
     raise ConfigurationError(
         f"Django's {vendor!r} backend is not supported: hookinbox supports "
-        "django.db.backends.sqlite3 and django.db.backends.postgresql"
+        "django.db.backends.sqlite3, django.db.backends.postgresql and "
+        "django.db.backends.mysql (MariaDB)"
     )
 
 

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import mysql, registry
+from sqlalchemy.dialects.mysql.mysqldb import MySQLDialect_mysqldb
 from sqlalchemy.engine import URL, ExceptionContext
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import CreateTable
@@ -46,6 +47,8 @@ from hookinbox._storage._batch import (
     upsert_parameters,
 )
 from hookinbox._storage._dialects._base import Dialect
+from hookinbox._storage._dialects._borrowed import DRIVER as BORROWED
+from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._schema import events
 from hookinbox._storage._types import SafeText, UTCDateTime
@@ -86,7 +89,7 @@ class MySQL(Dialect):
     returns_joined_rows: ClassVar[bool] = False
     autocommit_batches: ClassVar[bool] = False
     prune_busy_batch_seconds: ClassVar[float] = 0.02
-    django_vendors: ClassVar[tuple[str, ...]] = ()
+    django_vendors: ClassVar[tuple[str, ...]] = ("mysql",)  # MariaDB's, too
 
     # -- engines and URLs -------------------------------------------------------------------
 
@@ -295,7 +298,20 @@ class MySQL(Dialect):
     # -- Django's connections ---------------------------------------------------------------
 
     def borrowed_url(self, settings: Mapping[str, Any]) -> URL:
-        raise ConfigurationError("Django's MySQL backend is not supported yet")
+        """Django's MySQL backend (mysqlclient) as a name only: nothing dials it (no LISTEN),
+        so Django's OPTIONS stay Django's. `mysql+`, never `mariadb+`: hookinbox's column
+        types and table options are compiled for the dialect named `mysql`."""
+        host = str(settings.get("HOST") or "")
+        port = settings.get("PORT")
+        return URL.create(
+            f"mysql+{BORROWED}",
+            username=settings.get("USER") or None,
+            password=settings.get("PASSWORD") or None,
+            host=None if host.startswith("/") else host or None,
+            port=int(port) if port else None,
+            database=settings.get("NAME") or None,
+            query={"unix_socket": host} if host.startswith("/") else {},
+        )
 
 
 # -- the upsert -------------------------------------------------------------------------------
@@ -603,3 +619,71 @@ _OTHERS = sa.text(
     "  FROM information_schema.processlist"
     " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
 )
+
+
+# -- a connection Django opened -----------------------------------------------------------------
+# Django's MySQL backend opens the connection (mysqlclient) and sets it up itself: utf8mb4 and
+# READ COMMITTED by default, and whatever DATABASES[...]["OPTIONS"] says. hookinbox changes
+# nothing on it (the session is Django's, and Django's pool hands it out again and again), so
+# the borrowed dialect checks once, at an engine's first connection, that Django's settings are
+# ones hookinbox can run on, and refuses the others in one line. The session's time zone is
+# left as Django has it: hookinbox's times are DATETIME(6) written and read as naive UTC by
+# Python, and the server's clock is read with UTC_TIMESTAMP(): no statement depends on it.
+
+ISOLATION = "READ COMMITTED"
+
+
+class BorrowedMySQLDialect(OwnsNoTransactions, MySQLDialect_mysqldb):
+    """SQLAlchemy's mysqlclient dialect on a connection whose transactions Django runs."""
+
+    supports_statement_cache = True
+
+    def initialize(self, connection: Connection) -> None:
+        super().initialize(connection)
+        version, connection_set, database_set, database, packet = connection.exec_driver_sql(
+            "SELECT VERSION(), @@character_set_connection, @@character_set_database,"
+            " DATABASE(), @@max_allowed_packet"
+        ).one()
+        if connection_set != REQUIRED_CHARSET:
+            raise ConfigurationError(
+                f"Django's MySQL connection speaks {connection_set}; hookinbox needs "
+                f"{REQUIRED_CHARSET}: leave DATABASES[...]['OPTIONS']['charset'] out (Django's "
+                f"default) or set it to '{REQUIRED_CHARSET}'"
+            )
+        check_server(str(version), str(connection_set), str(database_set), database, packet)
+        driver_connection = connection.connection.dbapi_connection
+        assert driver_connection is not None  # the first connection, just opened
+        isolation = self.get_isolation_level(driver_connection)
+        if isolation != ISOLATION:
+            # hookinbox's own engine runs READ COMMITTED only: REPEATABLE READ's gap locks make
+            # concurrent deliveries wait for each other and deadlock (docs/storage.md).
+            raise ConfigurationError(
+                f"Django's MySQL connection runs {isolation}; hookinbox needs {ISOLATION}: "
+                "leave DATABASES[...]['OPTIONS']['isolation_level'] out (Django's default) or "
+                "set it to 'read committed'"
+            )
+
+    @classmethod
+    def engine_created(cls, engine: Engine) -> None:
+        event.listen(engine, "handle_error", _classify_borrowed)
+
+
+def _classify_borrowed(context: ExceptionContext) -> None:
+    """What hookinbox's own engine makes of an error, on Django's connection: a read-only
+    server is a lost connection (DjangoStore closes Django's, the next transaction opens
+    another); a deadlock rolled the whole transaction back, claim and ORM writes alike, so the
+    attempt must not commit what follows (`refuse_aborted`; each checkout of the borrowed
+    engine is a new pool record, so nothing is left over from an earlier transaction); a
+    duplicate key is named for `business_key=`."""
+    code = _code(context.original_exception)
+    if code in (ER_OPTION_PREVENTS_STATEMENT, ER_READ_ONLY_MODE):
+        context.is_disconnect = True
+    elif context.connection is None:
+        return
+    elif code == ER_LOCK_DEADLOCK:
+        context.connection.connection.info[_ABORTED] = True
+    elif code == ER_DUP_ENTRY:
+        _name_the_key(context)
+
+
+registry.register(f"mysql.{BORROWED}", __name__, "BorrowedMySQLDialect")

@@ -27,7 +27,7 @@ MIDDLEWARE = [
 
 
 def database(url: str) -> dict[str, Any]:
-    """A DATABASES entry for a sqlite:/// or postgresql:// URL."""
+    """A DATABASES entry for a sqlite:///, postgresql:// or mysql:// (MariaDB) URL."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return {
@@ -41,14 +41,21 @@ def database(url: str) -> dict[str, Any]:
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL",
             },
         }
-    return {
-        "ENGINE": "django.db.backends.postgresql",
+    server = {
         "NAME": parsed.database,
         "USER": parsed.username or "",
         "PASSWORD": parsed.password or "",
         "HOST": parsed.host or "",
         "PORT": str(parsed.port or ""),
     }
+    if parsed.get_backend_name() in ("mysql", "mariadb"):
+        return {
+            "ENGINE": "django.db.backends.mysql",  # mysqlclient, as Django requires
+            **server,
+            # hookinbox: both are Django's defaults, and hookinbox refuses any other.
+            "OPTIONS": {"charset": "utf8mb4", "isolation_level": "read committed"},
+        }
+    return {"ENGINE": "django.db.backends.postgresql", **server}
 
 
 DATABASES = {

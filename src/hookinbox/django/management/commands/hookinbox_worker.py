@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from hookinbox import Inbox, WorkerOptions
+from hookinbox import ConfigurationError, Inbox, WorkerOptions
 from hookinbox.django._inbox import configured_inbox
 
 # (flag, type, default, help): each defaults to HOOKINBOX_<FLAG>, as `hookinbox worker` does.
@@ -62,11 +62,19 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from hookinbox.cli._worker import run_until_stopped  # click: only for this command
-
         inbox = configured_inbox()
         if not isinstance(inbox, Inbox):
             raise CommandError(f"{inbox!r} keeps no queue: its handlers run in the request")
+        try:
+            self._run(inbox, options)
+        except ConfigurationError as error:
+            # Settings hookinbox cannot run on (a database not migrated, a MariaDB connection
+            # in REPEATABLE READ): one line and exit 2, as `hookinbox worker` says them.
+            raise CommandError(str(error), returncode=2) from error
+
+    def _run(self, inbox: Inbox, options: dict[str, Any]) -> None:
+        from hookinbox.cli._worker import run_until_stopped  # click: only for this command
+
         if options["until_idle"]:
             attempts = inbox.process_due()
             self.stdout.write(f"{attempts} attempt(s) run; nothing else is due")
