@@ -8,6 +8,7 @@ import pkgutil
 import signal
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,34 @@ def test_without_migrations_the_worker_says_what_to_run(empty_db_url: str) -> No
     assert "python manage.py migrate hookinbox" in failed.stderr
 
 
+@pytest.mark.parametrize("backend", ["mysql"])
+@pytest.mark.parametrize(
+    ("option", "value", "refusal"),
+    [
+        (
+            "ISOLATION_LEVEL",
+            "repeatable read",
+            "runs REPEATABLE READ; hookinbox needs READ COMMITTED",
+        ),
+        ("ISOLATION_LEVEL", "", "runs REPEATABLE READ; hookinbox needs READ COMMITTED"),  # server's
+        ("CHARSET", "utf8mb3", "speaks utf8mb3; hookinbox needs utf8mb4"),
+    ],
+)
+def test_mariadb_settings_hookinbox_cannot_run_on_are_refused_in_one_line(
+    empty_db_url: str, option: str, value: str, refusal: str
+) -> None:
+    project = DjangoProject(
+        PROBE, {"PROBE_DATABASE_URL": empty_db_url, f"PROBE_MYSQL_{option}": value}
+    )
+    migrate = project.manage("migrate", check=False)
+    assert migrate.returncode != 0
+    assert refusal in migrate.stderr.strip().splitlines()[-1]
+    worker = project.manage("hookinbox_worker", "--until-idle", check=False)
+    assert worker.returncode == 2  # as `hookinbox worker` exits on a configuration error
+    assert worker.stderr.strip().startswith("CommandError: Django's MySQL connection")
+    assert refusal in worker.stderr and len(worker.stderr.strip().splitlines()) == 1
+
+
 def test_the_system_check_wants_immediate_sqlite_transactions(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'check.db'}"
     deferred = DjangoProject(
@@ -146,6 +175,10 @@ def test_orm_writes_and_the_processed_mark_commit_or_roll_back_together(
     assert marks(store) == {"evt_commit"}  # the two failures left no ORM row behind
     committed = stored(store, "evt_commit")
     assert (committed.status, committed.outcome) == (Status.PROCESSED, "handled")
+    # In UTC whatever the session's time zone (the probe's MariaDB sessions run in +09:00).
+    assert committed.processed_at is not None
+    for moment in (committed.received_at, committed.processed_at):
+        assert abs(moment - datetime.now(UTC)) < timedelta(minutes=5)
     raised = stored(store, "evt_raise")
     assert (raised.status, raised.attempts, raised.processed_at) == (Status.PENDING, 1, None)
     assert raised.last_error is not None
@@ -154,6 +187,41 @@ def test_orm_writes_and_the_processed_mark_commit_or_roll_back_together(
     assert swallowed.status is Status.PENDING
     assert swallowed.last_error is not None
     assert swallowed.last_error.startswith("TransactionBroken: a database error inside")
+
+
+def test_a_business_key_written_through_ctx_db_is_named_on_django_connection(
+    probe: DjangoProject, store: Store
+) -> None:
+    with probe.server() as base_url:
+        for event_id in ("evt_key_first", "evt_key_again"):
+            post(base_url, "stripe", event_id, "probe.business_key", key="order-1")
+            probe.manage("hookinbox_worker", "--until-idle")  # one after the other
+    assert marks(store) == {"order-1"}
+    assert stored(store, "evt_key_first").outcome == "handled"
+    again = stored(store, "evt_key_again")
+    assert (again.status, again.outcome) == (Status.PROCESSED, "business_duplicate")
+
+
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_a_deadlock_the_handler_ignores_rolls_back_claim_and_orm_writes_on_mariadb(
+    probe: DjangoProject, store: Store
+) -> None:
+    with store.transaction() as connection:  # the two rows the handler's deadlock locks
+        connection.execute(sa.text("INSERT INTO probe_mark (name) VALUES ('lock-a'), ('lock-b')"))
+    with probe.server() as base_url:
+        post(base_url, "stripe", "evt_deadlock", "probe.deadlock")
+        post(base_url, "stripe", "evt_session", "probe.session")
+    probe.manage("hookinbox_worker", "--until-idle", "--concurrency", "1")
+
+    # InnoDB rolled the handler's transaction back whole; hookinbox refused to commit what
+    # the handler did after it, so neither the ORM row nor a processed mark is left.
+    assert "evt_deadlock" not in marks(store)
+    lost = stored(store, "evt_deadlock")
+    assert (lost.status, lost.attempts, lost.processed_at) == (Status.PENDING, 1, None)
+    assert lost.last_error is not None
+    assert "rolled back by a deadlock" in lost.last_error
+    # Django's session is as Django set it up: hookinbox changed neither zone nor isolation.
+    assert "evt_session +09:00 READ-COMMITTED" in marks(store)
 
 
 def test_inline_handlers_commit_with_the_delivery_or_keep_nothing(
