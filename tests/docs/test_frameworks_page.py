@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from hookinbox import Inbox, Status
-from hookinbox._storage import Store
+from hookinbox._storage import Store, dialect_for_url, parse_url
 from tests.docs.blocks import ROOT, FileBlock, close_inboxes, parse, run, section
 from tests.docs.django_site import start_project
 from tests.support.asgi import ASGIClient
@@ -104,30 +103,57 @@ def test_the_orm_section_alone_writes_one_row_with_the_mark(
 
 
 DJANGO_SECRET = "whsec_django_docs"
+DJANGO_FILES = {"mysite/settings.py", "mysite/urls.py", "shop/models.py", "shop/webhooks.py"}
 
 
 @pytest.mark.slow
 def test_the_django_section_builds_a_project_that_processes_into_the_orm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    database = tmp_path / "project" / "db.sqlite3"
+    _follow_the_django_section(tmp_path, monkeypatch, {}, ["Django"], f"sqlite:///{database}")
+
+
+@pytest.mark.slow
+def test_the_mariadb_lines_put_that_project_on_mariadb(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mysql_server: str
+) -> None:
+    """The Django section's files, then the MariaDB section's, on a new utf8mb4 database."""
+    url = parse_url(mysql_server)
+    with dialect_for_url(url).scratch_database(url) as database_url:
+        server = parse_url(database_url)
+        env = {
+            "MARIADB_HOST": server.host or "",
+            "MARIADB_PORT": str(server.port or 3306),
+            "MARIADB_DATABASE": server.database or "",
+            "MARIADB_USER": server.username or "",
+            "MARIADB_PASSWORD": server.password or "",
+        }
+        _follow_the_django_section(tmp_path, monkeypatch, env, ["Django", "MariaDB"], database_url)
+
+
+def _follow_the_django_section(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    extra_env: dict[str, str],
+    headings: list[str],
+    database_url: str,
+) -> None:
+    """Build the project from the files under `headings`, migrate, serve, deliver, process;
+    then read the orders and the event in the database at `database_url`."""
     project = tmp_path / "project"
     project.mkdir()
-    env = {**os.environ, "STRIPE_WEBHOOK_SECRET": DJANGO_SECRET}
+    env = {**os.environ, "STRIPE_WEBHOOK_SECRET": DJANGO_SECRET, **extra_env}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     env.pop("HOOKINBOX_DATABASE_URL", None)
 
     # The two commands the page starts from, then the page's files, written as it says.
     manage = start_project(project, env)
     document = parse(PAGE)
-    examples = section(document, "Django")
+    examples = [example for heading in headings for example in section(document, heading)]
     files = [example.parsed for example in examples]
     assert files and all(isinstance(block, FileBlock) for block in files), "only files here"
-    assert {block.path for block in files} == {
-        "mysite/settings.py",
-        "mysite/urls.py",
-        "shop/models.py",
-        "shop/webhooks.py",
-    }
+    assert {block.path for block in files} == DJANGO_FILES
     monkeypatch.chdir(project)
     run(document, examples)
 
@@ -156,12 +182,11 @@ def test_the_django_section_builds_a_project_that_processes_into_the_orm(
 
     manage("hookinbox_worker", "--until-idle")
     manage("hookinbox_worker", "--until-idle")  # a second worker run finds nothing to redo
-    database = project / "db.sqlite3"
-    with sqlite3.connect(database) as connection:
-        orders = connection.execute("SELECT payment_id, amount FROM shop_order").fetchall()
-    assert orders == [("pi_docs", 4200)]
-    store = Store(f"sqlite:///{database}")
+    store = Store(database_url, auto_migrate=False)
     try:
+        with store.reading() as connection:
+            orders = connection.execute(sa.text("SELECT payment_id, amount FROM shop_order"))
+            assert [tuple(row) for row in orders] == [("pi_docs", 4200)]
         stored = store.get_event("stripe", "evt_django_docs")
     finally:
         store.dispose()

@@ -22,7 +22,7 @@ _NUMBERS: tuple[tuple[str, type[int] | type[float], str, str], ...] = (
         float,
         "",
         "Seconds between checks when nothing wakes the worker "
-        "(unset: 0.05 on SQLite, 1 on PostgreSQL).",
+        "(unset: 0.05 on SQLite and MariaDB, 1 on PostgreSQL).",
     ),
     ("metrics-port", int, "", "Serve Prometheus metrics on this port."),
 )
