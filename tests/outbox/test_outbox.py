@@ -266,6 +266,26 @@ def test_an_unknown_destination_is_a_handler_error(inbox: Inbox, clock: ManualCl
     assert "no outbox destination named 'shiping'" in event.last_error
 
 
+@pytest.mark.parametrize("argument", ["key", "ordering_key"])
+def test_an_over_long_key_is_a_handler_error_never_a_shortened_key(
+    inbox: Inbox, clock: ManualClock, argument: str
+) -> None:
+    """256 characters would fit no column: refused in the handler on every database, so
+    MariaDB's INSERT IGNORE never gets to cut it to a prefix another message may share."""
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def too_long(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("shipping", {}, **{argument: "k" * 255})
+        ctx.outbox.send("shipping", {}, **{argument: "k" * 256})
+
+    deliver(inbox, clock, checkout(1))
+    process_events_only(inbox)
+    event = inbox.store.get_event("stripe", "evt_1")
+    assert event is not None and event.last_error is not None
+    assert "is 1 to 255 characters" in event.last_error
+    assert messages(inbox) == []  # the 255-character one rolled back with the handler
+
+
 def test_a_business_duplicate_takes_its_messages_back(db_url: str, clock: ManualClock) -> None:
     inbox = Inbox(db_url, clock=clock)
     inbox.add_source(Stripe(secret=SECRET))

@@ -105,6 +105,35 @@ def test_the_server_time_is_utc(store: Store) -> None:
     assert abs((now - datetime.now(UTC)).total_seconds()) < 5
 
 
+@on_mariadb
+def test_long_columns_are_hookinbox_s_own_and_an_application_s_text_stays_text(
+    store: Store,
+) -> None:
+    """A body or a payload longer than 64 KiB fits (LONGBLOB, LONGTEXT), while a table of the
+    application in the same process keeps SQLAlchemy's TEXT and BLOB: the rule is hookinbox's
+    columns', not every `Text`'s."""
+    application = sa.Table(
+        "shop_notes", sa.MetaData(), sa.Column("note", sa.Text), sa.Column("scan", sa.LargeBinary)
+    )
+    with store.engine.begin() as connection:
+        application.create(connection)
+        columns = {
+            (str(table), str(column)): str(kind).upper()
+            for table, column, kind in connection.exec_driver_sql(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns"
+                " WHERE table_schema = DATABASE() AND column_name IN"
+                " ('body', 'headers', 'payload', 'note', 'scan')"
+            )
+        }
+    assert columns == {
+        ("hookinbox_events", "body"): "LONGBLOB",
+        ("hookinbox_events", "headers"): "LONGTEXT",
+        ("hookinbox_outbox", "payload"): "LONGTEXT",
+        ("shop_notes", "note"): "TEXT",
+        ("shop_notes", "scan"): "BLOB",
+    }
+
+
 @pytest.mark.parametrize(
     ("version", "charsets", "packet", "said"),
     [

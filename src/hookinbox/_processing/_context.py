@@ -108,6 +108,9 @@ class Outbox:
                 key = hashlib.sha256(key.encode()).hexdigest()
         elif not key or len(key) > MAX_KEY_LENGTH:
             raise ValueError(f"an outbox key is 1 to {MAX_KEY_LENGTH} characters")
+        if ordering_key is not None and not 0 < len(ordering_key) <= MAX_KEY_LENGTH:
+            # Checked here, not by the column: MariaDB's INSERT IGNORE would cut it short.
+            raise ValueError(f"an outbox ordering key is 1 to {MAX_KEY_LENGTH} characters")
         self._store.outbox.enqueue(
             self._connection,
             destination=destination,

@@ -22,7 +22,7 @@ from hookinbox._storage._dialects import Dialect, dialect_named
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._options import READ_ONLY
 from hookinbox._storage._schema import schema_versions
-from hookinbox._storage._types import UTCDateTime
+from hookinbox._storage._types import LongBinary, LongText, UTCDateTime
 
 if TYPE_CHECKING:  # alembic costs 0.1 s to import: only a migration pays it
     from alembic.operations import Operations
@@ -41,8 +41,8 @@ def _v1_events(op: Operations) -> None:
         sa.Column("event_type", sa.String(255)),
         sa.Column("occurred_at", UTCDateTime),
         sa.Column("received_at", UTCDateTime, nullable=False),
-        sa.Column("body", sa.LargeBinary, nullable=False),
-        sa.Column("headers", sa.Text, nullable=False),
+        sa.Column("body", LongBinary, nullable=False),
+        sa.Column("headers", LongText, nullable=False),
         sa.Column("body_sha256", sa.String(64), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("outcome", sa.String(32)),
@@ -52,7 +52,7 @@ def _v1_events(op: Operations) -> None:
         sa.Column("lease_expires_at", UTCDateTime),
         sa.Column("deferred_since", UTCDateTime),
         sa.Column("deferrals", sa.Integer, nullable=False),
-        sa.Column("last_error", sa.Text),
+        sa.Column("last_error", LongText),
         sa.Column("delivery_count", sa.Integer, nullable=False),
         sa.Column("key_conflicts", sa.Integer, nullable=False),
         sa.Column("last_delivery_at", UTCDateTime, nullable=False),
@@ -99,7 +99,7 @@ def _v1_events(op: Operations) -> None:
         "hookinbox_jobs",
         sa.Column("name", sa.String(64), primary_key=True),
         sa.Column("last_run_at", UTCDateTime, nullable=False),
-        sa.Column("last_result", sa.Text),
+        sa.Column("last_result", LongText),
     )
     op.create_table(
         "hookinbox_ordering",
@@ -123,7 +123,7 @@ def _v2_outbox(op: Operations) -> None:
         sa.Column("destination", sa.String(64), nullable=False),
         sa.Column("message_key", sa.String(255), nullable=False),
         sa.Column("ordering_key", sa.String(255)),
-        sa.Column("payload", sa.Text, nullable=False),
+        sa.Column("payload", LongText, nullable=False),
         sa.Column("source", sa.String(64)),
         sa.Column("event_id", sa.String(255)),
         sa.Column("status", sa.String(16), nullable=False),
@@ -131,7 +131,7 @@ def _v2_outbox(op: Operations) -> None:
         sa.Column("next_attempt_at", UTCDateTime, nullable=False),
         sa.Column("lease_token", sa.String(32)),
         sa.Column("lease_expires_at", UTCDateTime),
-        sa.Column("last_error", sa.Text),
+        sa.Column("last_error", LongText),
         sa.Column("created_at", UTCDateTime, nullable=False),
         sa.Column("delivered_at", UTCDateTime),
         sa.UniqueConstraint(
@@ -195,7 +195,7 @@ def _v4_audit(op: Operations) -> None:
         sa.Column("at", UTCDateTime, nullable=False),
         sa.Column("action", sa.String(32), nullable=False),
         sa.Column("actor", sa.String(255), nullable=False),
-        sa.Column("reason", sa.Text),
+        sa.Column("reason", LongText),
         sa.Column("previous_status", sa.String(16), nullable=False),
         sa.Column("previous_outcome", sa.String(32)),
         sa.Column("previous_attempts", sa.Integer, nullable=False),
@@ -222,7 +222,7 @@ def _v6_workers(op: Operations) -> None:
 
 
 def _v7_outbox_trace_context(op: Operations) -> None:
-    op.add_column("hookinbox_outbox", sa.Column("trace_context", sa.Text))
+    op.add_column("hookinbox_outbox", sa.Column("trace_context", LongText))
 
 
 def _v8_due_in_lease_order(op: Operations) -> None:

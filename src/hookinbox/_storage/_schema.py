@@ -15,16 +15,14 @@ from sqlalchemy import (
     Column,
     Index,
     Integer,
-    LargeBinary,
     MetaData,
     String,
     Table,
-    Text,
     UniqueConstraint,
 )
 
 from hookinbox._model import WAITING_STATUSES, MessageStatus
-from hookinbox._storage._types import SafeText, UTCDateTime
+from hookinbox._storage._types import LongBinary, LongText, SafeText, UTCDateTime
 
 metadata = MetaData()
 
@@ -57,8 +55,8 @@ events = Table(
     Column("event_type", String(255)),
     Column("occurred_at", UTCDateTime),
     Column("received_at", UTCDateTime, nullable=False),
-    Column("body", LargeBinary, nullable=False),
-    Column("headers", Text, nullable=False),  # JSON object of the headers kept for audit
+    Column("body", LongBinary, nullable=False),
+    Column("headers", LongText, nullable=False),  # JSON object of the headers kept for audit
     Column("body_sha256", String(64), nullable=False),
     Column("status", String(16), nullable=False),
     Column("outcome", String(32)),  # why it ended as it did: handled, business_duplicate, ...
@@ -222,7 +220,7 @@ outbox = Table(
     Column("destination", String(64), nullable=False),
     Column("message_key", String(255), nullable=False),
     Column("ordering_key", String(255)),
-    Column("payload", Text, nullable=False),  # JSON
+    Column("payload", LongText, nullable=False),  # JSON
     Column("source", String(64)),
     Column("event_id", String(255)),
     Column("status", String(16), nullable=False),
@@ -235,7 +233,7 @@ outbox = Table(
     Column("delivered_at", UTCDateTime),
     # The trace context of the handler that sent it (OpenTelemetry, JSON): the relay's span
     # continues that trace. NULL when tracing was off.
-    Column("trace_context", Text),
+    Column("trace_context", LongText),
     UniqueConstraint("destination", "message_key", name="uq_hookinbox_outbox_destination_key"),
 )
 _message_due = outbox.c.status == MessageStatus.PENDING.value

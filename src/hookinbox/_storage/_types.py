@@ -1,15 +1,31 @@
-"""Column types that behave the same on SQLite and PostgreSQL."""
+"""Column types that behave the same on every database hookinbox runs on."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Text
+from sqlalchemy import DateTime, LargeBinary, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
 from hookinbox._text import safe_text
+
+
+class LongText(Text):
+    """Text of any length: `TEXT` on SQLite and PostgreSQL, `LONGTEXT` on MariaDB, whose
+    `TEXT` stops at 64 KiB (a payload or a header set can be longer).
+
+    A type of hookinbox's own rather than a rule for every `Text`: the dialect's DDL hook
+    then reaches hookinbox's columns only, never the tables of an application that shares
+    the process (its `Text` stays the `TEXT` SQLAlchemy documents).
+    """
+
+
+class LongBinary(LargeBinary):
+    """Bytes of any length (a body up to the size limit, 1 MiB by default): `BLOB` on SQLite,
+    `bytea` on PostgreSQL, `LONGBLOB` on MariaDB (whose `BLOB` stops at 64 KiB). Scoped to
+    hookinbox's columns as `LongText` is."""
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -44,10 +60,10 @@ class SafeText(TypeDecorator[str]):
 
     Lone surrogates and NUL are escaped on the way in (`hookinbox._text.safe_text`): neither
     encodes as UTF-8 nor fits PostgreSQL text, and a value that cannot be written must not
-    stop the write of the status beside it. The DDL is plain `TEXT`.
+    stop the write of the status beside it. The DDL is `LongText`'s.
     """
 
-    impl = Text
+    impl = LongText
     cache_ok = True
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:

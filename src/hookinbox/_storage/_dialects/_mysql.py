@@ -51,7 +51,7 @@ from hookinbox._storage._dialects._borrowed import DRIVER as BORROWED
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._schema import events
-from hookinbox._storage._types import SafeText, UTCDateTime
+from hookinbox._storage._types import LongBinary, LongText, UTCDateTime
 
 if TYPE_CHECKING:
     from alembic.operations import Operations
@@ -396,14 +396,13 @@ def _datetime(type_: UTCDateTime, compiler: TypeCompiler, **kw: Any) -> str:
     return "DATETIME(6)"
 
 
-@compiles(SafeText, "mysql")
-@compiles(sa.Text, "mysql")
-def _text(type_: sa.Text, compiler: TypeCompiler, **kw: Any) -> str:
+@compiles(LongText, "mysql")
+def _text(type_: LongText, compiler: TypeCompiler, **kw: Any) -> str:
     return "LONGTEXT"
 
 
-@compiles(sa.LargeBinary, "mysql")
-def _blob(type_: sa.LargeBinary, compiler: TypeCompiler, **kw: Any) -> str:
+@compiles(LongBinary, "mysql")
+def _blob(type_: LongBinary, compiler: TypeCompiler, **kw: Any) -> str:
     return "LONGBLOB"
 
 
