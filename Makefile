@@ -18,7 +18,7 @@ LATEST_VENV ?= .venv-latest
 DOCS_LOCK = requirements/docs.txt
 DOCS_VENV ?= .venv-docs
 
-.PHONY: demo serve docs test test-fast test-ha test-latest lock lint check clean
+.PHONY: demo serve docs test mysqlclient test-fast test-ha test-latest lock lint check clean
 
 # `make demo` and `make serve` install only what they run (the server and the simulator, at
 # the locked versions: about 80 MB); `make test` the whole locked tool chain. The test install
@@ -30,6 +30,15 @@ $(BIN)/.installed: pyproject.toml $(LOCK)
 	$(BIN)/python -m pip install --quiet 'pip==$(PIP_VERSION)'
 	$(BIN)/python -m pip install --quiet -c $(LOCK) -e '.[test]'
 	touch $@ $(BIN)/.demo-installed
+
+# mysqlclient (requirements/mysqlclient.in) builds only where the MariaDB client library and
+# pkg-config are installed: tried on every run until it is there, one line when it cannot be.
+MYSQLCLIENT = requirements/mysqlclient.in
+mysqlclient: $(BIN)/.installed
+	@$(BIN)/python -c 'import MySQLdb' 2>/dev/null \
+		|| $(BIN)/python -m pip install --quiet -c $(LOCK) -r $(MYSQLCLIENT) >/dev/null 2>&1 \
+		|| echo "mysqlclient did not build (it needs libmariadb-dev and pkg-config):" \
+			"the Django store's MariaDB tests will be skipped"
 
 $(BIN)/.demo-installed: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,7 +69,7 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+test: lint mysqlclient
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 # The tier to run on every change (docs/development.md): the tests that run in process on
@@ -77,7 +86,7 @@ test-ha: $(BIN)/.installed
 # Resolve the newest releases the ranges in pyproject.toml allow, and the npm oracles' tree.
 lock: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet 'uv==$(UV_VERSION)'
-	$(BIN)/uv pip compile pyproject.toml --extra test --universal --python-version 3.11 \
+	$(BIN)/uv pip compile pyproject.toml $(MYSQLCLIENT) --extra test --universal --python-version 3.11 \
 		--upgrade --no-header --quiet -o $(LOCK)
 	$(BIN)/uv pip compile pyproject.toml --extra docs --universal --python-version 3.11 \
 		--upgrade --no-header --quiet -o $(DOCS_LOCK)

@@ -151,6 +151,24 @@ def mysql_server() -> str:
     return MYSQL_URL
 
 
+@pytest.fixture(scope="session")
+def mysqlclient(mysql_server: str) -> str:
+    """The MariaDB test server, with Django's driver for it (mysqlclient, module MySQLdb):
+    `make test` installs it where it builds (it needs libmariadb-dev and pkg-config); the
+    tests that need it are skipped without it, or failed in CI."""
+    try:
+        import MySQLdb  # noqa: F401
+    except ImportError:
+        message = (
+            "Django on MariaDB needs mysqlclient: apt-get install libmariadb-dev pkg-config,"
+            " then make test again"
+        )
+        if REQUIRE_MYSQL:
+            pytest.fail(message)
+        pytest.skip(message)
+    return mysql_server
+
+
 def _mysql_admin_url() -> sa.URL:
     return make_url(MYSQL_URL).set(drivername="mysql+pymysql")
 

@@ -116,10 +116,10 @@ def test_the_django_section_builds_a_project_that_processes_into_the_orm(
 
 @pytest.mark.slow
 def test_the_mariadb_lines_put_that_project_on_mariadb(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mysql_server: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mysqlclient: str
 ) -> None:
     """The Django section's files, then the MariaDB section's, on a new utf8mb4 database."""
-    url = parse_url(mysql_server)
+    url = parse_url(mysqlclient)
     with dialect_for_url(url).scratch_database(url) as database_url:
         server = parse_url(database_url)
         env = {

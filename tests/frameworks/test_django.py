@@ -37,6 +37,8 @@ pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
 def backend(request: pytest.FixtureRequest) -> str:
     """Both databases, unlike the other adapters: Django's store adopts Django's own
     connection, whose database (and Django's migrations on it) decides the dialect."""
+    if request.param == "mysql":
+        request.getfixturevalue("mysqlclient")  # Django's MySQL backend's driver
     return str(request.param)
 
 
@@ -119,6 +121,7 @@ def test_without_migrations_the_worker_says_what_to_run(empty_db_url: str) -> No
 
 
 @pytest.mark.parametrize("backend", ["mysql"])
+@pytest.mark.usefixtures("mysqlclient")
 @pytest.mark.parametrize(
     ("option", "value", "refusal"),
     [
@@ -204,6 +207,7 @@ def test_a_business_key_written_through_ctx_db_is_named_on_django_connection(
 
 
 @pytest.mark.parametrize("backend", ["mysql"])
+@pytest.mark.usefixtures("mysqlclient")
 def test_a_deadlock_the_handler_ignores_rolls_back_claim_and_orm_writes_on_mariadb(
     probe: DjangoProject, store: Store
 ) -> None:
