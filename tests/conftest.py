@@ -17,7 +17,8 @@ Redis (claim mode) is found through HOOKINBOX_TEST_REDIS_URL, by default the loc
 (also set by .ci/run, which forbids every skip as soon as either switch is on). Redis tests
 keep apart by a key prefix of their own.
 
-Two tiers (docs/development.md): `make test` runs everything; `make test-fast` only the tests
+Three tiers (docs/development.md): `make test` runs all but the `long` tests (`LONG_TESTS`,
+`make test-long`; CI runs both); `make test-fast` only the tests
 that run in this process on SQLite, deselecting the markers `postgres`, `mysql`, `redis`, `node` and
 `slow`, which are set here from what a test uses (its backend, its fixtures, its modules, its
 directory) or by the test itself (`slow`). Under HOOKINBOX_TEST_TIER=fast (set by `make
@@ -68,6 +69,26 @@ MYSQL_TESTS = (
     "testing/",
 )
 """Where the `mysql` backend's cases run (paths under tests/, by prefix)."""
+LONG_TESTS = (
+    "bench/",
+    "processes/",
+    "packaging/",
+    "docs/test_sdist.py",
+    "outbox/test_relay_processes.py",
+    "operations/test_prune_race.py",
+    "processing/test_failover.py",
+    "reliability/test_frozen_database.py",
+    "reliability/test_kill_loop.py",
+    "reliability/test_postgres_restart.py",
+    "reliability/test_slow_database.py",
+    "reliability/test_soak_smoke.py",
+    "reliability/test_sqlite_disk.py",
+    "testing/test_check_exactly_once.py",
+)
+"""The `long` tier (`make test-long`, which CI runs after `make test`): the proofs that take
+tens of seconds each by design (crash loops, storms of processes, a database stopped or
+frozen under load, the benchmarks' smoke runs, fresh venvs built from the sdist and the
+wheel), so that `make test` stays within ten minutes on two cores (paths under tests/)."""
 SLOW_DIRECTORIES = frozenset({"bench", "cli", "demo", "e2e", "ha", "packaging", "processes"})
 """Directories of tests/ whose every test starts processes or servers: marked `slow`."""
 
@@ -343,6 +364,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         parts = item.path.relative_to(root).parts if item.path.is_relative_to(root) else ()
         if len(parts) > 1 and parts[0] in SLOW_DIRECTORIES:
             item.add_marker(pytest.mark.slow)
+        if "/".join(parts).startswith(LONG_TESTS):
+            item.add_marker(pytest.mark.long)
 
 
 @pytest.fixture(autouse=FAST_TIER)
