@@ -75,6 +75,7 @@ LONG_TESTS = (
     "packaging/",
     "docs/test_sdist.py",
     "outbox/test_relay_processes.py",
+    "operations/test_prune.py::test_20000_old_rows_are_pruned_while_ingest_keeps_answering",
     "operations/test_prune_race.py",
     "processing/test_failover.py",
     "reliability/test_frozen_database.py",
@@ -88,7 +89,8 @@ LONG_TESTS = (
 """The `long` tier (`make test-long`, which CI runs after `make test`): the proofs that take
 tens of seconds each by design (crash loops, storms of processes, a database stopped or
 frozen under load, the benchmarks' smoke runs, fresh venvs built from the sdist and the
-wheel), so that `make test` stays within ten minutes on two cores (paths under tests/)."""
+wheel), so that `make test` stays within ten minutes on two cores (test ids under tests/, by
+prefix: a directory, a module or one test of a module)."""
 SLOW_DIRECTORIES = frozenset({"bench", "cli", "demo", "e2e", "ha", "packaging", "processes"})
 """Directories of tests/ whose every test starts processes or servers: marked `slow`."""
 
@@ -364,7 +366,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         parts = item.path.relative_to(root).parts if item.path.is_relative_to(root) else ()
         if len(parts) > 1 and parts[0] in SLOW_DIRECTORIES:
             item.add_marker(pytest.mark.slow)
-        if "/".join(parts).startswith(LONG_TESTS):
+        if item.nodeid.removeprefix("tests/").startswith(LONG_TESTS):
             item.add_marker(pytest.mark.long)
 
 

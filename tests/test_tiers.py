@@ -14,8 +14,11 @@ TESTS = Path(__file__).parent
 
 @pytest.mark.parametrize("path", [*LONG_TESTS, *MYSQL_TESTS])
 def test_every_tier_path_names_a_test_module_or_directory(path: str) -> None:
+    path, _, test = path.partition("::")
     found = TESTS / path
-    if path.endswith("/"):
+    if test:
+        assert found.is_file() and f"def {test}(" in found.read_text(), f"no {test} in {path}"
+    elif path.endswith("/"):
         assert found.is_dir() and any(found.glob("test_*.py")), f"{path} holds no test module"
     else:
         assert found.is_file() and found.name.startswith("test_"), f"{path} is no test module"
