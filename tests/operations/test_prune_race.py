@@ -129,8 +129,8 @@ def test_redeliveries_at_the_retention_edge_during_a_prune(db_url: str) -> None:
     assert set(statuses) == {200}  # every delivery accepted in the end
     # No 503 while the pruner runs, on any database. On MariaDB a group-commit batch does
     # lose to a prune batch now and then (a deadlock: InnoDB rolls the lighter back); it is
-    # written again before it is answered (`Store.retry_deadlocks`). With one run only, 4 runs in
-    # 6 answered 1 to 7 deliveries 503 here; with it, none in 12.
+    # written again before it is answered (`Store.retry_deadlocks`). With one run per batch,
+    # 4 test runs in 6 answered 1 to 7 deliveries 503 here; with three, none in 12.
     assert unavailable == 0
 
     with store.engine.connect() as connection:
