@@ -49,9 +49,9 @@ class DjangoStore(Store):
             raise TransactionBroken(_SPOILED)
 
     def owns_transactions(self) -> bool:
-        # Inside an `atomic()` block of the application's (ATOMIC_REQUESTS, a view's own),
-        # hookinbox's transaction is a savepoint: a deadlock rolled the application's writes
-        # back too, and running hookinbox's part again would commit it without them.
+        # Inside an `atomic()` block of the application's (its own view storing a delivery
+        # in one), hookinbox's transaction is a savepoint: a deadlock rolled the application's
+        # writes back too, and running hookinbox's part again would commit it without them.
         return not connections[self.using].in_atomic_block
 
     def refuse_aborted(self, connection: Connection) -> None:
