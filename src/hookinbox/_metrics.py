@@ -95,7 +95,7 @@ def _instrument(name: str) -> Any:
 
 INSTRUMENTS = (
     "deliveries", "key_conflicts", "ack_latency", "attempts", "messages", "delivery_latency",
-    "processing_latency", "batch_size", "reconciled",
+    "processing_latency", "batch_size", "reconciled", "deadlock_retries",
 )  # fmt: skip
 
 
@@ -162,6 +162,12 @@ def _builders() -> dict[str, Callable[[], Any]]:
             "Events reconcile found missing: stored, or asked of the provider again (GitHub)",
             ["source"],
         ),
+        "deadlock_retries": lambda: Counter(
+            "hookinbox_deadlock_retries",
+            "Transactions of hookinbox's own run again after the database chose them as a "
+            "deadlock's victim, by operation (ingest, reconcile, prune)",
+            ["operation"],
+        ),
         "batch_size": lambda: Histogram(
             "hookinbox_ingest_batch_size",
             "Events stored per transaction by group commit (a batched delivery counts each)",
@@ -189,6 +195,10 @@ def count_message(destination: str, outcome: str, seconds: float) -> None:
 def count_reconciled(source: str, events: int) -> None:
     if events:
         _instrument("reconciled").labels(source).inc(events)
+
+
+def count_deadlock_retry(operation: str) -> None:
+    _instrument("deadlock_retries").labels(operation).inc()
 
 
 def observe_batch(size: int) -> None:

@@ -688,16 +688,24 @@ class Receiver(BaseReceiver):
         # redelivery, on another server) lock its rows in the same order, so one waits for
         # the other instead of deadlocking.
         order = sorted(range(len(batch)), key=lambda i: (batch[i].source, batch[i].event_id))
-        results: list[RecordedDelivery | None] = [None] * len(batch)
-        with self.store.transaction() as connection:
-            for index in order:
-                results[index] = self.store.ingest.record_on(connection, batch[index])
-            if process is not None:
-                for delivery, recorded in zip(batch, results, strict=True):
-                    assert recorded is not None
-                    if recorded.is_new and recorded.status is Status.PENDING:
-                        process(connection, _inline_event(delivery, recorded))
-        return [recorded for recorded in results if recorded is not None]
+
+        def write() -> list[RecordedDelivery]:
+            results: list[RecordedDelivery | None] = [None] * len(batch)
+            with self.store.transaction() as connection:
+                for index in order:
+                    results[index] = self.store.ingest.record_on(connection, batch[index])
+                if process is not None:
+                    for delivery, recorded in zip(batch, results, strict=True):
+                        assert recorded is not None
+                        if recorded.is_new and recorded.status is Status.PENDING:
+                            process(connection, _inline_event(delivery, recorded))
+            return [recorded for recorded in results if recorded is not None]
+
+        if process is not None:
+            # The handlers' writes share the transaction: a deadlock is a 503, and the
+            # provider's retry runs them again, not this request.
+            return write()
+        return self.store.retry_deadlocks(write, "ingest")
 
 
 def batch_reply(events: int, accepted: int, key_conflict: bool, invalid: int = 0) -> Reply:

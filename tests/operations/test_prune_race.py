@@ -67,8 +67,8 @@ async def _redeliver(
 ) -> tuple[list[int], Counter[str], int]:
     """Redeliver every event twice, in a shuffled order, then keep redelivering random ones
     until the pruner has exited: the edge is crossed while deliveries arrive. A 503 is sent
-    again, as the provider would (counted: only MariaDB may answer one, below); `sent` counts
-    the deliveries that were accepted."""
+    again, as the provider would (counted: none may be, below); `sent` counts the deliveries
+    that were accepted."""
     order = list(bodies) * 2
     random.Random(7).shuffle(order)
     statuses: list[int] = []
@@ -127,11 +127,11 @@ def test_redeliveries_at_the_retention_edge_during_a_prune(db_url: str) -> None:
         out, err = pruner.communicate(timeout=300)
     assert pruner.returncode == 0, err
     assert set(statuses) == {200}  # every delivery accepted in the end
-    # On MariaDB a delivery can lose to a prune batch (a deadlock or a lock wait: InnoDB rolls
-    # it back), hookinbox answers 503 and the provider's retry stores it (once in four runs).
-    # SQLite and PostgreSQL answer no 503 at all while the pruner runs.
-    if not db_url.startswith("mysql"):
-        assert unavailable == 0
+    # No 503 while the pruner runs, on any database. On MariaDB a group-commit batch does
+    # lose to a prune batch now and then (a deadlock: InnoDB rolls the lighter back); it is
+    # written again before it is answered (`Store.retry_deadlocks`). With one run per batch,
+    # 4 test runs in 6 answered 1 to 7 deliveries 503 here; with three, none in 12.
+    assert unavailable == 0
 
     with store.engine.connect() as connection:
         found = {

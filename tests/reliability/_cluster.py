@@ -18,10 +18,10 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 import sqlalchemy as sa
 
@@ -155,10 +155,7 @@ class PostgresCluster:
         return self.url(name)
 
     def log_tail(self, characters: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-characters:]
-        except FileNotFoundError:
-            return ""
+        return tail(self.log, characters)
 
     def cleanup(self) -> None:
         """Stop the cluster if it runs (even half-started) and remove its directory."""
@@ -170,12 +167,36 @@ class PostgresCluster:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-@contextmanager
-def throwaway_cluster() -> Iterator[PostgresCluster]:
-    """A started cluster, always stopped and removed on exit."""
-    cluster = PostgresCluster()
+def tail(log: Path, characters: int = 3000) -> str:
+    """The end of a server's log, for an error message ("" before it was written)."""
     try:
-        cluster.start()
-        yield cluster
+        return log.read_text(errors="replace")[-characters:]
+    except FileNotFoundError:
+        return ""
+
+
+class Throwaway(Protocol):
+    """A server of a test's own (this cluster, `_mariadb.MariaDBServer`)."""
+
+    def start(self) -> None: ...
+
+    def cleanup(self) -> None: ...
+
+
+Made = TypeVar("Made", bound=Throwaway)
+
+
+@contextmanager
+def throwaway(make: Callable[[], Made]) -> Iterator[Made]:
+    """A server made and started, always stopped and removed on exit (even half-started)."""
+    server = make()
+    try:
+        server.start()
+        yield server
     finally:
-        cluster.cleanup()
+        server.cleanup()
+
+
+def throwaway_cluster() -> AbstractContextManager[PostgresCluster]:
+    """A started cluster, always stopped and removed on exit."""
+    return throwaway(PostgresCluster)

@@ -11,6 +11,28 @@ from sqlalchemy import exc
 from hookinbox._errors import StoreUnavailable
 from hookinbox._records import UniqueViolation
 
+DEADLOCK_MARK = "hookinbox_deadlock"
+"""Set on a driver's error by the dialect's error handler when the database chose the
+transaction as a deadlock's victim and rolled it back whole (MariaDB's 1213): only then may a
+transaction of hookinbox's own be run again (`Store.retry_deadlocks`)."""
+
+
+def mark_deadlock(original: BaseException) -> None:
+    """For a dialect: `original` (the driver's error) rolled its whole transaction back."""
+    setattr(original, DEADLOCK_MARK, True)
+
+
+def is_deadlock(error: BaseException) -> bool:
+    """True when `error`, or an error it was raised from, is a deadlock's victim as marked by
+    the dialect (`StoreUnavailable` keeps the driver's error as its cause)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        original = getattr(seen, "orig", None)
+        if getattr(original, DEADLOCK_MARK, False) or getattr(seen, DEADLOCK_MARK, False):
+            return True
+        seen = seen.__cause__
+    return False
+
 
 def is_unavailable(error: BaseException) -> bool:
     """True for errors that mean "the database cannot answer now", as opposed to bugs."""

@@ -8,9 +8,11 @@ the next batch goes out while one is in flight; SQLite has one writer whatever t
 
 - a delivery is answered only once the commit that holds its row has returned;
 - if the batch fails, every delivery in it gets the error (503 for an unavailable database),
-  and the rollback leaves nothing of it behind. An error that is not about availability (a row
-  the database refuses) is retried one delivery per transaction, so that one bad row cannot
-  fail the deliveries it happened to share a batch with;
+  and the rollback leaves nothing of it behind; a batch the database chose as a deadlock's
+  victim (MariaDB) is first written again, twice at most (`Store.retry_deadlocks`). An error
+  that is not about availability (a row the database refuses) is retried one delivery per
+  transaction, so that one bad row cannot fail the deliveries it happened to share a batch
+  with;
 - a delivery whose request gave up waiting (the ack deadline passed, `record(timeout=...)` or
   a cancelled `asyncio.wrap_future`) is dropped if no writer has taken it yet; once taken, it
   is written, and the provider's retry of it is answered as a duplicate;
@@ -58,6 +60,7 @@ from hookinbox._logging import logger
 from hookinbox._metrics import observe_batch
 from hookinbox._model import NewDelivery, RecordedDelivery, Status
 from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._ingest import INGEST
 
 if TYPE_CHECKING:
     from hookinbox._storage._store import Store
@@ -356,12 +359,18 @@ class GroupCommitter:
         transaction on PostgreSQL too, where the batch statements otherwise autocommit."""
         dialect = self.store.dialect
         if not dialect.autocommit_batches or atomic:
-            with self.store.transaction() as transaction:
-                if self.statement_timeout is not None:
-                    # A batch's transaction waits for a held row no longer than the writers'
-                    # statements do (where the database can say so: PostgreSQL).
-                    dialect.limit_statements(transaction, self.statement_timeout, local=True)
-                return self.store.ingest.record_batch(transaction, deliveries)
+
+            def write() -> list[RecordedDelivery]:
+                with self.store.transaction() as transaction:
+                    if self.statement_timeout is not None:
+                        # A batch's transaction waits for a held row no longer than the
+                        # writers' statements do (where the database can say so).
+                        dialect.limit_statements(transaction, self.statement_timeout, local=True)
+                    return self.store.ingest.record_batch(transaction, deliveries)
+
+            # A deadlock's victim (MariaDB: a batch locks many rows, a rival may lock two of
+            # them in the other order) is written again before its waiters hear of it.
+            return self.store.retry_deadlocks(write, INGEST)
         # Each batch is one atomic statement (PostgreSQL), run in autocommit on a connection
         # this thread keeps (checking one out would cost the pool's ping, a round trip).
         self.store.ensure_schema()

@@ -71,7 +71,11 @@ class Housekeeping:
         """Delete up to `batch_size` prunable events, log rows and delivered messages each, in
         one short transaction whose commit need not be durable on its own (lost to a power
         cut, the next prune makes it again); returns how many of each. Call until all three
-        are zero."""
+        are zero. A batch chosen as a deadlock's victim (its deletes met a delivery's or a
+        worker's locks in the other order) is run again before the prune gives up."""
+        return self.store.retry_deadlocks(lambda: self._prune_batch(cutoff, batch_size), "prune")
+
+    def _prune_batch(self, cutoff: datetime, batch_size: int) -> tuple[int, int, int]:
         with self.store.housekeeping_transaction() as connection:
             event_ids = list(
                 connection.execute(

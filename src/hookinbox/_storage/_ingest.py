@@ -110,6 +110,8 @@ def _reconciled_row(event: NewDelivery) -> dict[str, object]:
 
 
 _LOG_INSERT = deliveries.insert()
+INGEST = "ingest"
+"""The operation named in the deadlock retries' log lines and counter."""
 
 
 class Ingest:
@@ -119,9 +121,14 @@ class Ingest:
         self.store = store
 
     def record(self, delivery: NewDelivery) -> RecordedDelivery:
-        """Store a delivery durably in its own transaction (committed on return)."""
-        with self.store.transaction() as connection:
-            return self.record_on(connection, delivery)
+        """Store a delivery durably in its own transaction (committed on return; run again
+        if a deadlock chose it as the victim)."""
+
+        def write() -> RecordedDelivery:
+            with self.store.transaction() as connection:
+                return self.record_on(connection, delivery)
+
+        return self.store.retry_deadlocks(write, INGEST)
 
     def record_on(self, connection: Connection, delivery: NewDelivery) -> RecordedDelivery:
         """Store a delivery in the caller's transaction (inline mode, a batch's fallback)."""
@@ -140,15 +147,19 @@ class Ingest:
         transaction (reconcile's page); for each, whether this call stored it. A reconciled
         event is queued like a delivered one (the insert trigger) and processed as usual."""
         statement = reconciled_insert(self.store.dialect)
-        stored = [False] * len(events_found)
         # In key order, as group commit writes its batches: a webhook batch and this page that
         # share events then wait for each other instead of deadlocking (PostgreSQL).
         order = sorted(range(len(events_found)), key=lambda i: events_found[i].event_id)
-        with self.store.transaction() as connection:
-            for index in order:
-                row = _reconciled_row(events_found[index])
-                stored[index] = connection.execute(statement, row).first() is not None
-        return stored
+
+        def write() -> list[bool]:
+            stored = [False] * len(events_found)
+            with self.store.transaction() as connection:
+                for index in order:
+                    row = _reconciled_row(events_found[index])
+                    stored[index] = connection.execute(statement, row).first() is not None
+            return stored
+
+        return self.store.retry_deadlocks(write, "reconcile")
 
     def stored_keys(self, source: str, event_ids: Sequence[str]) -> set[str]:
         """Those of `event_ids` stored under `source` (reconcile's dry run: a read, no lock)."""

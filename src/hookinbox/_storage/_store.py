@@ -15,19 +15,24 @@ the transactions every gateway runs in, and the gateways, one per role:
 
 from __future__ import annotations
 
+import random
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
 from hookinbox._errors import StoreUnavailable
+from hookinbox._logging import logger
+from hookinbox._metrics import count_deadlock_retry
 from hookinbox._model import Event
 from hookinbox._storage import _migrations
 from hookinbox._storage._dialects import Dialect, build_engine, dialect_of
-from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._errors import is_deadlock, translate_errors
 from hookinbox._storage._housekeeping import Housekeeping
 from hookinbox._storage._ingest import Ingest
 from hookinbox._storage._liveness import Liveness
@@ -37,6 +42,19 @@ from hookinbox._storage._ordering import Ordering
 from hookinbox._storage._outbox import Outbox
 from hookinbox._storage._queue import EventQueue, MessageQueue
 from hookinbox._storage._stats import Stats
+
+log = logger("hookinbox._storage")
+T = TypeVar("T")
+
+DEADLOCK_TRIES = 3
+"""Runs of a transaction of hookinbox's own that a deadlock may cost before its error goes up
+(503 for a delivery): the first and two more. The victim's rival holds its locks only until
+it commits, so a second run rarely meets the same deadlock; a third that does is contention
+a pause of milliseconds will not clear, and the provider's retry (or the next prune batch)
+is the better wait."""
+DEADLOCK_PAUSE = 0.01
+"""Seconds before a retry, times the retry's number, jittered by half either way: the two
+victims of one rivalry (two processes' batches) do not start again in step."""
 
 
 class Store:
@@ -113,6 +131,43 @@ class Store:
         self.ensure_schema()
         with self.writing(), self._begin() as connection:
             yield connection
+
+    def owns_transactions(self) -> bool:
+        """True when a transaction begun now is hookinbox's own, outermost one; False inside
+        a caller's (a Django `atomic()` block), whose earlier writes a deadlock rolled back
+        too: only the caller may run that again."""
+        return True
+
+    def retry_deadlocks(self, work: Callable[[], T], operation: str) -> T:
+        """`work()`, which runs one transaction of hookinbox's own (nothing of a user's in
+        it: ingest, reconcile's page, a prune batch) and may therefore run again: when the
+        database chose it as a deadlock's victim (rolled back whole, nothing of it written),
+        it is run again in a fresh transaction after a short, jittered pause, up to
+        `DEADLOCK_TRIES` runs in all, before the error goes up (`StoreUnavailable`: 503).
+        Counted in `hookinbox_deadlock_retries_total{operation}` and logged.
+
+        Not for a worker's processing transaction (the claim, the user's handlers and the
+        processed mark): a deadlock rolls the handlers' writes back with it, the attempt
+        fails and the event stays due, retried by the worker on its schedule; nor for inline
+        handlers, whose deadlock is a 503 the provider retries."""
+        tries = DEADLOCK_TRIES if self.owns_transactions() else 1
+        for run in range(1, tries + 1):
+            try:
+                return work()
+            except StoreUnavailable as error:
+                if not is_deadlock(error):
+                    raise
+                if run == tries:
+                    if tries > 1:
+                        log.warning("%s: still a deadlock's victim after %d runs: %s",
+                                    operation, run, error)  # fmt: skip
+                    raise
+                count_deadlock_retry(operation)
+                log.warning("%s: the database chose its transaction as a deadlock's victim "
+                            "(rolled back, nothing written); running it again (%d of %d)",
+                            operation, run + 1, tries)  # fmt: skip
+                time.sleep(DEADLOCK_PAUSE * run * random.uniform(0.5, 1.5))
+        raise AssertionError("unreachable: the last run returns or raises")
 
     @contextmanager
     def housekeeping_transaction(self) -> Iterator[Connection]:

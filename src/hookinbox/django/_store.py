@@ -48,6 +48,12 @@ class DjangoStore(Store):
         if connections[self.using].needs_rollback:
             raise TransactionBroken(_SPOILED)
 
+    def owns_transactions(self) -> bool:
+        # Inside an `atomic()` block of the application's (its own view storing a delivery
+        # in one), hookinbox's transaction is a savepoint: a deadlock rolled the application's
+        # writes back too, and running hookinbox's part again would commit it without them.
+        return not connections[self.using].in_atomic_block
+
     def refuse_aborted(self, connection: Connection) -> None:
         self._refuse_spoiled_transaction()  # Django's own word for it, on any database
         super().refuse_aborted(connection)

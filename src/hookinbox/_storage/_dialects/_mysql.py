@@ -8,8 +8,9 @@ later (the lease needs `SKIP LOCKED`, the upsert `INSERT ... RETURNING`, the cla
 database whose character set is not utf8mb4, and a `max_allowed_packet` too small for a
 batch of the largest bodies. A write refused because the server is read-only counts as a
 lost connection (503), as on PostgreSQL; a deadlock (1213) or a lock wait timeout (1205) is an
-`OperationalError`, so 503 + Retry-After, and a deadlock marks the transaction aborted
-(InnoDB rolled it back whole: `refuse_aborted`).
+`OperationalError`, so 503 + Retry-After, and a deadlock marks the error (a transaction of
+hookinbox's own, as ingest's, is run again first: `Store.retry_deadlocks`) and the transaction
+aborted (InnoDB rolled it back whole: `refuse_aborted`).
 
 The upsert is `INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING` (`MySQLUpsert` speaks the
 `on_conflict_*` of the other dialects); group commit's batch is a multi-row VALUES upsert and
@@ -49,6 +50,7 @@ from hookinbox._storage._batch import (
 from hookinbox._storage._dialects._base import Dialect
 from hookinbox._storage._dialects._borrowed import DRIVER as BORROWED
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
+from hookinbox._storage._errors import mark_deadlock
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._schema import events
 from hookinbox._storage._types import LongBinary, LongText, UTCDateTime
@@ -444,9 +446,14 @@ def _engine(url: URL, options: StoreOptions) -> Engine:
             # A write refused because the server is read-only (a replica reached after a
             # failover): a lost connection, so 503 and a new session, not a bug (500).
             context.is_disconnect = True
-        elif code == ER_LOCK_DEADLOCK and context.connection is not None:
-            with contextlib.suppress(Exception):
-                context.connection.connection.info[_ABORTED] = True
+        elif code == ER_LOCK_DEADLOCK:
+            # InnoDB chose this transaction as the victim and rolled it back whole: a
+            # transaction of hookinbox's own may run again at once (`Store.retry_deadlocks`);
+            # a handler's may not commit what followed (`refuse_aborted`).
+            mark_deadlock(context.original_exception)
+            if context.connection is not None:
+                with contextlib.suppress(Exception):
+                    context.connection.connection.info[_ABORTED] = True
         elif code == ER_DUP_ENTRY and context.connection is not None:
             _name_the_key(context)
 
@@ -673,8 +680,12 @@ def _classify_borrowed(context: ExceptionContext) -> None:
     another); a deadlock rolled the whole transaction back, claim and ORM writes alike, so the
     attempt must not commit what follows (`refuse_aborted`; each checkout of the borrowed
     engine is a new pool record, so nothing is left over from an earlier transaction); a
-    duplicate key is named for `business_key=`."""
+    duplicate key is named for `business_key=`. A deadlock's error is marked, as on
+    hookinbox's own engine: a transaction of hookinbox's own on Django's connection (outside
+    any `atomic()` of the application's: `DjangoStore.owns_transactions`) is run again."""
     code = _code(context.original_exception)
+    if code == ER_LOCK_DEADLOCK:
+        mark_deadlock(context.original_exception)
     if code in (ER_OPTION_PREVENTS_STATEMENT, ER_READ_ONLY_MODE):
         context.is_disconnect = True
     elif context.connection is None:
