@@ -439,23 +439,7 @@ def _engine(url: URL, options: StoreOptions) -> Engine:
     def _begin(connection: Any) -> None:
         connection.connection.info.pop(_ABORTED, None)
 
-    @event.listens_for(engine, "handle_error")
-    def _classify(context: ExceptionContext) -> None:
-        code = _code(context.original_exception)
-        if code in (ER_OPTION_PREVENTS_STATEMENT, ER_READ_ONLY_MODE):
-            # A write refused because the server is read-only (a replica reached after a
-            # failover): a lost connection, so 503 and a new session, not a bug (500).
-            context.is_disconnect = True
-        elif code == ER_LOCK_DEADLOCK:
-            # InnoDB chose this transaction as the victim and rolled it back whole: a
-            # transaction of hookinbox's own may run again at once (`Store.retry_deadlocks`);
-            # a handler's may not commit what followed (`refuse_aborted`).
-            mark_deadlock(context.original_exception)
-            if context.connection is not None:
-                with contextlib.suppress(Exception):
-                    context.connection.connection.info[_ABORTED] = True
-        elif code == ER_DUP_ENTRY and context.connection is not None:
-            _name_the_key(context)
+    event.listen(engine, "handle_error", _classify)
 
     return engine
 
@@ -671,28 +655,29 @@ class BorrowedMySQLDialect(OwnsNoTransactions, MySQLDialect_mysqldb):
 
     @classmethod
     def engine_created(cls, engine: Engine) -> None:
-        event.listen(engine, "handle_error", _classify_borrowed)
+        event.listen(engine, "handle_error", _classify)
 
 
-def _classify_borrowed(context: ExceptionContext) -> None:
-    """What hookinbox's own engine makes of an error, on Django's connection: a read-only
-    server is a lost connection (DjangoStore closes Django's, the next transaction opens
-    another); a deadlock rolled the whole transaction back, claim and ORM writes alike, so the
-    attempt must not commit what follows (`refuse_aborted`; each checkout of the borrowed
-    engine is a new pool record, so nothing is left over from an earlier transaction); a
-    duplicate key is named for `business_key=`. A deadlock's error is marked, as on
-    hookinbox's own engine: a transaction of hookinbox's own on Django's connection (outside
-    any `atomic()` of the application's: `DjangoStore.owns_transactions`) is run again."""
+def _classify(context: ExceptionContext) -> None:
+    """What an error means to hookinbox, on its own engine and on Django's connection alike.
+
+    A write refused because the server is read-only (a replica reached after a failover) is a
+    lost connection: 503 and a new session (Django's store closes Django's), not a bug (500).
+    A deadlock: InnoDB chose this transaction as the victim and rolled it back whole, so the
+    error is marked (a transaction of hookinbox's own may run again at once:
+    `Store.retry_deadlocks`; on Django's connection only outside the application's `atomic()`)
+    and the transaction aborted (a handler's may not commit what followed: `refuse_aborted`;
+    each checkout of the borrowed engine is a new pool record, so nothing is left over from
+    an earlier transaction). A duplicate key is named for `business_key=`."""
     code = _code(context.original_exception)
-    if code == ER_LOCK_DEADLOCK:
-        mark_deadlock(context.original_exception)
     if code in (ER_OPTION_PREVENTS_STATEMENT, ER_READ_ONLY_MODE):
         context.is_disconnect = True
-    elif context.connection is None:
-        return
     elif code == ER_LOCK_DEADLOCK:
-        context.connection.connection.info[_ABORTED] = True
-    elif code == ER_DUP_ENTRY:
+        mark_deadlock(context.original_exception)
+        if context.connection is not None:
+            with contextlib.suppress(Exception):
+                context.connection.connection.info[_ABORTED] = True
+    elif code == ER_DUP_ENTRY and context.connection is not None:
         _name_the_key(context)
 
 
