@@ -2,6 +2,7 @@
 
     python bench/profile_ingest.py                      # PostgreSQL, 10 s
     python bench/profile_ingest.py --backend sqlite --seconds 20 --keep profile.txt
+    python bench/profile_ingest.py --backend mysql     # MariaDB (HOOKINBOX_BENCH_MYSQL_URL)
 
 Starts `hookinbox serve --no-worker` (one process) on a fresh database, loads it with wrk (64
 connections) and records it with `py-spy record --gil` (only the thread holding the GIL is
@@ -78,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--backend", default="postgres", choices=("postgres", "sqlite"))
+    parser.add_argument("--backend", default="postgres", choices=("postgres", "sqlite", "mysql"))
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--keep", type=Path, help="save py-spy's raw collapsed stacks here")
     args = parser.parse_args()
