@@ -2,7 +2,9 @@
 
 The engine sets libpq's TCP timeouts so that a silent server is given up in seconds, refuses a
 database not encoded UTF8, and counts a write refused by a read-only server as a lost
-connection (a standby reached after a failover: 503, not 500). Group commit's batch is ONE
+connection (a standby reached after a failover: 503, not 500), and marks a deadlock's victim
+(40P01) so that a transaction of hookinbox's own runs again (`Store.retry_deadlocks`). Group
+commit's batch is ONE
 statement (a data-modifying CTE) run in autocommit. Payload search reads the body as JSONB.
 Workers are woken by NOTIFY from triggers; the pruner reads `pg_stat_activity` to see who else
 is working.
@@ -38,6 +40,7 @@ from hookinbox._storage._batch import (
 )
 from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
+from hookinbox._storage._errors import mark_deadlock
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._schema import events
 
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
 OLD_LEASE = "hookinbox schema 9: a process of an older hookinbox tried to lease; upgrade it"
 REQUIRED_ENCODING = "UTF8"
 READ_ONLY_SQL_TRANSACTION = "25006"
+DEADLOCK_DETECTED = "40P01"
 KEEPALIVE_PROBES = 3
 ADVISORY_LOCK_KEY = 0x686F6F6B696E
 """An arbitrary constant naming hookinbox's migration lock among the application's own locks."""
@@ -398,13 +402,19 @@ def _engine(url: URL, options: StoreOptions) -> Engine:
     )
 
     @event.listens_for(engine, "handle_error")
-    def _read_only_is_lost(context: ExceptionContext) -> None:
-        # A write refused because the server is read-only: the session reached a standby (a
-        # demoted primary that came back as one, or a URL without target_session_attrs).
-        # Counted as a lost connection, the pool is dropped, new sessions look for the
-        # primary, and the caller sees "unavailable" (503, retried) rather than a bug (500).
-        if getattr(context.original_exception, "sqlstate", None) == READ_ONLY_SQL_TRANSACTION:
+    def _classify(context: ExceptionContext) -> None:
+        sqlstate = getattr(context.original_exception, "sqlstate", None)
+        if sqlstate == READ_ONLY_SQL_TRANSACTION:
+            # A write refused because the server is read-only: the session reached a standby
+            # (a demoted primary that came back as one, or a URL without
+            # target_session_attrs). Counted as a lost connection, the pool is dropped, new
+            # sessions look for the primary, and the caller sees "unavailable" (503, retried)
+            # rather than a bug (500).
             context.is_disconnect = True
+        elif sqlstate == DEADLOCK_DETECTED and context.original_exception is not None:
+            # This session found the cycle and PostgreSQL aborted its transaction, nothing of
+            # it kept: a transaction of hookinbox's own may run again (`retry_deadlocks`).
+            mark_deadlock(context.original_exception)
 
     @event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
