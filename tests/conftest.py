@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType, ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import sqlalchemy as sa
@@ -97,6 +97,14 @@ SLOW_DIRECTORIES = frozenset({"bench", "cli", "demo", "e2e", "ha", "packaging", 
 """Directories of tests/ whose every test starts processes or servers: marked `slow`."""
 
 
+def _skip_or_fail(message: str, *, required: bool) -> NoReturn:
+    """A service a test needs is missing: skipped with `message`, or failed where CI requires
+    the service (HOOKINBOX_REQUIRE_*), since CI counts no skip as a pass."""
+    if required:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def _refuse_in_fast_tier(what: str, marker: str) -> None:
     if FAST_TIER:
         pytest.fail(f"a `make test-fast` test reached {what}: mark it {marker}", pytrace=False)
@@ -127,9 +135,7 @@ def postgres_template() -> Iterator[str]:
             connection.execute(sa.text(f'CREATE DATABASE "{TEMPLATE}"'))
     except sa.exc.OperationalError as error:
         message = f"PostgreSQL at HOOKINBOX_TEST_POSTGRES_URL is unreachable: {error.orig}"
-        if REQUIRE_POSTGRES:
-            pytest.fail(message)
-        pytest.skip(message)
+        _skip_or_fail(message, required=REQUIRE_POSTGRES)
     store = Store(_database_url(TEMPLATE))
     store.migrate()
     store.dispose()
@@ -168,9 +174,7 @@ def mysql_server() -> str:
             connection.exec_driver_sql("SELECT 1")
     except sa.exc.OperationalError as error:
         message = f"MariaDB at HOOKINBOX_TEST_MYSQL_URL is unreachable: {error.orig}"
-        if REQUIRE_MYSQL:
-            pytest.fail(message)
-        pytest.skip(message)
+        _skip_or_fail(message, required=REQUIRE_MYSQL)
     finally:
         admin.dispose()
     return MYSQL_URL
@@ -188,9 +192,7 @@ def mysqlclient(mysql_server: str) -> str:
             "Django on MariaDB needs mysqlclient: apt-get install libmariadb-dev pkg-config,"
             " then make test again"
         )
-        if REQUIRE_MYSQL:
-            pytest.fail(message)
-        pytest.skip(message)
+        _skip_or_fail(message, required=REQUIRE_MYSQL)
     return mysql_server
 
 
@@ -271,9 +273,7 @@ def redis_url() -> str:
         client.ping()
     except redis.RedisError as error:
         message = f"Redis at HOOKINBOX_TEST_REDIS_URL ({REDIS_URL}) is unreachable: {error}"
-        if REQUIRE_REDIS:
-            pytest.fail(message)
-        pytest.skip(message)
+        _skip_or_fail(message, required=REQUIRE_REDIS)
     finally:
         client.close()
     return REDIS_URL

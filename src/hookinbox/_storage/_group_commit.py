@@ -9,10 +9,10 @@ the next batch goes out while one is in flight; SQLite has one writer whatever t
 - a delivery is answered only once the commit that holds its row has returned;
 - if the batch fails, every delivery in it gets the error (503 for an unavailable database),
   and the rollback leaves nothing of it behind; a batch the database chose as a deadlock's
-  victim (MariaDB) is first written again, twice at most (`Store.retry_deadlocks`). An error
-  that is not about availability (a row the database refuses) is retried one delivery per
-  transaction, so that one bad row cannot fail the deliveries it happened to share a batch
-  with;
+  victim (MariaDB, PostgreSQL) is first written again, twice at most
+  (`Store.retry_deadlocks`). An error that is not about availability (a row the database
+  refuses) is retried one delivery per transaction, so that one bad row cannot fail the
+  deliveries it happened to share a batch with;
 - a delivery whose request gave up waiting (the ack deadline passed, `record(timeout=...)` or
   a cancelled `asyncio.wrap_future`) is dropped if no writer has taken it yet; once taken, it
   is written, and the provider's retry of it is answered as a duplicate;
