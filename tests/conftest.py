@@ -71,6 +71,8 @@ MYSQL_TESTS = (
 """Where the `mysql` backend's cases run (paths under tests/, by prefix)."""
 LONG_TESTS = (
     "bench/",
+    "deploy/test_edge.py::test_a_sender_over_the_rate_limit_gets_429_with_retry_after",
+    "deploy/test_edge.py::test_a_sender_that_trickles_its_request_is_cut",
     "deploy/test_units_in_systemd.py",
     "processes/",
     "packaging/",
