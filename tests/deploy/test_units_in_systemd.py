@@ -136,8 +136,8 @@ def _layout(directory: Path, urls: dict[str, str], target: str, bundle: Path) ->
     config.mkdir(mode=0o755, parents=True)
     ports = {}
     for name, unit in zip(NAMES, _shipped_units(), strict=True):
-        ports[name] = free_port()
-        text = _unit(unit, {"http": ports[name], "metrics": free_port()})
+        ports[name], ports[f"{name} metrics"] = free_port(), free_port()
+        text = _unit(unit, {"http": ports[name], "metrics": ports[f"{name} metrics"]})
         (units / unit.name).write_text(text)
         (units / f"{unit.name}.d").mkdir()
         (units / f"{unit.name}.d" / "test.conf").write_text(_drop_in(name))
@@ -267,6 +267,9 @@ def test_the_units_run_in_systemd_with_their_sandbox(
         wait_for(lambda: _orders(server) >= expected, timeout=60,
                  what="every unit's shipments over HTTPS",
                  describe=lambda: f"got {sorted(_orders(server))}")  # fmt: skip
+        for name in ("worker", "relay"):  # /proc/stat and /proc/self readable: process_*
+            metrics = httpx.get(f"http://127.0.0.1:{ports[f'{name} metrics']}/metrics").text
+            assert "process_resident_memory_bytes" in metrics, metrics[-2000:]
         time.sleep(0.5)  # a unit that dies right after its job shows as restarted below
         (check / "go").touch()
         assert container.wait(timeout=60) == 0, container.console()
