@@ -291,6 +291,8 @@ def test_the_units_run_in_systemd_with_their_sandbox(
     modes = {line.split()[0]: line.split()[1:] for line in state if line}
     assert modes["/var/lib/hookinbox"] == ["700", "hookinbox"], modes
     assert modes["/var/lib/hookinbox/hookinbox.db"] == ["600", "hookinbox"], modes
+    files = [path for path in modes if path != "/var/lib/hookinbox"]  # -wal and -shm too
+    assert all(modes[path] == ["600", "hookinbox"] for path in files), modes
     probe = json.loads((check / "probe.json").read_text())
     assert probe == {
         "ctypes_callback": 42,
