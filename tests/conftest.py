@@ -71,6 +71,9 @@ MYSQL_TESTS = (
 """Where the `mysql` backend's cases run (paths under tests/, by prefix)."""
 LONG_TESTS = (
     "bench/",
+    "deploy/test_edge.py::test_a_sender_over_the_rate_limit_gets_429_with_retry_after",
+    "deploy/test_edge.py::test_a_sender_that_trickles_its_request_is_cut",
+    "deploy/test_units_in_systemd.py",
     "processes/",
     "packaging/",
     "docs/test_sdist.py",
@@ -93,7 +96,9 @@ tens of seconds each by design (crash loops, storms of processes, a database sto
 frozen under load, the benchmarks' smoke runs, fresh venvs built from the sdist and the
 wheel), so that `make test` stays within ten minutes on two cores (test ids under tests/, by
 prefix: a directory, a module or one test of a module)."""
-SLOW_DIRECTORIES = frozenset({"bench", "cli", "demo", "e2e", "ha", "packaging", "processes"})
+SLOW_DIRECTORIES = frozenset(
+    {"bench", "cli", "demo", "deploy", "e2e", "ha", "packaging", "processes"}
+)
 """Directories of tests/ whose every test starts processes or servers: marked `slow`."""
 
 

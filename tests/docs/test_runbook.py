@@ -52,6 +52,25 @@ def test_systemd_finds_nothing_to_say_about_the_units(tmp_path: Path) -> None:
     assert "Restrat" in verify(planted)  # the check does read what it is given
 
 
+MOST_EXPOSURE = 4.0
+"""`systemd-analyze security`'s "OK" and better; the units were rated 8.5 "EXPOSED" before
+issue 45 gave them a sandbox."""
+
+
+@pytest.mark.slow  # runs the command line or a system tool
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_systemd_rates_each_unit_ok_or_better() -> None:
+    for unit in UNITS:  # --offline: rated from the file alone, no running systemd needed
+        result = subprocess.run(
+            ["systemd-analyze", "security", "--offline=true", "--no-pager", str(unit)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        found = re.search(r"Overall exposure level for \S+: (\d+\.\d+) (\w+)", result.stdout)
+        assert found, (unit.name, result.stdout[-500:], result.stderr)
+        exposure, rating = float(found[1]), found[2]
+        assert exposure <= MOST_EXPOSURE, (unit.name, exposure, rating)
+
+
 @pytest.mark.slow  # runs the command line or a system tool
 def test_each_unit_runs_a_command_line_the_cli_accepts() -> None:
     for unit in UNITS:

@@ -42,16 +42,27 @@ defaults
     log-format "request %Ts.%ms %ST %Tw %Tc %Tr %b/%s %{{+Q}}r"
     timeout connect 1s
     timeout client 30s
+    timeout http-request 10s
+    timeout http-keep-alive 10s
+    timeout queue 2s
     timeout server 5s
     retries 2
     option redispatch
     retry-on conn-failure empty-response
-    option http-buffer-request
 frontend webhooks
     bind {lb}:{lb_port}
+    option forwardfor
+    http-request set-header X-Forwarded-Proto https if {{ ssl_fc }}
+    http-request set-header X-Forwarded-Proto http unless {{ ssl_fc }}
+    stick-table type ipv6 size 100k expire 30s store http_req_rate(10s)
+    http-request track-sc0 src
+    acl too_fast sc_http_req_rate(0) gt 2000
+    http-request return status 429 hdr Retry-After 10 if too_fast
+    http-request deny deny_status 413 if {{ req.hdr_val(content-length) gt 1048576 }}
     default_backend applications
 backend applications
     balance roundrobin
+    option http-buffer-request
     option httpchk GET /healthz
 {servers}
 """
