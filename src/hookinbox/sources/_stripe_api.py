@@ -18,11 +18,20 @@ from typing import Any
 
 import httpx
 
-from hookinbox.sources._provider_api import Listed, ProviderAPIError, Sleep, get_json
+from hookinbox.sources._base import parse_time
+from hookinbox.sources._provider_api import (
+    NOT_EVENT,
+    OTHER_ACCOUNT,
+    READ_TIMEOUT,
+    Budget,
+    Listed,
+    ProviderAPIError,
+    Sleep,
+    get_json,
+)
 
 WINDOW = timedelta(days=30)
 PAGE_SIZE = 100
-TIMEOUT = 30.0
 WHAT = "Stripe's API"
 
 
@@ -40,25 +49,40 @@ class StripeEvents:
     def __repr__(self) -> str:  # never the key
         return f"StripeEvents(api_base={self.api_base!r})"
 
-    def pages(self, since: datetime) -> Iterator[list[Listed]]:
+    def pages(self, since: datetime, budget: Budget) -> Iterator[list[Listed]]:
         params: dict[str, Any] = {"created[gte]": int(since.timestamp()), "limit": PAGE_SIZE}
         headers = {"authorization": f"Bearer {self._api_key}", "accept": "application/json"}
         extra = {} if self._sleep is None else {"sleep": self._sleep}
-        with httpx.Client(headers=headers, timeout=TIMEOUT) as client:
+        pager = budget.pager(WHAT)
+        pager.next_page()
+        with httpx.Client(headers=headers, timeout=READ_TIMEOUT) as client:
             while True:
-                page = get_json(
-                    client, f"{self.api_base}/v1/events", params=params, what=WHAT, **extra
-                )
+                page = get_json(client, f"{self.api_base}/v1/events", params=params, what=WHAT,
+                                budget=budget, **extra)  # fmt: skip
                 data = page.get("data")
                 if not isinstance(data, list) or not all(isinstance(e, dict) for e in data):
                     raise ProviderAPIError(f"{WHAT} answered a list without its data")
-                yield [Listed(json.dumps(event).encode()) for event in data]
+                yield [_listed(event) for event in data]
                 if not page.get("has_more") or not data:
                     return
                 last = data[-1].get("id")
-                if not isinstance(last, str):
+                if not isinstance(last, str) or not last:
                     raise ProviderAPIError(f"{WHAT} listed an event without an id")
+                pager.next_page(last)
                 params = {**params, "starting_after": last}
 
-    def resend(self, listed: Listed) -> None:
+    def resend(self, listed: Listed, budget: Budget) -> None:
         raise NotImplementedError("Stripe's listed events are stored, not resent")
+
+
+def _listed(event: dict[str, Any]) -> Listed:
+    """An event as listed, with why it is skipped, if it is: an object that is no event (a
+    listing answers only events), or another account's (a Connect account's event names its
+    account; the platform's own names none: this listing is the platform's)."""
+    at = parse_time(event.get("created")) if isinstance(event.get("created"), int) else None
+    skip = None
+    if event.get("object") != "event" or at is None:
+        skip = NOT_EVENT
+    elif event.get("account") is not None:
+        skip = OTHER_ACCOUNT
+    return Listed(json.dumps(event).encode(), at=at, skip=skip)
