@@ -6,6 +6,7 @@ anywhere but the API's own origin."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -210,6 +211,15 @@ def test_an_answer_that_names_a_length_past_the_limit_is_refused_before_reading(
         with pytest.raises(ProviderAPIError, match="more than 1 MiB: too large"):
             listed(stripe(server), Limits(max_answer_bytes=MIB))
     assert huge.sent < 24 * MIB
+
+
+def test_a_page_of_more_events_than_asked_for_is_refused() -> None:
+    now = int(time.time())
+    page = {"object": "list", "data": [stripe_event(n, now) for n in range(101)],
+            "has_more": False}  # fmt: skip
+    api = StripeAPI(answer=lambda: (200, {}, json.dumps(page).encode()))
+    with serving(api) as server, pytest.raises(ProviderAPIError, match="101 items to a page"):
+        listed(stripe(server))
 
 
 def test_limits_are_checked_when_built() -> None:

@@ -90,6 +90,12 @@ class Reconciled:
             **self.unasked(),
         }
 
+    def shown(self) -> dict[str, int]:
+        """The counts a line of text shows: every one, but a skip that did not happen (what
+        the API listed that was not asked for is rare, and --json has every count)."""
+        unseen = {name for name, count in self.unasked().items() if not count}
+        return {name: count for name, count in self.counts().items() if name not in unseen}
+
     def unasked(self) -> dict[str, int]:
         """The listed items the run did not ask for, by why they were skipped."""
         return {

@@ -102,7 +102,7 @@ class PeriodicReconcile(threading.Thread):
             log.error("reconcile of %s failed: %s", source, error)
             self.store.housekeeping.record_job_result(name, f"failed: {error}"[:1000])
             return None
-        counts = ", ".join(f"{k} {v}" for k, v in result.counts().items())
+        counts = ", ".join(f"{k} {v}" for k, v in result.shown().items())
         unasked = result.unasked_summary()
         if result.missing:
             log.warning("reconcile of %s found events that never arrived (deliveries were "

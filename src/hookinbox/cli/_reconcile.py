@@ -147,10 +147,7 @@ def reconcile(
         emit_json({"source": name, "since": result.since, "dry_run": dry_run,
                    "clamped": result.clamped, **result.counts()})  # fmt: skip
         return
-    # A skip that did not happen is not shown here (--json has every count).
-    unseen = {key for key, value in result.unasked().items() if not value}
-    counts = ", ".join(f"{key.replace('_', ' ')} {value}"
-                       for key, value in result.counts().items() if key not in unseen)  # fmt: skip
+    counts = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in result.shown().items())
     click.echo(f"{name}: {counts} (since {result.since.isoformat(timespec='seconds')})"
                + (" (dry run: nothing stored)" if dry_run else ""))  # fmt: skip
     unasked = result.unasked_summary()

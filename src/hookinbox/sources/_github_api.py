@@ -38,6 +38,7 @@ from hookinbox.sources._provider_api import (
     ProviderAPIError,
     Sleep,
     call,
+    check_page_size,
     json_list,
     same_origin,
 )
@@ -91,7 +92,9 @@ class HookDeliveries:
                 answer = self._call(client, "GET", url, budget)
                 page: list[Listed] = []
                 older = False
-                for delivery in json_list(answer, WHAT):
+                deliveries = json_list(answer, WHAT)
+                check_page_size(deliveries, PAGE_SIZE, WHAT)
+                for delivery in deliveries:
                     at = _delivered_at(delivery)
                     if at is not None and at < since:
                         older = True  # newest first: the rest of the list is older still

@@ -101,19 +101,14 @@ class Budget:
     `stop` (the worker's shutdown) ends the run at the next check or while a request waits."""
 
     def __init__(
-        self,
-        limits: Limits | None = None,
-        *,
-        stop: threading.Event | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        self, limits: Limits | None = None, *, stop: threading.Event | None = None
     ) -> None:
         self.limits = limits or Limits()
         self.stop = stop or threading.Event()
-        self.clock = clock
-        self.ends = clock() + self.limits.run_timeout
+        self.ends = time.monotonic() + self.limits.run_timeout
 
     def left(self) -> float:
-        return self.ends - self.clock()
+        return self.ends - time.monotonic()
 
     def check(self, what: str) -> None:
         """Raise if the run was stopped or is past its deadline."""
@@ -128,7 +123,7 @@ class Budget:
     def request_deadline(self) -> float:
         """When a request sent now must have its whole answer: its own deadline, or the
         run's if that comes first."""
-        return min(self.clock() + self.limits.page_timeout, self.ends)
+        return min(time.monotonic() + self.limits.page_timeout, self.ends)
 
     def pager(self, what: str) -> Pager:
         return Pager(self, what)
@@ -245,6 +240,12 @@ def json_object(answer: Answer, what: str) -> dict[str, Any]:
     return value
 
 
+def check_page_size(items: list[Any], page_size: int, what: str) -> None:
+    """A page holds at most what was asked for; more is no page of this listing."""
+    if len(items) > page_size:
+        raise ProviderAPIError(f"{what} answered {len(items)} items to a page of {page_size}")
+
+
 def json_list(answer: Answer, what: str) -> list[dict[str, Any]]:
     """A JSON array of objects (GitHub lists its deliveries so)."""
     value = _json(answer, what)
@@ -333,7 +334,6 @@ def _send(
     import httpx
 
     limits = budget.limits
-
     timeout = httpx.Timeout(max(min(READ_TIMEOUT, deadline - time.monotonic()), 0.001))
     with client.stream(method, url, params=params, json=body, timeout=timeout) as response:
         status = response.status_code

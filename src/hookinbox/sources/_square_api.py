@@ -2,9 +2,11 @@
 
 Square keeps events for 28 days and answers a search with at most 100 a page, newest first
 when asked (`sort: {field: DEFAULT, order: DESC}`), filtered here by `created_at.start_at`
-only, the next page named by `cursor` until an answer has none. The events are what a
+only, the next page named by `cursor` until an answer has none (a cursor given twice stops
+the run). The events are what a
 webhook carries (`event_id`, `type`, `created_at`, `data`), so each is stored as the event a
-webhook of it would have stored, under its `event_id`.
+webhook of it would have stored, under its `event_id`; one without its `created_at` is no
+event as Square lists them, marked and never stored.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from hookinbox.sources._provider_api import (
     ProviderAPIError,
     Sleep,
     call,
+    check_page_size,
     json_object,
 )
 
@@ -74,6 +77,7 @@ class SquareEvents:
                 events = page.get("events", [])
                 if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
                     raise ProviderAPIError(f"{WHAT} answered a search without its events")
+                check_page_size(events, PAGE_SIZE, WHAT)
                 yield [_listed(event) for event in events]
                 cursor = page.get("cursor")
                 if not isinstance(cursor, str) or not cursor or not events:

@@ -2,11 +2,15 @@
 
 Stripe keeps events for 30 days and lists them newest first, at most 100 a page: the first
 request names `created[gte]`, each next one also `starting_after` (the last id of the page
-before) while `has_more` is true. No other filter is sent, so every event the account sent in
-the window is seen and counted. httpx rather than the `stripe` SDK: one GET is all reconcile
-needs, httpx is what hookinbox's other API calls use already (the `http` extra), and the SDK
-would add a second HTTP stack, its own retries (we honour `Retry-After` ourselves) and a
-global configuration to an application that may use another version of it.
+before) while `has_more` is true, each `starting_after` new to the run (a cursor that does not
+move stops it). No other filter is sent, so every event the account sent in the window is seen
+and counted; what the listing did not ask for is marked (`Listed.skip`), counted and never
+stored: an object that is no `event`, one without its time, another account's (a Connect
+account's event names its `account`; this listing is the platform account's own). httpx rather
+than the `stripe` SDK: one GET is all reconcile needs, httpx is what hookinbox's other API
+calls use already (the `http` extra), and the SDK would add a second HTTP stack, its own
+retries (we honour `Retry-After` ourselves) and a global configuration to an application that
+may use another version of it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from hookinbox.sources._provider_api import (
     Listed,
     ProviderAPIError,
     Sleep,
+    check_page_size,
     get_json,
 )
 
@@ -62,6 +67,7 @@ class StripeEvents:
                 data = page.get("data")
                 if not isinstance(data, list) or not all(isinstance(e, dict) for e in data):
                     raise ProviderAPIError(f"{WHAT} answered a list without its data")
+                check_page_size(data, PAGE_SIZE, WHAT)
                 yield [_listed(event) for event in data]
                 if not page.get("has_more") or not data:
                     return
