@@ -222,6 +222,22 @@ def test_a_page_of_more_events_than_asked_for_is_refused() -> None:
         listed(stripe(server))
 
 
+def test_the_command_line_shows_the_limits_defaults() -> None:
+    from hookinbox.cli._reconcile import (
+        DEFAULT_MAX_PAGES,
+        DEFAULT_PAGE_TIMEOUT,
+        DEFAULT_RUN_TIMEOUT,
+        duration,
+    )
+
+    shown = Limits(
+        page_timeout=duration(DEFAULT_PAGE_TIMEOUT).total_seconds(),
+        run_timeout=duration(DEFAULT_RUN_TIMEOUT).total_seconds(),
+        max_pages=DEFAULT_MAX_PAGES,
+    )
+    assert shown == Limits() == Limits(60, 1800, 10_000, 16 * MIB)  # as docs/reconcile.md says
+
+
 def test_limits_are_checked_when_built() -> None:
     for bad in ({"page_timeout": 0}, {"run_timeout": -1}, {"max_pages": 0},
                 {"max_answer_bytes": 0}, {"page_timeout": float("nan")}):  # fmt: skip
