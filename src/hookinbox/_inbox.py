@@ -361,6 +361,8 @@ class Inbox(BaseInbox):
         prune: bool = True,
         relay: bool = True,
         reconcile_every: timedelta | None = None,
+        reconcile_timeout: timedelta | None = None,
+        reconcile_page_timeout: timedelta | None = None,
     ) -> Worker:
         """A worker for this inbox; call `run()` to process until SIGTERM or `stop()`.
 
@@ -368,10 +370,17 @@ class Inbox(BaseInbox):
         `prune=False` or the inbox's `prune_at` is None, it also runs the daily pruner (once
         per day across all workers on the database). With `reconcile_every`, it reconciles
         every source configured with its provider's API credentials that often (once per
-        period across all workers; docs/reconcile.md).
+        period across all workers, each source on a thread of its own), each run within
+        `reconcile_timeout` (default 30 minutes) and each request within
+        `reconcile_page_timeout` (default 60 seconds; docs/reconcile.md).
         """
         return self._runtime.worker(
-            options or WorkerOptions(), prune=prune, relay=relay, reconcile_every=reconcile_every
+            options or WorkerOptions(),
+            prune=prune,
+            relay=relay,
+            reconcile_every=reconcile_every,
+            reconcile_timeout=reconcile_timeout,
+            reconcile_page_timeout=reconcile_page_timeout,
         )
 
     def relay_only(self, options: WorkerOptions | None = None) -> Worker:

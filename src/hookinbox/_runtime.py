@@ -158,6 +158,8 @@ class Runtime:
         prune: bool,
         relay: bool,
         reconcile_every: timedelta | None = None,
+        reconcile_timeout: timedelta | None = None,
+        reconcile_page_timeout: timedelta | None = None,
     ) -> Worker:
         queues: list[tuple[WorkQueue[Any], int, threading.Event]] = [
             (EventQueue(self.processor, options.lease_seconds), options.concurrency, self.wake)
@@ -173,12 +175,21 @@ class Runtime:
             jobs.append(DailyJob(self.store, lambda: self.prune().summary(), at=prune_at,
                                  clock=self.now))  # fmt: skip
         if reconcile_every is not None:
-            jobs.append(self._periodic_reconcile(reconcile_every))
+            jobs += self._periodic_reconciles(
+                reconcile_every, run_timeout=reconcile_timeout, page_timeout=reconcile_page_timeout
+            )
         return Worker(self.store, queues, options, jobs=jobs, channels=channels)
 
-    def _periodic_reconcile(self, every: timedelta) -> PeriodicReconcile:
-        """The sources configured with their provider's API credentials, reconciled every
-        `every`; none at all is a mistake worth refusing at start."""
+    def _periodic_reconciles(
+        self,
+        every: timedelta,
+        *,
+        run_timeout: timedelta | None,
+        page_timeout: timedelta | None,
+    ) -> list[PeriodicReconcile]:
+        """The sources configured with their provider's API credentials, each reconciled
+        every `every` on a thread of its own (a source whose API hangs holds up no other);
+        none at all is a mistake worth refusing at start."""
         sources = [s for s in self.registry.sources.values() if _can_reconcile(s)]
         if not sources:
             raise ConfigurationError(
@@ -188,15 +199,25 @@ class Runtime:
         if every <= timedelta(0):
             raise ConfigurationError("--reconcile-every must be positive")
         from hookinbox._operations._reconcile_schedule import PeriodicReconcile
+        from hookinbox.sources._provider_api import Limits
 
-        handlers = self.registry.handlers
-        return PeriodicReconcile(
-            self.store,
-            sources,
-            lambda source, event_type: bool(handlers.for_event(source, event_type)),
-            every=every,
-            clock=self.now,
+        default = Limits()
+        limits = Limits(
+            run_timeout=_seconds(run_timeout, default.run_timeout),
+            page_timeout=_seconds(page_timeout, default.page_timeout),
         )
+        handlers = self.registry.handlers
+        return [
+            PeriodicReconcile(
+                self.store,
+                source,
+                lambda name, event_type: bool(handlers.for_event(name, event_type)),
+                every=every,
+                clock=self.now,
+                limits=limits,
+            )
+            for source in sources
+        ]
 
     def relay_only(self, options: WorkerOptions) -> Worker:
         queue = MessageQueue(self.relay, options.lease_seconds)
@@ -223,6 +244,10 @@ class Runtime:
             self._store.dispose()
         if self._wake_worker is not None:
             self._wake_worker.close()
+
+
+def _seconds(value: timedelta | None, default: float) -> float:
+    return default if value is None else value.total_seconds()
 
 
 def _can_reconcile(source: Source) -> bool:

@@ -4,6 +4,7 @@ one line (exit 1 for the API's, 2 for usage), against the loopback imitation of 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,8 +14,9 @@ import pytest
 from hookinbox import Inbox
 from tests.apps import reconciling
 from tests.cli.conftest import error_line, parsed
+from tests.support.hostile import MIB, Huge, dripping
 from tests.support.loopback import Loopback, serving
-from tests.support.server import run_cli
+from tests.support.server import ROOT, hookinbox_command, run_cli
 from tests.support.signing import stripe_delivery
 from tests.support.stripe_api import API_KEY, StripeAPI, stripe_event
 
@@ -128,6 +130,109 @@ def test_bad_usage_is_one_line_exit_2(
     assert expected in error_line(reconcile(server, db_url, *args), 2)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--page-timeout", "0s"), "not a positive duration"),
+        (("--run-timeout", "30"), "has no unit"),
+        (("--max-pages", "0"), "0 is not in the range x>=1"),
+    ],
+)
+def test_bad_limits_are_one_line_exit_2(
+    inbox: Inbox, server: Loopback, db_url: str, args: tuple[str, ...], expected: str
+) -> None:
+    assert expected in error_line(reconcile(server, db_url, "stripe", *args), 2)
+
+
 def test_worker_reconcile_every_needs_a_unit(inbox: Inbox, server: Loopback, db_url: str) -> None:
     result = run_cli("worker", APP, "--reconcile-every", "5", "--database-url", db_url)
     assert "has no unit" in error_line(result, 2)
+    for flag in ("--reconcile-timeout", "--reconcile-page-timeout"):
+        result = run_cli("worker", APP, "--reconcile-every", "1h", flag, "5",
+                         "--database-url", db_url)  # fmt: skip
+        assert "has no unit" in error_line(result, 2)
+
+
+def test_a_cursor_that_does_not_move_is_one_line_exit_1_and_what_was_stored_stays(
+    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+) -> None:
+    api.stuck = True  # has_more, and the first page again whatever starting_after says
+    line = error_line(reconcile(server, db_url, "stripe"), 1)
+    assert "did not move" in line and "after 2 pages" in line, line
+    assert len(api.queries) == 2
+    assert len(inbox.store.operator.all_events()) == 99  # the first page (one a skipped type)
+    as_json = reconcile(server, db_url, "stripe", "--json")
+    assert as_json.returncode == 1 and "did not move" in json.loads(as_json.stdout)["error"]
+
+
+def test_pages_past_max_pages_are_never_asked(
+    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+) -> None:
+    line = error_line(reconcile(server, db_url, "stripe", "--max-pages", "1"), 1)
+    assert "more than 1 page" in line and len(api.queries) == 1
+    counts = parsed(reconcile(server, db_url, "stripe", "--max-pages", "2", "--json"))
+    assert counts["listed"] == 121
+
+
+def test_a_page_that_drips_stops_at_the_page_timeout(
+    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+) -> None:
+    api.answer = lambda: dripping(every=0.3)
+    started = time.monotonic()
+    line = error_line(reconcile(server, db_url, "stripe", "--page-timeout", "2s"), 1)
+    assert "a page took longer than 2 s" in line
+    assert time.monotonic() - started < 2 + 8  # the deadline (and the process's start)
+
+
+def test_a_run_stops_at_the_run_timeout(
+    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+) -> None:
+    api.endless = True
+    line = error_line(reconcile(server, db_url, "stripe", "--run-timeout", "2s"), 1)
+    assert "the run took longer than 2 s" in line and "stored stays stored" in line
+
+
+def test_listed_events_not_asked_for_are_counted_and_warned_of(
+    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+) -> None:
+    now = int(time.time())
+    api.unfiltered = True
+    api.events += [stripe_event(900, now + 10 * 365 * 86400), stripe_event(901, 86400),
+                   {**stripe_event(902, now - 5), "account": "acct_1Other"},
+                   {**stripe_event(903, now - 5), "object": "charge"}]  # fmt: skip
+    counts = parsed(reconcile(server, db_url, "stripe", "--json"))
+    assert {key: counts[key] for key in counts if key.startswith("skipped")} == {
+        "skipped_outside_window": 2, "skipped_other_accounts": 1, "skipped_not_events": 1,
+        "skipped_bad_ids": 0, "skipped_types": 1,
+    }  # fmt: skip
+    assert (counts["listed"], counts["stored"]) == (125, 120)
+    text = reconcile(server, db_url, "stripe")
+    assert text.returncode == 0, text.stderr
+    assert "skipped outside window 2, skipped other accounts 1, skipped not events 1" in text.stdout
+    assert (
+        "warning: the API listed 4 item(s) that were not asked for (2 outside the window, "
+        "1 of another account, 1 not an event): skipped, not stored"
+    ) in text.stderr
+
+
+def test_an_answer_past_the_limit_is_cut_with_the_memory_it_needs(
+    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+) -> None:
+    """300 MiB answered to a page: refused as too large once 16 MiB are read, and the
+    process's peak memory (its own, from wait4) stays far below the answer's size."""
+    huge = Huge(300 * MIB)
+    api.answer = huge.answer
+    process = subprocess.Popen(
+        hookinbox_command("reconcile", APP, "stripe", "--database-url", db_url), cwd=ROOT,
+        env={**os.environ, "RECONCILE_STRIPE_API": server.url}, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    with process.stderr:
+        stderr = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 1 and "more than 16 MiB: too large" in stderr, stderr
+    peak_mib = usage.ru_maxrss / 1024  # KiB on Linux
+    assert peak_mib < 160, peak_mib
+    assert huge.sent < 40 * MIB

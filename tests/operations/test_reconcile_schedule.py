@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from hookinbox import ConfigurationError, Inbox, WorkerOptions
-from hookinbox._operations._reconcile_schedule import PeriodicReconcile
+from hookinbox._operations._reconcile_schedule import PeriodicReconcile, job_name
 from hookinbox.sources import Stripe
 from tests.apps import reconciling
 from tests.support.loopback import Loopback, serving
@@ -45,7 +45,7 @@ def inbox(db_url: str, server: Loopback) -> Iterator[Inbox]:
 
 def periodic(inbox: Inbox, at: list[datetime]) -> PeriodicReconcile:
     return PeriodicReconcile(
-        inbox.store, [inbox.sources["stripe"]], inbox._takes, every=timedelta(hours=1),
+        inbox.store, inbox.sources["stripe"], inbox._takes, every=timedelta(hours=1),
         clock=lambda: at[0],
     )  # fmt: skip
 
@@ -62,8 +62,8 @@ def test_one_worker_runs_each_period(
     counted = reconciled_total()
     with caplog.at_level(logging.INFO, logger="hookinbox.reconcile"):
         ran = first.run_due()
-        assert second.run_due() == [] and first.run_due() == []  # the period is claimed
-    assert [r.stored for r in ran] == [30]
+        assert second.run_due() is None and first.run_due() is None  # the period is claimed
+    assert ran is not None and ran.stored == 30
     assert reconciled_total() - counted == 30
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "never arrived" in warnings[0].getMessage()
@@ -71,7 +71,8 @@ def test_one_worker_runs_each_period(
     caplog.clear()
     at[0] += timedelta(hours=1)  # the next period: whichever worker asks first runs it
     with caplog.at_level(logging.INFO, logger="hookinbox.reconcile"):
-        assert [r.already_stored for r in second.run_due()] == [30]
+        again = second.run_due()
+        assert again is not None and again.already_stored == 30
     assert [r.levelno for r in caplog.records] == [logging.INFO]
     assert "reconciled stripe: listed 30, already_stored 30, missing 0" in caplog.text
 
@@ -82,7 +83,7 @@ def test_a_failing_api_is_an_error_line_and_the_next_period_tries_again(
     api.api_key = "sk_test_revoked"
     at = [datetime.now(UTC)]
     with caplog.at_level(logging.INFO, logger="hookinbox.reconcile"):
-        assert periodic(inbox, at).run_due() == []
+        assert periodic(inbox, at).run_due() is None
     assert "reconcile of stripe failed: Stripe's API refused the API key (401)" in caplog.text
 
 
@@ -112,3 +113,10 @@ def test_no_source_that_can_reconcile_is_refused(db_url: str) -> None:
     with pytest.raises(ConfigurationError, match="no source can reconcile"):
         inbox.worker(reconcile_every=timedelta(hours=1))
     inbox.close()
+
+
+def test_each_source_claims_its_periods_under_a_row_of_its_own() -> None:
+    assert job_name("stripe") == "reconcile:stripe"
+    long_names = [job_name("s" * 64), job_name("s" * 63 + "t")]
+    assert all(len(name) == 64 and name.startswith("reconcile:") for name in long_names)
+    assert long_names[0] != long_names[1]

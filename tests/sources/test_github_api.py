@@ -18,7 +18,7 @@ from tests.testing.npm_oracles import oracle_dir
 from hookinbox import ConfigurationError
 from hookinbox.sources import GitHub
 from hookinbox.sources._github_api import HookDeliveries
-from hookinbox.sources._provider_api import APIRefused
+from hookinbox.sources._provider_api import APIRefused, Budget
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
@@ -77,7 +77,7 @@ def listing(server: Loopback, api: GitHubAPI, token: str = TOKEN) -> HookDeliver
 
 
 def test_pages_stop_at_since_and_name_failed_deliveries(api: GitHubAPI, server: Loopback) -> None:
-    pages = list(listing(server, api).pages(NOW - timedelta(minutes=120, seconds=30)))
+    pages = list(listing(server, api).pages(NOW - timedelta(minutes=120, seconds=30), Budget()))
     listed = [entry for page in pages for entry in page]
     assert len(listed) == 120  # the deliveries of the last two hours, newest first
     first = listed[0]
@@ -90,14 +90,15 @@ def test_pages_stop_at_since_and_name_failed_deliveries(api: GitHubAPI, server: 
 
 def test_a_guid_is_listed_once_at_its_newest_attempt(api: GitHubAPI, server: Loopback) -> None:
     api.redeliver_as(api.deliveries[248])  # failed, then redelivered with success
-    listed = [e for page in listing(server, api).pages(NOW - timedelta(minutes=3)) for e in page]
+    pages = listing(server, api).pages(NOW - timedelta(minutes=3), Budget())
+    listed = [entry for page in pages for entry in page]
     guids = [e.headers["x-github-delivery"] for e in listed]
     assert guids.count(api.deliveries[248]["guid"]) == 1 and listed[0].resend is None
 
 
 def test_a_refused_token_fails_at_once(api: GitHubAPI, server: Loopback) -> None:
     with pytest.raises(APIRefused, match="401"):
-        list(listing(server, api, token="ghp_wrong").pages(NOW))
+        list(listing(server, api, token="ghp_wrong").pages(NOW, Budget()))
 
 
 def test_the_hook_is_checked_when_the_source_is_built() -> None:

@@ -16,7 +16,7 @@ from tests.support.square_api import TOKEN, SquareAPI, square_event
 from hookinbox import Event, HandlerContext, Inbox
 from hookinbox._operations._reconcile import reconcile
 from hookinbox.sources import Square
-from hookinbox.sources._provider_api import APIRefused
+from hookinbox.sources._provider_api import APIRefused, Budget
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
@@ -95,4 +95,4 @@ def test_missing_events_are_stored_once(db_url: str, api: SquareAPI, server: Loo
 def test_a_refused_token_fails_at_once(server: Loopback) -> None:
     source = Square(secret="k", notification_url=URL, access_token="wrong", api_base=server.url)
     with pytest.raises(APIRefused, match="401"):
-        list(source.listing().pages(NOW))
+        list(source.listing().pages(NOW, Budget()))

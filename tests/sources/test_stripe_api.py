@@ -14,7 +14,7 @@ from tests.support.stripe_api import API_KEY, StripeAPI, stripe_event
 
 from hookinbox import ConfigurationError
 from hookinbox.sources import Stripe
-from hookinbox.sources._provider_api import MAX_RETRY_AFTER, APIRefused, ProviderAPIError
+from hookinbox.sources._provider_api import MAX_RETRY_AFTER, APIRefused, Budget, ProviderAPIError
 from hookinbox.sources._stripe_api import StripeEvents
 
 pytestmark = pytest.mark.slow  # a loopback server per test
@@ -71,7 +71,7 @@ def listing(server: Loopback, pauses: list[float], key: str = API_KEY) -> Stripe
 
 
 def test_pages_follow_has_more_with_the_last_id(api: StripeAPI, server: Loopback) -> None:
-    pages = list(listing(server, []).pages(datetime.fromtimestamp(NOW - 250, UTC)))
+    pages = list(listing(server, []).pages(datetime.fromtimestamp(NOW - 250, UTC), Budget()))
     assert [len(page) for page in pages] == [100, 100, 50]
     assert len({listed.body for page in pages for listed in page}) == 250
     assert api.queries[0] == {"created[gte]": str(NOW - 250), "limit": "100"}
@@ -80,14 +80,14 @@ def test_pages_follow_has_more_with_the_last_id(api: StripeAPI, server: Loopback
 
 
 def test_since_is_sent_as_created_gte(server: Loopback) -> None:
-    pages = list(listing(server, []).pages(datetime.fromtimestamp(NOW - 10, UTC)))
+    pages = list(listing(server, []).pages(datetime.fromtimestamp(NOW - 10, UTC), Budget()))
     assert sum(len(page) for page in pages) == 10
 
 
 def test_429_waits_for_retry_after_then_succeeds(api: StripeAPI, server: Loopback) -> None:
     api.faults += [(429, {"Retry-After": "2"}), (429, {"Retry-After": "3600"})]
     pauses: list[float] = []
-    pages = list(listing(server, pauses).pages(datetime.fromtimestamp(NOW - 5, UTC)))
+    pages = list(listing(server, pauses).pages(datetime.fromtimestamp(NOW - 5, UTC), Budget()))
     assert pauses == [2.0, MAX_RETRY_AFTER] and len(pages[0]) == 5
 
 
@@ -95,14 +95,14 @@ def test_5xx_backs_off_and_gives_up_after_five_tries(api: StripeAPI, server: Loo
     api.faults += [(500, {})] * 5
     pauses: list[float] = []
     with pytest.raises(ProviderAPIError, match="answered 500, 5 tries"):
-        list(listing(server, pauses).pages(datetime.fromtimestamp(NOW - 5, UTC)))
+        list(listing(server, pauses).pages(datetime.fromtimestamp(NOW - 5, UTC), Budget()))
     assert pauses == [1.0, 2.0, 4.0, 8.0]
 
 
 def test_a_refused_key_fails_at_once_without_the_key(server: Loopback) -> None:
     pauses: list[float] = []
     with pytest.raises(APIRefused) as refused:
-        list(listing(server, pauses, key="sk_test_wrong_key").pages(datetime.now(UTC)))
+        list(listing(server, pauses, key="sk_test_wrong_key").pages(datetime.now(UTC), Budget()))
     assert "sk_" not in str(refused.value) and "401" in str(refused.value)
     assert pauses == []
 

@@ -5,7 +5,11 @@ next page's `cursor` in the `Link` header; `POST .../deliveries/{id}/attempts` a
 calls `on_redeliver` (a test delivers it to the inbox, signed, as GitHub would). A wrong token
 -> 401 `Bad credentials`, an unknown hook or delivery -> 404 `Not Found`, as
 `{"message", "documentation_url", "status"}`. tests/sources/test_github_api.py holds it to
-octokit (`@octokit/rest`) pointed at it."""
+octokit (`@octokit/rest`) pointed at it.
+
+Hostile modes (issue 45): `next_url` names that URL as every answer's next page (the same
+page again, or another host's); `planted` are deliveries listed first on every page, as they
+are (an `id` that is a path, a time years ahead)."""
 
 from __future__ import annotations
 
@@ -65,6 +69,8 @@ class GitHubAPI:
     on_redeliver: Callable[[dict[str, Any]], None] = lambda delivery: None
     redelivered: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    next_url: str | None = None
+    planted: list[dict[str, Any]] = field(default_factory=list)
 
     def __call__(self, request: Request) -> Answer:
         url = urlsplit(request.path)
@@ -99,7 +105,9 @@ class GitHubAPI:
         if len(listed) > per_page:
             next_url = f"{self.base}{url.path}?per_page={per_page}&cursor=v1_{page[-1]['id']}"
             headers["Link"] = f'<{next_url}>; rel="next"'
-        return 200, headers, json.dumps(page).encode()
+        if self.next_url is not None:
+            headers["Link"] = f'<{self.next_url}>; rel="next"'
+        return 200, headers, json.dumps([*self.planted, *page]).encode()
 
     def redeliver_as(self, delivery: dict[str, Any]) -> dict[str, Any]:
         """The delivery's redelivery, listed beside it: a new id, the same GUID."""

@@ -1,12 +1,16 @@
 """A real HTTP(S) server on loopback that answers through a plain function: for imitating
-a provider's API (PayPal's certificate host and verification API, Mollie's API) in tests."""
+a provider's API (PayPal's certificate host and verification API, Mollie's API) in tests.
+
+An answer's body is bytes (sent with its Content-Length), or an iterable of chunks, each sent
+as it comes, without a Content-Length: the connection's close ends the body (HTTP/1.0), so a
+test can answer slowly (a byte at a time) or without end (a body larger than any limit)."""
 
 from __future__ import annotations
 
 import ssl
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +25,7 @@ class Request:
     body: bytes
 
 
-Answer = tuple[int, dict[str, str], bytes]
+Answer = tuple[int, dict[str, str], bytes | Iterable[bytes]]
 Respond = Callable[[Request], Answer]
 
 
@@ -45,8 +49,11 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 @contextmanager
-def serving(respond: Respond, tls: ssl.SSLContext | None = None) -> Iterator[Loopback]:
-    """Serve `respond` on 127.0.0.1 (HTTPS with `tls`), one thread per connection."""
+def serving(
+    respond: Respond, tls: ssl.SSLContext | None = None, host: str = "127.0.0.1"
+) -> Iterator[Loopback]:
+    """Serve `respond` on `host`, a loopback address (HTTPS with `tls`), one thread per
+    connection."""
     lock = threading.Lock()
     loopback = Loopback("")
 
@@ -65,20 +72,26 @@ def serving(respond: Respond, tls: ssl.SSLContext | None = None) -> Iterator[Loo
             self.send_response(status)
             for name, value in headers.items():
                 self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
+            if isinstance(body, bytes):
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             self.end_headers()
-            self.wfile.write(body)
+            for chunk in body:  # streamed: the close ends it
+                self.wfile.write(chunk)
+                self.wfile.flush()
 
         do_GET = do_POST = _handle
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = _QuietServer(("127.0.0.1", 0), Handler)
+    server = _QuietServer((host, 0), Handler)
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
     scheme = "https" if tls is not None else "http"
-    loopback.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
+    loopback.url = f"{scheme}://{host}:{server.server_address[1]}"
     # A short poll interval: shutdown() waits up to one interval, at every test's teardown.
     thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()

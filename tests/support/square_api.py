@@ -2,10 +2,15 @@
 `limit` (1 to 100), `cursor`, `query.filter.created_at.start_at`/`end_at` (RFC 3339),
 `query.filter.event_types`, `query.sort.order` (`ASC` or `DESC`, by `created_at`); a wrong
 token -> 401 and bad input -> 400, each as `{"errors": [{"category", "code", "detail"}]}`.
-tests/sources/test_square_api.py holds it to the official `squareup` SDK pointed at it."""
+tests/sources/test_square_api.py holds it to the official `squareup` SDK pointed at it.
+
+Hostile modes (issue 45): `stuck` answers the first page again, with the same `cursor`,
+whatever the search's `cursor`; `endless` answers new events and a new `cursor` every time;
+`unfiltered` lists every event whatever `created_at` asks."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from dataclasses import dataclass, field
@@ -47,6 +52,10 @@ class SquareAPI:
     token: str = TOKEN
     searches: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stuck: bool = False
+    endless: bool = False
+    unfiltered: bool = False
+    _numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(10**7))
 
     def __call__(self, request: Request) -> Answer:
         if request.headers.get("authorization") != f"Bearer {self.token}":
@@ -65,8 +74,15 @@ class SquareAPI:
         if not 1 <= limit <= 100:
             return _error(400, "INVALID_REQUEST_ERROR", "INVALID_VALUE",
                           "`limit` must be between 1 and 100.")  # fmt: skip
+        if self.endless:
+            with self.lock:
+                numbers = [next(self._numbers) for _ in range(limit)]
+            fresh = [square_event(n, datetime.now(UTC)) for n in numbers]
+            return _page(fresh, cursor=f"c{numbers[-1]}")
+        if self.stuck:
+            search = {k: v for k, v in search.items() if k != "cursor"}
         query = search.get("query") or {}
-        created = (query.get("filter") or {}).get("created_at") or {}
+        created = {} if self.unfiltered else (query.get("filter") or {}).get("created_at") or {}
         if "start_at" in created:
             listed = [e for e in listed if _time(e["created_at"]) >= _time(created["start_at"])]
         if "end_at" in created:
@@ -75,11 +91,16 @@ class SquareAPI:
         if types:
             listed = [e for e in listed if e["type"] in types]
         descending = (query.get("sort") or {}).get("order", "DESC") == "DESC"
-        listed.sort(key=lambda e: (e["created_at"], e["event_id"]), reverse=descending)
+        listed.sort(key=lambda e: (e.get("created_at", ""), e.get("event_id", "")),
+                    reverse=descending)  # fmt: skip
         start = int(search.get("cursor") or 0)
-        page = listed[start : start + limit]
-        body: dict[str, Any] = {"events": page, "metadata": [
-            {"event_id": e["event_id"], "api_version": "2025-10-16"} for e in page]}  # fmt: skip
-        if start + limit < len(listed):
-            body["cursor"] = str(start + limit)
-        return 200, {"Content-Type": "application/json"}, json.dumps(body).encode()
+        more = self.stuck or start + limit < len(listed)
+        return _page(listed[start : start + limit], cursor=str(start + limit) if more else None)
+
+
+def _page(page: list[dict[str, Any]], cursor: str | None) -> Answer:
+    body: dict[str, Any] = {"events": page, "metadata": [
+        {"event_id": e.get("event_id"), "api_version": "2025-10-16"} for e in page]}  # fmt: skip
+    if cursor is not None:
+        body["cursor"] = cursor
+    return 200, {"Content-Type": "application/json"}, json.dumps(body).encode()

@@ -3,12 +3,21 @@
 `resource_missing`), `created[gt|gte|lt|lte]`, `type`; any other parameter -> 400; a missing
 or wrong key -> 401, each error as `{"error": {"type", "message", ...}}`. Faults can be
 queued ahead of the answers (`StripeAPI.faults`). tests/sources/test_stripe_api.py holds it
-to the official `stripe` SDK pointed at it."""
+to the official `stripe` SDK pointed at it.
+
+Hostile modes, for the limits reconcile keeps (issue 45): `stuck` answers the first page
+again whatever `starting_after` says, with `has_more` true; `endless` answers a page of new
+events every time, with `has_more` true; `unfiltered` lists every event whatever `created`
+asks; `answer` replaces every answer (a body that drips, or never ends)."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -17,7 +26,9 @@ from tests.support.loopback import Answer, Request
 
 API_KEY = "sk_test_4eC39HqLyjWDarjtT1zdp7dc"
 LIST_PARAMETERS = {"limit", "starting_after", "ending_before", "type", "types"}
-CREATED = {"created[gt]", "created[gte]", "created[lt]", "created[lte]"}
+_CREATED = {"created[gt]": operator.gt, "created[gte]": operator.ge,
+            "created[lt]": operator.lt, "created[lte]": operator.le}  # fmt: skip
+CREATED = set(_CREATED)
 
 
 def stripe_event(number: int, created: int, event_type: str = "invoice.paid") -> dict[str, Any]:
@@ -49,6 +60,11 @@ class StripeAPI:
     api_key: str = API_KEY
     queries: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stuck: bool = False
+    endless: bool = False
+    unfiltered: bool = False
+    answer: Callable[[], Answer] | None = None
+    _numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(10**9))
 
     def __call__(self, request: Request) -> Answer:
         url = urlsplit(request.path)
@@ -65,6 +81,14 @@ class StripeAPI:
             return status, {**answer[1], **headers}, answer[2]
         if request.method != "GET" or url.path != "/v1/events":
             return _error(404, "invalid_request_error", f"Unrecognized request URL ({url.path})")
+        if self.answer is not None:
+            return self.answer()
+        if self.endless:
+            with self.lock:
+                fresh = [stripe_event(next(self._numbers), int(time.time())) for _ in range(100)]
+            return _page(fresh, has_more=True)
+        if self.stuck:
+            query = {k: v for k, v in query.items() if k != "starting_after"}
         return self._list(query)
 
     def _list(self, query: dict[str, str]) -> Answer:
@@ -81,26 +105,24 @@ class StripeAPI:
             message = "Invalid integer: limit must be between 1 and 100"
             return _error(400, "invalid_request_error", message, param="limit")
         with self.lock:
-            listed = sorted(self.events, key=lambda e: (e["created"], e["id"]), reverse=True)
-        for name, keep in (
-            ("created[gt]", lambda c, v: c > v),
-            ("created[gte]", lambda c, v: c >= v),
-            ("created[lt]", lambda c, v: c < v),
-            ("created[lte]", lambda c, v: c <= v),
-        ):
+            listed = sorted(self.events, key=lambda e: (e.get("created", 0), e.get("id", "")),
+                            reverse=True)  # fmt: skip
+        for name, keep in ({} if self.unfiltered else _CREATED).items():
             if name in query:
                 bound = int(query[name])
-                listed = [e for e in listed if keep(e["created"], bound)]
+                listed = [e for e in listed if keep(e.get("created", 0), bound)]
         if "type" in query:
             listed = [e for e in listed if e["type"] == query["type"]]
         after = query.get("starting_after")
         if after is not None:
-            ids = [e["id"] for e in listed]
+            ids = [e.get("id") for e in listed]
             if after not in ids:
                 return _error(404, "invalid_request_error", f"No such event: '{after}'",
                               code="resource_missing", param="starting_after")  # fmt: skip
             listed = listed[ids.index(after) + 1 :]
-        page = listed[:limit]
-        body = {"object": "list", "data": page, "has_more": len(listed) > limit,
-                "url": "/v1/events"}  # fmt: skip
-        return 200, {"Content-Type": "application/json"}, json.dumps(body).encode()
+        return _page(listed[:limit], has_more=self.stuck or len(listed) > limit)
+
+
+def _page(events: list[dict[str, Any]], *, has_more: bool) -> Answer:
+    body = {"object": "list", "data": events, "has_more": has_more, "url": "/v1/events"}
+    return 200, {"Content-Type": "application/json"}, json.dumps(body).encode()

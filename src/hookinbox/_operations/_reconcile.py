@@ -2,18 +2,23 @@
 provider to deliver them again where its API lists deliveries without their events (GitHub:
 nothing unsigned is stored; the redelivery is verified as usual).
 
-Each listed event is counted once, in this order: a type no handler takes is `skipped_types`
-(never stored); one already in the inbox is `already_stored` (also when a webhook stored it
-a moment before our insert: the insert decides, `Ingest.record_reconciled`); the rest are
-`missing`, and `stored` when this run stored them (none with `dry_run`). It is stored under
-the key a webhook of it would have had: the source's own `identify`, on the event's JSON as
-the API gives it (the body a webhook carries, formatted otherwise). A page is one
-transaction: a failure later in the run leaves the pages before it stored.
+Each listed event is counted once, in this order: what the run did not ask for is skipped
+and counted by why (`skipped_outside_window`: dated before the window asked or later than
+now; `skipped_other_accounts`; `skipped_not_events`: not an event, or one `identify` cannot
+read; `skipped_bad_ids`: an id that is no id, never sent); a type no handler takes is
+`skipped_types` (never stored); one already in the inbox is `already_stored` (also when a
+webhook stored it a moment before our insert: the insert decides, `Ingest.record_reconciled`);
+the rest are `missing`, and `stored` when this run stored them (none with `dry_run`). It is
+stored under the key a webhook of it would have had: the source's own `identify`, on the
+event's JSON as the API gives it (the body a webhook carries, formatted otherwise). A page is
+one transaction: a failure later in the run (the API's, or a limit of `Limits`) leaves the
+pages before it stored, and says so in its message.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,7 +27,15 @@ from typing import TYPE_CHECKING
 from hookinbox._errors import PayloadError
 from hookinbox._metrics import count_reconciled
 from hookinbox._model import NewDelivery
-from hookinbox.sources._provider_api import Listed, ProviderAPIError
+from hookinbox.sources._provider_api import (
+    BAD_ID,
+    NOT_EVENT,
+    OTHER_ACCOUNT,
+    Budget,
+    Limits,
+    Listed,
+    ProviderAPIError,
+)
 
 if TYPE_CHECKING:
     from hookinbox._storage import Store
@@ -31,6 +44,18 @@ if TYPE_CHECKING:
 
 Takes = Callable[[str | None], bool]
 """Whether some handler takes events of this type (from this source)."""
+
+FUTURE_SKEW = timedelta(minutes=5)
+"""How far past our clock an event may be dated and still be in the window: the provider's
+clock and ours may differ by that much."""
+OUTSIDE_WINDOW = "outside_window"
+SKIPPED = {
+    OUTSIDE_WINDOW: "outside the window",
+    OTHER_ACCOUNT: "of another account",
+    NOT_EVENT: "not an event",
+    BAD_ID: "with an id that is no id",
+}
+"""Why a listed item was skipped, as a warning names it."""
 
 
 @dataclass
@@ -48,6 +73,11 @@ class Reconciled:
     skipped_types: int = 0
     redelivery_requested: int = 0
     """Missing events the provider was asked to deliver again (GitHub)."""
+    skipped_outside_window: int = 0
+    skipped_other_accounts: int = 0
+    skipped_not_events: int = 0
+    skipped_bad_ids: int = 0
+    pages: int = 0
 
     def counts(self) -> dict[str, int]:
         return {
@@ -57,7 +87,55 @@ class Reconciled:
             "stored": self.stored,
             "skipped_types": self.skipped_types,
             "redelivery_requested": self.redelivery_requested,
+            **self.unasked(),
         }
+
+    def shown(self) -> dict[str, int]:
+        """The counts a line of text shows: every one, but a skip that did not happen (what
+        the API listed that was not asked for is rare, and --json has every count)."""
+        unseen = {name for name, count in self.unasked().items() if not count}
+        return {name: count for name, count in self.counts().items() if name not in unseen}
+
+    def unasked(self) -> dict[str, int]:
+        """The listed items the run did not ask for, by why they were skipped."""
+        return {
+            "skipped_outside_window": self.skipped_outside_window,
+            "skipped_other_accounts": self.skipped_other_accounts,
+            "skipped_not_events": self.skipped_not_events,
+            "skipped_bad_ids": self.skipped_bad_ids,
+        }
+
+    def unasked_summary(self) -> str | None:
+        """One sentence on what the API listed that was not asked for; None when nothing."""
+        counts = self.unasked()
+        parts = [f"{counts[name]} {SKIPPED[reason]}" for reason, name in _COUNTER.items()
+                 if counts[name]]  # fmt: skip
+        if not parts:
+            return None
+        return (f"the API listed {sum(counts.values())} item(s) that were not asked for "
+                f"({', '.join(parts)}): skipped, not stored")  # fmt: skip
+
+    def skip(self, reason: str) -> None:
+        name = _COUNTER[reason]
+        setattr(self, name, getattr(self, name) + 1)
+
+    def stopped(self, error: ProviderAPIError, *, resends: bool) -> ProviderAPIError:
+        """`error`, saying what the pages before it did: that stands."""
+        pages = "1 page" if self.pages == 1 else f"{self.pages} pages"
+        if resends:
+            done = f"the redeliveries they asked for stand ({self.redelivery_requested} asked)"
+        else:
+            done = f"what they stored stays stored ({self.stored} stored)"
+        return type(error)(f"{error}; stopped after {pages}: {done}")
+
+
+_COUNTER = {
+    OUTSIDE_WINDOW: "skipped_outside_window",
+    OTHER_ACCOUNT: "skipped_other_accounts",
+    NOT_EVENT: "skipped_not_events",
+    BAD_ID: "skipped_bad_ids",
+}
+"""Each reason to skip a listed item, and the count of `Reconciled` it adds to."""
 
 
 def window_start(now: datetime, since: timedelta, window: timedelta) -> tuple[datetime, bool]:
@@ -76,25 +154,42 @@ def reconcile(
     now: datetime,
     takes: Takes,
     dry_run: bool = False,
+    limits: Limits | None = None,
+    stop: threading.Event | None = None,
 ) -> Reconciled:
-    """List `source`'s events created since `now - since` and store the missing ones."""
+    """List `source`'s events created since `now - since` and store the missing ones, within
+    `limits` (until `stop` is set: the worker's shutdown)."""
     start, clamped = window_start(now, since, listing.window)
     result = Reconciled(source.name, start, clamped)
-    for page in listing.pages(start):
-        result.listed += len(page)
-        wanted: list[tuple[Listed, NewDelivery]] = []
-        for listed in page:
-            event = _event(source, listed, now)
-            if takes(event.event_type):
-                wanted.append((listed, event))
+    budget = Budget(limits, stop=stop)
+    # The provider lists from `created[gte]` in whole seconds: a second's slack below.
+    earliest, latest = start - timedelta(seconds=1), now + FUTURE_SKEW
+    try:
+        for page in listing.pages(start, budget):
+            result.pages += 1
+            result.listed += len(page)
+            wanted: list[tuple[Listed, NewDelivery]] = []
+            for listed in page:
+                reason = listed.skip
+                if reason is None and (listed.at is None or not earliest <= listed.at <= latest):
+                    reason = OUTSIDE_WINDOW
+                event = None if reason is not None else _event(source, listed, now)
+                if event is None:
+                    result.skip(reason or NOT_EVENT)
+                elif takes(event.event_type):
+                    wanted.append((listed, event))
+                else:
+                    result.skipped_types += 1
+            before = result.stored + result.redelivery_requested
+            if listing.resends:
+                _resend(store, source, listing, wanted, result, budget, dry_run=dry_run)
             else:
-                result.skipped_types += 1
-        before = result.stored + result.redelivery_requested
-        if listing.resends:
-            _resend(store, source, listing, wanted, result, dry_run=dry_run)
-        else:
-            _store(store, source, [event for _, event in wanted], result, dry_run=dry_run)
-        count_reconciled(source.name, result.stored + result.redelivery_requested - before)
+                _store(store, source, [event for _, event in wanted], result, dry_run=dry_run)
+            count_reconciled(source.name, result.stored + result.redelivery_requested - before)
+    except ProviderAPIError as error:
+        if not result.pages:
+            raise
+        raise result.stopped(error, resends=listing.resends) from error
     return result
 
 
@@ -120,6 +215,7 @@ def _resend(
     listing: Listing,
     wanted: list[tuple[Listed, NewDelivery]],
     result: Reconciled,
+    budget: Budget,
     *,
     dry_run: bool,
 ) -> None:
@@ -131,15 +227,16 @@ def _resend(
             continue
         result.missing += 1
         if listed.resend is not None and not dry_run:
-            listing.resend(listed)
+            listing.resend(listed, budget)
             result.redelivery_requested += 1
 
 
-def _event(source: Source, listed: Listed, now: datetime) -> NewDelivery:
+def _event(source: Source, listed: Listed, now: datetime) -> NewDelivery | None:
+    """The event as a webhook of it would be stored; None when `identify` cannot read it."""
     try:
         identity = source.identify(listed.headers, listed.body)
-    except PayloadError as exc:
-        raise ProviderAPIError(f"the API listed an event hookinbox cannot read: {exc}") from exc
+    except PayloadError:
+        return None
     body = listed.body if identity.body is None else identity.body
     return NewDelivery(
         source=source.name,

@@ -15,6 +15,10 @@ from hookinbox.cli._output import emit_json, say
 
 DEFAULT_SINCE = "3d"
 """Stripe's automatic retries last 3 days: what an outage of that length lost."""
+DEFAULT_PAGE_TIMEOUT = "60s"
+DEFAULT_RUN_TIMEOUT = "30m"
+DEFAULT_MAX_PAGES = 10_000
+"""The defaults of `Limits` (`sources/_provider_api.py`), as the options show them."""
 
 
 def duration(text: str, flag: str = "--since") -> timedelta:
@@ -47,12 +51,34 @@ def duration(text: str, flag: str = "--since") -> timedelta:
     "Square 28d, GitHub 3d).",
 )
 @click.option("--dry-run", is_flag=True, help="Count what is missing; store nothing.")
+@click.option(
+    "--page-timeout",
+    default=DEFAULT_PAGE_TIMEOUT,
+    show_default=True,
+    help="The longest one request may take, to the last byte of its answer (30s, 2m).",
+)
+@click.option(
+    "--run-timeout",
+    default=DEFAULT_RUN_TIMEOUT,
+    show_default=True,
+    help="The longest the whole run may take, pages, retries and stores (30m, 2h).",
+)
+@click.option(
+    "--max-pages",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_PAGES,
+    show_default=True,
+    help="The most pages to list (a provider lists 100 events a page).",
+)
 @json_option
 def reconcile(
     arguments: tuple[str, ...],
     database_url: str | None,
     since: str,
     dry_run: bool,
+    page_timeout: str,
+    run_timeout: str,
+    max_pages: int,
     as_json: bool,
 ) -> None:
     """List SOURCE's events from the provider's API and store those the inbox lacks.
@@ -64,15 +90,25 @@ def reconcile(
     (Stripe(secret=..., api_key=...), Square(..., access_token=...), GitHub(secret=...,
     api_token=..., hook=...)).
 
-    Exit codes: 0 done; 1 the provider's API refused the key, kept failing or the database is
-    unavailable (what earlier pages stored stays stored); 2 bad usage or configuration.
+    What the API lists that was not asked for (outside the window, another account's, not
+    an event, an id that is no id) is skipped and counted, with a warning line.
+
+    Exit codes: 0 done; 1 the provider's API refused the key, kept failing, answered what is
+    no page (too large, a cursor that does not move), a limit was reached (--page-timeout,
+    --run-timeout, --max-pages) or the database is unavailable (what earlier pages stored
+    stays stored); 2 bad usage or configuration.
     """
     from hookinbox._operations._reconcile import reconcile as run
     from hookinbox.cli._target import did_you_mean, opened
-    from hookinbox.sources._provider_api import ProviderAPIError
+    from hookinbox.sources._provider_api import Limits, ProviderAPIError
 
     app, (name,) = split_app(arguments, ("SOURCE",))
     window = duration(since)
+    limits = Limits(
+        page_timeout=duration(page_timeout, "--page-timeout").total_seconds(),
+        run_timeout=duration(run_timeout, "--run-timeout").total_seconds(),
+        max_pages=max_pages,
+    )
     if not app:
         raise ConfigurationError("give APP (or set HOOKINBOX_APP): the source's API key is there")
     with opened(app, database_url) as target:
@@ -100,6 +136,7 @@ def reconcile(
                 now=now,
                 takes=lambda event_type: inbox._takes(name, event_type),
                 dry_run=dry_run,
+                limits=limits,
             )
         except ProviderAPIError as error:
             if not as_json:
@@ -110,9 +147,12 @@ def reconcile(
         emit_json({"source": name, "since": result.since, "dry_run": dry_run,
                    "clamped": result.clamped, **result.counts()})  # fmt: skip
         return
-    counts = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in result.counts().items())
+    counts = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in result.shown().items())
     click.echo(f"{name}: {counts} (since {result.since.isoformat(timespec='seconds')})"
                + (" (dry run: nothing stored)" if dry_run else ""))  # fmt: skip
+    unasked = result.unasked_summary()
+    if unasked is not None:
+        say(f"warning: {unasked}", err=True)
     if result.missing and not dry_run:
         say(f"warning: {result.missing} event(s) had never arrived: deliveries were lost "
             "upstream; check the endpoint's configuration and the provider's dashboard",

@@ -67,6 +67,20 @@ EXIT_NOT_DRAINED = 1
     help="Reconcile every source that has API credentials this often (1h, 30m; off by "
     "default): one worker at a time (docs/reconcile.md).",
 )
+@click.option(
+    "--reconcile-timeout",
+    default=None,
+    envvar="HOOKINBOX_RECONCILE_TIMEOUT",
+    show_envvar=True,
+    help="The longest one source's reconcile run may take (default 30m).",
+)
+@click.option(
+    "--reconcile-page-timeout",
+    default=None,
+    envvar="HOOKINBOX_RECONCILE_PAGE_TIMEOUT",
+    show_envvar=True,
+    help="The longest one request of a reconcile run may take (default 60s).",
+)
 @log_level_option
 @log_format_option
 @store_option_flags
@@ -84,6 +98,8 @@ def worker(
     relay_concurrency: int,
     heartbeat_interval: float,
     reconcile_every: str | None,
+    reconcile_timeout: str | None,
+    reconcile_page_timeout: str | None,
     log_level: str,
     log_format: str,
     **store_options: object,
@@ -108,6 +124,10 @@ def worker(
     from hookinbox.cli._reconcile import duration
 
     every = None if reconcile_every is None else duration(reconcile_every, "--reconcile-every")
+    run_timeout = None if reconcile_timeout is None else duration(
+        reconcile_timeout, "--reconcile-timeout")  # fmt: skip
+    page_timeout = None if reconcile_page_timeout is None else duration(
+        reconcile_page_timeout, "--reconcile-page-timeout")  # fmt: skip
     configure_logging(log_level, log_format)
     inbox = load_inbox(
         app, overrides=Overrides(database_url, store_options=store_option_values(store_options))
@@ -122,7 +142,13 @@ def worker(
         wake_socket=wake_socket,
         heartbeat_interval=heartbeat_interval,
     )
-    built = inbox.worker(options, relay=not no_relay, reconcile_every=every)
+    built = inbox.worker(
+        options,
+        relay=not no_relay,
+        reconcile_every=every,
+        reconcile_timeout=run_timeout,
+        reconcile_page_timeout=page_timeout,
+    )
     run_until_stopped(inbox, built, metrics_port)
 
 

@@ -11,23 +11,44 @@ its GUID, arrives signed, and is verified and stored as usual (`resends`).
 Each GUID is counted once, at its newest attempt (a redelivery is listed beside the first
 try, with the same GUID): it is redelivered when that attempt failed (no 2xx) and the inbox
 does not hold it.
+
+The token goes nowhere but `api_base`'s origin: a next page named on another origin (scheme,
+host or port) stops the run unasked. A delivery's id goes into the redelivery's path only when
+it is what GitHub's ids are, a positive integer; any other is marked (`BAD_ID`), counted and
+never sent.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from hookinbox.sources._provider_api import Listed, ProviderAPIError, Sleep, call, json_list
+from hookinbox.sources._provider_api import (
+    BAD_ID,
+    NOT_EVENT,
+    READ_TIMEOUT,
+    Answer,
+    Budget,
+    Listed,
+    ProviderAPIError,
+    Sleep,
+    call,
+    check_page_size,
+    json_list,
+    same_origin,
+)
 
 WINDOW = timedelta(days=3)
 PAGE_SIZE = 100
-TIMEOUT = 30.0
 WHAT = "GitHub's API"
 API_VERSION = "2022-11-28"
+MAX_ID = 2**63 - 1
+"""GitHub's ids are 64-bit integers."""
 
 
 class HookDeliveries:
@@ -55,56 +76,88 @@ class HookDeliveries:
             "accept": "application/vnd.github+json",
             "x-github-api-version": API_VERSION,
         }
-        return httpx.Client(headers=headers, timeout=TIMEOUT)
+        return httpx.Client(headers=headers, timeout=READ_TIMEOUT)
 
-    def _call(self, client: httpx.Client, method: str, url: str, **params: Any) -> httpx.Response:
-        extra = {} if self._sleep is None else {"sleep": self._sleep}
-        return call(client, method, url, params=params or None, what=WHAT, **extra)
+    def _call(self, client: httpx.Client, method: str, url: str, budget: Budget) -> Answer:
+        sleep = self._sleep or time.sleep
+        return call(client, method, url, what=WHAT, budget=budget, sleep=sleep)
 
-    def pages(self, since: datetime) -> Iterator[list[Listed]]:
+    def pages(self, since: datetime, budget: Budget) -> Iterator[list[Listed]]:
         seen: set[str] = set()
-        url: str | None = f"{self.api_base}/{self.hook_path}/deliveries"
-        params: dict[str, Any] = {"per_page": PAGE_SIZE}
+        url = f"{self.api_base}/{self.hook_path}/deliveries?per_page={PAGE_SIZE}"
+        pager = budget.pager(WHAT)
+        pager.next_page(url)
         with self._client() as client:
-            while url is not None:
-                response = self._call(client, "GET", url, **params)
-                deliveries = json_list(response, WHAT)
+            while True:
+                answer = self._call(client, "GET", url, budget)
                 page: list[Listed] = []
                 older = False
+                deliveries = json_list(answer, WHAT)
+                check_page_size(deliveries, PAGE_SIZE, WHAT)
                 for delivery in deliveries:
-                    if _delivered_at(delivery) < since:
+                    at = _delivered_at(delivery)
+                    if at is not None and at < since:
                         older = True  # newest first: the rest of the list is older still
                         break
                     guid = delivery.get("guid")
-                    if not isinstance(guid, str) or guid in seen:
-                        continue
-                    seen.add(guid)
-                    page.append(self._listed(delivery, guid))
+                    if isinstance(guid, str) and guid in seen:
+                        continue  # an older attempt of a GUID listed already
+                    if isinstance(guid, str) and guid:
+                        seen.add(guid)
+                    page.append(self._listed(delivery, guid, at))
                 yield page
-                if older:
+                found = answer.links.get("next", {}).get("url")
+                if older or not found:
                     return
-                url = response.links.get("next", {}).get("url")
-                params = {}  # the next link carries per_page and the cursor
+                url = self._next_page(url, found)
+                pager.next_page(url)
 
-    def resend(self, listed: Listed) -> None:
-        url = f"{self.api_base}/{self.hook_path}/deliveries/{listed.resend}/attempts"
+    def _next_page(self, current: str, found: str) -> str:
+        """The next page's URL, if it is on `api_base`'s origin: its request carries the
+        token, which no other host may see."""
+        url = urljoin(current, found)
+        if not same_origin(self.api_base, url):
+            parts = urlsplit(url)
+            raise ProviderAPIError(
+                f"{WHAT} named its next page on another origin ({parts.scheme}://"
+                f"{parts.netloc.rpartition('@')[2]}): not asked, since the request would "
+                "carry the token"
+            )
+        return url
+
+    def resend(self, listed: Listed, budget: Budget) -> None:
+        delivery = listed.resend
+        if delivery is None or not (delivery.isascii() and delivery.isdigit()):
+            raise ProviderAPIError(f"{WHAT}: no redelivery of an id that is not a number")
+        url = f"{self.api_base}/{self.hook_path}/deliveries/{delivery}/attempts"
         with self._client() as client:
-            self._call(client, "POST", url)
+            self._call(client, "POST", url, budget)
 
-    def _listed(self, delivery: dict[str, Any], guid: str) -> Listed:
-        status = delivery.get("status_code")
-        failed = not (isinstance(status, int) and 200 <= status < 300)
-        event = delivery.get("event")
+    def _listed(self, delivery: dict[str, Any], guid: object, at: datetime | None) -> Listed:
+        if not isinstance(guid, str) or not guid or at is None:
+            return Listed(b"{}", skip=NOT_EVENT)  # no GUID or no time: no delivery to read
         headers = {"x-github-delivery": guid, "x-github-hook-id": self.hook_id}
+        event = delivery.get("event")
         if isinstance(event, str):
             headers["x-github-event"] = event
-        return Listed(b"{}", headers, str(delivery.get("id")) if failed else None)
+        delivery_id = delivery.get("id")
+        if not _is_id(delivery_id):
+            return Listed(b"{}", headers, at=at, skip=BAD_ID)
+        status = delivery.get("status_code")
+        failed = not (isinstance(status, int) and 200 <= status < 300)
+        return Listed(b"{}", headers, str(delivery_id) if failed else None, at=at)
 
 
-def _delivered_at(delivery: dict[str, Any]) -> datetime:
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_ID
+
+
+def _delivered_at(delivery: dict[str, Any]) -> datetime | None:
     text = delivery.get("delivered_at")
+    if not isinstance(text, str):
+        return None
     try:
-        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ProviderAPIError(f"{WHAT} listed a delivery without a time") from exc
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -2,9 +2,11 @@
 
 Square keeps events for 28 days and answers a search with at most 100 a page, newest first
 when asked (`sort: {field: DEFAULT, order: DESC}`), filtered here by `created_at.start_at`
-only, the next page named by `cursor` until an answer has none. The events are what a
+only, the next page named by `cursor` until an answer has none (a cursor given twice stops
+the run). The events are what a
 webhook carries (`event_id`, `type`, `created_at`, `data`), so each is stored as the event a
-webhook of it would have stored, under its `event_id`.
+webhook of it would have stored, under its `event_id`; one without its `created_at` is no
+event as Square lists them, marked and never stored.
 """
 
 from __future__ import annotations
@@ -17,11 +19,21 @@ from typing import Any
 
 import httpx
 
-from hookinbox.sources._provider_api import Listed, ProviderAPIError, Sleep, call, json_object
+from hookinbox.sources._base import parse_time
+from hookinbox.sources._provider_api import (
+    NOT_EVENT,
+    READ_TIMEOUT,
+    Budget,
+    Listed,
+    ProviderAPIError,
+    Sleep,
+    call,
+    check_page_size,
+    json_object,
+)
 
 WINDOW = timedelta(days=28)
 PAGE_SIZE = 100
-TIMEOUT = 30.0
 WHAT = "Square's API"
 API_VERSION = "2025-10-16"
 
@@ -40,7 +52,7 @@ class SquareEvents:
     def __repr__(self) -> str:  # never the token
         return f"SquareEvents(api_base={self.api_base!r})"
 
-    def pages(self, since: datetime) -> Iterator[list[Listed]]:
+    def pages(self, since: datetime, budget: Budget) -> Iterator[list[Listed]]:
         headers = {
             "authorization": f"Bearer {self._access_token}",
             "accept": "application/json",
@@ -53,20 +65,31 @@ class SquareEvents:
                 "sort": {"field": "DEFAULT", "order": "DESC"},
             },
         }
-        with httpx.Client(headers=headers, timeout=TIMEOUT) as client:
+        pager = budget.pager(WHAT)
+        pager.next_page()
+        with httpx.Client(headers=headers, timeout=READ_TIMEOUT) as client:
             while True:
                 url = f"{self.api_base}/v2/events"
                 sleep = self._sleep or time.sleep
-                response = call(client, "POST", url, body=search, what=WHAT, sleep=sleep)
-                page = json_object(response, WHAT)
+                answer = call(client, "POST", url, body=search, what=WHAT, budget=budget,
+                              sleep=sleep)  # fmt: skip
+                page = json_object(answer, WHAT)
                 events = page.get("events", [])
                 if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
                     raise ProviderAPIError(f"{WHAT} answered a search without its events")
-                yield [Listed(json.dumps(event).encode()) for event in events]
+                check_page_size(events, PAGE_SIZE, WHAT)
+                yield [_listed(event) for event in events]
                 cursor = page.get("cursor")
                 if not isinstance(cursor, str) or not cursor or not events:
                     return
+                pager.next_page(cursor)
                 search = {**search, "cursor": cursor}
 
-    def resend(self, listed: Listed) -> None:
+    def resend(self, listed: Listed, budget: Budget) -> None:
         raise NotImplementedError("Square's listed events are stored, not resent")
+
+
+def _listed(event: dict[str, Any]) -> Listed:
+    """An event as listed; one without its time is no event as Square lists them."""
+    at = parse_time(event.get("created_at")) if isinstance(event.get("created_at"), str) else None
+    return Listed(json.dumps(event).encode(), at=at, skip=NOT_EVENT if at is None else None)
