@@ -14,6 +14,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
+from hookinbox._payload import search_text
+
 if TYPE_CHECKING:
     from hookinbox._storage._dialects._mysql import MySQLUpsert
 
@@ -120,6 +122,18 @@ class Dialect(ABC):
         stored body can fail the statement (PostgreSQL's jsonb cast: `DataError`), `careful`
         checks each body first and reads none it cannot (slower: the retry of a failed
         search)."""
+
+    def payload_unsure(self, match: PayloadMatch) -> sa.ColumnElement[bool] | None:
+        """True for a body that `payload_value` may read otherwise than a handler does (the
+        database's JSON functions keep the first value of a key an object repeats, Python's
+        parser the last): the search decides those in Python, with `payload_text`. None
+        where `payload_value` reads every body as handlers do."""
+        return None
+
+    def payload_text(self, body: bytes, match: PayloadMatch) -> str | None:
+        """What `payload_value` reads at `match.path` in `body`, keeping the last value of a
+        repeated key, as handlers do (for the bodies `payload_unsure` finds)."""
+        return search_text(body, match.path)
 
     @abstractmethod
     def time_bucket(

@@ -206,15 +206,48 @@ class MySQL(Dialect):
     def payload_value(self, match: PayloadMatch, *, careful: bool = False) -> sa.ColumnElement[Any]:
         """`JSON_VALUE` reads NULL from a body that is not JSON (never an error: `careful`
         has nothing to add), from a JSON null, an object or an array (PostgreSQL's `#>>`
-        gives the latter two as JSON text). The path is a bound parameter."""
-        text = sa.func.convert(events.c.body.op("USING")(sa.literal_column(REQUIRED_CHARSET)))
+        gives the latter two as JSON text). The path is a bound parameter. An index reads an
+        array's item only (MariaDB's `$.a[0]` would read `a` itself when it is no array). Of
+        a repeated key it reads the first value: `payload_unsure` finds those bodies."""
+        text = _body_text()
         path = sa.bindparam("payload_path", _json_path(match.path), type_=sa.Text)
         # As PostgreSQL's #>> does: booleans read true/false (JSON_VALUE says 1 and 0).
         extracted = sa.func.json_extract(text, path, type_=sa.Text)
-        return sa.case(
+        value = sa.case(
             (sa.func.json_type(extracted) == "BOOLEAN", extracted),
             else_=sa.func.json_value(text, path, type_=sa.Text),
         )
+        arrays = [
+            sa.func.json_type(
+                sa.func.json_extract(
+                    text,
+                    sa.bindparam(
+                        f"payload_list_{depth}", _json_path(match.path[:depth]), type_=sa.Text
+                    ),
+                )
+            )
+            == "ARRAY"
+            for depth, segment in enumerate(match.path)
+            if segment.isdigit()
+        ]
+        return sa.case((sa.and_(*arrays), value), else_=None) if arrays else value
+
+    def payload_unsure(self, match: PayloadMatch) -> sa.ColumnElement[bool] | None:
+        """A body in which a key of the path is repeated in its object (`{"a": 1, "a": 2}`):
+        `JSON_VALUE` reads the first, Python's parser (a handler's) the last. `JSON_REMOVE`
+        takes the first out: if the key is still there, it was repeated. A body that is not
+        JSON reads NULL."""
+        text = _body_text()
+        repeated = []
+        for depth, segment in enumerate(match.path, start=1):
+            if segment.isdigit():
+                continue  # an array's index: an item is never repeated
+            path = sa.bindparam(
+                f"payload_key_{depth}", _json_path(match.path[:depth]), type_=sa.Text
+            )
+            remaining = sa.func.json_remove(text, path)
+            repeated.append(sa.func.json_contains_path(remaining, "one", path) == 1)
+        return sa.or_(*repeated) if repeated else None
 
     def time_bucket(
         self, column: sa.ColumnElement[Any], start: datetime, width: timedelta
@@ -593,6 +626,11 @@ def _upsert(rows: int) -> str:
 def _time(value: datetime | None) -> datetime | None:
     """A naive UTC datetime: PyMySQL writes the wall clock and drops the zone."""
     return None if value is None else value.astimezone(UTC).replace(tzinfo=None)
+
+
+def _body_text() -> sa.ColumnElement[Any]:
+    """The body as utf8mb4 text, for MariaDB's JSON functions."""
+    return sa.func.convert(events.c.body.op("USING")(sa.literal_column(REQUIRED_CHARSET)))
 
 
 def _json_path(segments: tuple[str, ...]) -> str:

@@ -172,16 +172,44 @@ class SQLite(Dialect):
         return rows
 
     def payload_value(self, match: PayloadMatch, *, careful: bool = False) -> sa.ColumnElement[Any]:
-        # `json_valid` first: a body SQLite cannot read is never read (careful or not).
+        """The path walked one key at a time with `json_each`, taking the LAST member of a
+        key an object repeats, as Python's parser (and so every handler) and PostgreSQL's
+        jsonb read `{"a": 1, "a": 2}`: `json_extract` would read the first. `json_valid`
+        first: a body SQLite cannot read is never walked (careful or not). Booleans read
+        true/false as PostgreSQL's #>> does, other scalars their text, an object or an array
+        NULL. Over 5,000 bodies of 1.1 KB a page took 0.07 s against `json_extract`'s 0.014 s
+        (one run, docs/dashboard.md)."""
         text = sa.cast(events.c.body, sa.Text)
-        path = sa.bindparam("payload_path", _json_path(match.path), type_=sa.Text)
-        kind = sa.func.json_type(text, path)
-        # As PostgreSQL's #>> does: booleans read true/false, other scalars their text.
-        found = sa.case(
-            (kind.in_(["true", "false"]), kind),
-            else_=sa.cast(sa.func.json_extract(text, path), sa.Text),
-        )
-        return sa.case((sa.func.json_valid(text) == 1, found), else_=None)
+        document: sa.ColumnElement[Any] = text
+        for depth, segment in enumerate(match.path):
+            member = sa.func.json_each(document).table_valued("key", "value", "type", "id")
+            key = sa.bindparam(
+                f"payload_key_{depth}",
+                int(segment) if segment.isdigit() else segment,  # an array's keys are numbers
+                type_=sa.Integer if segment.isdigit() else sa.Text,
+            )
+            last = member.c.key == key
+            if depth < len(match.path) - 1:
+                # Only an object or an array is walked into (json_each reads NULL as
+                # nothing, and refuses a scalar's text).
+                picked: sa.ColumnElement[Any] = sa.case(
+                    (member.c.type.in_(["object", "array"]), member.c.value), else_=None
+                )
+            else:
+                picked = sa.case(
+                    (member.c.type.in_(["true", "false"]), member.c.type),
+                    (member.c.type.in_(["object", "array", "null"]), None),
+                    else_=sa.cast(member.c.value, sa.Text),
+                )
+            document = (
+                sa.select(picked)
+                .select_from(member)
+                .where(last)
+                .order_by(member.c.id.desc())
+                .limit(1)
+                .scalar_subquery()
+            )
+        return sa.case((sa.func.json_valid(text) == 1, document), else_=None)
 
     def time_bucket(
         self, column: sa.ColumnElement[Any], start: datetime, width: timedelta
@@ -430,11 +458,6 @@ def sqlite_time(value: datetime | None) -> str | None:
     if value.tzinfo is not UTC:
         value = value.astimezone(UTC)
     return value.isoformat(" ", "microseconds")[:26]  # less the "+00:00"
-
-
-def _json_path(segments: tuple[str, ...]) -> str:
-    parts = [f"[{s}]" if s.isdigit() else f'."{s}"' for s in segments]
-    return "$" + "".join(parts)
 
 
 # -- a connection Django opened -----------------------------------------------------------------
