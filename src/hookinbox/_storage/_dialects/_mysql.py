@@ -15,7 +15,8 @@ aborted (InnoDB rolled it back whole: `refuse_aborted`).
 The upsert is `INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING` (`MySQLUpsert` speaks the
 `on_conflict_*` of the other dialects); group commit's batch is a multi-row VALUES upsert and
 its log rows, in the caller's transaction. Payload search reads the body with `JSON_VALUE`
-(a body that is not JSON reads NULL, never an error). Workers poll with a cheap due read.
+(a body that is not JSON reads NULL, never an error), and a body whose path crosses a repeated
+key in Python (`payload_unsure`). Workers poll with a cheap due read.
 """
 
 from __future__ import annotations

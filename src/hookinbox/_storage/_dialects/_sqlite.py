@@ -4,8 +4,9 @@ The engine sets WAL and `synchronous` on every connection and begins every writi
 with `BEGIN IMMEDIATE`, taken by polling (below) rather than SQLite's busy handler; readers
 begin deferred and never queue for the write lock. Group commit's batch is a multi-row
 `VALUES` upsert in the caller's transaction (in process: no round trips to save). Payload
-search asks `json_valid` before `json_extract`. The pruner's transactions skip the fsync of
-their commits, and space freed by a prune goes back to the file system in short writes.
+search asks `json_valid`, then walks the path with `json_each` (a repeated key's last value).
+The pruner's transactions skip the fsync of their commits, and space freed by a prune goes
+back to the file system in short writes.
 """
 
 from __future__ import annotations
