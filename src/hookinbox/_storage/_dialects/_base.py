@@ -123,6 +123,17 @@ class Dialect(ABC):
         checks each body first and reads none it cannot (slower: the retry of a failed
         search)."""
 
+    @abstractmethod
+    def check_row_size(self, connection: Connection, delivery: NewDelivery) -> None:
+        """Raise `BodyTooLarge` if the database cannot take `delivery`'s row in a statement
+        of its own on `connection` (MariaDB's `max_allowed_packet`); most can."""
+
+    @abstractmethod
+    def check_body_limit(self, store: Store, max_body_size: int) -> None:
+        """Raise `ConfigurationError` if a body of `max_body_size` bytes cannot be stored in
+        one statement (MariaDB's `max_allowed_packet`), asking the database where it must;
+        `StoreUnavailable` if it cannot be asked now."""
+
     def payload_unsure(self, match: PayloadMatch) -> sa.ColumnElement[bool] | None:
         """True for a body that `payload_value` may read otherwise than a handler does (the
         database's JSON functions keep the first value of a key an object repeats, Python's

@@ -221,6 +221,12 @@ class SQLite(Dialect):
         days = sa.func.julianday(column) - sa.func.julianday(sa.literal(start, UTCDateTime()))
         return sa.cast(days * 86400.0 / width.total_seconds(), sa.Integer)
 
+    def check_row_size(self, connection: Connection, delivery: NewDelivery) -> None:
+        """A row is bound as parameters, in process: no packet to fit."""
+
+    def check_body_limit(self, store: Store, max_body_size: int) -> None:
+        """No bound below the body limit's own (2 GiB) is checked here."""
+
     def notify(self, connection: Connection, channel: str) -> None:
         """No LISTEN: SQLite workers poll (or `serve`'s datagram wakes its own worker)."""
 
