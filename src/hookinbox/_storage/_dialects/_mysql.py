@@ -2,18 +2,18 @@
 
 The engine reads committed data (READ COMMITTED: no gap locks, so concurrent upserts of new
 events do not deadlock on each other's gaps; docs/storage.md has the measurement), speaks
-utf8mb4 in UTC, and refuses at the first connection a server that is not MariaDB 10.6 or
-later (the lease needs `SKIP LOCKED`, the upsert `INSERT ... RETURNING`, the claim
-`DELETE ... RETURNING`: MySQL 8.0 has the first and neither of the others), a connection or a
-database whose character set is not utf8mb4, and a `max_allowed_packet` under 4 MiB. Each
-session keeps the packet the server reported when it opened: group commit cuts its batch into
-statements that fit it (every value counted escaped, at worst), a row that cannot fit alone is
-`BodyTooLarge` (413) rather than sent, and an inbox whose body limit no statement can carry is
-refused when it starts receiving (`check_body_limit`). A write refused because the server is read-only counts as a
-lost connection (503), as on PostgreSQL; a deadlock (1213) or a lock wait timeout (1205) is an
-`OperationalError`, so 503 + Retry-After, and a deadlock marks the error (a transaction of
-hookinbox's own, as ingest's, is run again first: `Store.retry_deadlocks`) and the transaction
-aborted (InnoDB rolled it back whole: `refuse_aborted`).
+utf8mb4 in UTC, and refuses at the first connection a server that is not MariaDB 10.6 or later
+(the lease needs `SKIP LOCKED`, the upsert `INSERT ... RETURNING`, the claim `DELETE ...
+RETURNING`: MySQL 8.0 has the first and neither of the others), a connection or a database
+whose character set is not utf8mb4, and a `max_allowed_packet` under 4 MiB. Each session keeps
+the packet the server reported when it opened: group commit cuts its batch into statements that
+fit it (every value counted escaped, at worst), a row that cannot fit alone is `BodyTooLarge`
+(413) rather than sent, and an inbox whose body limit no statement can carry is refused when it
+starts receiving (`check_body_limit`). A write refused because the server is read-only counts
+as a lost connection (503), as on PostgreSQL; a deadlock (1213) or a lock wait timeout (1205)
+is an `OperationalError`, so 503 + Retry-After, and a deadlock marks the error (a transaction
+of hookinbox's own, as ingest's, is run again first: `Store.retry_deadlocks`) and the
+transaction aborted (InnoDB rolled it back whole: `refuse_aborted`).
 
 The upsert is `INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING` (`MySQLUpsert` speaks the
 `on_conflict_*` of the other dialects); group commit's batch is a multi-row VALUES upsert and

@@ -278,7 +278,8 @@ class PostgreSQL(Dialect):
         """A row is sent as parameters, outside the statement's text: no packet to fit."""
 
     def check_body_limit(self, store: Store, max_body_size: int) -> None:
-        """No bound below the body limit's own (2 GiB) is checked here."""
+        """Nothing asked: a body is a parameter, outside the statement's text (bytea holds
+        1 GB at most, a bound not checked here)."""
 
     def notify(self, connection: Connection, channel: str) -> None:
         connection.execute(sa.select(sa.func.pg_notify(channel, "")))

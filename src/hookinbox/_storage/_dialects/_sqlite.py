@@ -225,7 +225,8 @@ class SQLite(Dialect):
         """A row is bound as parameters, in process: no packet to fit."""
 
     def check_body_limit(self, store: Store, max_body_size: int) -> None:
-        """No bound below the body limit's own (2 GiB) is checked here."""
+        """Nothing asked: a body is bound as a parameter, in process (SQLite's own bound
+        on a value, 1 GB unless compiled otherwise, is not checked here)."""
 
     def notify(self, connection: Connection, channel: str) -> None:
         """No LISTEN: SQLite workers poll (or `serve`'s datagram wakes its own worker)."""
