@@ -83,6 +83,7 @@ LONG_TESTS = (
     "processing/test_failover.py",
     "reliability/test_frozen_database.py",
     "reliability/test_kill_loop.py",
+    "reliability/test_mariadb_packet.py",
     "reliability/test_mariadb_read_only.py",
     "reliability/test_mariadb_restart.py",
     "reliability/test_postgres_restart.py",

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from hookinbox import Event, Status
-from hookinbox._payload import decode_payload, form_fields, media_type
+from hookinbox._payload import decode_payload, form_fields, media_type, search_text
 
 FORM = "application/x-www-form-urlencoded"
 
@@ -55,3 +55,29 @@ def test_event_payload_reads_the_stored_content_type() -> None:
     assert event(b'{"a": 1}', {}).payload == {"a": 1}
     with pytest.raises(ValueError):
         _ = event(b"a=1", {}).payload
+
+
+@pytest.mark.parametrize(
+    ("body", "path", "text"),
+    [
+        (b'{"a": 1, "a": 2}', ("a",), "2"),  # a repeated key: the last, as json.loads
+        (b'{"a": {"b": "x"}, "a": {"c": 1}}', ("a", "b"), None),
+        (b'{"n": 1.50, "e": 1e2}', ("n",), "1.50"),  # a number as written
+        (b'{"n": 1.50, "e": 1e2}', ("e",), "1e2"),
+        (b'{"ok": true, "no": false, "nil": null}', ("ok",), "true"),
+        (b'{"ok": true, "no": false, "nil": null}', ("no",), "false"),
+        (b'{"ok": true, "no": false, "nil": null}', ("nil",), None),
+        (b'{"items": [{"sku": "A"}, {"sku": "B"}]}', ("items", "1", "sku"), "B"),
+        (b'{"items": [{"sku": "A"}]}', ("items", "1", "sku"), None),
+        (b'{"items": {"0": "A"}}', ("items", "0"), None),  # an index reads arrays only
+        (b'{"o": {"k": 1}, "l": [1]}', ("o",), None),  # an object or an array: no text
+        (b'{"o": {"k": 1}, "l": [1]}', ("l",), None),
+        (b"a=1&b=2", ("a",), None),  # a form is no JSON
+        (b"\xff{", ("a",), None),
+        (b"[" * 100_000 + b"]" * 100_000, ("0",), None),  # nested past the stack
+    ],
+)
+def test_search_text_reads_as_handlers_do(
+    body: bytes, path: tuple[str, ...], text: str | None
+) -> None:
+    assert search_text(body, path) == text

@@ -416,6 +416,14 @@ class Inbox(BaseInbox):
 RECEIVER_FIELDS = ("max_body_size", "body_timeout", "retry_after", "ack_deadline", "clock")
 
 
+def check_body_limit(inbox: BaseInbox) -> None:
+    """Refuse an inbox whose body limit its database cannot store in one statement (MariaDB's
+    `max_allowed_packet`): `hookinbox serve` asks before its server starts, as the inbox
+    itself does when it starts receiving."""
+    if isinstance(inbox, Inbox):
+        inbox._runtime.check_body_limit()
+
+
 def check_overrides_applied(inbox: BaseInbox) -> None:
     """Refuse an inbox built before the command line's settings could apply (its module was
     imported earlier in this process), rather than silently serve another database."""

@@ -7,6 +7,7 @@ by `Event.payload` when a handler reads a stored event.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -47,3 +48,28 @@ def decode_payload(body: bytes, content_type: str | None) -> Any:
         if media_type(content_type) != FORM:
             raise
     return form_fields(body)
+
+
+def search_text(body: bytes, path: Sequence[str]) -> str | None:
+    """The text a payload search compares at `path`, reading `body` as a handler does
+    (Python's parser: of a key an object repeats, the last value counts).
+
+    A string is its text, `true` and `false` their names, a number its text as written in the
+    body (`1.50` stays `1.50`); null, an object, an array, a missing key or index, and a body
+    that is not JSON read None (never a match). A segment of digits indexes an array only.
+    """
+    try:
+        # Numbers kept as written: the text the database's search compares for them.
+        document: Any = json.loads(body, parse_int=str, parse_float=str)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8/16/32, nested past the stack
+        return None
+    for segment in path:
+        if isinstance(document, dict) and not segment.isdigit():
+            document = document.get(segment)
+        elif isinstance(document, list) and segment.isdigit() and int(segment) < len(document):
+            document = document[int(segment)]
+        else:
+            return None
+    if isinstance(document, bool):
+        return "true" if document else "false"
+    return document if isinstance(document, str) else None

@@ -26,6 +26,7 @@ from sqlalchemy import Connection
 from hookinbox import _tracing as tracing
 from hookinbox._errors import (
     AckDeadlinePassed,
+    BodyTooLarge,
     DeliveryIgnored,
     Handshake,
     NotReady,
@@ -596,6 +597,8 @@ class Receiver(BaseReceiver):
     def _failed(self, delivery: NewDelivery, error: Exception) -> Reply:
         if isinstance(error, StoreUnavailable):
             return self.unavailable(error.message)
+        if isinstance(error, BodyTooLarge):  # more than the database takes in a statement
+            return _reject(413, Outcome.TOO_LARGE, error.message)
         if isinstance(error, NotReady):
             return self._not_processed(f"not ready: {error.message}")
         if delivery.source in self.inline:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from hookinbox._errors import ConfigurationError, MissingExtra
+from hookinbox._errors import ConfigurationError, MissingExtra, StoreUnavailable
 from hookinbox._operations._prune import PruneResult
 from hookinbox._operations._prune import prune as prune_events
 from hookinbox._operations._schedule import DailyJob
@@ -87,6 +87,7 @@ class Runtime:
             with self._lock:
                 if self._receiver is None:
                     self.registry.check()
+                    self.check_body_limit()
                     settings = self.settings
                     registry = self.registry
                     if settings.wake_socket is not None and not self.store.dialect.listens:
@@ -112,6 +113,16 @@ class Runtime:
                         committer=committer,
                     )
         return self._receiver
+
+    def check_body_limit(self) -> None:
+        """Refuse, when receiving starts, a body limit the database cannot store in one
+        statement (MariaDB's `max_allowed_packet`), rather than answer each such delivery 503
+        for as long as its provider retries. A database that cannot be asked now is not
+        refused for it: each write checks its own row then (413)."""
+        try:
+            self.store.check_body_limit(self.settings.receiver.max_body_size)
+        except StoreUnavailable:
+            return
 
     def _on_new_event(self) -> None:
         """A delivery stored a new event: wake a worker of this process, and serve's worker

@@ -72,8 +72,10 @@ def unavailable_reason() -> str | None:
 class MariaDBServer:
     """One server in its own temporary directory; `start`, `stop`, `execute`, `cleanup`."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: tuple[str, ...] = ()) -> None:
+        """`options`: more of mariadbd's command-line settings (`--max-allowed-packet=4M`)."""
         install, server = binary(INSTALL_DB), binary(SERVER)
+        self.options = options
         if install is None or server is None:
             raise RuntimeError(unavailable_reason())
         self.server = server
@@ -117,7 +119,7 @@ class MariaDBServer:
                     self.server, "--no-defaults", f"--datadir={self.data}",
                     f"--socket={self.socket}", f"--port={self.port}",
                     f"--pid-file={self.root / 'mysqld.pid'}", f"--log-error={self.log}",
-                    *SETTINGS, *self.as_root,
+                    *SETTINGS, *self.options, *self.as_root,
                 ],
                 stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
             )  # fmt: skip
@@ -181,6 +183,6 @@ class MariaDBServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def throwaway_server() -> AbstractContextManager[MariaDBServer]:
-    """A started server, always killed and removed on exit."""
-    return throwaway(MariaDBServer)
+def throwaway_server(*options: str) -> AbstractContextManager[MariaDBServer]:
+    """A started server (with mariadbd's `options`), always killed and removed on exit."""
+    return throwaway(lambda: MariaDBServer(options))

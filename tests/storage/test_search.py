@@ -117,3 +117,60 @@ def test_no_stored_body_breaks_a_search(store: Store) -> None:
         assert set(ORDINARY) <= set(hits) and "evt_utf16" not in hits
     assert found(store, "note", "\U0001f600") == ["evt_pair"]
     assert found(store, "1.data.object.customer", "cus_1") == []
+
+
+REPEATED: dict[str, bytes] = {
+    "evt_twice": b'{"status": "pending", "status": "paid"}',
+    "evt_thrice": b'{"status": "a", "status": "b", "status": "paid"}',
+    "evt_nested": b'{"data": {"customer": "cus_old", "customer": "cus_new"}}',
+    "evt_outer": b'{"data": {"customer": "cus_old"}, "data": {"customer": "cus_new"}}',
+    "evt_gone": b'{"data": {"customer": "cus_old"}, "data": {"other": 1}}',
+    "evt_items": b'{"items": [{"sku": "OLD"}], "items": [{"sku": "NEW"}]}',
+    "evt_flag": b'{"paid": false, "paid": true}',
+    "evt_amount": b'{"amount": 1, "amount": 1500}',
+    "evt_other": b'{"note": 1, "note": 2, "status": "paid"}',
+    "evt_no_list": b'{"items": {"sku": "OLD"}}',
+}
+"""Bodies with a key twice (or three times) in one object: valid JSON, which Python's parser
+(every source's, and `event.payload`) reads keeping the last value."""
+
+
+def test_a_repeated_key_is_searched_as_the_handler_reads_it(store: Store) -> None:
+    """Issue 45, item 8: `{"a":1,"a":2}` is 2 to a handler (Python keeps the last) and to
+    PostgreSQL's jsonb; MariaDB's and SQLite's JSON functions read the first. The search now
+    finds what the handler sees, on every database, and never the value the handler does
+    not see."""
+    stored(store, REPEATED)
+    for event_id, body in REPEATED.items():  # the handler's view: the last value
+        event = store.ingest.get_event("stripe", event_id)
+        assert event is not None and event.payload == json.loads(body)
+
+    assert found(store, "status", "paid") == ["evt_other", "evt_thrice", "evt_twice"]
+    assert found(store, "status", "pending") == []
+    assert found(store, "status", "a") == []
+    assert found(store, "data.customer", "cus_new") == ["evt_nested", "evt_outer"]
+    assert found(store, "data.customer", "cus_old") == []
+    assert found(store, "data.other", "1") == ["evt_gone"]
+    assert found(store, "items.0.sku", "NEW") == ["evt_items"]
+    assert found(store, "items.0.sku", "OLD") == []  # nor an object's member as an item
+    assert found(store, "paid", "true") == ["evt_flag"]
+    assert found(store, "paid", "false") == []
+    assert found(store, "amount", "1500") == ["evt_amount"]
+    assert found(store, "amount", "1") == []
+    assert found(store, "note", "2") == ["evt_other"]
+
+
+def test_bodies_read_otherwise_do_not_shorten_a_page(store: Store) -> None:
+    """A page holds `limit` matches when there are that many: the newest bodies, whose
+    first value matched but whose last does not, do not take a page's places."""
+    bodies = {f"evt_match_{n}": b'{"status": "paid"}' for n in range(3)}
+    bodies |= {f"evt_first_{n}": b'{"status": "paid", "status": "void"}' for n in range(4)}
+    stored(store, bodies)  # the four that only look like matches are the newest
+    search = search_for("status", "paid")
+    first = store.operator.list_events(EventFilter(), 2, payload=search)
+    assert [row["event_id"] for row in first] == ["evt_match_2", "evt_match_1"]
+    last = first[-1]
+    rest = store.operator.list_events(
+        EventFilter(), 2, payload=search, before=(last["received_at"], last["id"])
+    )
+    assert [row["event_id"] for row in rest] == ["evt_match_0"]

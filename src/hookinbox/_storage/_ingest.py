@@ -180,6 +180,7 @@ class Ingest:
 
 
 def _record(connection: Connection, delivery: NewDelivery, dialect: Dialect) -> RecordedDelivery:
+    dialect.check_row_size(connection, delivery)
     statement = upsert_statement(dialect)
     row = connection.execute(statement, _row(delivery)).mappings().one()
     delivered_first = row["received_via"] == RECEIVED_VIA_WEBHOOK

@@ -212,6 +212,12 @@ class Store:
         cannot pass for a success. SQLite keeps a transaction usable after an error."""
         self.dialect.refuse_aborted(connection)
 
+    def check_body_limit(self, max_body_size: int) -> None:
+        """Raise `ConfigurationError` if the database cannot store a body of `max_body_size`
+        bytes in one statement (MariaDB's `max_allowed_packet`: asked over a connection);
+        `StoreUnavailable` if it cannot be asked now."""
+        self.dialect.check_body_limit(self, max_body_size)
+
     def ping(self) -> None:
         """Raise `StoreUnavailable` unless the database takes a write now, as a delivery's
         would be: a standby or a server made read-only (PostgreSQL), a read-only, full or

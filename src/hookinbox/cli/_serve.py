@@ -143,7 +143,7 @@ def serve(
 
     import uvicorn
 
-    from hookinbox._inbox import Inbox
+    from hookinbox._inbox import Inbox, check_body_limit
     from hookinbox.cli._asgi import overrides_from_environment
     from hookinbox.cli._loading import load_app
     from hookinbox.cli._logs import logging_config
@@ -184,6 +184,7 @@ def serve(
         if isinstance(inbox, Inbox):
             with explained(inbox.settings.database_url):
                 inbox.migrate()  # checks the app's handlers and sources first
+                check_body_limit(inbox)  # a body limit the database cannot store: exit 2
         else:
             no_worker = True  # Redis claim mode: handlers run in the request; no schema, no queue
         inbox.close()

@@ -14,6 +14,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
+from hookinbox._payload import search_text
+
 if TYPE_CHECKING:
     from hookinbox._storage._dialects._mysql import MySQLUpsert
 
@@ -120,6 +122,29 @@ class Dialect(ABC):
         stored body can fail the statement (PostgreSQL's jsonb cast: `DataError`), `careful`
         checks each body first and reads none it cannot (slower: the retry of a failed
         search)."""
+
+    @abstractmethod
+    def check_row_size(self, connection: Connection, delivery: NewDelivery) -> None:
+        """Raise `BodyTooLarge` if the database cannot take `delivery`'s row in a statement
+        of its own on `connection` (MariaDB's `max_allowed_packet`); most can."""
+
+    @abstractmethod
+    def check_body_limit(self, store: Store, max_body_size: int) -> None:
+        """Raise `ConfigurationError` if a body of `max_body_size` bytes cannot be stored in
+        one statement (MariaDB's `max_allowed_packet`), asking the database where it must;
+        `StoreUnavailable` if it cannot be asked now."""
+
+    def payload_unsure(self, match: PayloadMatch) -> sa.ColumnElement[bool] | None:
+        """True for a body that `payload_value` may read otherwise than a handler does (the
+        database's JSON functions keep the first value of a key an object repeats, Python's
+        parser the last): the search decides those in Python, with `payload_text`. None
+        where `payload_value` reads every body as handlers do."""
+        return None
+
+    def payload_text(self, body: bytes, match: PayloadMatch) -> str | None:
+        """What `payload_value` reads at `match.path` in `body`, keeping the last value of a
+        repeated key, as handlers do (for the bodies `payload_unsure` finds)."""
+        return search_text(body, match.path)
 
     @abstractmethod
     def time_bucket(

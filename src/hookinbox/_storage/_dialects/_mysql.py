@@ -2,20 +2,24 @@
 
 The engine reads committed data (READ COMMITTED: no gap locks, so concurrent upserts of new
 events do not deadlock on each other's gaps; docs/storage.md has the measurement), speaks
-utf8mb4 in UTC, and refuses at the first connection a server that is not MariaDB 10.6 or
-later (the lease needs `SKIP LOCKED`, the upsert `INSERT ... RETURNING`, the claim
-`DELETE ... RETURNING`: MySQL 8.0 has the first and neither of the others), a connection or a
-database whose character set is not utf8mb4, and a `max_allowed_packet` too small for a
-batch of the largest bodies. A write refused because the server is read-only counts as a
-lost connection (503), as on PostgreSQL; a deadlock (1213) or a lock wait timeout (1205) is an
-`OperationalError`, so 503 + Retry-After, and a deadlock marks the error (a transaction of
-hookinbox's own, as ingest's, is run again first: `Store.retry_deadlocks`) and the transaction
-aborted (InnoDB rolled it back whole: `refuse_aborted`).
+utf8mb4 in UTC, and refuses at the first connection a server that is not MariaDB 10.6 or later
+(the lease needs `SKIP LOCKED`, the upsert `INSERT ... RETURNING`, the claim `DELETE ...
+RETURNING`: MySQL 8.0 has the first and neither of the others), a connection or a database
+whose character set is not utf8mb4, and a `max_allowed_packet` under 4 MiB. Each session keeps
+the packet the server reported when it opened: group commit cuts its batch into statements that
+fit it (every value counted escaped, at worst), a row that cannot fit alone is `BodyTooLarge`
+(413) rather than sent, and an inbox whose body limit no statement can carry is refused when it
+starts receiving (`check_body_limit`). A write refused because the server is read-only counts
+as a lost connection (503), as on PostgreSQL; a deadlock (1213) or a lock wait timeout (1205)
+is an `OperationalError`, so 503 + Retry-After, and a deadlock marks the error (a transaction
+of hookinbox's own, as ingest's, is run again first: `Store.retry_deadlocks`) and the
+transaction aborted (InnoDB rolled it back whole: `refuse_aborted`).
 
 The upsert is `INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING` (`MySQLUpsert` speaks the
 `on_conflict_*` of the other dialects); group commit's batch is a multi-row VALUES upsert and
 its log rows, in the caller's transaction. Payload search reads the body with `JSON_VALUE`
-(a body that is not JSON reads NULL, never an error). Workers poll with a cheap due read.
+(a body that is not JSON reads NULL, never an error), and a body whose path crosses a repeated
+key in Python (`payload_unsure`). Workers poll with a cheap due read.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import CreateTable
 from sqlalchemy.sql.compiler import DDLCompiler, TypeCompiler
 
-from hookinbox._errors import ConfigurationError, StoreUnavailable
+from hookinbox._errors import BodyTooLarge, ConfigurationError, StoreUnavailable
 from hookinbox._extras import require
 from hookinbox._records import Pressure
 from hookinbox._storage._batch import (
@@ -50,7 +54,7 @@ from hookinbox._storage._batch import (
 from hookinbox._storage._dialects._base import Dialect
 from hookinbox._storage._dialects._borrowed import DRIVER as BORROWED
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
-from hookinbox._storage._errors import mark_deadlock
+from hookinbox._storage._errors import mark_deadlock, translate_errors
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._schema import events
 from hookinbox._storage._types import LongBinary, LongText, UTCDateTime
@@ -70,8 +74,19 @@ MIN_MARIADB = (10, 6)
 MIN_PACKET = 4 * 1024 * 1024
 """The smallest `max_allowed_packet` accepted: a 1 MiB body (the default body limit) is sent
 as an escaped literal, up to twice its size, beside its headers."""
-BATCH_BODY_BYTES = 2 * 1024 * 1024
-"""The most body bytes in one group-commit statement (escaped: up to twice that on the wire)."""
+STATEMENT_BYTES = 8 * 1024
+"""Bytes of a packet kept for a statement's own text around its rows' values (group commit's
+upsert, or a single delivery's as SQLAlchemy writes it: each under 2 KiB) and the command's
+header."""
+ROW_ALLOWANCE = 64 * 1024
+"""Bytes a row may take besides its body when the body limit is checked at start: the headers
+a source keeps, the event's id and type, its times, an invalid event's reason. A row's real
+size is counted when it is written."""
+_QUOTES = 16
+"""A binary literal's bytes around its escaped bytes (`X'...'`, `_binary'...'`)."""
+_MIB = 1024 * 1024
+_PACKET = "hookinbox_max_allowed_packet"
+"""The connection's `max_allowed_packet`, as the server said when the session opened."""
 MIGRATION_LOCK = "hookinbox_migrate"
 MIGRATION_LOCK_SECONDS = 300
 ER_LOCK_DEADLOCK = 1213
@@ -199,22 +214,76 @@ class MySQL(Dialect):
         self, connection: Connection, deliveries: Sequence[NewDelivery], groups: list[Group]
     ) -> dict[tuple[str, str], Row]:
         rows: dict[tuple[str, str], Row] = {}
-        for part in _parts(groups):
+        for part in _parts(groups, _packet(connection)):
             rows.update(_write_part(connection, deliveries, part))
         return rows
+
+    def check_row_size(self, connection: Connection, delivery: NewDelivery) -> None:
+        """A delivery stored with a statement of its own: refused with `BodyTooLarge` (413)
+        if its row cannot fit the connection's packet, rather than sent for the server to
+        drop the connection (503, for as long as the provider retries)."""
+        _fitting_row(Group([0], delivery, delivery.received_at), _packet(connection))
+
+    def check_body_limit(self, store: Store, max_body_size: int) -> None:
+        """Refuse a body limit past what one statement carries on this server: its packet,
+        read from a session (a lower one on some sessions is answered 413 per delivery)."""
+        with translate_errors(), store.engine.connect() as connection:
+            packet = _packet(connection)
+        if max_body_size > largest_body(packet):
+            needed = packet_for(max_body_size)
+            raise ConfigurationError(
+                f"max_body_size is {max_body_size} bytes, but MariaDB's max_allowed_packet is "
+                f"{packet} bytes, which carries a body of at most {largest_body(packet)} bytes in "
+                "one statement (a body is sent escaped, up to twice its size): set "
+                f"max_allowed_packet to at least {needed} ({-(-needed // _MIB)}M) on the "
+                "server, or lower max_body_size"
+            )
 
     def payload_value(self, match: PayloadMatch, *, careful: bool = False) -> sa.ColumnElement[Any]:
         """`JSON_VALUE` reads NULL from a body that is not JSON (never an error: `careful`
         has nothing to add), from a JSON null, an object or an array (PostgreSQL's `#>>`
-        gives the latter two as JSON text). The path is a bound parameter."""
-        text = sa.func.convert(events.c.body.op("USING")(sa.literal_column(REQUIRED_CHARSET)))
+        gives the latter two as JSON text). The path is a bound parameter. An index reads an
+        array's item only (MariaDB's `$.a[0]` would read `a` itself when it is no array). Of
+        a repeated key it reads the first value: `payload_unsure` finds those bodies."""
+        text = _body_text()
         path = sa.bindparam("payload_path", _json_path(match.path), type_=sa.Text)
         # As PostgreSQL's #>> does: booleans read true/false (JSON_VALUE says 1 and 0).
         extracted = sa.func.json_extract(text, path, type_=sa.Text)
-        return sa.case(
+        value = sa.case(
             (sa.func.json_type(extracted) == "BOOLEAN", extracted),
             else_=sa.func.json_value(text, path, type_=sa.Text),
         )
+        arrays = [
+            sa.func.json_type(
+                sa.func.json_extract(
+                    text,
+                    sa.bindparam(
+                        f"payload_list_{depth}", _json_path(match.path[:depth]), type_=sa.Text
+                    ),
+                )
+            )
+            == "ARRAY"
+            for depth, segment in enumerate(match.path)
+            if segment.isdigit()
+        ]
+        return sa.case((sa.and_(*arrays), value), else_=None) if arrays else value
+
+    def payload_unsure(self, match: PayloadMatch) -> sa.ColumnElement[bool] | None:
+        """A body in which a key of the path is repeated in its object (`{"a": 1, "a": 2}`):
+        `JSON_VALUE` reads the first, Python's parser (a handler's) the last. `JSON_REMOVE`
+        takes the first out: if the key is still there, it was repeated. A body that is not
+        JSON reads NULL."""
+        text = _body_text()
+        repeated = []
+        for depth, segment in enumerate(match.path, start=1):
+            if segment.isdigit():
+                continue  # an array's index: an item is never repeated
+            path = sa.bindparam(
+                f"payload_key_{depth}", _json_path(match.path[:depth]), type_=sa.Text
+            )
+            remaining = sa.func.json_remove(text, path)
+            repeated.append(sa.func.json_contains_path(remaining, "one", path) == 1)
+        return sa.or_(*repeated) if repeated else None
 
     def time_bucket(
         self, column: sa.ColumnElement[Any], start: datetime, width: timedelta
@@ -425,7 +494,7 @@ def _engine(url: URL, options: StoreOptions) -> Engine:
     )
 
     @event.listens_for(engine, "connect")
-    def _configure(dbapi_connection: Any, _record: Any) -> None:
+    def _configure(dbapi_connection: Any, record: Any) -> None:
         with dbapi_connection.cursor() as cursor:
             cursor.execute("SET time_zone = '+00:00'")
             cursor.execute(
@@ -434,6 +503,8 @@ def _engine(url: URL, options: StoreOptions) -> Engine:
             )
             version, connection_set, database_set, database, packet = cursor.fetchone()
         check_server(str(version), str(connection_set), str(database_set), database, packet)
+        # The session's packet is fixed now (a later SET GLOBAL reaches new sessions only).
+        record.info[_PACKET] = int(packet)
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Any) -> None:
@@ -541,25 +612,78 @@ def _code(error: BaseException | None) -> int | None:
 _MAX_ROWS = 1_000
 
 
-def _parts(groups: list[Group]) -> Iterator[list[Group]]:
-    """The groups cut so that each statement fits the packet (`BATCH_BODY_BYTES`)."""
-    part: list[Group] = []
+def largest_body(packet: int) -> int:
+    """The largest body one statement carries alone on a server whose `max_allowed_packet` is
+    `packet`: every byte escaped to two (PyMySQL sends each as two hex digits; mysqlclient,
+    Django's driver, doubles a backslash or a quote), beside `ROW_ALLOWANCE` bytes of the
+    rest of its row and the statement's own text."""
+    return (packet - STATEMENT_BYTES - ROW_ALLOWANCE - _QUOTES) // 2
+
+
+def packet_for(body_size: int) -> int:
+    """The smallest `max_allowed_packet` whose statements carry a body of `body_size`."""
+    return 2 * body_size + _QUOTES + ROW_ALLOWANCE + STATEMENT_BYTES
+
+
+def _packet(connection: Connection) -> int:
+    """The session's `max_allowed_packet`: read when hookinbox's engine opened it; on Django's
+    connection, when the engine first connected; else the least hookinbox accepts."""
+    packet = connection.connection.info.get(_PACKET, getattr(connection.dialect, _PACKET, None))
+    return packet if isinstance(packet, int) else MIN_PACKET
+
+
+def _literal_bytes(value: object) -> int:
+    """The most bytes `value` takes as a literal in a statement, escaped."""
+    if value is None:
+        return 4
+    if isinstance(value, bytes | bytearray):
+        return 2 * len(value) + _QUOTES
+    if isinstance(value, str):
+        size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+        return 2 * size + 2
+    return 32  # a number, a flag, a time
+
+
+_Part = list[tuple[Group, list[object]]]
+"""A statement's groups, each with its row's values."""
+
+
+def _parts(groups: list[Group], packet: int) -> Iterator[_Part]:
+    """The groups cut so that each statement, its values escaped at worst, fits `packet`: a
+    group's row that cannot fit even alone is `BodyTooLarge` (a 413, never sent)."""
+    room = packet - STATEMENT_BYTES
+    part: _Part = []
     size = 0
     for group in groups:
-        body = len(group.first.body)
-        if part and (size + body > BATCH_BODY_BYTES or len(part) >= _MAX_ROWS):
+        values, row = _fitting_row(group, packet)
+        if part and (size + row > room or len(part) >= _MAX_ROWS):
             yield part
             part, size = [], 0
-        part.append(group)
-        size += body
+        part.append((group, values))
+        size += row
     if part:
         yield part
 
 
+def _fitting_row(group: Group, packet: int) -> tuple[list[object], int]:
+    """The group's row of values and its most bytes in a statement; `BodyTooLarge` if a
+    statement of that row alone would pass `packet`."""
+    values = upsert_parameters([group], _time)
+    size = _ROW_SYNTAX + sum(map(_literal_bytes, values))
+    if size > packet - STATEMENT_BYTES:
+        raise BodyTooLarge(
+            f"body of {len(group.first.body)} bytes: more than the database takes in one "
+            f"statement ({largest_body(packet)} bytes at most: MariaDB's max_allowed_packet "
+            f"is {packet} bytes)"
+        )
+    return values, size
+
+
 def _write_part(
-    connection: Connection, deliveries: Sequence[NewDelivery], groups: list[Group]
+    connection: Connection, deliveries: Sequence[NewDelivery], part: _Part
 ) -> dict[tuple[str, str], Row]:
-    parameters = upsert_parameters(groups, _time)
+    groups = [group for group, _ in part]
+    parameters = [value for _, values in part for value in values]
     result = connection.exec_driver_sql(_upsert(len(groups)), tuple(parameters))
     rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5], r[6] == "webhook") for r in result}
     connection.exec_driver_sql(_LOG, log_rows(deliveries, groups, rows, _time))
@@ -584,15 +708,25 @@ RETURNING id, source, event_id, delivery_count, body_sha256, status, received_vi
 # with no delivery's: as the other dialects' batch statements (`_batch.py`).
 
 
+_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0, %s, %s, 0, %s, %s)"
+_ROW_SYNTAX = len(_ROW) + 2
+"""A row's bytes in the statement besides its values (its placeholders counted: more)."""
+
+
 @functools.lru_cache(maxsize=64)
 def _upsert(rows: int) -> str:
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0, %s, %s, 0, %s, %s)"] * rows)
+    values = ", ".join([_ROW] * rows)
     return f"INSERT INTO hookinbox_events ({EVENT_COLUMNS}) VALUES {values}" + _ON_DUPLICATE
 
 
 def _time(value: datetime | None) -> datetime | None:
     """A naive UTC datetime: PyMySQL writes the wall clock and drops the zone."""
     return None if value is None else value.astimezone(UTC).replace(tzinfo=None)
+
+
+def _body_text() -> sa.ColumnElement[Any]:
+    """The body as utf8mb4 text, for MariaDB's JSON functions."""
+    return sa.func.convert(events.c.body.op("USING")(sa.literal_column(REQUIRED_CHARSET)))
 
 
 def _json_path(segments: tuple[str, ...]) -> str:
@@ -641,6 +775,7 @@ class BorrowedMySQLDialect(OwnsNoTransactions, MySQLDialect_mysqldb):
                 f"default) or set it to '{REQUIRED_CHARSET}'"
             )
         check_server(str(version), str(connection_set), str(database_set), database, packet)
+        setattr(self, _PACKET, int(packet))  # each checkout is a new pool record: kept here
         driver_connection = connection.connection.dbapi_connection
         assert driver_connection is not None  # the first connection, just opened
         isolation = self.get_isolation_level(driver_connection)

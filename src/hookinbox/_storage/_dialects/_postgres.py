@@ -274,6 +274,13 @@ class PostgreSQL(Dialect):
         elapsed = sa.extract("epoch", column - sa.literal(start, UTCDateTime()))
         return sa.func.floor(elapsed / width.total_seconds())
 
+    def check_row_size(self, connection: Connection, delivery: NewDelivery) -> None:
+        """A row is sent as parameters, outside the statement's text: no packet to fit."""
+
+    def check_body_limit(self, store: Store, max_body_size: int) -> None:
+        """Nothing asked: a body is a parameter, outside the statement's text (bytea holds
+        1 GB at most, a bound not checked here)."""
+
     def notify(self, connection: Connection, channel: str) -> None:
         connection.execute(sa.select(sa.func.pg_notify(channel, "")))
 

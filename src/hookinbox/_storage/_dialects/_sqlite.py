@@ -4,8 +4,9 @@ The engine sets WAL and `synchronous` on every connection and begins every writi
 with `BEGIN IMMEDIATE`, taken by polling (below) rather than SQLite's busy handler; readers
 begin deferred and never queue for the write lock. Group commit's batch is a multi-row
 `VALUES` upsert in the caller's transaction (in process: no round trips to save). Payload
-search asks `json_valid` before `json_extract`. The pruner's transactions skip the fsync of
-their commits, and space freed by a prune goes back to the file system in short writes.
+search asks `json_valid`, then walks the path with `json_each` (a repeated key's last value).
+The pruner's transactions skip the fsync of their commits, and space freed by a prune goes
+back to the file system in short writes.
 """
 
 from __future__ import annotations
@@ -172,16 +173,44 @@ class SQLite(Dialect):
         return rows
 
     def payload_value(self, match: PayloadMatch, *, careful: bool = False) -> sa.ColumnElement[Any]:
-        # `json_valid` first: a body SQLite cannot read is never read (careful or not).
+        """The path walked one key at a time with `json_each`, taking the LAST member of a
+        key an object repeats, as Python's parser (and so every handler) and PostgreSQL's
+        jsonb read `{"a": 1, "a": 2}`: `json_extract` would read the first. `json_valid`
+        first: a body SQLite cannot read is never walked (careful or not). Booleans read
+        true/false as PostgreSQL's #>> does, other scalars their text, an object or an array
+        NULL. Over 5,000 bodies of 1.1 KB a page took 0.07 s against `json_extract`'s 0.014 s
+        (one run, docs/dashboard.md)."""
         text = sa.cast(events.c.body, sa.Text)
-        path = sa.bindparam("payload_path", _json_path(match.path), type_=sa.Text)
-        kind = sa.func.json_type(text, path)
-        # As PostgreSQL's #>> does: booleans read true/false, other scalars their text.
-        found = sa.case(
-            (kind.in_(["true", "false"]), kind),
-            else_=sa.cast(sa.func.json_extract(text, path), sa.Text),
-        )
-        return sa.case((sa.func.json_valid(text) == 1, found), else_=None)
+        document: sa.ColumnElement[Any] = text
+        for depth, segment in enumerate(match.path):
+            member = sa.func.json_each(document).table_valued("key", "value", "type", "id")
+            key = sa.bindparam(
+                f"payload_key_{depth}",
+                int(segment) if segment.isdigit() else segment,  # an array's keys are numbers
+                type_=sa.Integer if segment.isdigit() else sa.Text,
+            )
+            last = member.c.key == key
+            if depth < len(match.path) - 1:
+                # Only an object or an array is walked into (json_each reads NULL as
+                # nothing, and refuses a scalar's text).
+                picked: sa.ColumnElement[Any] = sa.case(
+                    (member.c.type.in_(["object", "array"]), member.c.value), else_=None
+                )
+            else:
+                picked = sa.case(
+                    (member.c.type.in_(["true", "false"]), member.c.type),
+                    (member.c.type.in_(["object", "array", "null"]), None),
+                    else_=sa.cast(member.c.value, sa.Text),
+                )
+            document = (
+                sa.select(picked)
+                .select_from(member)
+                .where(last)
+                .order_by(member.c.id.desc())
+                .limit(1)
+                .scalar_subquery()
+            )
+        return sa.case((sa.func.json_valid(text) == 1, document), else_=None)
 
     def time_bucket(
         self, column: sa.ColumnElement[Any], start: datetime, width: timedelta
@@ -191,6 +220,13 @@ class SQLite(Dialect):
         # SQLite keeps naive UTC text; julianday() reads it (and the bound start) as days.
         days = sa.func.julianday(column) - sa.func.julianday(sa.literal(start, UTCDateTime()))
         return sa.cast(days * 86400.0 / width.total_seconds(), sa.Integer)
+
+    def check_row_size(self, connection: Connection, delivery: NewDelivery) -> None:
+        """A row is bound as parameters, in process: no packet to fit."""
+
+    def check_body_limit(self, store: Store, max_body_size: int) -> None:
+        """Nothing asked: a body is bound as a parameter, in process (SQLite's own bound
+        on a value, 1 GB unless compiled otherwise, is not checked here)."""
 
     def notify(self, connection: Connection, channel: str) -> None:
         """No LISTEN: SQLite workers poll (or `serve`'s datagram wakes its own worker)."""
@@ -430,11 +466,6 @@ def sqlite_time(value: datetime | None) -> str | None:
     if value.tzinfo is not UTC:
         value = value.astimezone(UTC)
     return value.isoformat(" ", "microseconds")[:26]  # less the "+00:00"
-
-
-def _json_path(segments: tuple[str, ...]) -> str:
-    parts = [f"[{s}]" if s.isdigit() else f'."{s}"' for s in segments]
-    return "$" + "".join(parts)
 
 
 # -- a connection Django opened -----------------------------------------------------------------
