@@ -500,7 +500,8 @@ class Inbox(BaseInbox):
         await self._runtime.aclose()
 
     def __repr__(self) -> str:
-        url = parse_url(self.settings.database_url).render_as_string(hide_password=True)
+        given = self.settings.async_url or parse_url(self.settings.database_url)
+        url = given.render_as_string(hide_password=True)
         return f"Inbox({url!r}, sources={sorted(self.sources)})"
 
 

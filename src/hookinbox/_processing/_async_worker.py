@@ -66,7 +66,11 @@ class AsyncWorker:
         self._stop_asked = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
-        self.loops: list[AsyncLeaseLoop[Any]] = []
+        self.loops: list[AsyncLeaseLoop[Any]] = [
+            AsyncLeaseLoop(queue, astore.run, astore.store, concurrency=concurrency,
+                           poll=self._poll, wake=wake, stopping=asyncio.Event())
+            for queue, concurrency, wake in self._queues
+        ]  # fmt: skip
 
     # -- control ---------------------------------------------------------------------------
 
@@ -92,21 +96,11 @@ class AsyncWorker:
         """Work until stopped. True if every attempt in flight finished within the grace period."""
         await self.astore.ensure_schema()
         self._loop = loop = asyncio.get_running_loop()
-        self._stopping = stopping = asyncio.Event()
+        self._stopping = stopping = asyncio.Event()  # this loop's
         if self._stop_asked.is_set():
             stopping.set()
-        self.loops = [
-            AsyncLeaseLoop(
-                queue,
-                self.astore.run,
-                self.astore.store,
-                concurrency=concurrency,
-                poll=self._poll,
-                wake=wake,
-                stopping=stopping,
-            )
-            for queue, concurrency, wake in self._queues
-        ]
+        for each in self.loops:
+            each.stopping = stopping
         restore = self._install_signal_handlers(loop)
         listener = None
         if self.astore.dialect.listens and self._channels:
@@ -149,6 +143,9 @@ class AsyncWorker:
             if drained:
                 await asyncio.to_thread(self.heartbeat.forget)
             restore()
+            # The pool's connections belong to this loop: an inbox run again on another
+            # (`process_due`, a test's) opens its own.
+            await self.astore.dispose()
             log.info("worker stopped%s", "" if drained else " (grace period exceeded)")
         return drained
 
