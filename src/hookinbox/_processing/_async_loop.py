@@ -70,7 +70,7 @@ class AsyncEventQueue:
     def give_back(self, store: Store, item: Leased) -> bool:
         event = item.event
         now = datetime.fromtimestamp(self.processor.processor.clock(), UTC)
-        return store.events.give_back(event.row_id, item.token, event.status.value, now)
+        return store.events.give_back(event.row_id, item.token, now)
 
 
 class AsyncLeaseLoop(Generic[T]):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hookinbox._model import MessageStatus
 from hookinbox._records import LeasedMessage
 from hookinbox._storage import AsyncStore, Store
 from hookinbox.outbox._relay import MessageQueue, Relay
@@ -33,6 +32,4 @@ class AsyncMessageQueue:
 
     def give_back(self, store: Store, item: LeasedMessage) -> bool:
         now: datetime = self.relay.now()
-        return store.messages.give_back(
-            item.message.row_id, item.token, MessageStatus.PENDING.value, now
-        )
+        return store.messages.give_back(item.message.row_id, item.token, now)
