@@ -478,7 +478,14 @@ def _watch(engine: Engine, check: Callable[[Any], None]) -> None:
 
     @event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
-        connection = dialect.connect(*cargs, **cparams)
+        try:
+            connection = dialect.connect(*cargs, **cparams)
+        except (OSError, TimeoutError) as error:
+            # asyncpg lets a refused, unreachable or timed-out connect escape as the socket's
+            # own error, which SQLAlchemy passes on unwrapped; as the driver's OperationalError
+            # it is "unavailable" (503, a retry), as psycopg's is, not a bug.
+            message = f"could not connect: {type(error).__name__}: {error}"
+            raise dialect.loaded_dbapi.OperationalError(message) from error
         try:
             check(connection)
         except ConfigurationError:
