@@ -69,6 +69,18 @@ MYSQL_TESTS = (
     "testing/",
 )
 """Where the `mysql` backend's cases run (paths under tests/, by prefix)."""
+ASYNC_TESTS = (
+    "processing/",
+    "outbox/",
+    "processes/test_concurrency.py",
+    "processes/test_sigkill.py",
+    "testing/",
+)
+"""Where the `async` driver's cases run (paths under tests/, by prefix): the same tests on an
+async database URL (aiosqlite, asyncpg), so on the async worker; not on MariaDB, which has no
+async driver in hookinbox (docs/async.md)."""
+ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+"""A database's sync URL scheme -> the async driver its `async` cases use."""
 LONG_TESTS = (
     "bench/",
     "deploy/test_edge.py::test_a_sender_over_the_rate_limit_gets_429_with_retry_after",
@@ -231,9 +243,30 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(params=["sync", "async"])
+def driver(request: pytest.FixtureRequest) -> str:
+    """Which driver `db_url` names: the sync one, or an async one (the async worker); the
+    `async` cases run only in `ASYNC_TESTS`."""
+    return str(request.param)
+
+
+def async_twin(url: str) -> str:
+    """`url` with the async driver of its database (`ASYNC_DRIVERS`)."""
+    parsed = make_url(url)
+    drivername = ASYNC_DRIVERS[parsed.get_backend_name()]
+    return parsed.set(drivername=drivername).render_as_string(hide_password=False)
+
+
 @pytest.fixture
-def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh, migrated database on each backend."""
+def db_url(
+    backend: str, driver: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh, migrated database on each backend, named with each driver."""
+    for url in _database(backend, tmp_path, request):
+        yield async_twin(url) if driver == "async" else url
+
+
+def _database(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'inbox.db'}"
         store = Store(url)
@@ -345,8 +378,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec is not None else {}
+        where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        if params.get("driver") == "async" and (
+            not where.startswith(ASYNC_TESTS) or params.get("backend") == "mysql"
+        ):
+            deselected.append(item)
+            continue
         if "mysql" in map(str, params.values()):
-            where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
             if not where.startswith(MYSQL_TESTS):
                 deselected.append(item)
                 continue

@@ -24,7 +24,7 @@ def self_references(requirements: list[str]) -> set[str]:
     """The extras named by `hookinbox[a,b]` entries."""
     named: set[str] = set()
     for requirement in requirements:
-        match = re.fullmatch(r"hookinbox\[([a-z,]+)\]", requirement)
+        match = re.fullmatch(r"hookinbox\[([a-z,-]+)\]", requirement)
         if match:
             named |= set(match[1].split(","))
     return named

@@ -22,6 +22,8 @@ API_PAGE = ROOT / "docs" / "api.md"
 PUBLIC: dict[str, list[str]] = {
     "hookinbox": [
         "AckDeadlinePassed",
+        "AsyncHandlerContext",
+        "AsyncWorker",
         "BadSignature",
         "BaseInbox",
         "BodyTooLarge",

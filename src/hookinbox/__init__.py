@@ -28,7 +28,8 @@ from hookinbox._errors import (
 if TYPE_CHECKING:
     from hookinbox._inbox import BaseInbox, Inbox
     from hookinbox._model import Event, Message, Status
-    from hookinbox._processing._context import HandlerContext
+    from hookinbox._processing._async_worker import AsyncWorker
+    from hookinbox._processing._context import AsyncHandlerContext, HandlerContext
     from hookinbox._processing._policy import RetryPolicy
     from hookinbox._processing._worker import Worker, WorkerOptions
     from hookinbox._receiver import Outcome, Reply
@@ -41,6 +42,8 @@ __version__ = "0.1.0"
 # and `--help`, does not pay for SQLAlchemy until an inbox is wanted. The errors above are
 # plain classes and load at once.
 _LAZY = {
+    "AsyncHandlerContext": "hookinbox._processing._context",
+    "AsyncWorker": "hookinbox._processing._async_worker",
     "BaseInbox": "hookinbox._inbox",
     "Event": "hookinbox._model",
     "GroupCommit": "hookinbox._storage",
@@ -74,6 +77,8 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AckDeadlinePassed",
+    "AsyncHandlerContext",
+    "AsyncWorker",
     "BadSignature",
     "BaseInbox",
     "BodyTooLarge",

@@ -30,6 +30,16 @@ EXTRAS: dict[str, Extra] = {
     "server": Extra("the HTTP server (uvicorn)", ("uvicorn",)),
     "postgres": Extra("the PostgreSQL driver (psycopg)", ("psycopg",)),
     "mysql": Extra("the MariaDB driver (PyMySQL)", ("pymysql",)),
+    # The async worker's drivers: SQLAlchemy's asyncio support (greenlet) and the driver; an
+    # async PostgreSQL URL keeps psycopg for hookinbox's own work (ingest, migrations, CLI).
+    "asyncpg": Extra(
+        "the async PostgreSQL driver asyncpg (with psycopg and greenlet)",
+        ("asyncpg", "psycopg", "greenlet"),
+    ),
+    "postgres-async": Extra("psycopg's async mode (psycopg and greenlet)", ("psycopg", "greenlet")),
+    "aiosqlite": Extra(
+        "the async SQLite driver aiosqlite (with greenlet)", ("aiosqlite", "greenlet")
+    ),
     "metrics": Extra("the Prometheus client (prometheus_client)", ("prometheus_client",)),
     "dashboard": Extra(
         "the dashboard's web stack (starlette, jinja2, itsdangerous, uvicorn)",

@@ -12,10 +12,12 @@ claims events in Redis and keeps no database.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import timedelta
 from types import MappingProxyType
@@ -45,11 +47,12 @@ from hookinbox._settings import (
     resolve_receiver,
     resolve_store_options,
 )
-from hookinbox._storage import GroupCommit, Store, StoreOptions, parse_url
+from hookinbox._storage import GroupCommit, Store, StoreOptions, async_url, parse_url
 from hookinbox.outbox._destinations import CallableDestination, Destination
 from hookinbox.sources import Source
 
 if TYPE_CHECKING:
+    from hookinbox._processing._async_worker import AsyncWorker
     from hookinbox.http._types import ASGIApp
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -214,6 +217,7 @@ class Inbox(BaseInbox):
     def _database_url(self, argument: str | None) -> str:
         url = resolve_database_url(argument)
         parse_url(url)  # a malformed or unsupported URL fails here, not at first use
+        async_url(url)  # an async driver that is not installed, likewise
         return url
 
     def _store_factory(self) -> StoreFactory:
@@ -387,6 +391,88 @@ class Inbox(BaseInbox):
         """A worker that only delivers outbox messages (`hookinbox relay`)."""
         return self._runtime.relay_only(options or WorkerOptions())
 
+    @property
+    def is_async(self) -> bool:
+        """True when the database URL names an async driver (`postgresql+asyncpg://`,
+        `postgresql+psycopg_async://`, `sqlite+aiosqlite:///`): the worker then runs on an
+        event loop, and `async def` handlers get an `AsyncHandlerContext` (docs/async.md)."""
+        return self._runtime.is_async
+
+    def async_worker(
+        self,
+        options: WorkerOptions | None = None,
+        *,
+        events: bool = True,
+        prune: bool = True,
+        relay: bool = True,
+        reconcile_every: timedelta | None = None,
+        reconcile_timeout: timedelta | None = None,
+        reconcile_page_timeout: timedelta | None = None,
+    ) -> AsyncWorker:
+        """The worker of an inbox on an async database URL: `await worker.run()` processes
+        events (and outbox messages) as tasks on the running event loop until `stop()`, or
+        SIGTERM when it installs signal handlers (`WorkerOptions.handle_signals`; the loop
+        must run in the main thread). `events=False`: only the relay (`hookinbox relay`).
+        The other arguments are `worker()`'s, and mean the same. `async with
+        inbox.running():` runs it inside an application's own loop."""
+        options = options or WorkerOptions()
+        if not events:
+            return self._runtime.async_relay_only(options)
+        return self._runtime.async_worker(
+            options,
+            prune=prune,
+            relay=relay,
+            reconcile_every=reconcile_every,
+            reconcile_timeout=reconcile_timeout,
+            reconcile_page_timeout=reconcile_page_timeout,
+        )
+
+    @asynccontextmanager
+    async def running(
+        self,
+        options: WorkerOptions | None = None,
+        *,
+        prune: bool = True,
+        relay: bool = True,
+        reconcile_every: timedelta | None = None,
+        reconcile_timeout: timedelta | None = None,
+        reconcile_page_timeout: timedelta | None = None,
+    ) -> AsyncIterator[AsyncWorker | Worker]:
+        """Process events in the background while the block runs: an application's lifespan.
+
+        On an async database URL, the async worker runs as a task of the running event loop;
+        on a sync one, the thread worker runs in a thread. Signals stay the application's
+        (the worker installs no handler). Leaving the block stops the worker: the attempts
+        in flight finish within the grace period (`WorkerOptions.grace_period`), and what is
+        cut off is rolled back and given back, never doubled. An exception in the worker
+        itself (not in a handler, whose errors are retries) ends the block with it.
+
+            @asynccontextmanager
+            async def lifespan(app):
+                async with inbox.running():
+                    yield
+        """
+        options = replace(options or WorkerOptions(), handle_signals=False)
+        arguments: dict[str, Any] = {
+            "prune": prune,
+            "relay": relay,
+            "reconcile_every": reconcile_every,
+            "reconcile_timeout": reconcile_timeout,
+            "reconcile_page_timeout": reconcile_page_timeout,
+        }
+        worker: AsyncWorker | Worker
+        if self.is_async:
+            worker = self.async_worker(options, **arguments)
+            task = asyncio.create_task(worker.run(), name="hookinbox-worker")
+        else:
+            worker = self.worker(options, **arguments)
+            task = asyncio.create_task(asyncio.to_thread(worker.run), name="hookinbox-worker")
+        try:
+            yield worker
+        finally:
+            worker.stop()
+            await task
+
     def prune(self, *, dry_run: bool = False) -> PruneResult:
         """Delete done events older than the retention, in small batches."""
         return self._runtime.prune(dry_run=dry_run)
@@ -395,9 +481,33 @@ class Inbox(BaseInbox):
         """Process every due event now, in this thread; returns the number of attempts run.
 
         Retries scheduled for later are left for later. Handy in tests, scripts and cron jobs.
+        On an async database URL it runs `aprocess_due` on an event loop of its own; inside a
+        running loop, await `aprocess_due()` instead.
         """
+        if self.is_async:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return asyncio.run(self._process_due_on_own_loop(timeout))
+            raise ConfigurationError(
+                "inbox.process_due() was called inside a running event loop: "
+                "await inbox.aprocess_due() instead"
+            )
         worker = self.worker(WorkerOptions(handle_signals=False), prune=False)
         return worker.run_until_idle(timeout=timeout)
+
+    async def aprocess_due(self, *, timeout: float = 60.0) -> int:
+        """`process_due` on the running event loop (an async database URL): every due event
+        processed now, one at a time; returns the number of attempts run."""
+        worker = self.async_worker(WorkerOptions(handle_signals=False), prune=False)
+        return await worker.run_until_idle(timeout=timeout)
+
+    async def _process_due_on_own_loop(self, timeout: float) -> int:
+        try:
+            return await self.aprocess_due(timeout=timeout)
+        finally:
+            # The pool's connections belong to this loop, which closes on return.
+            await self._runtime.dispose_async_store()
 
     def migrate(self) -> tuple[int, int]:
         """Create or upgrade hookinbox's tables; returns (version before, version after)."""
@@ -408,8 +518,13 @@ class Inbox(BaseInbox):
         """Store what group commit holds, then release pooled connections."""
         self._runtime.close()
 
+    async def aclose(self) -> None:
+        """`close()` on an event loop: the async worker's pool is released there too."""
+        await self._runtime.aclose()
+
     def __repr__(self) -> str:
-        url = parse_url(self.settings.database_url).render_as_string(hide_password=True)
+        given = self.settings.async_url or parse_url(self.settings.database_url)
+        url = given.render_as_string(hide_password=True)
         return f"Inbox({url!r}, sources={sorted(self.sources)})"
 
 

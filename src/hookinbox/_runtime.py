@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import ConfigurationError, MissingExtra, StoreUnavailable
@@ -21,16 +22,19 @@ from hookinbox._operations._schedule import DailyJob
 from hookinbox._processing._loop import WorkQueue
 from hookinbox._processing._processor import Processor
 from hookinbox._processing._queues import EventQueue
-from hookinbox._processing._wakeup import WakeSender
+from hookinbox._processing._wakeup import Wake, WakeSender
+from hookinbox._processing._watchdog import code_names
 from hookinbox._processing._worker import BackgroundJob, Worker, WorkerOptions
 from hookinbox._receiver import Receiver
 from hookinbox._registry import Registry
 from hookinbox._settings import Settings
-from hookinbox._storage import GroupCommitter, Listener, Store
+from hookinbox._storage import AsyncStore, GroupCommitter, Listener, Store
 from hookinbox.outbox._relay import MessageQueue, Relay
 
 if TYPE_CHECKING:
     from hookinbox._operations._reconcile_schedule import PeriodicReconcile
+    from hookinbox._processing._async_loop import AsyncQueue
+    from hookinbox._processing._async_worker import AsyncWorker
     from hookinbox.sources._base import Source
 
 StoreFactory = Callable[[Settings, Registry], Store]
@@ -60,8 +64,9 @@ class Runtime:
         self._receiver: Receiver | None = None
         self._processor: Processor | None = None
         self._relay: Relay | None = None
-        self.wake = threading.Event()  # set on each new event: an in-process worker starts at once
-        self.relay_wake = threading.Event()
+        self.wake = Wake()  # set on each new event: an in-process worker starts at once
+        self.relay_wake = Wake()
+        self._async_store: AsyncStore | None = None
         self._wake_worker: WakeSender | None = None
         """Wakes `hookinbox serve`'s worker process (settings.wake_socket), once receiving."""
 
@@ -80,6 +85,23 @@ class Runtime:
                 if self._store is None:
                     self._store = self._store_factory(self.settings, self.registry)
         return self._store
+
+    @property
+    def is_async(self) -> bool:
+        """The database URL names an async driver: the worker is the async one."""
+        return self.settings.async_url is not None
+
+    @property
+    def async_store(self) -> AsyncStore:
+        """The async worker's store (an async URL only); built on first use."""
+        if self._async_store is None:
+            with self._lock:
+                if self._async_store is None:
+                    url = self.settings.async_url
+                    if url is None:
+                        raise ConfigurationError(_NOT_ASYNC.format(url=self.settings.database_url))
+                    self._async_store = AsyncStore(self.store, url)
+        return self._async_store
 
     @property
     def receiver(self) -> Receiver:
@@ -137,16 +159,7 @@ class Runtime:
         if self._processor is None:
             with self._lock:
                 if self._processor is None:
-                    self.registry.check()
-                    self._processor = Processor(
-                        self.store,
-                        self.registry.handlers,
-                        policy=self.settings.retry,
-                        source_policies=self.registry.source_retry,
-                        clock=self.settings.clock,
-                        destinations=self.registry.destinations.keys(),
-                        on_messages=self.relay_wake.set,
-                    )
+                    self._processor = self._processor_on(self.store)
         return self._processor
 
     @property
@@ -172,6 +185,8 @@ class Runtime:
         reconcile_timeout: timedelta | None = None,
         reconcile_page_timeout: timedelta | None = None,
     ) -> Worker:
+        if self.is_async:
+            raise ConfigurationError(_ASYNC_URL)
         queues: list[tuple[WorkQueue[Any], int, threading.Event]] = [
             (EventQueue(self.processor, options.lease_seconds), options.concurrency, self.wake)
         ]
@@ -180,6 +195,87 @@ class Runtime:
             queue = MessageQueue(self.relay, options.lease_seconds)
             queues.append((queue, options.relay_concurrency, self.relay_wake))
             channels[Listener.OUTBOX] = self.relay_wake
+        jobs = self._jobs(prune, reconcile_every, reconcile_timeout, reconcile_page_timeout)
+        return Worker(self.store, queues, options, jobs=jobs, channels=channels)
+
+    def async_worker(
+        self,
+        options: WorkerOptions,
+        *,
+        prune: bool,
+        relay: bool,
+        reconcile_every: timedelta | None = None,
+        reconcile_timeout: timedelta | None = None,
+        reconcile_page_timeout: timedelta | None = None,
+    ) -> AsyncWorker:
+        """The worker of an async URL: the same queues and jobs, on one event loop."""
+        from hookinbox._processing._async_loop import AsyncEventQueue
+        from hookinbox._processing._async_processor import AsyncProcessor
+        from hookinbox._processing._async_worker import AsyncWorker
+
+        astore = self.async_store
+        processor = self._processor_on(astore.store)
+        leasing = EventQueue(processor, options.lease_seconds)
+        queues: list[tuple[AsyncQueue[Any], int, Wake]] = [
+            (AsyncEventQueue(leasing, AsyncProcessor(processor, astore)), options.concurrency,
+             self.wake)
+        ]  # fmt: skip
+        channels: dict[str, threading.Event] = {Listener.EVENTS: self.wake}
+        if relay:
+            queues.append((self._async_messages(options), options.relay_concurrency,
+                           self.relay_wake))  # fmt: skip
+            channels[Listener.OUTBOX] = self.relay_wake
+        jobs = self._jobs(prune, reconcile_every, reconcile_timeout, reconcile_page_timeout)
+        return AsyncWorker(astore, queues, options, jobs=jobs, channels=channels,
+                           code_names=self._code_names())  # fmt: skip
+
+    def async_relay_only(self, options: WorkerOptions) -> AsyncWorker:
+        from hookinbox._processing._async_worker import AsyncWorker
+
+        queue = self._async_messages(options)
+        return AsyncWorker(self.async_store, [(queue, options.relay_concurrency, self.relay_wake)],
+                           options, channels={Listener.OUTBOX: self.relay_wake},
+                           code_names=self._code_names())  # fmt: skip
+
+    def _async_messages(self, options: WorkerOptions) -> AsyncQueue[Any]:
+        from hookinbox.outbox._async_relay import AsyncMessageQueue
+
+        astore = self.async_store
+        relay = Relay(astore.store, self.registry.destinations, policy=self.settings.outbox_retry,
+                      clock=self.settings.clock)  # fmt: skip
+        return AsyncMessageQueue(MessageQueue(relay, options.lease_seconds), astore)
+
+    def _processor_on(self, store: Store) -> Processor:
+        self.registry.check()
+        return Processor(
+            store,
+            self.registry.handlers,
+            policy=self.settings.retry,
+            source_policies=self.registry.source_retry,
+            clock=self.settings.clock,
+            destinations=self.registry.destinations.keys(),
+            on_messages=self.relay_wake.set,
+        )
+
+    def _code_names(self) -> dict[CodeType, str]:
+        """The handlers' and destinations' code, for the async worker's watchdog."""
+        functions: dict[str, Callable[..., object]] = {}
+        for handler in self.registry.handlers:
+            functions[f"handler {handler.name}"] = handler.function
+        for name, destination in self.registry.destinations.items():
+            function = getattr(destination, "function", None)
+            if callable(function):
+                functions[f"destination {name!r}"] = function
+        return code_names(functions)
+
+    def _jobs(
+        self,
+        prune: bool,
+        reconcile_every: timedelta | None,
+        reconcile_timeout: timedelta | None = None,
+        reconcile_page_timeout: timedelta | None = None,
+    ) -> list[BackgroundJob]:
+        """The threads a worker starts with itself: the daily pruner, periodic reconcile."""
         jobs: list[BackgroundJob] = []
         prune_at = self.settings.prune_at
         if prune and prune_at is not None:
@@ -189,7 +285,7 @@ class Runtime:
             jobs += self._periodic_reconciles(
                 reconcile_every, run_timeout=reconcile_timeout, page_timeout=reconcile_page_timeout
             )
-        return Worker(self.store, queues, options, jobs=jobs, channels=channels)
+        return jobs
 
     def _periodic_reconciles(
         self,
@@ -231,6 +327,8 @@ class Runtime:
         ]
 
     def relay_only(self, options: WorkerOptions) -> Worker:
+        if self.is_async:
+            raise ConfigurationError(_ASYNC_URL)
         queue = MessageQueue(self.relay, options.lease_seconds)
         return Worker(
             self.store,
@@ -247,6 +345,18 @@ class Runtime:
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.settings.clock(), UTC)
 
+    async def dispose_async_store(self) -> None:
+        """Drop the async worker's store (its pool belongs to a loop about to close)."""
+        astore, self._async_store = self._async_store, None
+        if astore is not None:
+            await astore.dispose()
+
+    async def aclose(self) -> None:
+        """`close`, and the async worker's pool (on its event loop)."""
+        if self._async_store is not None:
+            await self._async_store.dispose()
+        self.close()
+
     def close(self) -> None:
         """Store what group commit holds, then release pooled connections."""
         if self._receiver is not None and self._receiver.committer is not None:
@@ -259,6 +369,16 @@ class Runtime:
 
 def _seconds(value: timedelta | None, default: float) -> float:
     return default if value is None else value.total_seconds()
+
+
+_ASYNC_URL = (
+    "this inbox's database URL names an async driver: its worker is the async one "
+    "(`async with inbox.running():`, `await inbox.async_worker().run()`, or `hookinbox worker`)"
+)
+_NOT_ASYNC = (
+    "an async worker needs an async database URL (postgresql+asyncpg://, "
+    "postgresql+psycopg_async:// or sqlite+aiosqlite:///); this inbox's is {url}"
+)
 
 
 def _can_reconcile(source: Source) -> bool:

@@ -23,13 +23,16 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import time as time_of_day
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._operations._prune import DEFAULT_RETENTION
 from hookinbox._operations._schedule import parse_daily_time
 from hookinbox._processing._policy import RetryPolicy
-from hookinbox._storage import GroupCommit, StoreOptions
+from hookinbox._storage import GroupCommit, StoreOptions, async_url
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///hookinbox.db"
@@ -109,6 +112,11 @@ class Settings:
     @property
     def clock(self) -> Callable[[], float]:
         return self.receiver.clock
+
+    @property
+    def async_url(self) -> URL | None:
+        """The async worker's URL when `database_url` names an async driver, else None."""
+        return async_url(self.database_url)
 
     @property
     def statement_timeout(self) -> float | None:

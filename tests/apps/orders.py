@@ -13,13 +13,14 @@ Tables (created by `create_tables`):
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from hookinbox import Event, HandlerContext, Inbox, NotReady, RetryPolicy
+from hookinbox import AsyncHandlerContext, Event, HandlerContext, Inbox, NotReady, RetryPolicy
 from hookinbox._storage import parse_url
 from hookinbox.sources import Stripe
 
@@ -68,6 +69,19 @@ def build(
     inbox = Inbox(database_url, retry=retry, ack_deadline=ack_deadline, clock=clock)
     inbox.add_source(Stripe(secret=STRIPE_SECRET))
 
+    if inbox.is_async:
+        _async_handlers(inbox, sleep)
+    else:
+        _sync_handlers(inbox, sleep)
+
+    @inbox.handler("stripe", "test.poison")
+    def on_poison(event: Event, ctx: HandlerContext) -> None:
+        os._exit(17)  # kills the worker process every time, like a segfaulting C extension
+
+    return inbox
+
+
+def _sync_handlers(inbox: Inbox, sleep: float) -> None:
     @inbox.handler("stripe", "checkout.session.completed", business_key="orders.payment_id")
     def on_checkout(event: Event, ctx: HandlerContext) -> None:
         session = event.payload["data"]["object"]
@@ -90,11 +104,35 @@ def build(
             subscriptions.insert().values(payment_id=payment_id, status=subscription["status"])
         )
 
-    @inbox.handler("stripe", "test.poison")
-    def on_poison(event: Event, ctx: HandlerContext) -> None:
-        os._exit(17)  # kills the worker process every time, like a segfaulting C extension
 
-    return inbox
+def _async_handlers(inbox: Inbox, sleep: float) -> None:
+    """The same handlers on an async URL: `async def`, awaiting the `AsyncConnection`."""
+
+    @inbox.handler("stripe", "checkout.session.completed", business_key="orders.payment_id")
+    async def on_checkout(event: Event, ctx: AsyncHandlerContext) -> None:
+        session = event.payload["data"]["object"]
+        await ctx.db.execute(
+            applied_checkouts.insert().values(event_id=event.id, worker_pid=os.getpid())
+        )
+        if sleep:
+            await asyncio.sleep(sleep)
+        await ctx.db.execute(
+            orders.insert().values(payment_id=session["payment_intent"], event_id=event.id)
+        )
+
+    @inbox.handler("stripe", "customer.subscription.updated")
+    async def on_subscription(event: Event, ctx: AsyncHandlerContext) -> None:
+        subscription = event.payload["data"]["object"]
+        payment_id = subscription["payment_intent"]
+        query = sa.select(orders.c.id).where(orders.c.payment_id == payment_id)
+        if (await ctx.db.execute(query)).first() is None:
+            raise NotReady(f"no order for {payment_id} yet")
+        await ctx.db.execute(
+            sa.delete(subscriptions).where(subscriptions.c.payment_id == payment_id)
+        )
+        await ctx.db.execute(
+            subscriptions.insert().values(payment_id=payment_id, status=subscription["status"])
+        )
 
 
 inbox = build()

@@ -8,13 +8,14 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from hookinbox import Event, HandlerContext, Inbox, RetryPolicy, WorkerOptions
+from hookinbox import Event, HandlerContext, Inbox, RetryPolicy
 from hookinbox._storage._schema import outbox
 from hookinbox.outbox import DeliveryError, HTTPDestination, Undeliverable
 from hookinbox.outbox._destinations import RETRY_AFTER_CEILING, parse_retry_after
 from hookinbox.sources import Stripe
 from tests.processing.conftest import checkout
 from tests.support.clock import ManualClock
+from tests.support.in_process import run_until_idle
 from tests.support.receiver import Receiver, running_receiver
 from tests.support.signing import stripe_delivery
 
@@ -52,7 +53,7 @@ def messages(inbox: Inbox) -> list[sa.RowMapping]:
 
 
 def process_events_only(inbox: Inbox) -> None:
-    inbox.worker(WorkerOptions(handle_signals=False), prune=False, relay=False).run_until_idle()
+    run_until_idle(inbox, prune=False, relay=False)
 
 
 def test_a_handler_that_raises_after_sending_leaves_no_message(

@@ -7,6 +7,7 @@ primary's connections end, and nothing answers until the new one does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -24,9 +25,10 @@ from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._storage import Listener, Store
 from hookinbox._storage._schema import outbox
 from hookinbox.sources import Stripe
-from tests.conftest import _admin_engine, _postgres_database
+from tests.conftest import _admin_engine, _postgres_database, async_twin
 from tests.processing.conftest import checkout
 from tests.storage.test_postgres_ha import wait_listening
+from tests.support.in_process import build_worker
 from tests.support.signing import stripe_delivery
 from tests.support.silent_link import SilentLink, silent_link
 from tests.support.silent_link import available as silent_link_unavailable
@@ -52,14 +54,17 @@ def proxy(pg_url: str) -> Iterator[Proxy]:
         yield proxy
 
 
-def through(url: str, proxy: Proxy) -> str:
-    return make_url(url).set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+def through(url: str, proxy: Proxy, driver: str = "sync") -> str:
+    """`url` through the proxy; with the async driver (the async worker) for `driver="async"`."""
+    moved = make_url(url).set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+    return async_twin(moved) if driver == "async" else moved
 
 
 def run_worker(inbox: Inbox) -> tuple[Any, threading.Thread]:
     options = WorkerOptions(concurrency=2, lease_seconds=LEASE, handle_signals=False)
-    worker = inbox.worker(options)
-    thread = threading.Thread(target=worker.run, daemon=True)
+    worker = build_worker(inbox, options)
+    run = (lambda: asyncio.run(worker.run())) if inbox.is_async else worker.run
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return worker, thread
 
@@ -79,13 +84,15 @@ def wait_status(inbox: Inbox, event_id: str, status: Status) -> Event:
 
 
 def test_an_attempt_that_could_not_be_recorded_is_retried_without_waiting_out_the_lease(
-    pg_url: str, proxy: Proxy
+    pg_url: str, proxy: Proxy, driver: str
 ) -> None:
     """The first attempt fails just as the database goes away for a second: its failure
     cannot be written. Once the database is back, the worker writes it (the event is retried
     and processed) long before the 600 s lease would have run out."""
     calls: list[str] = []
-    inbox = Inbox(through(pg_url, proxy), retry=RetryPolicy(first_delay=0.1, max_attempts=5))
+    inbox = Inbox(
+        through(pg_url, proxy, driver), retry=RetryPolicy(first_delay=0.1, max_attempts=5)
+    )
     inbox.add_source(Stripe(secret=SECRET))
 
     @inbox.handler("stripe", "checkout.session.completed")
@@ -109,13 +116,13 @@ def test_an_attempt_that_could_not_be_recorded_is_retried_without_waiting_out_th
 
 
 def test_a_delivery_that_could_not_be_recorded_is_recorded_once_the_database_is_back(
-    pg_url: str, proxy: Proxy
+    pg_url: str, proxy: Proxy, driver: str
 ) -> None:
     """The relay delivers a message just as the database goes away: the delivery cannot be
     written. Written once the database is back, it is not sent a second time (which waiting
     out the lease would have done)."""
     sent: list[str] = []
-    inbox = Inbox(through(pg_url, proxy))
+    inbox = Inbox(through(pg_url, proxy, driver))
     inbox.add_source(Stripe(secret=SECRET))
 
     @inbox.destination("shipping")
@@ -206,6 +213,38 @@ def test_a_pooled_connection_to_a_silent_server_fails_instead_of_hanging(
     link.restore()
     store.ping()
     store.dispose()
+
+
+def test_an_asyncpg_connection_to_a_silent_server_fails_instead_of_hanging(
+    pg_url: str, link: SilentLink
+) -> None:
+    """asyncpg has no TCP timeouts of its own: hookinbox sets libpq's on its socket, so the
+    async worker's statement on a silent server fails within the TCP timeout too (503-like
+    `StoreUnavailable`), and a new connection works once the server answers."""
+    from hookinbox._storage import AsyncStore
+
+    url = async_twin(across(pg_url, link))
+    sync = Store(across(pg_url, link))
+    astore = AsyncStore(sync, make_url(url))
+    probe = sa.text("SELECT 1")
+
+    async def select_one() -> None:
+        async with astore.transaction() as connection:
+            await connection.execute(probe)
+
+    async def scenario() -> None:
+        await select_one()  # one connection in the pool, idle
+        link.silence()
+        began = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await asyncio.wait_for(select_one(), SILENCE_WAIT)
+        assert time.monotonic() - began < SILENCE_WAIT
+        link.restore()
+        await select_one()
+        await astore.dispose()
+
+    asyncio.run(scenario())
+    sync.dispose()
 
 
 def test_the_listener_gives_up_a_silent_server_and_listens_again(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -144,9 +145,16 @@ def test_handlers_run_in_registration_order_in_one_transaction(
 
 
 def test_async_handlers_share_the_transaction(inbox: Inbox, deliver: Deliver) -> None:
+    """On a sync URL an `async def` handler runs on a loop of the worker thread's, with the
+    sync `ctx.db`; on an async URL it gets the `AsyncConnection`. Either way, one transaction."""
+
     @inbox.handler("stripe", "charge.succeeded")
-    async def record(event: Event, ctx: HandlerContext) -> None:
-        ctx.db.execute(orders.insert().values(payment_id="pi_async", event_id=event.id))
+    async def record(event: Event, ctx: Any) -> None:
+        insert = orders.insert().values(payment_id="pi_async", event_id=event.id)
+        if inbox.is_async:
+            await ctx.db.execute(insert)
+        else:
+            ctx.db.execute(insert)
 
     deliver({**checkout(3), "type": "charge.succeeded"})
     inbox.process_due()

@@ -25,6 +25,7 @@ from hookinbox._settings import Overrides, overriding
 from tests.apps import orders as orders_app
 from tests.processing.conftest import checkout, subscription_update
 from tests.support.clock import ManualClock
+from tests.support.in_process import build_worker, worker_in_thread
 from tests.support.signing import stripe_delivery
 
 LONG_POLL = 30.0
@@ -44,16 +45,8 @@ def running_worker(
     options = WorkerOptions(
         concurrency=2, poll_interval=poll_interval, handle_signals=False, wake_socket=wake_socket
     )
-    worker = inbox.worker(options)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    time.sleep(0.3)  # let it reach its idle wait
-    try:
+    with worker_in_thread(inbox, options, settle=0.3):  # 0.3 s: to reach its idle wait
         yield
-    finally:
-        worker.stop()
-        thread.join(timeout=10)
-        assert not thread.is_alive()
 
 
 def wait_processed(inbox: Inbox, event_id: str, timeout: float = 10.0) -> None:
@@ -196,19 +189,11 @@ def test_a_worker_that_serve_wakes_polls_every_second(
     worker on its own on SQLite checks every 50 ms); a poll set by hand is kept."""
     orders_app.create_tables(db_url)
     inbox = orders_app.build(db_url)
-    alone = inbox.worker(WorkerOptions(handle_signals=False))
+    alone = build_worker(inbox, WorkerOptions(handle_signals=False))
     polls_alone = 0.05 if backend in ("sqlite", "mysql") else 1.0  # no LISTEN: a due read
     assert {loop.poll for loop in alone.loops} == {polls_alone}
     for poll, expected in ((None, 1.0), (0.2, 0.2)):
         options = WorkerOptions(handle_signals=False, wake_socket=socket_path, poll_interval=poll)
-        woken = inbox.worker(options)
-        thread = threading.Thread(target=woken.run, daemon=True)
-        thread.start()
-        time.sleep(0.3)
-        try:
+        with worker_in_thread(inbox, options, settle=0.3) as woken:
             assert {loop.poll for loop in woken.loops} == {expected}
-        finally:
-            woken.stop()
-            thread.join(timeout=10)
-        assert not thread.is_alive()
     inbox.close()

@@ -40,7 +40,7 @@ def test_sqlite_normal_sync_is_an_explicit_opt_in(tmp_path: Path) -> None:
         "mysql+mysqlconnector://x@y/z",
         "mssql://x@y/z",
         "not a url",
-        "sqlite+aiosqlite:///x.db",
+        "sqlite+pysqlcipher:///x.db",
     ],
 )
 def test_unsupported_urls_are_configuration_errors(url: str) -> None:

@@ -1,4 +1,10 @@
-"""What a handler gets besides the event: `ctx.db`, `.ordering`, `.outbox`, `.attempt`, `.log`."""
+"""What a handler gets besides the event: `ctx.db`, `.ordering`, `.outbox`, `.attempt`, `.log`.
+
+One context per way of waiting: `HandlerContext` (a sync `Connection`) and, for `async def`
+handlers on an async database URL, `AsyncHandlerContext` (an `AsyncConnection`, whose
+`ordering` and `outbox` are awaited). The rules (an ordering position, an outbox key) are
+written once, in the bases; only the call to the database differs.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from sqlalchemy import Connection
@@ -20,10 +26,13 @@ from hookinbox._logging import logger
 from hookinbox._model import MAX_KEY_LENGTH, Event
 from hookinbox._storage import Store
 
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
 log = logger("hookinbox.handler")
 
 
-class Ordering:
+class _OrderingBase:
     """The ordering guard for "last write wins" objects (seed 000: updates arrive out of order).
 
     `ctx.ordering.advance("stripe:subscription:sub_1", event.payload["created"])` records this
@@ -34,15 +43,12 @@ class Ordering:
     that later fails leaves no mark, and concurrent events for one object serialise on its row.
     """
 
-    def __init__(
-        self, store: Store, connection: Connection, event: Event, clock: Callable[[], float]
-    ) -> None:
+    def __init__(self, store: Store, event: Event, clock: Callable[[], float]) -> None:
         self._store = store
-        self._connection = connection
         self._event = event
         self._clock = clock
 
-    def advance(self, key: str, position: int | datetime) -> bool:
+    def _advance(self, connection: Connection, key: str, position: int | datetime) -> bool:
         if isinstance(position, datetime):
             if position.tzinfo is None:
                 raise ValueError("ordering positions must be aware datetimes or integers")
@@ -50,7 +56,7 @@ class Ordering:
         elif isinstance(position, bool) or not isinstance(position, int):
             raise TypeError("an ordering position is an int (a version, a Unix time) or a datetime")
         return self._store.ordering.advance(
-            self._connection,
+            connection,
             object_key=key,
             position=position,
             source=self._event.source,
@@ -59,7 +65,38 @@ class Ordering:
         )
 
 
-class Outbox:
+class Ordering(_OrderingBase):
+    __doc__ = _OrderingBase.__doc__
+
+    def __init__(
+        self, store: Store, connection: Connection, event: Event, clock: Callable[[], float]
+    ) -> None:
+        super().__init__(store, event, clock)
+        self._connection = connection
+
+    def advance(self, key: str, position: int | datetime) -> bool:
+        return self._advance(self._connection, key, position)
+
+
+class AsyncOrdering(_OrderingBase):
+    __doc__ = (
+        (_OrderingBase.__doc__ or "")
+        + """
+    On an async inbox: `await ctx.ordering.advance(key, position)`.
+    """
+    )
+
+    def __init__(
+        self, store: Store, connection: AsyncConnection, event: Event, clock: Callable[[], float]
+    ) -> None:
+        super().__init__(store, event, clock)
+        self._connection = connection
+
+    async def advance(self, key: str, position: int | datetime) -> bool:
+        return await self._connection.run_sync(self._advance, key, position)
+
+
+class _OutboxBase:
     """`ctx.outbox.send(...)`: side effects that leave the database, written in its transaction.
 
     The message is a row in `hookinbox_outbox`, inserted on `ctx.db`: if the handler rolls back,
@@ -72,14 +109,12 @@ class Outbox:
     def __init__(
         self,
         store: Store,
-        connection: Connection,
         event: Event,
         handler_name: str,
         destinations: Collection[str],
         clock: Callable[[], float],
     ) -> None:
         self._store = store
-        self._connection = connection
         self._event = event
         self._handler_name = handler_name
         self._destinations = destinations
@@ -87,18 +122,14 @@ class Outbox:
         self._counter = 0
         self.sent = 0
 
-    def send(
+    def _enqueue(
         self,
+        connection: Connection,
         destination: str,
         payload: Any,
-        *,
-        key: str | None = None,
-        ordering_key: str | None = None,
+        key: str | None,
+        ordering_key: str | None,
     ) -> str:
-        """Queue `payload` (JSON-serialisable) for `destination`; returns the message key.
-
-        Messages with the same `ordering_key` are delivered one at a time, in the order sent.
-        """
         if destination not in self._destinations:
             raise ConfigurationError(f"no outbox destination named {destination!r}")
         self._counter += 1
@@ -112,7 +143,7 @@ class Outbox:
             # Checked here, not by the column: MariaDB's INSERT IGNORE would cut it short.
             raise ValueError(f"an outbox ordering key is 1 to {MAX_KEY_LENGTH} characters")
         self._store.outbox.enqueue(
-            self._connection,
+            connection,
             destination=destination,
             key=key,
             payload=json.loads(json.dumps(payload, default=_json_default)),
@@ -124,6 +155,73 @@ class Outbox:
         )
         self.sent += 1
         return key
+
+
+class Outbox(_OutboxBase):
+    __doc__ = _OutboxBase.__doc__
+
+    def __init__(
+        self,
+        store: Store,
+        connection: Connection,
+        event: Event,
+        handler_name: str,
+        destinations: Collection[str],
+        clock: Callable[[], float],
+    ) -> None:
+        super().__init__(store, event, handler_name, destinations, clock)
+        self._connection = connection
+
+    def send(
+        self,
+        destination: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        ordering_key: str | None = None,
+    ) -> str:
+        """Queue `payload` (JSON-serialisable) for `destination`; returns the message key.
+
+        Messages with the same `ordering_key` are delivered one at a time, in the order sent.
+        """
+        return self._enqueue(self._connection, destination, payload, key, ordering_key)
+
+
+class AsyncOutbox(_OutboxBase):
+    __doc__ = (
+        (_OutboxBase.__doc__ or "")
+        + """
+    On an async inbox: `await ctx.outbox.send(...)`.
+    """
+    )
+
+    def __init__(
+        self,
+        store: Store,
+        connection: AsyncConnection,
+        event: Event,
+        handler_name: str,
+        destinations: Collection[str],
+        clock: Callable[[], float],
+    ) -> None:
+        super().__init__(store, event, handler_name, destinations, clock)
+        self._connection = connection
+
+    async def send(
+        self,
+        destination: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        ordering_key: str | None = None,
+    ) -> str:
+        """Queue `payload` (JSON-serialisable) for `destination`; returns the message key.
+
+        Messages with the same `ordering_key` are delivered one at a time, in the order sent.
+        """
+        return await self._connection.run_sync(
+            self._enqueue, destination, payload, key, ordering_key
+        )
 
 
 def _json_default(value: object) -> object:
@@ -152,6 +250,53 @@ class HandlerContext:
     """Messages for destinations outside the database, sent in this transaction."""
 
 
+@dataclass(frozen=True)
+class AsyncHandlerContext:
+    """Passed to every `async def` handler of an inbox on an async database URL.
+
+    `db` is the `AsyncConnection` of the transaction that also marks the event processed:
+    whatever is written on it, or through an `AsyncSession` bound to it (`session()`), commits
+    with the claim or rolls back with it. `ordering.advance` and `outbox.send` are awaited.
+    """
+
+    db: AsyncConnection
+    """The connection of the transaction that also marks the event processed."""
+    event: Event
+    ordering: AsyncOrdering
+    attempt: int
+    """1 on the first attempt; counts on across replays (`event.attempts_since_replay` is the
+    current run's)."""
+    log: logging.LoggerAdapter[logging.Logger]
+    """A logger whose lines carry the event's source, id and type."""
+    outbox: AsyncOutbox
+    """Messages for destinations outside the database, sent in this transaction."""
+
+    def session(self, **options: Any) -> AsyncSession:
+        """An `AsyncSession` on `db`, inside the processing transaction: `async with
+        ctx.session() as session:` gives repositories written for an `AsyncSession` a place in
+        the claim's transaction.
+
+        The session behaves as any session does, inside the processing transaction: its
+        own SAVEPOINT (SQLAlchemy's `join_transaction_mode="create_savepoint"`) holds what
+        it writes; `await session.commit()` keeps it, for the event's commit to make
+        durable (or its rollback to undo, with the claim); a session closed without
+        committing, or rolled back, or whose flush failed, drops its own writes only. An
+        `IntegrityError` of a business key still reaches the handler's caller. Objects are
+        not expired by `commit()` (`expire_on_commit=False`: reading one afterwards needs
+        no lazy load, which an async session cannot do). `options` go to `AsyncSession` as
+        they are; a factory the application already has joins the same way with
+        `maker(bind=ctx.db, join_transaction_mode="create_savepoint")`.
+        """
+        from sqlalchemy.ext.asyncio import AsyncSession
+
+        defaults = {"expire_on_commit": False, "join_transaction_mode": "create_savepoint"}
+        return AsyncSession(bind=self.db, **{**defaults, **options})
+
+
+def _fields(event: Event) -> dict[str, Any]:
+    return {"source": event.source, "event_id": event.id, "event_type": event.type}
+
+
 def handler_context(
     store: Store,
     connection: Connection,
@@ -160,12 +305,29 @@ def handler_context(
     destinations: Collection[str],
     clock: Callable[[], float],
 ) -> HandlerContext:
-    fields = {"source": event.source, "event_id": event.id, "event_type": event.type}
     return HandlerContext(
         db=connection,
         event=event,
         ordering=Ordering(store, connection, event, clock),
         attempt=event.attempts,
-        log=logging.LoggerAdapter(log, fields),
+        log=logging.LoggerAdapter(log, _fields(event)),
         outbox=Outbox(store, connection, event, handler_name, destinations, clock),
+    )
+
+
+def async_handler_context(
+    store: Store,
+    connection: AsyncConnection,
+    event: Event,
+    handler_name: str,
+    destinations: Collection[str],
+    clock: Callable[[], float],
+) -> AsyncHandlerContext:
+    return AsyncHandlerContext(
+        db=connection,
+        event=event,
+        ordering=AsyncOrdering(store, connection, event, clock),
+        attempt=event.attempts,
+        log=logging.LoggerAdapter(log, _fields(event)),
+        outbox=AsyncOutbox(store, connection, event, handler_name, destinations, clock),
     )

@@ -6,7 +6,8 @@ import logging
 import random
 import time
 import traceback
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,10 +47,28 @@ UNRECORDED = "unrecorded"
 SUCCESSES = frozenset({PROCESSED, BUSINESS_DUPLICATE, Status.UNHANDLED.value})
 
 
+TAKEN_OVER = "another worker took it over"
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptResult:
     label: str
     detail: str = ""
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt as `Processor.observed` frames it; the worker running it sets `result`."""
+
+    handlers: Sequence[Handler]
+    schedule: Schedule
+    exhausted: Release | None = None
+    """Set when the event has no attempt left (max_attempts lowered): it is only released."""
+    result: AttemptResult = AttemptResult(UNRECORDED, "not run")
+
+    @property
+    def label(self) -> str:
+        return self.result.label
 
 
 _PACKAGE = str(Path(__file__).resolve().parents[1])
@@ -120,9 +139,24 @@ class Processor:
 
     def process(self, leased: Leased) -> str:
         """Run one attempt; returns its outcome label (the metric's and the log line's)."""
+        with self.observed(leased) as attempt:
+            if attempt.exhausted:
+                attempt.result = self.release(leased, attempt.exhausted)
+            else:
+                attempt.result = self._attempt(leased, attempt.handlers, attempt.schedule)
+        return attempt.label
+
+    @contextmanager
+    def observed(self, leased: Leased) -> Iterator[Attempt]:
+        """Around one attempt, whichever worker runs it: its handlers and schedule, its span,
+        then its metric and log line from the `result` the body sets."""
         event = leased.event
         handlers = self.handlers.for_event(event.source, event.type)
         schedule = self.schedule(event.source, handlers)
+        attempt = Attempt(handlers, schedule)
+        if event.attempts_since_replay > schedule.max_attempts:
+            # max_attempts was lowered below what this event has already used.
+            attempt.exhausted = self._failure(event, schedule, "attempts exhausted")
         started = time.perf_counter()
         attributes = {
             "messaging.system": tracing.SYSTEM,
@@ -135,12 +169,8 @@ class Processor:
         }
         # The stored context of the delivery's `receive` span: one trace, request to handler.
         with tracing.consuming(f"process {event.source}", event.headers, attributes) as span:
-            if event.attempts_since_replay > schedule.max_attempts:
-                # max_attempts was lowered below what this event has already used.
-                exhausted = self._failure(event, schedule, "attempts exhausted")
-                result = self._release(leased, exhausted)
-            else:
-                result = self._attempt(leased, handlers, schedule)
+            yield attempt
+            result = attempt.result
             failed = result.label not in SUCCESSES
             tracing.annotate(
                 span, {"hookinbox.outcome": result.label}, error=result.label if failed else None
@@ -148,22 +178,38 @@ class Processor:
         elapsed = time.perf_counter() - started
         count_attempt(event.source, event.type, result.label, elapsed)
         self._log(event, result, elapsed)
-        return result.label
+
+    def expectation(self, handlers: Sequence[Handler]) -> tuple[Status, str]:
+        """The status and outcome an attempt records if its handlers all return."""
+        if handlers:
+            return Status.PROCESSED, HANDLED
+        return Status.UNHANDLED, NO_HANDLER
+
+    @staticmethod
+    def succeeded(status: Status, outcome: str) -> AttemptResult:
+        if status is Status.UNHANDLED:
+            return AttemptResult(Status.UNHANDLED.value)
+        return AttemptResult(BUSINESS_DUPLICATE if outcome == BUSINESS_DUPLICATE else PROCESSED)
+
+    def failed(self, leased: Leased, schedule: Schedule, error: Exception) -> Release:
+        """What an attempt that raised `error` leaves: deferred (NotReady), retried or failed."""
+        if isinstance(error, NotReady):
+            return self._deferral(leased.event, schedule, error)
+        return self._failure(leased.event, schedule, describe_error(error))
 
     def _attempt(
         self, leased: Leased, handlers: Sequence[Handler], schedule: Schedule
     ) -> AttemptResult:
         event = leased.event
-        status = Status.PROCESSED if handlers else Status.UNHANDLED
-        expected = HANDLED if handlers else NO_HANDLER
+        status, expected = self.expectation(handlers)
         try:
             with self.store.transaction() as connection:
-                with tracing.step("claim", self._claim_attributes()):
+                with tracing.step("claim", self.claim_attributes()):
                     claimed = self.store.events.claim(
                         connection, leased, status, self.now(), expected
                     )
                 if not claimed:
-                    return AttemptResult(LOST_LEASE, "another worker took it over")
+                    return AttemptResult(LOST_LEASE, TAKEN_OVER)
                 result = run_handlers(
                     self.store, connection, event, handlers, self.clock, self.destinations
                 )
@@ -173,15 +219,11 @@ class Processor:
                 self.store.refuse_aborted(connection)
             if result.messages:
                 self.on_messages()  # committed: the relay may send them now
-        except NotReady as error:
-            return self._release(leased, self._deferral(event, schedule, error))
         except Exception as error:
-            return self._release(leased, self._failure(event, schedule, describe_error(error)))
-        if status is Status.UNHANDLED:
-            return AttemptResult(Status.UNHANDLED.value)
-        return AttemptResult(BUSINESS_DUPLICATE if outcome == BUSINESS_DUPLICATE else PROCESSED)
+            return self.release(leased, self.failed(leased, schedule, error))
+        return self.succeeded(status, outcome)
 
-    def _claim_attributes(self) -> dict[str, str]:
+    def claim_attributes(self) -> dict[str, str]:
         return {
             "db.system.name": self.store.dialect.name,
             "db.operation.name": "UPDATE",
@@ -230,10 +272,10 @@ class Processor:
             return Release(Status.FAILED, release.next_attempt_at, error, outcome=WORKER_LOST)
         return release
 
-    def _release(self, leased: Leased, decision: Release) -> AttemptResult:
+    def release(self, leased: Leased, decision: Release) -> AttemptResult:
         try:
             if not self.store.events.release(leased, decision):
-                return AttemptResult(LOST_LEASE, "another worker took it over")
+                return AttemptResult(LOST_LEASE, TAKEN_OVER)
         except StoreUnavailable as error:
             # Written again before the next lease, once the database answers (or, if the
             # lease runs out first, the sweeper gives the event back).

@@ -13,6 +13,7 @@ the fallback. A lost wake-up costs latency, never an event.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -113,3 +114,33 @@ class WakeSocket(threading.Thread):
         sock.close()
         with suppress(OSError):
             os.unlink(self.path)
+
+
+class Wake(threading.Event):
+    """A worker loop's wake-up: a thread's `Event` (the thread worker waits on it), which also
+    wakes the async worker's loops on their event loop.
+
+    Whoever wakes (ingest's group-commit thread, the LISTEN thread, the wake-up socket's
+    thread, a handler that sent outbox messages) calls `set()` from any thread; an async loop
+    `watch`es it from its event loop and waits on the asyncio event it gets. Clearing clears
+    the flag of both: a setter that finds the flag set (`if not wake.is_set()`) skips the
+    call, so the async side must clear it too before it leases."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._watchers: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    def set(self) -> None:
+        super().set()
+        for loop, event in self._watchers:
+            with suppress(RuntimeError):  # the loop closed while a thread still sets
+                loop.call_soon_threadsafe(event.set)
+
+    def watch(self) -> asyncio.Event:
+        """From a running event loop: an asyncio event set whenever this one is."""
+        event = asyncio.Event()
+        self._watchers = [*self._watchers, (asyncio.get_running_loop(), event)]
+        return event
+
+    def unwatch(self, event: asyncio.Event) -> None:
+        self._watchers = [(loop, e) for loop, e in self._watchers if e is not event]

@@ -7,7 +7,14 @@ PostgreSQL) and one gateway per role (`store.ingest`, `store.events`, `store.mes
 is what the other layers import; every other module here is private to the package.
 """
 
-from hookinbox._storage._dialects import Dialect, dialect_for_django, dialect_for_url, parse_url
+from hookinbox._storage._async_store import AsyncStore
+from hookinbox._storage._dialects import (
+    Dialect,
+    async_url,
+    dialect_for_django,
+    dialect_for_url,
+    parse_url,
+)
 from hookinbox._storage._errors import translate_errors, unique_violation
 from hookinbox._storage._group_commit import GroupCommit, GroupCommitter
 from hookinbox._storage._migrations import LATEST_VERSION
@@ -19,6 +26,7 @@ from hookinbox._storage._store import Store
 __all__ = [
     "HIDE_PARAMETERS",
     "LATEST_VERSION",
+    "AsyncStore",
     "Dialect",
     "GroupCommit",
     "GroupCommitter",
@@ -26,6 +34,7 @@ __all__ = [
     "PressureGauge",
     "Store",
     "StoreOptions",
+    "async_url",
     "dialect_for_django",
     "dialect_for_url",
     "parse_url",

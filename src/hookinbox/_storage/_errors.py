@@ -85,9 +85,15 @@ _PG_KEY_DETAIL = re.compile(r"Key \((?P<columns>.+?)\)=")
 _SQLITE_MESSAGE = re.compile(r"UNIQUE constraint failed: (?P<targets>.+)$")
 
 
+def key_columns(detail: str | None) -> frozenset[str]:
+    """The columns a PostgreSQL unique violation's DETAIL names ("Key (a, b)=(1, 2) ...")."""
+    match = _PG_KEY_DETAIL.search(detail or "")
+    return frozenset(c.strip() for c in match["columns"].split(",")) if match else frozenset()
+
+
 def unique_violation(error: BaseException) -> UniqueViolation | None:
-    """Read a unique-constraint violation out of psycopg's, sqlite3's or PyMySQL's error (the
-    last named by the dialect when it happened), else None."""
+    """Read a unique-constraint violation out of psycopg's, sqlite3's, PyMySQL's or asyncpg's
+    error (the last two named by their dialect when it happened), else None."""
     if not isinstance(error, exc.IntegrityError):
         return None
     original = error.orig
@@ -99,10 +105,7 @@ def unique_violation(error: BaseException) -> UniqueViolation | None:
     if diag is not None:  # psycopg
         if getattr(original, "sqlstate", None) != "23505":
             return None
-        match = _PG_KEY_DETAIL.search(diag.message_detail or "")
-        columns = (
-            frozenset(c.strip() for c in match["columns"].split(",")) if match else frozenset()
-        )
+        columns = key_columns(diag.message_detail)
         return UniqueViolation(diag.table_name, columns, diag.constraint_name)
     match = _SQLITE_MESSAGE.search(str(original))
     if not match:

@@ -264,6 +264,25 @@ class Queue(Generic[T]):
             connection.execute(shape.items.update().where(shape.items.c.id == row_id).values(item))
             return True
 
+    def give_back(self, row_id: int, token: str, now: datetime) -> bool:
+        """A leased row its worker stopped before it ended (a shutdown past its grace period,
+        an event loop blocked by a handler): its lease cleared, due again at once in the
+        state it was leased in, its attempt not counted (nothing of it ran to a commit); the
+        item itself is not written. True if the lease was still `token`'s."""
+        q = self._q
+        update = (
+            self.shape.queue.update()
+            .where(self.held(row_id, token))
+            .values(
+                next_attempt_at=now,
+                lease_token=None,
+                lease_expires_at=None,
+                attempts=q.attempts - 1,
+            )
+        )
+        with self.store.transaction() as connection:
+            return connection.execute(update).rowcount == 1
+
     def update(self, connection: Connection, row_id: int, values: Mapping[Any, Any]) -> None:
         """Write `values` to an item inside the caller's transaction (its work's)."""
         items = self.shape.items

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
@@ -45,6 +45,15 @@ from hookinbox._storage._stats import Stats
 
 log = logger("hookinbox._storage")
 T = TypeVar("T")
+
+
+class WriterLock(Protocol):
+    """A process's turn at SQLite's one write lock (a thread's `RLock`, or an event loop's)."""
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool: ...
+
+    def release(self) -> None: ...
+
 
 DEADLOCK_TRIES = 3
 """Runs of a transaction of hookinbox's own that a deadlock may cost before its error goes up
@@ -72,8 +81,11 @@ class Store:
         auto_migrate: bool = True,
         after_migrate: Sequence[_migrations.AfterMigrate] = (),
         engine: Engine | None = None,
+        writer: WriterLock | None = None,
     ) -> None:
-        """`engine`: one built by a framework adapter (hookinbox.django); `url` names it."""
+        """`engine`: one built by a framework adapter (hookinbox.django), or an async engine's
+        sync facade (`AsyncStore`); `url` names it. `writer`: SQLite's turn among this
+        process's writers, where a thread lock will not do (the tasks of one event loop)."""
         self.options = options or StoreOptions()
         self.after_migrate = tuple(after_migrate)
         self.engine: Engine = engine if engine is not None else build_engine(url, self.options)
@@ -90,7 +102,9 @@ class Store:
         # between processes, each polls for SQLite's lock (`_engine._poll_for_write_lock`).
         # Re-entrant, so a handler that opens a second transaction fails on SQLite's timeout
         # as before instead of hanging here.
-        self._writer = threading.RLock() if self.dialect.single_writer else None
+        self._writer: WriterLock | None = None
+        if self.dialect.single_writer:
+            self._writer = writer or threading.RLock()
         self.ingest = Ingest(self)
         self.events = EventQueue(self)
         self.messages = MessageQueue(self)
@@ -111,6 +125,11 @@ class Store:
         result = _migrations.migrate(self.engine, self.after_migrate, target=target)
         self._schema_ready = True
         return result
+
+    def assume_schema(self) -> None:
+        """The schema was migrated or checked by another store of this process on the same
+        database (the async worker's store, after the sync store's `ensure_schema`)."""
+        self._schema_ready = True
 
     def ensure_schema(self) -> None:
         """Once per process: migrate (or, with auto_migrate off, check the version)."""

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hookinbox._extras import require
+from hookinbox._processing._worker import Worker
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._options import (
     app_argument,
@@ -28,7 +30,7 @@ from hookinbox.cli._options import (
 
 if TYPE_CHECKING:
     from hookinbox._inbox import Inbox
-    from hookinbox._processing import Worker
+    from hookinbox._processing._async_worker import AsyncWorker
 
 EXIT_NOT_DRAINED = 1
 
@@ -142,13 +144,16 @@ def worker(
         wake_socket=wake_socket,
         heartbeat_interval=heartbeat_interval,
     )
-    built = inbox.worker(
-        options,
-        relay=not no_relay,
-        reconcile_every=every,
-        reconcile_timeout=run_timeout,
-        reconcile_page_timeout=page_timeout,
-    )
+    reconcile: dict[str, Any] = {
+        "reconcile_every": every,
+        "reconcile_timeout": run_timeout,
+        "reconcile_page_timeout": page_timeout,
+    }
+    built: Worker | AsyncWorker
+    if inbox.is_async:  # an async URL: the async worker, on an event loop of its own
+        built = inbox.async_worker(options, relay=not no_relay, **reconcile)
+    else:
+        built = inbox.worker(options, relay=not no_relay, **reconcile)
     run_until_stopped(inbox, built, metrics_port)
 
 
@@ -196,19 +201,28 @@ def relay(
         grace_period=grace_period,
         heartbeat_interval=heartbeat_interval,
     )
-    run_until_stopped(inbox, inbox.relay_only(options), metrics_port)
+    built: Worker | AsyncWorker
+    if inbox.is_async:
+        built = inbox.async_worker(options, events=False)
+    else:
+        built = inbox.relay_only(options)
+    run_until_stopped(inbox, built, metrics_port)
 
 
-def run_until_stopped(inbox: Inbox, worker: Worker, metrics_port: int | None) -> None:
+def run_until_stopped(inbox: Inbox, worker: Worker | AsyncWorker, metrics_port: int | None) -> None:
     """Run a worker until SIGTERM; exit 1 at once if attempts outlive the grace period."""
     from hookinbox._metrics import serve_metrics
+    from hookinbox._processing._async_worker import AsyncWorker
     from hookinbox.cli._target import explained
 
     try:
         if metrics_port is not None:
             serve_metrics(inbox.store, metrics_port)  # a busy port: one line, exit 1
         with explained(inbox.settings.database_url):
-            drained = worker.run()
+            if isinstance(worker, AsyncWorker):
+                drained = run_on_own_loop(inbox, worker)
+            else:
+                drained = worker.run()
     finally:
         inbox.close()
     if not drained:
@@ -218,3 +232,21 @@ def run_until_stopped(inbox: Inbox, worker: Worker, metrics_port: int | None) ->
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_NOT_DRAINED)
+
+
+def run_on_own_loop(inbox: Inbox, worker: AsyncWorker) -> bool:
+    """The async worker on an event loop of its own (uvloop's where it is installed: the
+    `server` extra brings it), its pool closed on that loop before it ends."""
+
+    async def run() -> bool:
+        try:
+            return await worker.run()
+        finally:
+            await inbox.aclose()
+
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(run())
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(run())

@@ -22,7 +22,7 @@ from hookinbox import _tracing as tracing
 from hookinbox._errors import HookinboxError
 from hookinbox._extras import require
 from hookinbox._model import Message
-from hookinbox._processing import RetryPolicy
+from hookinbox._processing import RetryPolicy, is_async_function
 
 if TYPE_CHECKING:
     import httpx
@@ -51,6 +51,14 @@ class Destination(Protocol):
     def deliver(self, message: Message) -> None: ...
 
 
+@runtime_checkable
+class AsyncDestination(Destination, Protocol):
+    """A destination that can also deliver on an event loop (the async worker's relay awaits
+    `adeliver`; a destination without it is called in a thread there)."""
+
+    async def adeliver(self, message: Message) -> None: ...
+
+
 _loops = threading.local()
 
 
@@ -74,6 +82,16 @@ class CallableDestination:
         if inspect.isawaitable(result):
             _run(result)
 
+    async def adeliver(self, message: Message) -> None:
+        """On the async worker: an `async def` function is awaited on its loop; a plain one
+        runs in a thread, outside the loop (it may block: an SMTP client, a sync SDK)."""
+        if is_async_function(self.function):
+            await self.function(message)
+            return
+        result = await asyncio.to_thread(self.function, message)
+        if inspect.isawaitable(result):
+            await result
+
 
 @dataclass
 class HTTPDestination:
@@ -89,6 +107,7 @@ class HTTPDestination:
     timeout: float = 10.0
     retry: RetryPolicy | None = None
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
+    _async_client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # When the destination is declared, not at its first delivery in the relay.
@@ -105,12 +124,34 @@ class HTTPDestination:
     def deliver(self, message: Message) -> None:
         import httpx
 
-        headers = {**self.headers, "Idempotency-Key": message.key}
-        tracing.inject_current(headers)  # traceparent: the receiver may continue the trace
         try:
-            response = self.client.post(self.url, json=message.payload, headers=headers)
+            response = self.client.post(
+                self.url, json=message.payload, headers=self._headers(message)
+            )
         except httpx.TransportError as error:  # connection refused or reset, timeouts
             raise DeliveryError(f"{type(error).__name__}: {error}") from error
+        self._conclude(response)
+
+    async def adeliver(self, message: Message) -> None:
+        """`deliver` on httpx's async client (the async worker's relay)."""
+        import httpx
+
+        if self._async_client is None:
+            self._async_client = httpx.AsyncClient(timeout=self.timeout)
+        try:
+            response = await self._async_client.post(
+                self.url, json=message.payload, headers=self._headers(message)
+            )
+        except httpx.TransportError as error:  # connection refused or reset, timeouts
+            raise DeliveryError(f"{type(error).__name__}: {error}") from error
+        self._conclude(response)
+
+    def _headers(self, message: Message) -> dict[str, str]:
+        headers = {**self.headers, "Idempotency-Key": message.key}
+        tracing.inject_current(headers)  # traceparent: the receiver may continue the trace
+        return headers
+
+    def _conclude(self, response: httpx.Response) -> None:
         status = response.status_code
         # Host and port, never the URL: its path or query may carry a token.
         tracing.annotate_current({
@@ -129,6 +170,11 @@ class HTTPDestination:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+
+    async def aclose(self) -> None:
+        if self._async_client is not None:
+            await self._async_client.aclose()
+            self._async_client = None
 
 
 RETRY_AFTER_CEILING = 366 * 86_400.0

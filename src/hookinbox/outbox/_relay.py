@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from hookinbox import _tracing as tracing
@@ -20,9 +23,24 @@ from hookinbox._processing._queues import StoreQueue
 from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._records import Lease, LeasedMessage, Settlement
 from hookinbox._storage import Store
-from hookinbox.outbox._destinations import DeliveryError, Destination, Undeliverable
+from hookinbox.outbox._destinations import (
+    AsyncDestination,
+    DeliveryError,
+    Destination,
+    Undeliverable,
+)
 
 log = logger("hookinbox.relay")
+
+
+@dataclass(slots=True)
+class Sending:
+    """One delivery attempt as `Relay.observed` frames it; the relay running it fills it in."""
+
+    settlement: Settlement = field(
+        default_factory=lambda: Settlement(MessageStatus.PENDING, datetime.now(UTC), "not run")
+    )
+    label: str = "unrecorded"
 
 
 class Relay:
@@ -53,6 +71,15 @@ class Relay:
 
     def deliver(self, leased: LeasedMessage) -> str:
         """One attempt; returns its outcome label: delivered, retried, failed, lost_lease."""
+        with self.observed(leased) as attempt:
+            attempt.settlement = self.attempt(leased.message)
+            attempt.label = self.settle(leased, attempt.settlement)
+        return attempt.label
+
+    @contextmanager
+    def observed(self, leased: LeasedMessage) -> Iterator[Sending]:
+        """Around one attempt, whichever relay runs it: its span, then its metric and log
+        line from what the body sets."""
         message = leased.message
         started = time.perf_counter()
         attributes = {
@@ -64,15 +91,16 @@ class Relay:
             "hookinbox.attempt": message.attempts,
         }
         name = f"send {message.destination}"
+        attempt = Sending()
         with tracing.consuming(name, leased.trace_context, attributes, kind="producer") as span:
-            settlement = self._attempt(message)
-            label = self._settle(leased, settlement)
+            yield attempt
+            label = attempt.label
             error = None if label == "delivered" else label
             tracing.annotate(span, {"hookinbox.outcome": label}, error=error)
         elapsed = time.perf_counter() - started
         count_message(message.destination, label, elapsed)
         level = logging.INFO if label == "delivered" else logging.WARNING
-        first_line = (settlement.last_error or "").split("\n", 1)[0]
+        first_line = (attempt.settlement.last_error or "").split("\n", 1)[0]
         log.log(
             level,
             "%s %s attempt %d: %s in %.1f ms%s",
@@ -89,21 +117,39 @@ class Relay:
                 "event_id": message.event_id,
             },
         )
-        return label
 
-    def _attempt(self, message: Message) -> Settlement:
+    def attempt(self, message: Message) -> Settlement:
         destination = self.destinations.get(message.destination)
         try:
             if destination is None:
                 raise DeliveryError(f"no destination named {message.destination!r} is configured")
             destination.deliver(message)
-        except Undeliverable as error:
-            return Settlement(MessageStatus.FAILED, self.now(), error.message)
-        except DeliveryError as error:
-            return self._retry(message, error.message, error.retry_after)
         except Exception as error:
-            return self._retry(message, describe_error(error), None)
+            return self.settlement(message, error)
         return Settlement(MessageStatus.DELIVERED, self.now())
+
+    async def attempt_async(self, message: Message) -> Settlement:
+        """`attempt` on the async worker's relay: `adeliver` awaited where the destination has
+        one, `deliver` in a thread where it has not (it may block)."""
+        destination = self.destinations.get(message.destination)
+        try:
+            if destination is None:
+                raise DeliveryError(f"no destination named {message.destination!r} is configured")
+            if isinstance(destination, AsyncDestination):
+                await destination.adeliver(message)
+            else:
+                await asyncio.to_thread(destination.deliver, message)
+        except Exception as error:
+            return self.settlement(message, error)
+        return Settlement(MessageStatus.DELIVERED, self.now())
+
+    def settlement(self, message: Message, error: Exception) -> Settlement:
+        """How an attempt that raised `error` ends: failed for good, or retried."""
+        if isinstance(error, Undeliverable):
+            return Settlement(MessageStatus.FAILED, self.now(), error.message)
+        if isinstance(error, DeliveryError):
+            return self._retry(message, error.message, error.retry_after)
+        return self._retry(message, describe_error(error), None)
 
     def _retry(self, message: Message, error: str, retry_after: float | None) -> Settlement:
         schedule = self.schedule(message.destination)
@@ -118,7 +164,7 @@ class Relay:
             delay = max(delay, min(max(0.0, asked), schedule.max_delay))
         return Settlement(MessageStatus.PENDING, now + timedelta(seconds=delay), error)
 
-    def _settle(self, leased: LeasedMessage, settlement: Settlement) -> str:
+    def settle(self, leased: LeasedMessage, settlement: Settlement) -> str:
         now = self.now()  # when it was delivered, even if written later
         try:
             if not self.store.messages.record(leased, settlement, now):

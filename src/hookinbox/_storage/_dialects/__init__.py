@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Dialect",
     "Upsert",
+    "async_url",
     "build_engine",
     "dialect_for_django",
     "dialect_for_url",
@@ -97,6 +98,16 @@ def parse_url(url: str | URL) -> URL:
     except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
         raise ConfigurationError(f"not a database URL: {_without_password(url)!r}") from exc
     return dialect_named(parsed.get_backend_name()).normalize_url(parsed)
+
+
+def async_url(url: str | URL) -> URL | None:
+    """The URL the async worker opens when `url` names an async driver (checked installed),
+    else None; the sync work on such a URL uses `parse_url`'s."""
+    try:
+        parsed = make_url(_hosts_to_query(url) if isinstance(url, str) else url)
+    except (ArgumentError, ValueError) as exc:
+        raise ConfigurationError(f"not a database URL: {_without_password(url)!r}") from exc
+    return dialect_named(parsed.get_backend_name()).async_url(parsed)
 
 
 def dialect_for_url(url: str | URL) -> Dialect:

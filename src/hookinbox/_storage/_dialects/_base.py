@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
+from hookinbox._errors import ConfigurationError
 from hookinbox._payload import search_text
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ Upsert: TypeAlias = "postgresql.Insert | sqlite.Insert | MySQLUpsert"
 
 if TYPE_CHECKING:
     from alembic.operations import Operations
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
     from hookinbox._model import NewDelivery
     from hookinbox._records import PayloadMatch, Pressure
@@ -51,6 +53,9 @@ class Dialect(ABC):
     """How long one prune batch may hold its locks while other work waits (`_pacing.py`)."""
     django_vendors: ClassVar[tuple[str, ...]] = ()
     """The `connection.vendor` of Django backends this database serves."""
+    async_drivers: ClassVar[Mapping[str, str]] = {}
+    """The async drivers the async worker runs on (SQLAlchemy's driver name -> the extra that
+    installs it); `normalize_url` turns each into the sync driver of hookinbox's own work."""
 
     # -- engines and URLs -------------------------------------------------------------------
 
@@ -60,6 +65,21 @@ class Dialect(ABC):
 
     @abstractmethod
     def build_engine(self, url: URL, options: StoreOptions) -> Engine: ...
+
+    def async_url(self, url: URL) -> URL | None:
+        """`url` (as given, not normalized) when it names one of `async_drivers`, checked
+        installed; None when it names a sync driver."""
+        driver = url.drivername.partition("+")[2]  # the name given (`postgres://` loads none)
+        if driver not in self.async_drivers:
+            return None
+        from hookinbox._extras import require
+
+        require(f"a {url.drivername}:// database URL", self.async_drivers[driver])
+        return url
+
+    def build_async_engine(self, url: URL, options: StoreOptions) -> AsyncEngine:
+        """The async worker's engine on `url` (one `async_url` returned)."""
+        raise ConfigurationError(f"hookinbox has no async driver for {self.name}")
 
     @abstractmethod
     def missing_database(self, url: URL) -> str | None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,12 +41,13 @@ from hookinbox._storage._batch import (
 )
 from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
-from hookinbox._storage._errors import mark_deadlock
+from hookinbox._storage._errors import key_columns, mark_deadlock
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._schema import events
 
 if TYPE_CHECKING:
     from alembic.operations import Operations
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
     from hookinbox._model import NewDelivery
     from hookinbox._records import PayloadMatch
@@ -59,6 +61,13 @@ KEEPALIVE_PROBES = 3
 ADVISORY_LOCK_KEY = 0x686F6F6B696E
 """An arbitrary constant naming hookinbox's migration lock among the application's own locks."""
 _IN_ERROR = 3
+IN_FAILED_SQL_TRANSACTION = "25P02"
+UNIQUE_VIOLATION = "23505"
+_ABORTED = (
+    "the processing transaction was aborted by an earlier database error (one a handler "
+    "caught and went on): rolled back, to be retried"
+)
+_ONE = sa.text("SELECT 1")
 """libpq's PQTRANS_INERROR, as psycopg 3 and psycopg2 report `info.transaction_status`."""
 
 # Django's own OPTIONS for PostgreSQL; the rest are libpq parameters the LISTEN connection needs.
@@ -75,11 +84,18 @@ class PostgreSQL(Dialect):
     autocommit_batches: ClassVar[bool] = True
     prune_busy_batch_seconds: ClassVar[float] = 0.02
     django_vendors: ClassVar[tuple[str, ...]] = ("postgresql",)
+    # asyncpg, or psycopg's own async mode; hookinbox's own work stays on psycopg (sync).
+    async_drivers: ClassVar[Mapping[str, str]] = {
+        "asyncpg": "asyncpg",
+        "psycopg_async": "postgres-async",
+    }
 
     # -- engines and URLs -------------------------------------------------------------------
 
     def normalize_url(self, url: URL) -> URL:
-        require(f"a {url.get_backend_name()}:// database URL", "postgres")  # the driver
+        # The driver: psycopg, with the async one the URL names where it names one.
+        extra = self.async_drivers.get(url.drivername.partition("+")[2], "postgres")
+        require(f"a {url.drivername}:// database URL", extra)
         if url.drivername.partition("+")[2] == DRIVER:  # `postgres://` names no dialect
             return url
         url = url.set(drivername="postgresql+psycopg")
@@ -91,6 +107,16 @@ class PostgreSQL(Dialect):
 
     def build_engine(self, url: URL, options: StoreOptions) -> Engine:
         return _engine(url, options)
+
+    def async_url(self, url: URL) -> URL | None:
+        if super().async_url(url) is None:
+            return None
+        if _several_hosts(url) and "target_session_attrs" not in url.query:
+            url = url.update_query_dict({"target_session_attrs": "read-write"})
+        return url
+
+    def build_async_engine(self, url: URL, options: StoreOptions) -> AsyncEngine:
+        return _async_engine(url, options)
 
     def missing_database(self, url: URL) -> str | None:
         """The server says so at the first connection (one line, exit 2)."""
@@ -144,13 +170,20 @@ class PostgreSQL(Dialect):
     def refuse_aborted(self, connection: Connection) -> None:
         """A PostgreSQL error that a handler caught and ignored aborted the transaction:
         PostgreSQL would answer the COMMIT with a rollback, and the attempt would pass for a
-        success. Read from the driver's connection state: no round trip."""
+        success. psycopg (sync or async) tells from its connection state, with no round trip;
+        asyncpg keeps that state private, so a `SELECT 1` asks (refused in an aborted
+        transaction: 25P02)."""
         info = getattr(connection.connection.driver_connection, "info", None)
-        if getattr(info, "transaction_status", None) == _IN_ERROR:
-            raise RuntimeError(
-                "the processing transaction was aborted by an earlier database error (one a "
-                "handler caught and went on): rolled back, to be retried"
-            )
+        if info is not None:
+            if getattr(info, "transaction_status", None) == _IN_ERROR:
+                raise RuntimeError(_ABORTED)
+            return
+        try:
+            connection.execute(_ONE)
+        except sa.exc.DBAPIError as error:
+            if getattr(error.orig, "sqlstate", None) == IN_FAILED_SQL_TRANSACTION:
+                raise RuntimeError(_ABORTED) from None
+            raise
 
     def check_writable(self, connection: Connection) -> None:
         if connection.exec_driver_sql("SHOW transaction_read_only").scalar() == "on":
@@ -399,18 +432,43 @@ class PostgreSQL(Dialect):
 
 def _engine(url: URL, options: StoreOptions) -> Engine:
     engine = create_engine(
-        url,
-        hide_parameters=HIDE_PARAMETERS,
-        pool_size=options.pool_size,
-        max_overflow=options.max_overflow,
-        pool_timeout=options.pool_timeout,
-        pool_pre_ping=True,  # a restarted server leaves dead connections in the pool
-        connect_args=_connect_args(url, options),
+        url, **_engine_arguments(options), connect_args=_connect_args(url, options)
     )
+    _watch(engine, _check_psycopg)
+    return engine
+
+
+def _async_engine(url: URL, options: StoreOptions) -> AsyncEngine:
+    """The async worker's engine: asyncpg, or psycopg's async mode, with the same checks."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    if url.get_driver_name() == "asyncpg":
+        arguments, check = _asyncpg_connect_args(url, options), _checking_asyncpg(options)
+    else:  # psycopg_async takes libpq's parameters, as psycopg does
+        arguments, check = _connect_args(url, options), _check_psycopg
+    engine = create_async_engine(url, **_engine_arguments(options), connect_args=arguments)
+    _watch(engine.sync_engine, check)
+    return engine
+
+
+def _engine_arguments(options: StoreOptions) -> dict[str, Any]:
+    return {
+        "hide_parameters": HIDE_PARAMETERS,
+        "pool_size": options.pool_size,
+        "max_overflow": options.max_overflow,
+        "pool_timeout": options.pool_timeout,
+        "pool_pre_ping": True,  # a restarted server leaves dead connections in the pool
+    }
+
+
+def _watch(engine: Engine, check: Callable[[Any], None]) -> None:
+    """Errors classified, and each new connection checked by `check` (its DB-API connection:
+    psycopg's, or SQLAlchemy's adapter over an async driver's)."""
 
     @event.listens_for(engine, "handle_error")
     def _classify(context: ExceptionContext) -> None:
-        sqlstate = getattr(context.original_exception, "sqlstate", None)
+        original = context.original_exception
+        sqlstate = getattr(original, "sqlstate", None)
         if sqlstate == READ_ONLY_SQL_TRANSACTION:
             # A write refused because the server is read-only: the session reached a standby
             # (a demoted primary that came back as one, or a URL without
@@ -418,22 +476,84 @@ def _engine(url: URL, options: StoreOptions) -> Engine:
             # sessions look for the primary, and the caller sees "unavailable" (503, retried)
             # rather than a bug (500).
             context.is_disconnect = True
-        elif sqlstate == DEADLOCK_DETECTED and context.original_exception is not None:
+        elif sqlstate == DEADLOCK_DETECTED and original is not None:
             # This session found the cycle and PostgreSQL aborted its transaction, nothing of
             # it kept: a transaction of hookinbox's own may run again (`retry_deadlocks`).
-            mark_deadlock(context.original_exception)
+            mark_deadlock(original)
+        elif sqlstate == UNIQUE_VIOLATION and original is not None:
+            _name_unique_violation(original)
 
     @event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
-        connection = dialect.connect(*cargs, **cparams)
         try:
-            check_encoding(connection.pgconn)
+            connection = dialect.connect(*cargs, **cparams)
+        except (OSError, TimeoutError) as error:
+            # asyncpg lets a refused, unreachable or timed-out connect escape as the socket's
+            # own error, which SQLAlchemy passes on unwrapped; as the driver's OperationalError
+            # it is "unavailable" (503, a retry), as psycopg's is, not a bug.
+            message = f"could not connect: {type(error).__name__}: {error}"
+            raise dialect.loaded_dbapi.OperationalError(message) from error
+        try:
+            check(connection)
         except ConfigurationError:
             connection.close()
             raise
         return connection
 
-    return engine
+
+def _name_unique_violation(original: BaseException) -> None:
+    """asyncpg's violation, named for `unique_violation` as psycopg's `diag` names its own:
+    SQLAlchemy's adapter raises it from asyncpg's error, which holds the names."""
+    if getattr(original, "diag", None) is not None:
+        return  # psycopg's: read from `diag` where it is caught
+    cause = original.__cause__
+    table = getattr(cause, "table_name", None)
+    if cause is None or table is None:
+        return
+    columns = key_columns(getattr(cause, "detail", None))
+    original.hookinbox_unique = (table, columns, getattr(cause, "constraint_name", None))  # type: ignore[attr-defined]
+
+
+def _check_psycopg(connection: Any) -> None:
+    # psycopg's connection, or (async) SQLAlchemy's adapter holding it as `_connection`.
+    pgconn = getattr(connection, "pgconn", None) or connection._connection.pgconn
+    check_encoding(pgconn)
+
+
+def _checking_asyncpg(options: StoreOptions) -> Callable[[Any], None]:
+    def check(adapted: Any) -> None:
+        connection = adapted._connection  # asyncpg's own, behind SQLAlchemy's adapter
+        encoding = str(connection.get_settings().server_encoding)
+        if encoding.upper() != REQUIRED_ENCODING:
+            database = connection._params.database or ""
+            raise ConfigurationError(_encoding_refused(database, encoding))
+        tune_socket(connection, options.tcp_timeout)
+
+    return check
+
+
+def tune_socket(connection: Any, timeout: float) -> None:
+    """libpq's TCP settings (`tcp_settings`) on an asyncpg connection's socket, which asyncpg
+    has no parameters for: a silent server is given up in `timeout` seconds, as with psycopg."""
+    transport = getattr(connection, "_transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or timeout <= 0 or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return  # a UNIX socket has no TCP to tune
+    settings = tcp_settings(timeout)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, settings["keepalives_idle"])
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, settings["keepalives_interval"])
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, settings["keepalives_count"])
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, settings["tcp_user_timeout"])
+
+
+def _asyncpg_connect_args(url: URL, options: StoreOptions) -> dict[str, Any]:
+    """asyncpg's names for what `_connect_args` sets through libpq."""
+    defaults: dict[str, Any] = {
+        "timeout": options.connect_timeout,
+        "server_settings": {"application_name": "hookinbox"},
+    }
+    return {key: value for key, value in defaults.items() if key not in url.query}
 
 
 def check_encoding(pgconn: Any) -> None:
@@ -449,10 +569,14 @@ def check_encoding(pgconn: Any) -> None:
     encoding = raw.decode("ascii", "replace")
     if encoding.upper() != REQUIRED_ENCODING:
         database = (pgconn.db or b"").decode("utf-8", "replace")
-        raise ConfigurationError(
-            f"database {database!r} is encoded {encoding}; hookinbox needs {REQUIRED_ENCODING}"
-            f" (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0, or initdb -E UTF8)"
-        )
+        raise ConfigurationError(_encoding_refused(database, encoding))
+
+
+def _encoding_refused(database: str, encoding: str) -> str:
+    return (
+        f"database {database!r} is encoded {encoding}; hookinbox needs {REQUIRED_ENCODING}"
+        f" (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0, or initdb -E UTF8)"
+    )
 
 
 def _connect_args(url: URL, options: StoreOptions) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import contextlib
 import functools
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -32,6 +32,7 @@ from sqlalchemy.types import DateTime
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._records import Pressure
+from hookinbox._storage._awaiting import sleep_in_event_loop
 from hookinbox._storage._batch import (
     EVENT_COLUMNS,
     ON_CONFLICT,
@@ -48,6 +49,7 @@ from hookinbox._storage._schema import events
 
 if TYPE_CHECKING:
     from alembic.operations import Operations
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
     from hookinbox._model import NewDelivery
     from hookinbox._records import PayloadMatch
@@ -70,12 +72,16 @@ class SQLite(Dialect):
     # Every delivery waits for SQLite's one write lock while a prune batch holds it.
     prune_busy_batch_seconds: ClassVar[float] = 0.005
     django_vendors: ClassVar[tuple[str, ...]] = ("sqlite",)
+    async_drivers: ClassVar[Mapping[str, str]] = {"aiosqlite": "aiosqlite"}
 
     # -- engines and URLs -------------------------------------------------------------------
 
     def normalize_url(self, url: URL) -> URL:
-        if url.get_driver_name() not in ("pysqlite", "", DRIVER):
-            raise ConfigurationError("hookinbox uses the standard sqlite3 driver")
+        if url.get_driver_name() not in ("pysqlite", "", DRIVER, *self.async_drivers):
+            raise ConfigurationError(
+                "hookinbox uses the standard sqlite3 driver (sqlite:///), or aiosqlite for "
+                "its async worker (sqlite+aiosqlite:///)"
+            )
         if not url.database or url.database == ":memory:":
             raise ConfigurationError(
                 "SQLite needs a file (sqlite:///path.db): an in-memory database is lost on exit"
@@ -84,6 +90,9 @@ class SQLite(Dialect):
 
     def build_engine(self, url: URL, options: StoreOptions) -> Engine:
         return _engine(url, options)
+
+    def build_async_engine(self, url: URL, options: StoreOptions) -> AsyncEngine:
+        return _async_engine(url, options)
 
     def missing_database(self, url: URL) -> str | None:
         if url.database and not Path(url.database).exists():
@@ -327,33 +336,55 @@ class _HintedCompiler(sqlite.base.SQLiteCompiler):
 
 
 def _engine(url: URL, options: StoreOptions) -> Engine:
-    engine = create_engine(
-        url,
-        hide_parameters=HIDE_PARAMETERS,
-        connect_args={"timeout": options.busy_timeout, "check_same_thread": False},
-        pool_size=options.pool_size,
-        max_overflow=options.max_overflow,
-        pool_timeout=options.pool_timeout,
-    )
+    engine = create_engine(url, **_engine_arguments(options))
+    _configure(engine, options, sleep=time.sleep)
+    return engine
+
+
+def _async_engine(url: URL, options: StoreOptions) -> AsyncEngine:
+    """The same engine on aiosqlite (the async worker's): the same pragmas and `BEGIN
+    IMMEDIATE`, whose polling for another process's write lock yields to the event loop."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(url, **_engine_arguments(options))
+    _configure(engine.sync_engine, options, sleep=sleep_in_event_loop)
+    return engine
+
+
+def _engine_arguments(options: StoreOptions) -> dict[str, Any]:
+    return {
+        "hide_parameters": HIDE_PARAMETERS,
+        "connect_args": {"timeout": options.busy_timeout, "check_same_thread": False},
+        "pool_size": options.pool_size,
+        "max_overflow": options.max_overflow,
+        "pool_timeout": options.pool_timeout,
+    }
+
+
+def _configure(engine: Engine, options: StoreOptions, *, sleep: Callable[[float], None]) -> None:
+    """Pragmas on connect, `BEGIN IMMEDIATE` by polling, read-only connections dropped; on a
+    sync engine or an async engine's sync facade (whose DB-API connection is SQLAlchemy's
+    adapter: its calls are awaited underneath)."""
     engine.dialect.statement_compiler = _HintedCompiler
     synchronous = options.sqlite_synchronous
     busy_ms = int(options.busy_timeout * 1000)
 
     @event.listens_for(engine, "connect")
-    def _configure(dbapi_connection: Any, _record: Any) -> None:
+    def _configure_connection(dbapi_connection: Any, _record: Any) -> None:
         # sqlite3's own transaction handling begins lazily and deferred; a deferred transaction
         # that reads then writes can fail with SQLITE_BUSY without waiting. We issue
         # BEGIN IMMEDIATE ourselves (below) so every transaction queues for the write lock.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
-        if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
+        cursor.execute("PRAGMA page_count")
+        if cursor.fetchone()[0] == 0:
             # A new, empty file: pages freed by the pruner can be given back to the file
             # system (incremental vacuum). Only a database created with it has it (setting it
             # later needs a full VACUUM). Never written to an existing file: it may be
             # read-only, or another connection may hold the write lock.
             cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
-        _enable_wal(cursor, options.busy_timeout)  # readers never block the single writer
+        _enable_wal(cursor, options.busy_timeout, sleep)  # readers never block the one writer
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
@@ -363,10 +394,11 @@ def _engine(url: URL, options: StoreOptions) -> Engine:
         if connection.get_execution_options().get(READ_ONLY, False):
             connection.exec_driver_sql("BEGIN")
             return
-        driver = connection.connection.driver_connection
+        # The DB-API connection: sqlite3's own, or aiosqlite's behind SQLAlchemy's adapter.
+        driver = connection.connection.dbapi_connection
         driver.execute("PRAGMA busy_timeout=0")  # this process polls instead (below)
         try:
-            if not _poll_for_write_lock(driver, options.busy_timeout):
+            if not _poll_for_write_lock(driver, options.busy_timeout, sleep):
                 # The last try: its error is SQLAlchemy's, as before (a 503, or a read-only
                 # connection dropped from the pool).
                 connection.exec_driver_sql("BEGIN IMMEDIATE")
@@ -384,10 +416,8 @@ def _engine(url: URL, options: StoreOptions) -> Engine:
         if _is_read_only_error(context.original_exception):
             context.is_disconnect = True
 
-    return engine
 
-
-def _poll_for_write_lock(driver: Any, timeout: float) -> bool:
+def _poll_for_write_lock(driver: Any, timeout: float, sleep: Callable[[float], None]) -> bool:
     """`BEGIN IMMEDIATE` on a connection without a busy timeout, tried every `LOCK_POLL` while
     another process holds the write lock, for up to `timeout` seconds; False if it is still
     held then, or on any other error (left to the caller's last try).
@@ -411,7 +441,7 @@ def _poll_for_write_lock(driver: Any, timeout: float) -> bool:
                 return False
         if time.monotonic() >= deadline:
             return False
-        time.sleep(LOCK_POLL)
+        sleep(LOCK_POLL)
 
 
 def _is_read_only_error(error: BaseException) -> bool:
@@ -419,20 +449,23 @@ def _is_read_only_error(error: BaseException) -> bool:
     return isinstance(error, sqlite3.Error) and code is not None and code & 0xFF == SQLITE_READONLY
 
 
-def _enable_wal(cursor: Any, timeout: float) -> None:
+def _enable_wal(cursor: Any, timeout: float, sleep: Callable[[float], None]) -> None:
     """Switch a database to WAL (a persistent setting: once per file, not per connection).
 
     Changing the journal mode needs an exclusive lock and SQLite does not wait for it with the
     busy handler, so processes opening a new file at once retry here until one has switched.
     """
     deadline = time.monotonic() + timeout
-    while cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+    while True:
+        cursor.execute("PRAGMA journal_mode")
+        if cursor.fetchone()[0].lower() == "wal":
+            return
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
         except sqlite3.OperationalError:
             if time.monotonic() >= deadline:
                 raise
-            time.sleep(0.01)
+            sleep(0.01)
 
 
 # -- group commit's statements ------------------------------------------------------------------
