@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from sqlalchemy import Connection
 
+from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError
 from hookinbox._operations._prune import DEFAULT_RETENTION, PruneResult, check_retention
 from hookinbox._processing._business import BusinessKey
@@ -386,7 +387,9 @@ class Inbox(BaseInbox):
         """Process every due event now, in this thread; returns the number of attempts run.
 
         Retries scheduled for later are left for later. Handy in tests, scripts and cron jobs.
+        `timeout`: seconds, more than 0 and at most 7 days.
         """
+        ranges.RUN_TIMEOUT.check("timeout", timeout)  # before the store is opened
         worker = self.worker(WorkerOptions(handle_signals=False), prune=False)
         return worker.run_until_idle(timeout=timeout)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import click
 
+from hookinbox import _ranges as ranges
 from hookinbox._extras import require
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._options import (
@@ -25,6 +27,8 @@ from hookinbox.cli._options import (
     store_option_flags,
     store_option_values,
 )
+from hookinbox.cli._reconcile import duration
+from hookinbox.cli._types import number
 
 if TYPE_CHECKING:
     from hookinbox._inbox import Inbox
@@ -41,13 +45,13 @@ EXIT_NOT_DRAINED = 1
 @grace_option
 @click.option(
     "--poll-interval",
-    type=click.FloatRange(0.01, 3600),
+    type=number(ranges.POLL_INTERVAL),
     default=None,
     envvar="HOOKINBOX_POLL_INTERVAL",
     show_envvar=True,
     help="Seconds between checks when nothing wakes the worker [default: 0.05 SQLite, 1 PG].",
 )
-@click.option("--parent-pid", type=int, default=None, hidden=True)
+@click.option("--parent-pid", type=number(ranges.PROCESS_ID), default=None, hidden=True)
 @click.option("--wake-socket", default=None, hidden=True)  # serve's, on SQLite
 @metrics_port_option
 @click.option(
@@ -62,6 +66,7 @@ EXIT_NOT_DRAINED = 1
 @click.option(
     "--reconcile-every",
     default=None,
+    callback=lambda _ctx, _param, text: reconcile_period(text),
     envvar="HOOKINBOX_RECONCILE_EVERY",
     show_envvar=True,
     help="Reconcile every source that has API credentials this often (1h, 30m; off by "
@@ -83,7 +88,7 @@ def worker(
     no_relay: bool,
     relay_concurrency: int,
     heartbeat_interval: float,
-    reconcile_every: str | None,
+    reconcile_every: timedelta | None,
     log_level: str,
     log_format: str,
     **store_options: object,
@@ -105,9 +110,7 @@ def worker(
     from hookinbox._settings import Overrides
     from hookinbox.cli._loading import load_inbox
     from hookinbox.cli._logs import configure_logging
-    from hookinbox.cli._reconcile import duration
 
-    every = None if reconcile_every is None else duration(reconcile_every, "--reconcile-every")
     configure_logging(log_level, log_format)
     inbox = load_inbox(
         app, overrides=Overrides(database_url, store_options=store_option_values(store_options))
@@ -122,7 +125,7 @@ def worker(
         wake_socket=wake_socket,
         heartbeat_interval=heartbeat_interval,
     )
-    built = inbox.worker(options, relay=not no_relay, reconcile_every=every)
+    built = inbox.worker(options, relay=not no_relay, reconcile_every=reconcile_every)
     run_until_stopped(inbox, built, metrics_port)
 
 
@@ -171,6 +174,17 @@ def relay(
         heartbeat_interval=heartbeat_interval,
     )
     run_until_stopped(inbox, inbox.relay_only(options), metrics_port)
+
+
+def reconcile_period(text: str | None) -> timedelta | None:
+    """`--reconcile-every`, checked while the command line is parsed (serve parses its
+    worker's command line before it starts, so a bad variable stops serve too)."""
+    if text is None:
+        return None
+    try:
+        return duration(text, "--reconcile-every")
+    except click.BadParameter as error:  # click names the option and its variable
+        raise click.BadParameter(error.message) from None
 
 
 def run_until_stopped(inbox: Inbox, worker: Worker, metrics_port: int | None) -> None:
