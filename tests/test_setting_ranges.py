@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import threading
 import types
 import typing
@@ -41,8 +42,10 @@ from hookinbox._operations import Thresholds
 from hookinbox._settings import ReceiverSettings
 from hookinbox.cli._commands import COMMANDS
 from hookinbox.cli._main import main
+from hookinbox.outbox import HTTPDestination
 from hookinbox.simulate import SimulationConfig
 
+DOCS = Path(__file__).parent.parent / "docs"
 REACHED = 99
 """The exit code of a command whose callback ran: the value under test was not refused."""
 
@@ -319,7 +322,9 @@ HOSTILE_PYTHON: list[object] = [
 
 
 def numeric_fields(kind: type) -> list[str]:
-    hints = typing.get_type_hints(kind)
+    import httpx  # named by HTTPDestination's annotations, under TYPE_CHECKING
+
+    hints = typing.get_type_hints(kind, localns={"httpx": httpx})
     found = []
     for field in dataclasses.fields(kind):
         hint = hints[field.name]
@@ -337,6 +342,7 @@ SETTINGS: list[tuple[type, dict[str, Any]]] = [
     (GroupCommit, {}),
     (SimulationConfig, SIMULATION),
     (Thresholds, {}),
+    (HTTPDestination, {"name": "shop", "url": "http://127.0.0.1:9/"}),
 ]
 
 
@@ -345,7 +351,8 @@ def field_cases() -> list[tuple[type, dict[str, Any], str]]:
 
 
 @pytest.mark.parametrize(
-    ("kind", "base", "name"), field_cases(), ids=lambda v: getattr(v, "__name__", str(v))
+    ("kind", "base", "name"),
+    [pytest.param(*case, id=f"{case[0].__name__}.{case[2]}") for case in field_cases()],
 )
 def test_every_numeric_field_refuses_hostile_values(
     kind: type, base: dict[str, Any], name: str
@@ -384,3 +391,70 @@ def test_thresholds_from_the_environment_refuse_hostile_values(variable: str, va
 def test_a_negative_pending_age_is_refused(value: str) -> None:
     with pytest.raises(ConfigurationError):
         Thresholds.from_environment({"HOOKINBOX_MAX_PENDING_AGE": value})
+
+
+# -- the documentation -------------------------------------------------------------------
+
+
+def ranges_table() -> list[str]:
+    """The rows of docs/cli.md's "Ranges" table."""
+    section = (DOCS / "cli.md").read_text().split("\n## Ranges\n", 1)[1].split("\n## ", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("| ")]
+
+
+def test_every_numeric_option_is_in_the_ranges_table() -> None:
+    rows = ranges_table()
+    for path, _, option in numeric_options():
+        if option.hidden:
+            continue
+        flag, takes = f"`{option.opts[0]}`", option.type.limits.describe()
+        assert any(flag in row and takes in row for row in rows), (path, flag, takes)
+
+
+PUBLIC = {
+    "WorkerOptions", "StoreOptions", "RetryPolicy", "GroupCommit", "SimulationConfig",
+    "HTTPDestination",
+}  # fmt: skip
+
+
+def test_every_public_numeric_field_is_in_the_ranges_table() -> None:
+    """`WorkerOptions.lease_seconds`, `Inbox(ack_deadline=)`, ... each with its range, in the
+    words its `ConfigurationError` says."""
+    from hookinbox import _ranges
+    from hookinbox._processing._policy import _POLICY_RANGES
+    from hookinbox._processing._worker import _WORKER_RANGES
+    from hookinbox._storage._options import _RANGES as STORE_RANGES
+    from hookinbox.simulate._config import RANGES as SIMULATION_RANGES
+
+    limits = {
+        "WorkerOptions": {
+            **_WORKER_RANGES,
+            "poll_interval": _ranges.POLL_INTERVAL,
+            "sweep_interval": _ranges.SWEEP_INTERVAL,
+            "parent_pid": _ranges.PROCESS_ID,
+        },
+        "StoreOptions": STORE_RANGES,
+        "RetryPolicy": _POLICY_RANGES,
+        "GroupCommit": {
+            "max_rows": _ranges.GROUP_MAX_ROWS,
+            "max_wait": _ranges.GROUP_MAX_WAIT,
+            "writers": _ranges.GROUP_WRITERS,
+        },
+        "SimulationConfig": SIMULATION_RANGES,
+        "HTTPDestination": {"timeout": _ranges.DESTINATION_TIMEOUT},
+        "ReceiverSettings": {
+            "max_body_size": _ranges.MAX_BODY_SIZE,
+            "body_timeout": _ranges.BODY_TIMEOUT,
+            "retry_after": _ranges.RETRY_AFTER,
+            "ack_deadline": _ranges.ACK_DEADLINE,
+        },
+    }
+    rows = ranges_table()
+    for kind, _, name in field_cases():
+        if kind.__name__ not in {*PUBLIC, "ReceiverSettings"}:
+            continue
+        shown = f"`Inbox({name}=)`" if kind is ReceiverSettings else f"`{kind.__name__}.{name}`"
+        takes = limits[kind.__name__][name].describe()
+        assert any(shown in row and takes in row for row in rows), (shown, takes)
+        with pytest.raises(ConfigurationError, match=re.escape(takes)):
+            kind(**dict(SETTINGS)[kind], **{name: math.nan})  # the words of its error

@@ -141,6 +141,10 @@ RETRY_FACTOR = Range(1, 100)
 """The backoff raises it to at most the 64th power: 100**64 is still a finite float."""
 JITTER = Range(0, 1, high_open=True)
 
+# -- the outbox (HTTPDestination) ---------------------------------------------------------
+
+DESTINATION_TIMEOUT = seconds(0, HOUR, low_open=True)
+
 # -- group commit (GroupCommit) ------------------------------------------------------------
 
 GROUP_MAX_ROWS = whole(1, 2000)
