@@ -373,7 +373,11 @@ def test_the_inbox_constructor_refuses_them_at_once(tmp_path: Path) -> None:
         Inbox(url, store_options=StoreOptions(busy_timeout=math.nan))
     with pytest.raises(ConfigurationError, match=r"^first_delay must be "):
         Inbox(url, retry=RetryPolicy(first_delay=1e300))
+    with pytest.raises(ConfigurationError, match=r"^retention must be .* at most 36500 days"):
+        Inbox(url, retention=timedelta(days=999_999))  # `now - retention`: OverflowError
     inbox = Inbox(url)
+    with pytest.raises(ConfigurationError, match=r"^retention must be "):
+        inbox.with_settings(retention=timedelta.max)
     with pytest.raises(ConfigurationError, match=r"^timeout must be "):
         inbox.process_due(timeout=math.nan)
     assert not (tmp_path / "inbox.db").exists()

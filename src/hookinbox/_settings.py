@@ -36,6 +36,8 @@ DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///hookinbox.db"
 DEFAULT_MAX_BODY_SIZE = 1024 * 1024
 DEFAULT_RETRY_AFTER = 5
+MAX_RETENTION = timedelta(days=36_500)
+"""A century: `now - retention` stays inside the calendar."""
 DEFAULT_ACK_DEADLINE = 3.0
 """Seconds from a delivery's body read to its answer; past it, 503. Below Shopify's 5 s, the
 shortest timeout among the providers (../docs/ingest.md#the-ack-deadline)."""
@@ -97,9 +99,14 @@ class Settings:
         ):
             if not isinstance(getattr(self, name), kind):
                 raise ConfigurationError(f"{name} must be a {kind.__name__}")
-        if not isinstance(self.retention, timedelta) or self.retention <= timedelta(0):
+        if not isinstance(self.retention, timedelta) or not (
+            timedelta(0) < self.retention <= MAX_RETENTION
+        ):
+            # Longer, `now - retention` left the calendar: ingest's stale check and the
+            # daily prune raised OverflowError.
             raise ConfigurationError(
-                f"retention must be a positive timedelta, not {self.retention!r}"
+                f"retention must be a positive timedelta of at most {MAX_RETENTION.days} days, "
+                f"not {self.retention!r}"
             )
 
     @property
