@@ -153,7 +153,7 @@ def parse_duration(text: str) -> timedelta:
     except (ValueError, OverflowError) as exc:  # OverflowError: inf, 1e300, ...
         raise ConfigurationError(f"not a duration: {text!r} (use 90d, 36h, 15m or 30s)") from exc
     if duration < timedelta(0):
-        raise ConfigurationError(f"a duration cannot be negative: {text!r} (use 90d, 36h or 15m)")
+        raise ConfigurationError(f"{text!r} is not a positive duration (use 90d, 36h or 15m)")
     return duration
 
 
