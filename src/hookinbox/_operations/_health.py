@@ -50,7 +50,7 @@ class Thresholds:
                 continue
             # ASCII digits only: str.isdigit() took "²", which int() then refused (a traceback)
             number = int(text) if text.isascii() and text.isdecimal() else None
-            if number not in ranges.THRESHOLD:
+            if number is None or number not in ranges.THRESHOLD:
                 raise ConfigurationError(
                     f"{variable} must be {ranges.THRESHOLD.describe()}, got {text!r}"
                 )

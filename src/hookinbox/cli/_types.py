@@ -58,15 +58,15 @@ def number(limits: Range) -> BoundedInt | BoundedFloat:
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 
 
-class Host(click.ParamType):
+class Host(click.types.StringParamType):
     """An interface to listen on: an IP address (`127.0.0.1`, `::`, `0.0.0.0`) or a host
     name as DNS spells one (`localhost`). Anything else was handed to the socket and came
     back as exit 1, "Name or service not known", as if the machine had failed."""
 
     name = "host"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        text = str(value)
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = super().convert(value, param, ctx)
         try:
             ipaddress.ip_address(text)
         except ValueError:
