@@ -178,8 +178,11 @@ def test_a_correct_configuration_still_processes(inbox: Inbox) -> None:
     [
         ({"max_body_size": "1mb"}, "max_body_size must be a whole number from 1"),
         ({"retry_after": 0}, "retry_after must be a whole number from 1 to 3600, not 0"),
-        ({"ack_deadline": 90}, "ack_deadline must be between 0 and 60 seconds (or None), not 90"),
-        ({"body_timeout": 0}, "body_timeout must be between 0 and 300 seconds, not 0"),
+        (
+            {"ack_deadline": 90},
+            "ack_deadline must be more than 0 and at most 60 seconds (or None), not 90",
+        ),
+        ({"body_timeout": 0}, "body_timeout must be more than 0 and at most 300 seconds, not 0"),
         ({"prune_at": "4am"}, "not a time of day: '4am' (use HH:MM, UTC)"),
         ({"retention": timedelta(0)}, "retention must be a positive timedelta"),
         ({"group_commit": "yes"}, "group_commit is True, False or a GroupCommit, not 'yes'"),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from sqlalchemy import Connection
 
+from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError
 from hookinbox._operations._prune import DEFAULT_RETENTION, PruneResult, check_retention
 from hookinbox._processing._business import BusinessKey
@@ -482,8 +483,10 @@ class Inbox(BaseInbox):
 
         Retries scheduled for later are left for later. Handy in tests, scripts and cron jobs.
         On an async database URL it runs `aprocess_due` on an event loop of its own; inside a
-        running loop, await `aprocess_due()` instead.
+        running loop, await `aprocess_due()` instead. `timeout`: seconds, more than 0 and at
+        most 7 days.
         """
+        ranges.RUN_TIMEOUT.check("timeout", timeout)  # before the store is opened
         if self.is_async:
             try:
                 asyncio.get_running_loop()
@@ -499,6 +502,7 @@ class Inbox(BaseInbox):
     async def aprocess_due(self, *, timeout: float = 60.0) -> int:
         """`process_due` on the running event loop (an async database URL): every due event
         processed now, one at a time; returns the number of attempts run."""
+        ranges.RUN_TIMEOUT.check("timeout", timeout)
         worker = self.async_worker(WorkerOptions(handle_signals=False), prune=False)
         return await worker.run_until_idle(timeout=timeout)
 

@@ -25,6 +25,7 @@ from datetime import time as time_of_day
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError
 from hookinbox._operations._prune import DEFAULT_RETENTION
 from hookinbox._operations._schedule import parse_daily_time
@@ -38,16 +39,14 @@ DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///hookinbox.db"
 DEFAULT_MAX_BODY_SIZE = 1024 * 1024
 DEFAULT_RETRY_AFTER = 5
+MAX_RETENTION = timedelta(days=36_500)
+"""A century: `now - retention` stays inside the calendar."""
 DEFAULT_ACK_DEADLINE = 3.0
 """Seconds from a delivery's body read to its answer; past it, 503. Below Shopify's 5 s, the
 shortest timeout among the providers (../docs/ingest.md#the-ack-deadline)."""
 DEFAULT_BODY_TIMEOUT = 10.0
 """Seconds a client may take to send a delivery's body: a stalled or trickling client (slowloris)
 would otherwise hold a connection and its buffer for as long as it likes."""
-MAX_ACK_DEADLINE = 60.0
-MAX_BODY_TIMEOUT = 300.0
-"""Senders give up after 30 s at most; a body still arriving after 300 s is an attack."""
-MAX_RETRY_AFTER = 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +65,10 @@ class ReceiverSettings:
     """Seconds since the epoch: signature tolerances, timestamps and schedules use it."""
 
     def __post_init__(self) -> None:
-        _check_int("max_body_size", self.max_body_size, 1, 1 << 31)
-        _check_int("retry_after", self.retry_after, 1, MAX_RETRY_AFTER)
-        if self.ack_deadline is not None:
-            _check_seconds("ack_deadline", self.ack_deadline, MAX_ACK_DEADLINE, "(or None)")
-        _check_seconds("body_timeout", self.body_timeout, MAX_BODY_TIMEOUT)
+        ranges.MAX_BODY_SIZE.check("max_body_size", self.max_body_size)
+        ranges.RETRY_AFTER.check("retry_after", self.retry_after)
+        ranges.ACK_DEADLINE.check_optional("ack_deadline", self.ack_deadline)
+        ranges.BODY_TIMEOUT.check("body_timeout", self.body_timeout)
         if not callable(self.clock):
             raise ConfigurationError(
                 f"clock must be a function returning seconds, not {self.clock!r}"
@@ -104,9 +102,14 @@ class Settings:
         ):
             if not isinstance(getattr(self, name), kind):
                 raise ConfigurationError(f"{name} must be a {kind.__name__}")
-        if not isinstance(self.retention, timedelta) or self.retention <= timedelta(0):
+        if not isinstance(self.retention, timedelta) or not (
+            timedelta(0) < self.retention <= MAX_RETENTION
+        ):
+            # Longer, `now - retention` left the calendar: ingest's stale check and the
+            # daily prune raised OverflowError.
             raise ConfigurationError(
-                f"retention must be a positive timedelta, not {self.retention!r}"
+                f"retention must be a positive timedelta of at most {MAX_RETENTION.days} days, "
+                f"not {self.retention!r}"
             )
 
     @property
@@ -226,18 +229,3 @@ def resolve_group_commit(setting: GroupCommit | bool) -> GroupCommit | None:
 
 def resolve_prune_at(text: str | None) -> time_of_day | None:
     return parse_daily_time(text) if text else None
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigurationError(
-            f"{name} must be a whole number from {low} to {high}, not {value!r}"
-        )
-
-
-def _check_seconds(name: str, value: object, high: float, alternative: str = "") -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= high:
-        unless = f" {alternative}" if alternative else ""
-        raise ConfigurationError(
-            f"{name} must be between 0 and {high:g} seconds{unless}, not {value!r}"
-        )

@@ -135,7 +135,7 @@ def test_bad_usage_is_one_line_exit_2(
     [
         (("--page-timeout", "0s"), "not a positive duration"),
         (("--run-timeout", "30"), "has no unit"),
-        (("--max-pages", "0"), "0 is not in the range x>=1"),
+        (("--max-pages", "0"), "0 is not in the range 1<=x<=1000000"),
     ],
 )
 def test_bad_limits_are_one_line_exit_2(

@@ -56,7 +56,11 @@ def test_every_store_option_is_a_flag_of_its_type() -> None:
         spec.type.convert(str(default), None, None)  # the default itself is accepted
     documented = (ROOT / "docs" / "operations.md").read_text()
     for spec in STORE_OPTION_FLAGS:
-        assert f"| `{spec.flag}` | `{spec.variable}` |" in documented, spec.flag
+        row = f"| `{spec.flag}` | `{spec.variable}` |"
+        assert row in documented, spec.flag
+        if isinstance(spec.type, click.FloatRange | click.IntRange):  # its range, in words
+            line = next(line for line in documented.splitlines() if line.startswith(row))
+            assert spec.type.limits.describe() in line, spec.flag  # type: ignore[attr-defined]
 
 
 def test_the_server_processes_read_them_from_the_environment(

@@ -75,4 +75,5 @@ def test_dashboard_command_refuses_to_start_without_a_good_token(tmp_path: Path)
     assert "at least 16 characters" in error_line(short, 2)
     assert "give APP (or set HOOKINBOX_APP) or --database-url" in error_line(no_database, 2)
     assert "at least 16 characters" in error_line(serve_short, 2)
-    assert "HOOKINBOX_MAX_FAILED must be a whole number, got 'lots'" in error_line(bad_threshold, 2)
+    expected = "HOOKINBOX_MAX_FAILED must be a whole number from 0 to 1000000000, got 'lots'"
+    assert expected in error_line(bad_threshold, 2)

@@ -120,6 +120,24 @@ def test_without_migrations_the_worker_says_what_to_run(empty_db_url: str) -> No
     assert "python manage.py migrate hookinbox" in failed.stderr
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("HOOKINBOX_LEASE_SECONDS", "nan"), ("HOOKINBOX_CONCURRENCY", "x")],
+)
+def test_the_worker_refuses_a_hostile_variable(
+    empty_db_url: str, variable: str, value: str
+) -> None:
+    """As `hookinbox worker` does, with the same ranges: `nan` was taken (and `x` raised a
+    ValueError's traceback from the command's arguments) before issue 45."""
+    project = DjangoProject(PROBE, {"PROBE_DATABASE_URL": empty_db_url, variable: value})
+    refused = project.manage("hookinbox_worker", "--until-idle", check=False)
+    assert refused.returncode == 2, (refused.returncode, refused.stderr)
+    assert "Traceback" not in refused.stderr
+    flag = "--" + variable.removeprefix("HOOKINBOX_").lower().replace("_", "-")
+    assert f"argument {flag}: {value!r} is not" in refused.stderr.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("backend", ["mysql"])
 @pytest.mark.usefixtures("mysqlclient")
 @pytest.mark.parametrize(

@@ -164,7 +164,9 @@ def test_not_ready_waits_never_pass_the_deadline_and_follow_the_policy(
 
 
 def test_a_not_ready_cap_must_be_positive() -> None:
-    with pytest.raises(ConfigurationError, match="not_ready_max_delay must be positive"):
+    with pytest.raises(
+        ConfigurationError, match="not_ready_max_delay must be more than 0 and at most"
+    ):
         RetryPolicy(not_ready_max_delay=0)
 
 

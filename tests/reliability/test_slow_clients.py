@@ -192,7 +192,9 @@ def test_serve_body_timeout_option_reaches_every_server_process(tmp_path: Path) 
 
 @pytest.mark.parametrize("seconds", [0, -1, 301, float("nan")])
 def test_a_body_timeout_out_of_bounds_is_refused_at_configuration(seconds: float) -> None:
-    with pytest.raises(ConfigurationError, match="body_timeout must be between 0 and 300"):
+    with pytest.raises(
+        ConfigurationError, match="body_timeout must be more than 0 and at most 300 seconds"
+    ):
         Inbox("sqlite:///unused.db", body_timeout=seconds)
 
 

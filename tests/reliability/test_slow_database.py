@@ -149,7 +149,7 @@ def test_a_held_lock_is_answered_503_at_the_ack_deadline(
 
 @pytest.mark.parametrize("seconds", [0, -1, 61, float("nan")])
 def test_an_ack_deadline_out_of_bounds_is_refused_at_configuration(seconds: float) -> None:
-    with pytest.raises(ConfigurationError, match="ack_deadline must be between 0 and 60"):
+    with pytest.raises(ConfigurationError, match="ack_deadline must be more than 0 and at most 60"):
         Inbox("sqlite:///unused.db", ack_deadline=seconds)
 
 

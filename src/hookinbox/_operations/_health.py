@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError
 from hookinbox._model import Status
 from hookinbox._operations._prune import parse_duration
@@ -41,16 +42,29 @@ class Thresholds:
         """The thresholds set by HOOKINBOX_MAX_* variables; the defaults for the others."""
         values: dict[str, int | timedelta] = {}
         for field_name, variable in THRESHOLD_ENV.items():
-            text = environ.get(variable)
-            if text is None:
+            text = environ.get(variable, "").strip()
+            if not text:  # empty is unset, as click reads `status`'s variables
                 continue
             if field_name == "max_oldest_pending":
                 values[field_name] = parse_duration(text)
-            elif text.isdigit():
-                values[field_name] = int(text)
-            else:
-                raise ConfigurationError(f"{variable} must be a whole number, got {text!r}")
+                continue
+            # ASCII digits only: str.isdigit() took "²", which int() then refused (a traceback)
+            number = int(text) if text.isascii() and text.isdecimal() else None
+            if number is None or number not in ranges.THRESHOLD:
+                raise ConfigurationError(
+                    f"{variable} must be {ranges.THRESHOLD.describe()}, got {text!r}"
+                )
+            values[field_name] = number
         return cls(**values)  # type: ignore[arg-type]
+
+    def __post_init__(self) -> None:
+        for name in THRESHOLD_ENV.keys() - {"max_oldest_pending"}:
+            ranges.THRESHOLD.check(name, getattr(self, name))
+        pending = self.max_oldest_pending
+        if not isinstance(pending, timedelta) or pending < timedelta(0):
+            raise ConfigurationError(
+                f"max_oldest_pending must be a timedelta, not negative, not {pending!r}"
+            )
 
 
 def breached_figures(figures: OpenFigures, now: datetime, thresholds: Thresholds) -> dict[str, str]:

@@ -141,15 +141,20 @@ def _give_back_space(store: Store, gauge: PressureGauge) -> int:
 
 
 def parse_duration(text: str) -> timedelta:
-    """`90d`, `36h`, `15m`, `30s`, or a plain number of days."""
+    """`90d`, `36h`, `15m`, `30s`, or a plain number of days; never negative (every caller
+    means a length of time: `-1d` as a pending age or `--since` was a day in the future)."""
     text = text.strip().lower()
     units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
     try:
         if text and text[-1] in units:
-            return timedelta(seconds=float(text[:-1]) * units[text[-1]])
-        return timedelta(days=float(text))
+            duration = timedelta(seconds=float(text[:-1]) * units[text[-1]])
+        else:
+            duration = timedelta(days=float(text))
     except (ValueError, OverflowError) as exc:  # OverflowError: inf, 1e300, ...
         raise ConfigurationError(f"not a duration: {text!r} (use 90d, 36h, 15m or 30s)") from exc
+    if duration < timedelta(0):
+        raise ConfigurationError(f"{text!r} is not a positive duration (use 90d, 36h or 15m)")
+    return duration
 
 
 def format_duration(duration: timedelta) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from types import CodeType
 from typing import Any
 
+from hookinbox import _ranges as ranges
 from hookinbox._logging import logger
 from hookinbox._processing._async_loop import AsyncLeaseLoop, AsyncQueue
 from hookinbox._processing._heartbeat import Heartbeat
@@ -152,6 +153,7 @@ class AsyncWorker:
     async def run_until_idle(self, *, timeout: float = 60.0) -> int:
         """Process due items on this task until none is due; returns how many attempts ran.
         Events first, then the messages their handlers sent, until both queues are empty."""
+        ranges.RUN_TIMEOUT.check("timeout", timeout)
         await self.astore.ensure_schema()
         stopping = asyncio.Event()
         loops = [

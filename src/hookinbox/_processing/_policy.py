@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from hookinbox._errors import ConfigurationError
+from hookinbox import _ranges as ranges
 
 DAY = 86_400.0
 
@@ -52,24 +52,27 @@ class RetryPolicy:
     waits start near 1 s and grow 1.5 times per try, never past the deadline)."""
 
     def __post_init__(self) -> None:
-        if self.max_attempts is not None and self.max_attempts < 1:
-            raise ConfigurationError("max_attempts must be at least 1")
-        if self.not_ready_max_delay is not None and self.not_ready_max_delay <= 0:
-            # 0 would try a stuck event in a loop, a transaction each, until its deadline.
-            raise ConfigurationError("not_ready_max_delay must be positive")
-        for name in ("first_delay", "max_delay", "not_ready_deadline"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigurationError(f"{name} must not be negative")
-        if self.factor is not None and self.factor < 1:
-            raise ConfigurationError("factor must be at least 1")
-        if self.jitter is not None and not 0 <= self.jitter < 1:
-            raise ConfigurationError("jitter must be in [0, 1)")
+        for name, limits in _POLICY_RANGES.items():
+            limits.check_optional(name, getattr(self, name))
 
     def over(self, base: RetryPolicy) -> RetryPolicy:
         """This policy's fields where set, `base`'s elsewhere."""
         changes = {f.name: getattr(self, f.name) for f in fields(self)}
         return replace(base, **{k: v for k, v in changes.items() if v is not None})
+
+
+_POLICY_RANGES = {
+    "max_attempts": ranges.MAX_ATTEMPTS,
+    "first_delay": ranges.RETRY_DELAY,
+    "factor": ranges.RETRY_FACTOR,
+    "max_delay": ranges.RETRY_DELAY,
+    "jitter": ranges.JITTER,
+    "not_ready_deadline": ranges.RETRY_DELAY,
+    "not_ready_max_delay": ranges.NOT_READY_MAX_DELAY,
+}
+"""Finite, and short enough for a deadline in the calendar: `first_delay=1e300` raised
+`OverflowError` out of the first retry, `nan` delays retried at once; a `not_ready_max_delay`
+of 0 would try a stuck event in a loop, a transaction each, until its deadline."""
 
 
 DEFAULT_POLICY = RetryPolicy(

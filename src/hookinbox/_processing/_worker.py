@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hookinbox import _ranges as ranges
 from hookinbox._logging import logger
 from hookinbox._processing._heartbeat import Heartbeat
 from hookinbox._processing._loop import LeaseLoop, WorkQueue
@@ -80,6 +81,11 @@ class WorkerOptions:
     intervals after each one."""
 
     def __post_init__(self) -> None:
+        for name, limits in _WORKER_RANGES.items():
+            limits.check(name, getattr(self, name))
+        ranges.POLL_INTERVAL.check_optional("poll_interval", self.poll_interval)
+        ranges.SWEEP_INTERVAL.check_optional("sweep_interval", self.sweep_interval)
+        ranges.PROCESS_ID.check_optional("parent_pid", self.parent_pid)
         if self.sweep_interval is not None:
             warnings.warn(
                 "WorkerOptions(sweep_interval=...) has no effect since schema 9: an expired "
@@ -87,6 +93,18 @@ class WorkerOptions:
                 DeprecationWarning,
                 stacklevel=3,
             )
+
+
+_WORKER_RANGES = {
+    "concurrency": ranges.CONCURRENCY,
+    "relay_concurrency": ranges.CONCURRENCY,
+    "lease_seconds": ranges.LEASE_SECONDS,
+    "grace_period": ranges.GRACE_PERIOD,
+    "heartbeat_interval": ranges.HEARTBEAT_INTERVAL,
+}
+"""The ranges `hookinbox worker`'s flags take too (`cli/_options.py`): a `nan` lease processed
+nothing, a `nan` poll spun, a `nan` grace period dropped the drain, a `nan` heartbeat
+interval killed the heartbeat thread."""
 
 
 class Worker:
@@ -192,6 +210,7 @@ class Worker:
         For tests, scripts and the README: no threads, no signals, no sleeping on retries.
         Events first, then the messages their handlers sent, until both queues are empty.
         """
+        ranges.RUN_TIMEOUT.check("timeout", timeout)  # nan ran nothing and said nothing
         self.store.ensure_schema()
         deadline = time.monotonic() + timeout
         total = 0

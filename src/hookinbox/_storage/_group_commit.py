@@ -55,7 +55,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection
 
-from hookinbox._errors import AckDeadlinePassed, ConfigurationError, StoreUnavailable
+from hookinbox import _ranges as ranges
+from hookinbox._errors import AckDeadlinePassed, StoreUnavailable
 from hookinbox._logging import logger
 from hookinbox._metrics import observe_batch
 from hookinbox._model import NewDelivery, RecordedDelivery, Status
@@ -85,12 +86,9 @@ class GroupCommit:
     SQLite always has 1 (one writer)."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.max_rows <= 2_000:
-            raise ConfigurationError("group commit: max_rows must be between 1 and 2000")
-        if not 0 <= self.max_wait <= 0.1:
-            raise ConfigurationError("group commit: max_wait must be between 0 and 0.1 s")
-        if self.writers is not None and not 1 <= self.writers <= 16:
-            raise ConfigurationError("group commit: writers must be between 1 and 16")
+        ranges.GROUP_MAX_ROWS.check("max_rows", self.max_rows)
+        ranges.GROUP_MAX_WAIT.check("max_wait", self.max_wait)
+        ranges.GROUP_WRITERS.check_optional("writers", self.writers)
 
 
 Late = Callable[[Any], None]

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from hookinbox import _ranges as ranges
+from hookinbox._errors import ConfigurationError
+
 HIDE_PARAMETERS = True
 """SQLAlchemy's errors quote a failed statement's parameters, and the inbox's statements carry
 raw bodies and signature headers (a handler's carry its event's data): an error logged, stored
@@ -33,3 +36,22 @@ class StoreOptions:
     not after the kernel's retransmission timeout (about 15 minutes). It sets libpq's
     `tcp_user_timeout` and TCP keepalives (idle `tcp_timeout / 2` seconds, then 3 probes);
     each of them given in the URL's query wins. 0: the system's defaults."""
+
+    def __post_init__(self) -> None:
+        if self.sqlite_synchronous not in ("FULL", "NORMAL"):
+            raise ConfigurationError(
+                f"sqlite_synchronous must be 'FULL' or 'NORMAL', not {self.sqlite_synchronous!r}"
+            )
+        for name, limits in _RANGES.items():
+            limits.check(name, getattr(self, name))
+
+
+_RANGES = {
+    "busy_timeout": ranges.BUSY_TIMEOUT,
+    "pool_size": ranges.POOL_SIZE,
+    "max_overflow": ranges.MAX_OVERFLOW,
+    "pool_timeout": ranges.POOL_TIMEOUT,
+    "connect_timeout": ranges.CONNECT_TIMEOUT,
+    "tcp_timeout": ranges.TCP_TIMEOUT,
+}
+"""Each number's range, the one its command-line flag takes too (`cli/_options.py`)."""

@@ -6,11 +6,13 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError, HookinboxError
 from hookinbox._extras import require
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._options import app_argument, database_url_option
 from hookinbox.cli._ports import check_port_free, url
+from hookinbox.cli._types import Host, number
 from hookinbox.dashboard._token import ADMIN_TOKEN_ENV, check_token_strength
 
 if TYPE_CHECKING:
@@ -40,8 +42,10 @@ def dashboard_settings(admin_token: str | None) -> tuple[str, Thresholds]:
 @app_argument(required=False)
 @database_url_option
 @admin_token_option
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-@click.option("--port", default=8001, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, type=Host(), help="Interface to listen on."
+)
+@click.option("--port", default=8001, show_default=True, type=number(ranges.PORT))
 def dashboard(
     app: str | None, database_url: str | None, admin_token: str | None, host: str, port: int
 ) -> None:

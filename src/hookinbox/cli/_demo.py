@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from hookinbox._extras import require
+from hookinbox._ranges import DAY, seconds, whole
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._options import (
     deprecated_app_option,
@@ -29,9 +30,13 @@ from rich.table import Table  # noqa: E402
 from hookinbox._demo import DEFAULT_APP, DemoResult, run_demo  # noqa: E402
 from hookinbox.cli._plain import report_console  # noqa: E402
 from hookinbox.cli._simulate import incomplete, verification_table  # noqa: E402
+from hookinbox.cli._types import number  # noqa: E402
+from hookinbox.simulate._config import RANGES  # noqa: E402
 from hookinbox.simulate._report import render_report  # noqa: E402
 
 EXIT_NOT_EXACTLY_ONCE = 1
+DEMO_EVENTS = whole(10, 100_000)
+DEMO_DRAIN_TIMEOUT = seconds(1, DAY)
 
 INTRO = (
     "A shop receives Stripe webhooks. The simulator below plays Stripe, faithfully unreliable: "
@@ -50,7 +55,7 @@ INTRO = (
     "--events",
     default=1500,
     show_default=True,
-    type=click.IntRange(10, 100_000),
+    type=number(DEMO_EVENTS),
     envvar="HOOKINBOX_DEMO_EVENTS",
     show_envvar=True,
     help="Valid events to send.",
@@ -61,12 +66,12 @@ INTRO = (
     show_envvar=True,
     help="Run on this database instead of a temporary SQLite file.",
 )
-@click.option("--seed", type=int, help="Seed of the simulated traffic.")
+@click.option("--seed", type=number(RANGES["seed"]), help="Seed of the simulated traffic.")
 @click.option(
     "--drain-timeout",
     default=120.0,
     show_default=True,
-    type=click.FloatRange(1),
+    type=number(DEMO_DRAIN_TIMEOUT),
     help="Seconds to wait for the worker and the relay to finish.",
 )
 @click.option("--keep", is_flag=True, help="Keep the temporary directory (database, server log).")

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from hookinbox import _ranges as ranges
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._options import (
     app_argument,
@@ -18,6 +19,7 @@ from hookinbox.cli._options import (
     split_app,
 )
 from hookinbox.cli._output import Table, echo_untrusted, emit_json, say, show, show_json
+from hookinbox.cli._types import number
 
 STATUSES = click.Choice(
     ["pending", "processing", "deferred", "processed", "unhandled", "failed", "stale", "invalid"]
@@ -38,7 +40,7 @@ def events() -> None:
 @click.option("--source")
 @click.option("--type", "event_type")
 @click.option("--since", help="1h, 2d, or an ISO 8601 time.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--limit", default=50, show_default=True, type=number(ranges.LIST_LIMIT))
 @click.option(
     "--wide",
     is_flag=True,

@@ -1,7 +1,8 @@
 """Arguments and options several commands share, and the variables behind them.
 
-Only click is imported here: a command's `--help` shows these without loading hookinbox's
-storage. The variable names are the ones the library reads (a test checks they agree).
+Only click and the leaf table of ranges (`hookinbox._ranges`) are imported here: a command's
+`--help` shows these without loading hookinbox's storage. The variable names are the ones the
+library reads (a test checks they agree).
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 import click
+
+from hookinbox import _ranges as ranges
+from hookinbox.cli._types import number
 
 APP_ENV = "HOOKINBOX_APP"
 DATABASE_URL_ENV = "HOOKINBOX_DATABASE_URL"
@@ -91,7 +95,7 @@ concurrency_option = click.option(
     "--concurrency",
     default=4,
     show_default=True,
-    type=click.IntRange(1, 256),
+    type=number(ranges.CONCURRENCY),
     envvar="HOOKINBOX_CONCURRENCY",
     show_envvar=True,
     help="Events processed at once by the worker (threads).",
@@ -100,7 +104,7 @@ relay_concurrency_option = click.option(
     "--relay-concurrency",
     default=4,
     show_default=True,
-    type=click.IntRange(1, 256),
+    type=number(ranges.CONCURRENCY),
     envvar="HOOKINBOX_RELAY_CONCURRENCY",
     show_envvar=True,
     help="Outbox messages delivered at once (threads).",
@@ -109,7 +113,7 @@ lease_option = click.option(
     "--lease-seconds",
     default=60.0,
     show_default=True,
-    type=click.FloatRange(0.5, 86400),
+    type=number(ranges.LEASE_SECONDS),
     envvar="HOOKINBOX_LEASE_SECONDS",
     show_envvar=True,
     help="How soon an event held by a killed worker is retried.",
@@ -118,7 +122,7 @@ grace_option = click.option(
     "--grace-period",
     default=30.0,
     show_default=True,
-    type=click.FloatRange(0, 3600),
+    type=number(ranges.GRACE_PERIOD),
     envvar="HOOKINBOX_GRACE_PERIOD",
     show_envvar=True,
     help="On SIGTERM, seconds to let attempts in flight finish.",
@@ -127,14 +131,14 @@ heartbeat_option = click.option(
     "--heartbeat-interval",
     default=10.0,
     show_default=True,
-    type=click.FloatRange(0.05, 3600),
+    type=number(ranges.HEARTBEAT_INTERVAL),
     envvar="HOOKINBOX_HEARTBEAT_INTERVAL",
     show_envvar=True,
     help="Seconds between liveness beats; alive for 3 intervals after each.",
 )
 metrics_port_option = click.option(
     "--metrics-port",
-    type=click.IntRange(1, 65535),
+    type=number(ranges.METRICS_PORT),
     envvar="HOOKINBOX_METRICS_PORT",
     show_envvar=True,
     help="Serve Prometheus metrics on this port (needs hookinbox[metrics]).",
@@ -181,30 +185,30 @@ STORE_OPTION_FLAGS = (
     ),
     StoreOptionFlag(
         "busy_timeout",
-        click.FloatRange(0, 3600),
+        number(ranges.BUSY_TIMEOUT),
         "SQLite: seconds a writer waits for the write lock before answering 503.",
     ),
     StoreOptionFlag(
-        "pool_size", click.IntRange(1, 1000), "PostgreSQL: connections each process keeps."
+        "pool_size", number(ranges.POOL_SIZE), "PostgreSQL: connections each process keeps."
     ),
     StoreOptionFlag(
         "max_overflow",
-        click.IntRange(0, 1000),
+        number(ranges.MAX_OVERFLOW),
         "PostgreSQL: connections each process may open beyond --pool-size at a peak.",
     ),
     StoreOptionFlag(
         "pool_timeout",
-        click.FloatRange(0, 3600, min_open=True),
+        number(ranges.POOL_TIMEOUT),
         "PostgreSQL: seconds to wait for a free connection before answering 503.",
     ),
     StoreOptionFlag(
         "connect_timeout",
-        click.FloatRange(0, 3600, min_open=True),
+        number(ranges.CONNECT_TIMEOUT),
         "PostgreSQL: seconds to open a connection.",
     ),
     StoreOptionFlag(
         "tcp_timeout",
-        click.FloatRange(0, 3600),
+        number(ranges.TCP_TIMEOUT),
         "PostgreSQL: seconds before a server gone silent is given up (0: the system's).",
     ),
 )

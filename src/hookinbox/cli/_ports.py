@@ -1,11 +1,12 @@
 """A port taken by another process is one line and exit 1, not a server's traceback or its
-"startup complete" followed by a puzzling exit code."""
+"startup complete" followed by a puzzling exit code; a host name that does not resolve is one
+line and exit 2 (the host's form is checked earlier, by `cli/_types.Host`)."""
 
 from __future__ import annotations
 
 import socket
 
-from hookinbox._errors import HookinboxError
+from hookinbox._errors import ConfigurationError, HookinboxError
 
 
 def check_port_free(host: str, port: int, what: str) -> int:
@@ -20,6 +21,12 @@ def check_port_free(host: str, port: int, what: str) -> int:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
+        except socket.gaierror as error:
+            # A name no resolver knows is the configuration's mistake (exit 2); a resolver
+            # that cannot answer now (EAI_AGAIN) is the machine's (exit 1).
+            unknown = error.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None))
+            failure = ConfigurationError if unknown else HookinboxError
+            raise failure(f"{what} cannot listen on {host}:{port}: {error.strerror}") from error
         except OSError as error:
             raise HookinboxError(
                 f"{what} cannot listen on {host}:{port}: {error.strerror or error}"

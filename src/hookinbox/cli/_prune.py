@@ -79,7 +79,8 @@ def prune(
 
     app = resolve_app(app, app_option, explicit=from_command_line("app"))
     now = datetime.now(UTC)
-    requested = parse_duration(older_than) if older_than else None  # bad input before I/O
+    # Bad input before I/O; `--older-than ''` too, which is no retention (not the default).
+    requested = None if older_than is None else parse_duration(older_than)
     if requested is not None:
         check_retention(requested, [], force=force)  # positive
         time_ago(now, requested, older_than or "")  # a cutoff inside the calendar

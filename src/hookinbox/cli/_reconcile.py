@@ -8,10 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
+from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._options import database_url_option, json_option, split_app
 from hookinbox.cli._output import emit_json, say
+from hookinbox.cli._types import number
 
 DEFAULT_SINCE = "3d"
 """Stripe's automatic retries last 3 days: what an outage of that length lost."""
@@ -40,6 +42,14 @@ def duration(text: str, flag: str = "--since") -> timedelta:
     return value
 
 
+def _limit(text: str, option: str) -> timedelta:
+    """A limit's duration, checked while the command line is parsed (one line, exit 2)."""
+    try:
+        return duration(text, option)
+    except click.BadParameter as error:  # click names the option
+        raise click.BadParameter(error.message) from None
+
+
 @click.command("reconcile", short_help=short_help("reconcile"))
 @click.argument("arguments", nargs=-1, metavar="[APP] SOURCE")
 @database_url_option
@@ -54,18 +64,20 @@ def duration(text: str, flag: str = "--since") -> timedelta:
 @click.option(
     "--page-timeout",
     default=DEFAULT_PAGE_TIMEOUT,
+    callback=lambda _ctx, _param, text: _limit(text, "--page-timeout"),
     show_default=True,
     help="The longest one request may take, to the last byte of its answer (30s, 2m).",
 )
 @click.option(
     "--run-timeout",
     default=DEFAULT_RUN_TIMEOUT,
+    callback=lambda _ctx, _param, text: _limit(text, "--run-timeout"),
     show_default=True,
     help="The longest the whole run may take, pages, retries and stores (30m, 2h).",
 )
 @click.option(
     "--max-pages",
-    type=click.IntRange(min=1),
+    type=number(ranges.RECONCILE_MAX_PAGES),
     default=DEFAULT_MAX_PAGES,
     show_default=True,
     help="The most pages to list (a provider lists 100 events a page).",
@@ -76,8 +88,8 @@ def reconcile(
     database_url: str | None,
     since: str,
     dry_run: bool,
-    page_timeout: str,
-    run_timeout: str,
+    page_timeout: timedelta,
+    run_timeout: timedelta,
     max_pages: int,
     as_json: bool,
 ) -> None:
@@ -105,8 +117,8 @@ def reconcile(
     app, (name,) = split_app(arguments, ("SOURCE",))
     window = duration(since)
     limits = Limits(
-        page_timeout=duration(page_timeout, "--page-timeout").total_seconds(),
-        run_timeout=duration(run_timeout, "--run-timeout").total_seconds(),
+        page_timeout=page_timeout.total_seconds(),
+        run_timeout=run_timeout.total_seconds(),
         max_pages=max_pages,
     )
     if not app:

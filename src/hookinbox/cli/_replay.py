@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._events import STATUSES
@@ -20,6 +21,7 @@ from hookinbox.cli._options import (
     split_app,
 )
 from hookinbox.cli._output import emit_json, progress
+from hookinbox.cli._types import number
 
 if TYPE_CHECKING:
     from hookinbox._records import Actor
@@ -47,7 +49,7 @@ DEFAULT_CONFIRM_ABOVE = 100
     "--confirm-above",
     default=DEFAULT_CONFIRM_ABOVE,
     show_default=True,
-    type=click.IntRange(0),
+    type=number(ranges.CONFIRM_ABOVE),
     envvar="HOOKINBOX_REPLAY_CONFIRM_ABOVE",
     show_envvar=True,
     help="Ask before replaying more events than this.",

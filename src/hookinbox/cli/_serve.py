@@ -10,6 +10,7 @@ import tempfile
 
 import click
 
+from hookinbox import _ranges as ranges
 from hookinbox._errors import HookinboxError
 from hookinbox._extras import require
 from hookinbox._metrics import MULTIPROCESS_ENV, flush_counts
@@ -35,6 +36,7 @@ from hookinbox.cli._options import (
     store_option_values,
 )
 from hookinbox.cli._ports import check_port_free
+from hookinbox.cli._types import Host, number
 
 
 @click.command(short_help=short_help("serve"))
@@ -44,6 +46,7 @@ from hookinbox.cli._ports import check_port_free
     "--host",
     default="127.0.0.1",
     show_default=True,
+    type=Host(),
     envvar="HOOKINBOX_HOST",
     show_envvar=True,
     help="Interface to listen on.",
@@ -52,7 +55,7 @@ from hookinbox.cli._ports import check_port_free
     "--port",
     default=8000,
     show_default=True,
-    type=click.IntRange(0, 65535),
+    type=number(ranges.PORT),
     envvar="HOOKINBOX_PORT",
     show_envvar=True,
     help="Port to listen on.",
@@ -61,7 +64,7 @@ from hookinbox.cli._ports import check_port_free
     "--workers",
     default=1,
     show_default=True,
-    type=click.IntRange(1, 64),
+    type=number(ranges.SERVER_PROCESSES),
     envvar="HOOKINBOX_WORKERS",
     show_envvar=True,
     help="HTTP server processes.",
@@ -84,7 +87,7 @@ from hookinbox.cli._ports import check_port_free
 )
 @click.option(
     "--ack-deadline",
-    type=click.FloatRange(0, 60),
+    type=number(ranges.ACK_DEADLINE_OPTION),
     default=None,
     envvar=ACK_DEADLINE_ENV,
     show_envvar=True,
@@ -94,7 +97,7 @@ from hookinbox.cli._ports import check_port_free
 )
 @click.option(
     "--body-timeout",
-    type=click.FloatRange(0, 300, min_open=True),
+    type=number(ranges.BODY_TIMEOUT),
     default=None,
     envvar=BODY_TIMEOUT_ENV,
     show_envvar=True,
@@ -136,6 +139,17 @@ def serve(
     taken; 2 bad usage or configuration (APP, a missing extra).
     """
     require("hookinbox serve", "server")
+    worker_arguments = [
+        app,
+        "--concurrency", str(concurrency),
+        "--lease-seconds", str(lease_seconds),
+        "--grace-period", str(grace_period),
+        "--log-level", log_level,
+        "--log-format", log_format,
+        "--parent-pid", str(os.getpid()),  # it stops by itself if this process is killed
+    ]  # fmt: skip
+    if not no_worker:
+        check_worker_settings(worker_arguments)
     if admin_token:
         require("hookinbox serve --admin-token", "dashboard")
         dashboard_settings(admin_token)  # a short token or a bad threshold stops us here
@@ -196,15 +210,7 @@ def serve(
         os.environ[ADMIN_TOKEN_ENV] = admin_token
     supervisor = None
     if not no_worker:
-        command = [
-            sys.executable, "-m", "hookinbox", "worker", app,
-            "--concurrency", str(concurrency),
-            "--lease-seconds", str(lease_seconds),
-            "--grace-period", str(grace_period),
-            "--log-level", log_level,
-            "--log-format", log_format,
-            "--parent-pid", str(os.getpid()),  # it stops by itself if this process is killed
-        ]  # fmt: skip
+        command = [sys.executable, "-m", "hookinbox", "worker", *worker_arguments]
         if wake_socket is not None:
             command += ["--wake-socket", wake_socket]
         supervisor = WorkerSupervisor(command, grace_period)
@@ -238,6 +244,16 @@ def serve(
             shutil.rmtree(own_metrics_dir, ignore_errors=True)
         if wake_dir is not None:
             shutil.rmtree(wake_dir, ignore_errors=True)
+
+
+def check_worker_settings(arguments: list[str]) -> None:
+    """Parse the worker's command line as its process will, variables included: it reads
+    `HOOKINBOX_POLL_INTERVAL`, `HOOKINBOX_HEARTBEAT_INTERVAL`, ... that serve itself does not
+    take. A bad one is refused here, in one line, exit 2; found by the worker, it was a
+    worker that exited 2 and was restarted forever (or, for `nan`, one that spun)."""
+    from hookinbox.cli._worker import worker
+
+    worker.make_context("worker", list(arguments), parent=click.get_current_context().parent)
 
 
 def zip_store_options(

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from hookinbox import _ranges as ranges
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._options import (
     app_argument,
@@ -18,6 +19,7 @@ from hookinbox.cli._options import (
     resolve_app,
 )
 from hookinbox.cli._output import Table, emit_json, say, show
+from hookinbox.cli._types import number
 
 EXIT_CHECK_FAILED = 1
 
@@ -31,7 +33,7 @@ EXIT_CHECK_FAILED = 1
     "--max-failed",
     default=0,
     show_default=True,
-    type=click.IntRange(0),
+    type=number(ranges.THRESHOLD),
     envvar="HOOKINBOX_MAX_FAILED",
     show_envvar=True,
 )
@@ -47,7 +49,7 @@ EXIT_CHECK_FAILED = 1
     "--max-not-ready-deadline",
     default=0,
     show_default=True,
-    type=click.IntRange(0),
+    type=number(ranges.THRESHOLD),
     envvar="HOOKINBOX_MAX_NOT_READY_DEADLINE",
     show_envvar=True,
 )
@@ -55,7 +57,7 @@ EXIT_CHECK_FAILED = 1
     "--max-stale",
     default=0,
     show_default=True,
-    type=click.IntRange(0),
+    type=number(ranges.THRESHOLD),
     envvar="HOOKINBOX_MAX_STALE",
     show_envvar=True,
 )
@@ -63,7 +65,7 @@ EXIT_CHECK_FAILED = 1
     "--max-outbox-failed",
     default=0,
     show_default=True,
-    type=click.IntRange(0),
+    type=number(ranges.THRESHOLD),
     envvar="HOOKINBOX_MAX_OUTBOX_FAILED",
     show_envvar=True,
 )
@@ -71,7 +73,7 @@ EXIT_CHECK_FAILED = 1
     "--min-workers",
     default=1,
     show_default=True,
-    type=click.IntRange(0),
+    type=number(ranges.THRESHOLD),
     envvar="HOOKINBOX_MIN_WORKERS",
     show_envvar=True,
     help="Live worker processes (by heartbeat) below which --check fails; 0 for none needed.",

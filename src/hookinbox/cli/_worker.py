@@ -6,10 +6,12 @@ import asyncio
 import logging
 import os
 import sys
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from hookinbox import _ranges as ranges
 from hookinbox._extras import require
 from hookinbox._processing._worker import Worker
 from hookinbox.cli._commands import short_help
@@ -27,6 +29,8 @@ from hookinbox.cli._options import (
     store_option_flags,
     store_option_values,
 )
+from hookinbox.cli._reconcile import duration
+from hookinbox.cli._types import number
 
 if TYPE_CHECKING:
     from hookinbox._inbox import Inbox
@@ -43,13 +47,13 @@ EXIT_NOT_DRAINED = 1
 @grace_option
 @click.option(
     "--poll-interval",
-    type=click.FloatRange(0.01, 3600),
+    type=number(ranges.POLL_INTERVAL),
     default=None,
     envvar="HOOKINBOX_POLL_INTERVAL",
     show_envvar=True,
     help="Seconds between checks when nothing wakes the worker [default: 0.05 SQLite, 1 PG].",
 )
-@click.option("--parent-pid", type=int, default=None, hidden=True)
+@click.option("--parent-pid", type=number(ranges.PROCESS_ID), default=None, hidden=True)
 @click.option("--wake-socket", default=None, hidden=True)  # serve's, on SQLite
 @metrics_port_option
 @click.option(
@@ -64,6 +68,7 @@ EXIT_NOT_DRAINED = 1
 @click.option(
     "--reconcile-every",
     default=None,
+    callback=lambda _ctx, _param, text: reconcile_period(text, "--reconcile-every"),
     envvar="HOOKINBOX_RECONCILE_EVERY",
     show_envvar=True,
     help="Reconcile every source that has API credentials this often (1h, 30m; off by "
@@ -72,6 +77,7 @@ EXIT_NOT_DRAINED = 1
 @click.option(
     "--reconcile-timeout",
     default=None,
+    callback=lambda _ctx, _param, text: reconcile_period(text, "--reconcile-timeout"),
     envvar="HOOKINBOX_RECONCILE_TIMEOUT",
     show_envvar=True,
     help="The longest one source's reconcile run may take (default 30m).",
@@ -79,6 +85,7 @@ EXIT_NOT_DRAINED = 1
 @click.option(
     "--reconcile-page-timeout",
     default=None,
+    callback=lambda _ctx, _param, text: reconcile_period(text, "--reconcile-page-timeout"),
     envvar="HOOKINBOX_RECONCILE_PAGE_TIMEOUT",
     show_envvar=True,
     help="The longest one request of a reconcile run may take (default 60s).",
@@ -99,9 +106,9 @@ def worker(
     no_relay: bool,
     relay_concurrency: int,
     heartbeat_interval: float,
-    reconcile_every: str | None,
-    reconcile_timeout: str | None,
-    reconcile_page_timeout: str | None,
+    reconcile_every: timedelta | None,
+    reconcile_timeout: timedelta | None,
+    reconcile_page_timeout: timedelta | None,
     log_level: str,
     log_format: str,
     **store_options: object,
@@ -123,13 +130,7 @@ def worker(
     from hookinbox._settings import Overrides
     from hookinbox.cli._loading import load_inbox
     from hookinbox.cli._logs import configure_logging
-    from hookinbox.cli._reconcile import duration
 
-    every = None if reconcile_every is None else duration(reconcile_every, "--reconcile-every")
-    run_timeout = None if reconcile_timeout is None else duration(
-        reconcile_timeout, "--reconcile-timeout")  # fmt: skip
-    page_timeout = None if reconcile_page_timeout is None else duration(
-        reconcile_page_timeout, "--reconcile-page-timeout")  # fmt: skip
     configure_logging(log_level, log_format)
     inbox = load_inbox(
         app, overrides=Overrides(database_url, store_options=store_option_values(store_options))
@@ -145,9 +146,9 @@ def worker(
         heartbeat_interval=heartbeat_interval,
     )
     reconcile: dict[str, Any] = {
-        "reconcile_every": every,
-        "reconcile_timeout": run_timeout,
-        "reconcile_page_timeout": page_timeout,
+        "reconcile_every": reconcile_every,
+        "reconcile_timeout": reconcile_timeout,
+        "reconcile_page_timeout": reconcile_page_timeout,
     }
     built: Worker | AsyncWorker
     if inbox.is_async:  # an async URL: the async worker, on an event loop of its own
@@ -207,6 +208,18 @@ def relay(
     else:
         built = inbox.relay_only(options)
     run_until_stopped(inbox, built, metrics_port)
+
+
+def reconcile_period(text: str | None, option: str) -> timedelta | None:
+    """A reconcile duration (`--reconcile-every`, `--reconcile-timeout`,
+    `--reconcile-page-timeout`), checked while the command line is parsed (serve parses its
+    worker's command line before it starts, so a bad variable stops serve too)."""
+    if text is None:
+        return None
+    try:
+        return duration(text, option)
+    except click.BadParameter as error:  # click names the option and its variable
+        raise click.BadParameter(error.message) from None
 
 
 def run_until_stopped(inbox: Inbox, worker: Worker | AsyncWorker, metrics_port: int | None) -> None:

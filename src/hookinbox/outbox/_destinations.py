@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from hookinbox import _ranges as ranges
 from hookinbox import _tracing as tracing
 from hookinbox._errors import HookinboxError
 from hookinbox._extras import require
@@ -112,6 +113,8 @@ class HTTPDestination:
     def __post_init__(self) -> None:
         # When the destination is declared, not at its first delivery in the relay.
         require("HTTPDestination", "http")
+        # A `nan` timeout failed every delivery in the socket, retried until failed.
+        ranges.DESTINATION_TIMEOUT.check("timeout", self.timeout)
 
     @property
     def client(self) -> httpx.Client:

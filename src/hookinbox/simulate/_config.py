@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from urllib.parse import urlsplit
 
 from hookinbox._errors import ConfigurationError
+from hookinbox._ranges import DAY, HOUR, Range, seconds, whole
 from hookinbox.simulate._providers import PROFILES, PROVIDERS, Provider, ProviderName
 from hookinbox.simulate._signing import standard_key
 
@@ -21,6 +22,27 @@ RATE_FIELDS = (
     "expired_rate",
     "malformed_rate",
 )
+
+SHARE = Range(0, 1)
+
+RANGES: dict[str, Range] = {
+    "events": whole(1, 10_000_000),
+    "concurrency": whole(1, 4096),
+    # A start every 100 s at the slowest: 10 million of them end within 1e9 s, which a
+    # sleep takes (a rate near 0 spaced starts past `time.sleep`'s limit, about 9.2e9 s).
+    "rate": Range(0.01, 1_000_000),
+    "seed": whole(0, 2**64 - 1),
+    "duration": seconds(0, 7 * DAY, low_open=True),
+    "burst_size": whole(2, 256),
+    "retry_compression": Range(1, 1_000_000_000),
+    "timeout": seconds(0, HOUR, low_open=True),
+    **dict.fromkeys(RATE_FIELDS, SHARE),
+}
+"""Every number of a run, with its range: `SimulationConfig` checks them and `hookinbox
+simulate`'s options take them (`cli/_simulate.py`)."""
+
+DRAIN_TIMEOUT = seconds(0, DAY)
+"""`simulate --drain-timeout`: how long `--verify` waits for processing to drain."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,25 +104,12 @@ class SimulationConfig:
             parts.port  # noqa: B018 - raises on a malformed port
         except ValueError as exc:
             raise ConfigurationError(f"the target's port is not valid: {self.target!r}") from exc
-        if self.events < 1:
-            raise ConfigurationError("events must be at least 1")
-        if self.concurrency < 1:
-            raise ConfigurationError("concurrency must be at least 1")
-        if self.burst_size < 2:
-            raise ConfigurationError("burst_size must be at least 2 (one delivery is no burst)")
-        for name, value in (
-            ("rate", self.rate),
-            ("duration", self.duration),
-            ("timeout", self.timeout),
-        ):
-            if value is not None and value <= 0:
-                raise ConfigurationError(f"{name} must be positive")
-        if self.retry_compression < 1:
-            raise ConfigurationError("retry_compression must be at least 1")
-        for name in RATE_FIELDS:
-            value = getattr(self, name)
-            if not 0 <= value <= 1:
-                raise ConfigurationError(f"{name} must be between 0 and 1")
+        optional = {"rate", "seed", "duration", "timeout"}
+        for name, limits in RANGES.items():
+            if name in optional:
+                limits.check_optional(name, getattr(self, name))
+            else:
+                limits.check(name, getattr(self, name))
 
     @property
     def profile(self) -> Provider:

@@ -3,33 +3,63 @@
 from __future__ import annotations
 
 import os
-from argparse import ArgumentParser
+from argparse import ArgumentParser, ArgumentTypeError
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from hookinbox import ConfigurationError, Inbox, WorkerOptions
+from hookinbox import _ranges as ranges
+from hookinbox._ranges import Range
 from hookinbox.django._inbox import configured_inbox
 
-# (flag, type, default, help): each defaults to HOOKINBOX_<FLAG>, as `hookinbox worker` does.
-_NUMBERS: tuple[tuple[str, type[int] | type[float], str, str], ...] = (
-    ("concurrency", int, "4", "Events processed at once (threads)."),
-    ("relay-concurrency", int, "4", "Outbox messages delivered at once (threads)."),
-    ("lease-seconds", float, "60", "How soon an event held by a killed worker is retried."),
-    ("grace-period", float, "30", "On SIGTERM, seconds to let attempts in flight finish."),
+# (flag, range, default, help): each defaults to HOOKINBOX_<FLAG>, as `hookinbox worker` does,
+# and takes the range `hookinbox worker`'s option takes (`hookinbox._ranges`).
+_NUMBERS: tuple[tuple[str, Range, str, str], ...] = (
+    ("concurrency", ranges.CONCURRENCY, "4", "Events processed at once (threads)."),
+    ("relay-concurrency", ranges.CONCURRENCY, "4", "Outbox messages delivered at once (threads)."),
+    (
+        "lease-seconds",
+        ranges.LEASE_SECONDS,
+        "60",
+        "How soon an event held by a killed worker is retried.",
+    ),
+    (
+        "grace-period",
+        ranges.GRACE_PERIOD,
+        "30",
+        "On SIGTERM, seconds to let attempts in flight finish.",
+    ),
     (
         "poll-interval",
-        float,
+        ranges.POLL_INTERVAL,
         "",
         "Seconds between checks when nothing wakes the worker "
         "(unset: 0.05 on SQLite and MariaDB, 1 on PostgreSQL).",
     ),
-    ("metrics-port", int, "", "Serve Prometheus metrics on this port."),
+    ("metrics-port", ranges.METRICS_PORT, "", "Serve Prometheus metrics on this port."),
 )
 
 
 def _variable(flag: str) -> str:
     return "HOOKINBOX_" + flag.replace("-", "_").upper()
+
+
+def _within(limits: Range) -> Callable[[str], int | float]:
+    """argparse's type for a number in `limits`: `nan`, `inf` and garbage are refused (argparse
+    says which flag, and exits 2), whether given on the command line or by the variable."""
+
+    def convert(text: str) -> int | float:
+        try:
+            value: int | float = int(text) if limits.whole else float(text)
+        except ValueError:
+            raise ArgumentTypeError(f"{text!r} is not a number") from None
+        if value not in limits:
+            raise ArgumentTypeError(f"{text!r} is not {limits.describe()}")
+        return value
+
+    return convert
 
 
 class Command(BaseCommand):
@@ -41,12 +71,14 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        for flag, kind, default, text in _NUMBERS:
-            value = os.environ.get(_variable(flag), default)
+        for flag, limits, default, text in _NUMBERS:
+            # A string default goes through `type` as a command-line value would: a bad
+            # variable is refused by argparse, naming the flag, not raised from here.
+            value = os.environ.get(_variable(flag)) or default or None
             parser.add_argument(
                 f"--{flag}",
-                type=kind,
-                default=kind(value) if value else None,
+                type=_within(limits),
+                default=value,
                 help=f"{text} [{_variable(flag)}" + (f", default {default}]" if default else "]"),
             )
         parser.add_argument(
