@@ -61,13 +61,14 @@ KEEPALIVE_PROBES = 3
 ADVISORY_LOCK_KEY = 0x686F6F6B696E
 """An arbitrary constant naming hookinbox's migration lock among the application's own locks."""
 _IN_ERROR = 3
-IN_FAILED_SQL_TRANSACTION = "25P02"
 UNIQUE_VIOLATION = "23505"
 _ABORTED = (
     "the processing transaction was aborted by an earlier database error (one a handler "
     "caught and went on): rolled back, to be retried"
 )
-_ONE = sa.text("SELECT 1")
+_FAILED_STATEMENT = "hookinbox_failed_statement"
+"""Set in a connection's `info` when a statement failed on the server in its transaction
+(asyncpg, whose transaction state is private: `refuse_aborted`)."""
 """libpq's PQTRANS_INERROR, as psycopg 3 and psycopg2 report `info.transaction_status`."""
 
 # Django's own OPTIONS for PostgreSQL; the rest are libpq parameters the LISTEN connection needs.
@@ -170,20 +171,18 @@ class PostgreSQL(Dialect):
     def refuse_aborted(self, connection: Connection) -> None:
         """A PostgreSQL error that a handler caught and ignored aborted the transaction:
         PostgreSQL would answer the COMMIT with a rollback, and the attempt would pass for a
-        success. psycopg (sync or async) tells from its connection state, with no round trip;
-        asyncpg keeps that state private, so a `SELECT 1` asks (refused in an aborted
-        transaction: 25P02)."""
+        success. psycopg (sync or async) tells from its connection state; asyncpg keeps that
+        state private, so the engine's error handler marks the connection when a statement
+        failed on the server, and a rollback to a savepoint clears the mark (`_watch`). No
+        round trip either way. (A statement sent on asyncpg's own connection, around
+        SQLAlchemy, is not seen.)"""
         info = getattr(connection.connection.driver_connection, "info", None)
         if info is not None:
-            if getattr(info, "transaction_status", None) == _IN_ERROR:
-                raise RuntimeError(_ABORTED)
-            return
-        try:
-            connection.execute(_ONE)
-        except sa.exc.DBAPIError as error:
-            if getattr(error.orig, "sqlstate", None) == IN_FAILED_SQL_TRANSACTION:
-                raise RuntimeError(_ABORTED) from None
-            raise
+            aborted = getattr(info, "transaction_status", None) == _IN_ERROR
+        else:
+            aborted = bool(connection.connection.info.get(_FAILED_STATEMENT))
+        if aborted:
+            raise RuntimeError(_ABORTED)
 
     def check_writable(self, connection: Connection) -> None:
         if connection.exec_driver_sql("SHOW transaction_read_only").scalar() == "on":
@@ -482,6 +481,19 @@ def _watch(engine: Engine, check: Callable[[Any], None]) -> None:
             mark_deadlock(original)
         elif sqlstate == UNIQUE_VIOLATION and original is not None:
             _name_unique_violation(original)
+        if sqlstate is not None and context.connection is not None:
+            # An error from the server aborts the transaction (until a rollback to a
+            # savepoint): remembered for `refuse_aborted` on asyncpg.
+            with contextlib.suppress(Exception):
+                context.connection.connection.info[_FAILED_STATEMENT] = True
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.connection.info.pop(_FAILED_STATEMENT, None)
+
+    @event.listens_for(engine, "rollback_savepoint")
+    def _rolled_back(connection: Any, _name: Any, _context: Any) -> None:
+        connection.connection.info.pop(_FAILED_STATEMENT, None)
 
     @event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
