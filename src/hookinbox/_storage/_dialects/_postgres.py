@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -445,9 +446,44 @@ def _async_engine(url: URL, options: StoreOptions) -> AsyncEngine:
         arguments, check = _asyncpg_connect_args(url, options), _checking_asyncpg(options)
     else:  # psycopg_async takes libpq's parameters, as psycopg does
         arguments, check = _connect_args(url, options), _check_psycopg
-    engine = create_async_engine(url, **_engine_arguments(options), connect_args=arguments)
+    arguments_of_pool = {**_engine_arguments(options), "pool_pre_ping": False}
+    engine = create_async_engine(url, **arguments_of_pool, connect_args=arguments)
     _watch(engine.sync_engine, check)
+    _ping_after_idle(engine.sync_engine)
     return engine
+
+
+PING_AFTER_IDLE = 1.0
+"""Seconds a pooled connection may rest before its next checkout pings the server."""
+_CHECKED_IN = "hookinbox_checked_in"
+
+
+def _ping_after_idle(engine: Engine) -> None:
+    """The async engine's pre-ping, only for a connection that rested in the pool.
+
+    SQLAlchemy's `pool_pre_ping` pings at every checkout, and its asyncpg ping is three round
+    trips (BEGIN, `;`, ROLLBACK): on a busy async worker, which checks a connection out for
+    every attempt, that was three round trips per event on top of the attempt's own four. A
+    connection back in use within `PING_AFTER_IDLE` seconds was alive then; one that rested
+    longer (a restart's dead connections rest in the pool) is pinged with one statement, and
+    a failed ping gives the pool a new connection, as `pool_pre_ping` does. A server lost
+    within that second fails the attempt's first statement instead: the event stays due."""
+
+    @event.listens_for(engine, "checkin")
+    def _rested_from(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_CHECKED_IN] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_rested(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        rested = record.info.get(_CHECKED_IN)
+        if rested is None or time.monotonic() - rested < PING_AFTER_IDLE:
+            return
+        try:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("SELECT 1")
+            cursor.close()
+        except Exception as error:  # any failure: this connection is not to be used
+            raise sa.exc.DisconnectionError(f"ping failed: {error}") from error
 
 
 def _engine_arguments(options: StoreOptions) -> dict[str, Any]:
