@@ -446,7 +446,13 @@ def _async_engine(url: URL, options: StoreOptions) -> AsyncEngine:
         arguments, check = _asyncpg_connect_args(url, options), _checking_asyncpg(options)
     else:  # psycopg_async takes libpq's parameters, as psycopg does
         arguments, check = _connect_args(url, options), _check_psycopg
-    arguments_of_pool = {**_engine_arguments(options), "pool_pre_ping": False}
+    # Last in, first out: the connection an attempt just gave back serves the next one, so a
+    # busy worker's connections never rest long enough to be pinged (`_ping_after_idle`).
+    arguments_of_pool = {
+        **_engine_arguments(options),
+        "pool_pre_ping": False,
+        "pool_use_lifo": True,
+    }
     engine = create_async_engine(url, **arguments_of_pool, connect_args=arguments)
     _watch(engine.sync_engine, check)
     _ping_after_idle(engine.sync_engine)
