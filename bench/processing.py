@@ -91,6 +91,8 @@ APP = "bench.peers.hookinbox_app:inbox"
 DEFAULT_EVENTS = {"sqlite": 1_200, "postgres": 2_000, "mysql": 2_000}
 """About 10 s of work for one worker process on the reference machine (2 cores)."""
 OPEN = ("pending", "deferred", "processing")
+ASYNC_SCHEMES = {"postgresql://": "postgresql+asyncpg://", "sqlite:///": "sqlite+aiosqlite:///"}
+"""The async worker's URL of each database (bench/async_worker.py)."""
 SCENARIOS = ("drain", "latency", "mixed")
 
 
@@ -228,6 +230,17 @@ def threads(pid: int) -> int:
     return 0
 
 
+def worker_url(url: str, driver: str) -> str:
+    """`url` as the workers are given it: with the database's async driver for `driver="async"`
+    (the async worker), as it is otherwise."""
+    if driver == "sync":
+        return url
+    for sync, asynchronous in ASYNC_SCHEMES.items():
+        if url.startswith(sync):
+            return asynchronous + url[len(sync) :]
+    raise ValueError(f"no async driver for {url}")
+
+
 @contextmanager
 def workers(url: str, count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
     """`count` `hookinbox worker` processes, running their loops when this yields."""
@@ -273,11 +286,13 @@ def workers(url: str, count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
                 process.wait()
 
 
-def drain(backend: str, processes: int, events_count: int, timeout: float) -> dict[str, Any]:
+def drain(
+    backend: str, processes: int, events_count: int, timeout: float, driver: str = "sync"
+) -> dict[str, Any]:
     rows = pending_rows(events_count)
     with database(backend) as url:
         prepare(url)
-        with workers(url, processes) as running:
+        with workers(worker_url(url, driver), processes) as running:
             cpu_before = sum(cpu_seconds(p.pid) for p in running)
             committed = insert_pending(url, rows)
             wait_drained(url, events_count, timeout)
@@ -377,9 +392,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def latency(backend: str, rate: float, seconds: float) -> dict[str, Any]:
+def latency(backend: str, rate: float, seconds: float, driver: str = "sync") -> dict[str, Any]:
     """`hookinbox serve` with its worker, `rate` events/s open loop: accepted -> processed."""
-    with database(backend) as url, server(hookinbox_serve(APP, url, 1, worker=True)) as running:
+    with database(backend) as url, server(
+        hookinbox_serve(APP, worker_url(url, driver), 1, worker=True)
+    ) as running:
         target = f"{running.base_url}/webhooks/stripe"
         with pinned_to_last_cpu():
             warmup = request_file(50)

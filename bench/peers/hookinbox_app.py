@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from bench._common import SECRET
-from hookinbox import Event, GroupCommit, HandlerContext, Inbox
+from hookinbox import AsyncHandlerContext, Event, GroupCommit, HandlerContext, Inbox
 from hookinbox.sources import Stripe
 
 # The URL comes from `hookinbox serve --database-url`; BENCH_GROUP_COMMIT_WRITERS sets the
@@ -31,7 +31,16 @@ def create_tables(connection: Connection) -> None:
     tables.create_all(connection)
 
 
-@inbox.handler("stripe", "checkout.session.completed")
-def record_order(event: Event, ctx: HandlerContext) -> None:
-    payment = event.payload["data"]["object"]["payment_intent"]
-    ctx.db.execute(orders.insert().values(payment_id=payment))
+if inbox.is_async:  # an async URL (bench/async_worker.py): the same handler, awaited
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    async def record_order_async(event: Event, ctx: AsyncHandlerContext) -> None:
+        payment = event.payload["data"]["object"]["payment_intent"]
+        await ctx.db.execute(orders.insert().values(payment_id=payment))
+
+else:
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def record_order(event: Event, ctx: HandlerContext) -> None:
+        payment = event.payload["data"]["object"]["payment_intent"]
+        ctx.db.execute(orders.insert().values(payment_id=payment))

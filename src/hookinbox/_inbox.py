@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import timedelta
@@ -26,7 +27,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 from sqlalchemy import Connection
 
 from hookinbox import _ranges as ranges
-from hookinbox._errors import ConfigurationError
+from hookinbox._errors import ConfigurationError, StoreUnavailable
+from hookinbox._logging import logger
 from hookinbox._operations._prune import DEFAULT_RETENTION, PruneResult, check_retention
 from hookinbox._processing._business import BusinessKey
 from hookinbox._processing._handlers import ANY_TYPE, Handler, is_async_function
@@ -55,6 +57,8 @@ from hookinbox.sources import Source
 if TYPE_CHECKING:
     from hookinbox._processing._async_worker import AsyncWorker
     from hookinbox.http._types import ASGIApp
+
+log = logger("hookinbox.worker")
 
 F = TypeVar("F", bound=Callable[..., Any])
 G = TypeVar("G", bound=Callable[[Connection], None])
@@ -445,8 +449,11 @@ class Inbox(BaseInbox):
         on a sync one, the thread worker runs in a thread. Signals stay the application's
         (the worker installs no handler). Leaving the block stops the worker: the attempts
         in flight finish within the grace period (`WorkerOptions.grace_period`), and what is
-        cut off is rolled back and given back, never doubled. An exception in the worker
-        itself (not in a handler, whose errors are retries) ends the block with it.
+        cut off is rolled back and given back, never doubled. A database that cannot be
+        reached when the block starts is waited for (logged, tried again every few seconds):
+        the application starts and answers as it can meanwhile. Any other error of the
+        worker itself (not a handler's: those are retries) is logged at once and raised when
+        the block ends.
 
             @asynccontextmanager
             async def lifespan(app):
@@ -464,10 +471,12 @@ class Inbox(BaseInbox):
         worker: AsyncWorker | Worker
         if self.is_async:
             worker = self.async_worker(options, **arguments)
-            task = asyncio.create_task(worker.run(), name="hookinbox-worker")
+            run: Callable[[], Awaitable[bool]] = worker.run
         else:
             worker = self.worker(options, **arguments)
-            task = asyncio.create_task(asyncio.to_thread(worker.run), name="hookinbox-worker")
+            run = functools.partial(asyncio.to_thread, worker.run)
+        task = asyncio.create_task(_when_reachable(run, worker), name="hookinbox-worker")
+        task.add_done_callback(_log_failure)
         try:
             yield worker
         finally:
@@ -530,6 +539,35 @@ class Inbox(BaseInbox):
         given = self.settings.async_url or parse_url(self.settings.database_url)
         url = given.render_as_string(hide_password=True)
         return f"Inbox({url!r}, sources={sorted(self.sources)})"
+
+
+WAIT_FOR_DATABASE = (1.0, 30.0)
+"""`running()`: seconds before the first try again at a database unreachable at start, and
+the most it grows to (doubling)."""
+
+
+async def _when_reachable(run: Callable[[], Awaitable[bool]], worker: AsyncWorker | Worker) -> bool:
+    """`run()`, tried again while it fails at once for a database it cannot reach (both
+    workers check the schema before anything else), until the worker is stopped."""
+    delay, longest = WAIT_FOR_DATABASE
+    while True:
+        try:
+            return await run()
+        except StoreUnavailable as error:
+            if worker.stopping:
+                return True
+            log.warning("the worker cannot start yet (%s); trying again in %.0f s", error, delay)
+        deadline = time.monotonic() + delay
+        while not worker.stopping and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        if worker.stopping:
+            return True
+        delay = min(delay * 2, longest)
+
+
+def _log_failure(task: asyncio.Task[bool]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the worker stopped with an error", exc_info=task.exception())
 
 
 RECEIVER_FIELDS = ("max_body_size", "body_timeout", "retry_after", "ack_deadline", "clock")

@@ -344,3 +344,45 @@ def test_an_async_driver_that_is_not_installed_is_one_line(
     message = str(refused.value)
     assert "\n" not in message
     assert "pip install" in message and ("hookinbox[asyncpg]" in message or "aiosqlite" in message)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+@pytest.mark.parametrize("worker_driver", ["sync", "async"])
+def test_running_waits_for_a_database_unreachable_at_start(
+    db_url: str, worker_driver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An application that starts while its database is away keeps starting: the worker in
+    its lifespan tries again until the database answers, then processes what is due."""
+    from sqlalchemy.engine import make_url
+
+    from tests.conftest import async_twin
+    from tests.support.tcp_proxy import proxy_to
+
+    receiving = Inbox(db_url)
+    receiving.add_source(Stripe(secret=SECRET))
+    deliver(receiving, checkout(1))
+    receiving.close()
+    parsed = make_url(db_url)
+    done: list[str] = []
+    with proxy_to(parsed.host or "127.0.0.1", parsed.port or 5432) as proxy:
+        through = parsed.set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+        inbox = Inbox(async_twin(through) if worker_driver == "async" else through)
+        inbox.add_source(Stripe(secret=SECRET))
+
+        @inbox.handler("stripe", "*")
+        def record(event: Event, ctx: HandlerContext) -> None:
+            done.append(event.id)
+
+        async def main() -> None:
+            proxy.cut(2.5)  # down when the application starts
+            async with inbox.running(WorkerOptions(poll_interval=0.1)):
+                deadline = time.monotonic() + 30
+                while not done:
+                    assert time.monotonic() < deadline, "never processed"
+                    await asyncio.sleep(0.05)
+            await inbox.aclose()
+
+        with caplog.at_level(logging.WARNING, logger="hookinbox.worker"):
+            asyncio.run(main())
+    assert done == ["evt_1"]
+    assert any("cannot start yet" in record.getMessage() for record in caplog.records)

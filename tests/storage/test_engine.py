@@ -149,3 +149,31 @@ def test_a_sqlite_writer_takes_the_lock_in_the_first_gap_another_process_leaves(
         other.close()
         store.dispose()
     assert waited < 0.5, waited  # the rest of one 300 ms transaction, and a millisecond
+
+
+@pytest.mark.parametrize(
+    ("url", "sync", "asynchronous"),
+    [
+        ("postgresql+asyncpg://u@h/db", "postgresql+psycopg", "postgresql+asyncpg"),
+        ("postgresql+psycopg_async://u@h/db", "postgresql+psycopg", "postgresql+psycopg_async"),
+        ("sqlite+aiosqlite:///x.db", "sqlite", "sqlite+aiosqlite"),
+        ("postgresql://u@h/db", "postgresql+psycopg", None),
+        ("sqlite:///x.db", "sqlite", None),
+    ],
+)
+def test_an_async_url_names_the_workers_driver_and_a_sync_one_for_the_rest(
+    url: str, sync: str, asynchronous: str | None
+) -> None:
+    """One URL: hookinbox's own work on the sync driver, the worker on the async one."""
+    from hookinbox._storage import async_url
+
+    assert parse_url(url).drivername == sync
+    found = async_url(url)
+    assert (found.drivername if found is not None else None) == asynchronous
+
+
+@pytest.mark.parametrize("url", ["mysql+aiomysql://r@h/db", "mariadb+asyncmy://r@h/db"])
+def test_mariadbs_async_drivers_are_refused_in_one_line(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="no async worker on MariaDB") as refused:
+        parse_url(url)
+    assert "\n" not in str(refused.value)

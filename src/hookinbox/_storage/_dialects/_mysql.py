@@ -95,6 +95,8 @@ ER_OPTION_PREVENTS_STATEMENT = 1290
 """The server runs with --read-only (a replica, or set by an operator)."""
 ER_READ_ONLY_MODE = 1836
 _ABORTED = "hookinbox_aborted"
+ASYNC_DRIVERS = ("aiomysql", "asyncmy")
+"""SQLAlchemy's async drivers for MariaDB: refused by name (docs/async.md says why)."""
 _AT_CHECKIN = "hookinbox_at_checkin"
 """Statements to run when the connection goes back to the pool (what a session set)."""
 
@@ -115,6 +117,11 @@ class MySQL(Dialect):
         PyMySQL (the `mysql` extra); utf8mb4 unless the URL says otherwise (then refused at
         the first connection)."""
         require(f"a {url.get_backend_name()}:// database URL", "mysql")  # the driver
+        if url.get_driver_name() in ASYNC_DRIVERS:
+            raise ConfigurationError(
+                f"hookinbox has no async worker on MariaDB ({url.get_driver_name()} is not "
+                "supported): use mysql:// or mariadb://, the thread worker (docs/async.md)"
+            )
         if url.get_driver_name() not in ("", DRIVER, "mysqldb"):
             raise ConfigurationError(
                 f"hookinbox uses PyMySQL for MariaDB, not {url.get_driver_name()!r}: "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -61,13 +62,14 @@ KEEPALIVE_PROBES = 3
 ADVISORY_LOCK_KEY = 0x686F6F6B696E
 """An arbitrary constant naming hookinbox's migration lock among the application's own locks."""
 _IN_ERROR = 3
-IN_FAILED_SQL_TRANSACTION = "25P02"
 UNIQUE_VIOLATION = "23505"
 _ABORTED = (
     "the processing transaction was aborted by an earlier database error (one a handler "
     "caught and went on): rolled back, to be retried"
 )
-_ONE = sa.text("SELECT 1")
+_FAILED_STATEMENT = "hookinbox_failed_statement"
+"""Set in a connection's `info` when a statement failed on the server in its transaction
+(asyncpg, whose transaction state is private: `refuse_aborted`)."""
 """libpq's PQTRANS_INERROR, as psycopg 3 and psycopg2 report `info.transaction_status`."""
 
 # Django's own OPTIONS for PostgreSQL; the rest are libpq parameters the LISTEN connection needs.
@@ -170,20 +172,18 @@ class PostgreSQL(Dialect):
     def refuse_aborted(self, connection: Connection) -> None:
         """A PostgreSQL error that a handler caught and ignored aborted the transaction:
         PostgreSQL would answer the COMMIT with a rollback, and the attempt would pass for a
-        success. psycopg (sync or async) tells from its connection state, with no round trip;
-        asyncpg keeps that state private, so a `SELECT 1` asks (refused in an aborted
-        transaction: 25P02)."""
+        success. psycopg (sync or async) tells from its connection state; asyncpg keeps that
+        state private, so the engine's error handler marks the connection when a statement
+        failed on the server, and a rollback to a savepoint clears the mark (`_watch`). No
+        round trip either way. (A statement sent on asyncpg's own connection, around
+        SQLAlchemy, is not seen.)"""
         info = getattr(connection.connection.driver_connection, "info", None)
         if info is not None:
-            if getattr(info, "transaction_status", None) == _IN_ERROR:
-                raise RuntimeError(_ABORTED)
-            return
-        try:
-            connection.execute(_ONE)
-        except sa.exc.DBAPIError as error:
-            if getattr(error.orig, "sqlstate", None) == IN_FAILED_SQL_TRANSACTION:
-                raise RuntimeError(_ABORTED) from None
-            raise
+            aborted = getattr(info, "transaction_status", None) == _IN_ERROR
+        else:
+            aborted = bool(connection.connection.info.get(_FAILED_STATEMENT))
+        if aborted:
+            raise RuntimeError(_ABORTED)
 
     def check_writable(self, connection: Connection) -> None:
         if connection.exec_driver_sql("SHOW transaction_read_only").scalar() == "on":
@@ -446,9 +446,50 @@ def _async_engine(url: URL, options: StoreOptions) -> AsyncEngine:
         arguments, check = _asyncpg_connect_args(url, options), _checking_asyncpg(options)
     else:  # psycopg_async takes libpq's parameters, as psycopg does
         arguments, check = _connect_args(url, options), _check_psycopg
-    engine = create_async_engine(url, **_engine_arguments(options), connect_args=arguments)
+    # Last in, first out: the connection an attempt just gave back serves the next one, so a
+    # busy worker's connections never rest long enough to be pinged (`_ping_after_idle`).
+    arguments_of_pool = {
+        **_engine_arguments(options),
+        "pool_pre_ping": False,
+        "pool_use_lifo": True,
+    }
+    engine = create_async_engine(url, **arguments_of_pool, connect_args=arguments)
     _watch(engine.sync_engine, check)
+    _ping_after_idle(engine.sync_engine)
     return engine
+
+
+PING_AFTER_IDLE = 1.0
+"""Seconds a pooled connection may rest before its next checkout pings the server."""
+_CHECKED_IN = "hookinbox_checked_in"
+
+
+def _ping_after_idle(engine: Engine) -> None:
+    """The async engine's pre-ping, only for a connection that rested in the pool.
+
+    SQLAlchemy's `pool_pre_ping` pings at every checkout, and its asyncpg ping is three round
+    trips (BEGIN, `;`, ROLLBACK): on a busy async worker, which checks a connection out for
+    every attempt, that was three round trips per event on top of the attempt's own four. A
+    connection back in use within `PING_AFTER_IDLE` seconds was alive then; one that rested
+    longer (a restart's dead connections rest in the pool) is pinged with one statement, and
+    a failed ping gives the pool a new connection, as `pool_pre_ping` does. A server lost
+    within that second fails the attempt's first statement instead: the event stays due."""
+
+    @event.listens_for(engine, "checkin")
+    def _rested_from(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_CHECKED_IN] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_rested(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        rested = record.info.get(_CHECKED_IN)
+        if rested is None or time.monotonic() - rested < PING_AFTER_IDLE:
+            return
+        try:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("SELECT 1")
+            cursor.close()
+        except Exception as error:  # any failure: this connection is not to be used
+            raise sa.exc.DisconnectionError(f"ping failed: {error}") from error
 
 
 def _engine_arguments(options: StoreOptions) -> dict[str, Any]:
@@ -482,6 +523,19 @@ def _watch(engine: Engine, check: Callable[[Any], None]) -> None:
             mark_deadlock(original)
         elif sqlstate == UNIQUE_VIOLATION and original is not None:
             _name_unique_violation(original)
+        if sqlstate is not None and context.connection is not None:
+            # An error from the server aborts the transaction (until a rollback to a
+            # savepoint): remembered for `refuse_aborted` on asyncpg.
+            with contextlib.suppress(Exception):
+                context.connection.connection.info[_FAILED_STATEMENT] = True
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.connection.info.pop(_FAILED_STATEMENT, None)
+
+    @event.listens_for(engine, "rollback_savepoint")
+    def _rolled_back(connection: Any, _name: Any, _context: Any) -> None:
+        connection.connection.info.pop(_FAILED_STATEMENT, None)
 
     @event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
