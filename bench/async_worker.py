@@ -165,7 +165,10 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     for r in results:
         thread = r["drain"]["sync"]["rate"]["median"]
         bare = r["bare_async"]["rate"]["median"] if r["bare_async"]["rate"] else None
-        for driver, name in (("sync", "thread worker, 4 threads"), ("async", "async worker, 4 tasks")):
+        for driver, name in (
+            ("sync", "thread worker, 4 threads"),
+            ("async", "async worker, 4 tasks"),
+        ):
             d = r["drain"][driver]
             rate = d["rate"]
             versus_bare = f"{rate['median'] / bare:.2f}x" if bare else "-"

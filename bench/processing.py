@@ -394,9 +394,10 @@ def percentile(values: list[float], q: float) -> float:
 
 def latency(backend: str, rate: float, seconds: float, driver: str = "sync") -> dict[str, Any]:
     """`hookinbox serve` with its worker, `rate` events/s open loop: accepted -> processed."""
-    with database(backend) as url, server(
-        hookinbox_serve(APP, worker_url(url, driver), 1, worker=True)
-    ) as running:
+    with (
+        database(backend) as url,
+        server(hookinbox_serve(APP, worker_url(url, driver), 1, worker=True)) as running,
+    ):
         target = f"{running.base_url}/webhooks/stripe"
         with pinned_to_last_cpu():
             warmup = request_file(50)
