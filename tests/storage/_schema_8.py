@@ -79,15 +79,22 @@ def at_schema_8(url: str) -> Store:
     return store
 
 
-def fill(store: Store, count: int, *, start: int = 0, chunk: int = 200_000) -> None:
-    """Events `start + 1` to `start + count`, half of them open, `chunk` rows a statement."""
+def fill(
+    store: Store, count: int, *, start: int = 0, chunk: int = 200_000, ingest: bool = False
+) -> None:
+    """Events `start + 1` to `start + count`, half of them open, `chunk` rows a statement;
+    with `ingest`, every one `pending` with no attempt, as schema 8's ingest stored each."""
     now = datetime.now(UTC)
     prefix, series, event_id, body = _SERIES[store.dialect.name]
     for offset in range(start, start + count, chunk):
         rows = min(chunk, start + count - offset)
+        values = _values(event_id, body)
+        if ingest:
+            values = values.replace(_STATUS, "'pending'").replace("n % 2, :due", "0, :due")
+            values = values.replace("n % 1000 = 0", "1 = 0")
         statement = sa.text(
             f"{prefix}INSERT INTO hookinbox_events ({_COLUMNS})"
-            f" SELECT {_values(event_id, body)} FROM {series.replace('{count}', str(rows))}"
+            f" SELECT {values} FROM {series.replace('{count}', str(rows))}"
         ).bindparams(
             sa.bindparam("received_at", type_=UTCDateTime()),
             sa.bindparam("due", type_=UTCDateTime()),
@@ -109,17 +116,28 @@ def fill(store: Store, count: int, *, start: int = 0, chunk: int = 200_000) -> N
 
 
 def settle(store: Store) -> None:
-    """Statistics and visibility as a working inbox has them (autovacuum's, on PostgreSQL):
-    the first reader of a million fresh rows would otherwise write their hint bits."""
+    """Statistics and visibility as a working inbox has them (autovacuum's, on PostgreSQL:
+    the first reader of a million fresh rows would otherwise write their hint bits), and the
+    fill's writes checkpointed, so that they are not flushed during the test."""
     statements = {
-        # And a checkpoint, so that the writes of the fill are not flushed during the test.
         "postgresql": ["VACUUM (ANALYZE) hookinbox_events", "CHECKPOINT"],
         "mysql": ["ANALYZE TABLE hookinbox_events"],
         "sqlite": ["ANALYZE", "PRAGMA wal_checkpoint(TRUNCATE)"],
     }[store.dialect.name]
-    with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+    # The driver's own connection, outside any transaction (VACUUM and a checkpoint refuse one).
+    connection = store.engine.raw_connection()
+    try:
+        if store.dialect.name == "postgresql":
+            connection.driver_connection.autocommit = True  # type: ignore[union-attr]
+        cursor = connection.cursor()
         for statement in statements:
-            connection.exec_driver_sql(statement)
+            cursor.execute(statement)
+            if cursor.description:
+                cursor.fetchall()
+        cursor.close()
+        connection.commit()
+    finally:
+        connection.invalidate()  # not back to the pool with the setting changed
 
 
 def queue_mismatches(store: Store) -> dict[str, int]:

@@ -5,7 +5,7 @@ named by $HOOKINBOX_TEST_SCHEMA_8_URL: each POST's JSON body `{"id": ...}` is st
 statements of schema 8's delivery path (the event's upsert on its key, then the delivery's
 log row, in one transaction) and answered 200, or 503 once the 3 s ack deadline has passed, as
 the server of that version answered. No signature is checked: what an upgrade can slow down is
-the write. GET answers 200 once the app is up.
+the write. GET answers 200 once the app has connected to the database.
 
 Written against schema 8's columns (no `received_via`, which schema 11 adds), so it keeps
 working before, during and after the upgrade, as a process of the older version does: its
@@ -72,11 +72,21 @@ def _statement(store: Store) -> Any:
     return statement.returning(_events.c.id, _events.c.delivery_count)
 
 
-def _write(event_id: str, body: bytes) -> None:
+def _connected() -> Store:
     global _store, _upsert
     if _store is None:
         _store = Store(os.environ[URL_ENV], auto_migrate=False)
         _upsert = _statement(_store)
+    return _store
+
+
+def _ping() -> None:
+    with _connected().engine.connect() as connection:
+        connection.exec_driver_sql("SELECT 1")
+
+
+def _write(event_id: str, body: bytes) -> None:
+    store = _connected()
     now = datetime.now(UTC)
     row = {
         "source": "stripe",
@@ -94,7 +104,7 @@ def _write(event_id: str, body: bytes) -> None:
         "key_conflicts": 0,
         "last_delivery_at": now,
     }
-    with _store.engine.begin() as connection:
+    with store.engine.begin() as connection:
         _, count = connection.execute(_upsert, row).one()
         connection.execute(
             _deliveries.insert(),
@@ -122,7 +132,9 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not message.get("more_body"):
             break
     status = 200
-    if scope["method"] == "POST":
+    if scope["method"] == "GET":  # ready once connected: the first delivery pays no set-up
+        await asyncio.to_thread(_ping)
+    elif scope["method"] == "POST":
         event_id = str(json.loads(body)["id"])
         try:
             await asyncio.wait_for(asyncio.to_thread(_write, event_id, body), ACK_DEADLINE)

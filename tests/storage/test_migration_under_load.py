@@ -144,6 +144,16 @@ def _version(store: Store) -> int:
         )
 
 
+_SCHEMA_8_WORK = (
+    "UPDATE hookinbox_events SET status = 'processing', attempts = attempts + 1,"
+    " lease_token = 'ffffffffffffffffffffffffffffffff' WHERE id % 1000 = 12 AND status = 'pending'",
+    "UPDATE hookinbox_events SET status = 'processed', outcome = 'handled',"
+    " attempts = attempts + 1 WHERE id % 1000 = 10 AND status = 'pending'",
+    "UPDATE hookinbox_events SET status = 'pending', outcome = NULL"
+    " WHERE id % 1000 = 11 AND status = 'processed'",
+)
+
+
 @pytest.mark.parametrize("backend", ["postgres", "mysql", "sqlite"])
 def test_a_migrate_killed_mid_copy_resumes_and_queues_each_open_event_once(
     empty_db_url: str,
@@ -167,18 +177,13 @@ def test_a_migrate_killed_mid_copy_resumes_and_queues_each_open_event_once(
     assert _version(store) == 8
     copied = _queued(store)
     assert 0 < copied < 200_000, copied  # killed mid-copy: part of the open events queued
-    # The processes of schema 8 go on: a worker finishes events the copy had queued and some
-    # it had not, a replay opens a processed one again, the ingest stores 10,000 more.
+    # The processes of schema 8 go on: their ingest stores 10,000 more events, their workers
+    # lease some open events and finish others (copied, not yet copied, new), a replay opens
+    # processed ones again.
+    fill(store, 10_000, start=400_000, ingest=True)
     with store.engine.begin() as connection:
-        connection.exec_driver_sql(
-            "UPDATE hookinbox_events SET status = 'processed', outcome = 'handled',"
-            " attempts = attempts + 1 WHERE id % 1000 = 10 AND status = 'pending'"
-        )
-        connection.exec_driver_sql(
-            "UPDATE hookinbox_events SET status = 'pending', outcome = NULL"
-            " WHERE id % 1000 = 11 AND status = 'processed'"
-        )
-    fill(store, 10_000, start=400_000)
+        for statement in _SCHEMA_8_WORK:
+            assert connection.execute(sa.text(statement)).rowcount > 0, statement
     result = run_cli("migrate", "--database-url", empty_db_url, timeout=900)
     assert result.returncode == 0, result.stderr
     assert f"from version 8 to {LATEST_VERSION}" in result.stdout

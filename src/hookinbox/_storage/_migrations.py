@@ -5,7 +5,9 @@ tables of `_schema.py`, which move on), through Alembic's operations so that SQL
 limited ALTER TABLE is handled for us. We keep our own small runner instead of an Alembic
 environment because hookinbox migrates itself from `serve` and from library calls, with no
 configuration files in the user's project, and must serialise concurrent starts: PostgreSQL
-takes an advisory lock, SQLite's BEGIN IMMEDIATE already admits one writer.
+takes an advisory lock, SQLite's BEGIN IMMEDIATE already admits one writer, MariaDB a named
+lock. Schema 9's copy of the open events is made before the steps' transaction, in short ones
+of its own (`_queue_copy.py`), so that the step's lock never covers it.
 """
 
 from __future__ import annotations
