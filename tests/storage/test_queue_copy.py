@@ -8,7 +8,9 @@ What it proves, on SQLite, PostgreSQL and MariaDB:
   trigger behind (the new version's claim then writes no queue row);
 - an event closed, or opened again, by a transaction still uncommitted while a batch reads
   it ends up as that transaction left it: the batch never brings back what was closed;
-- a copy stopped midway resumes where it stopped, in a process of its own.
+- a copy stopped midway resumes where it stopped, in a process of its own;
+- (PostgreSQL) a long transaction of an older worker on the events table holds no delivery
+  behind the upgrade's locks for longer than a fraction of a second.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 import time
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from hookinbox._model import Status
@@ -176,3 +179,45 @@ def test_a_copy_stopped_midway_resumes_where_it_stopped(empty_db_url: str) -> No
         assert not prepare(connection)  # schema 9 applied: nothing to copy any more
         assert copy_batch(connection, 100) is None
     again.dispose()
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_a_long_transaction_on_the_events_holds_no_delivery_behind_the_upgrade(
+    empty_db_url: str,
+) -> None:
+    """A worker of schema 8 holds the events table (its claim is written, its handler runs)
+    for 2.5 s while the upgrade needs the table's strongest lock: deliveries stored meanwhile
+    wait a fraction of a second, not until the handler ends (PostgreSQL queues every later
+    lock behind a waiting one)."""
+    store = _inbox(empty_db_url)
+    until = NOW + timedelta(minutes=5)
+    _run(store, OLD_LEASE_ONE, event_id="evt_01", token=OLD_TOKEN, until=until)
+    claimed = threading.Event()
+
+    def handler() -> None:  # schema 8's processing transaction: the claim, then the handler
+        with store.engine.connect() as connection, connection.begin():
+            connection.execute(OLD_CLAIM, {"event_id": "evt_01", "token": OLD_TOKEN})
+            claimed.set()
+            time.sleep(2.5)
+
+    holder = threading.Thread(target=handler)
+    holder.start()
+    assert claimed.wait(timeout=30)
+    results: list[tuple[int, int]] = []
+    upgrade = threading.Thread(target=lambda: results.append(store.migrate()))
+    upgrade.start()
+    latencies: list[float] = []
+    for number in range(60):  # schema 8's ingest, every 50 ms for 3 s
+        started = time.monotonic()
+        with store.engine.begin() as connection:
+            connection.execute(events.insert(), [_event(f"evt_new_{number}", "pending")])
+        latencies.append(time.monotonic() - started)
+        time.sleep(max(0.0, 0.05 - latencies[-1]))
+    holder.join(timeout=60)
+    upgrade.join(timeout=60)
+    assert results == [(8, LATEST_VERSION)]
+    print(f"slowest of {len(latencies)} deliveries: {max(latencies):.3f} s")
+    assert max(latencies) < 1.0, f"slowest delivery {max(latencies):.2f} s"
+    assert _state(store, "evt_01") is None  # the claim committed before the step: done
+    assert queue_mismatches(store) == {"missing": 0, "extra": 0, "wrong_state": 0, "queued": 67}
+    store.dispose()

@@ -22,6 +22,7 @@ from sqlalchemy import Connection, Engine
 from hookinbox._errors import ConfigurationError
 from hookinbox._storage._dialects import Dialect, dialect_named
 from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._options import READ_ONLY
 from hookinbox._storage._queue_copy import copy_open_events, create_queue_table, finish_copy
 from hookinbox._storage._schema import schema_versions
@@ -360,10 +361,19 @@ def migrate(
         raise ConfigurationError(f"no schema version {target}: versions go 1 to {LATEST_VERSION}")
     with translate_errors():
         # Schema 9's copy of the open events, outside the step's lock (nothing to copy
-        # otherwise).
+        # otherwise); then the steps, their lock waits bounded (`_lock_waits.py`).
         copy_open_events(engine, target)
-    with translate_errors(), engine.begin() as connection:
-        dialect_named(connection.dialect.name).lock_for_migration(connection)
+        return patiently(engine, lambda wait: _apply(engine, after, target, wait))
+
+
+def _apply(
+    engine: Engine, after: Sequence[AfterMigrate], target: int, wait: float | None
+) -> tuple[int, int]:
+    with engine.begin() as connection:
+        dialect = dialect_named(connection.dialect.name)
+        dialect.lock_for_migration(connection)
+        if wait is not None:
+            dialect.limit_lock_waits(connection, wait)
         schema_versions.create(connection, checkfirst=True)
         before = current_version(connection)
         if before > LATEST_VERSION:

@@ -44,6 +44,7 @@ from hookinbox._logging import logger
 from hookinbox._storage._dialects import Dialect, dialect_named
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
 from hookinbox._storage._errors import is_deadlock
+from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._types import UTCDateTime
 
 if TYPE_CHECKING:
@@ -129,14 +130,21 @@ def _next_size(rows: int, took: float) -> int:
 
 
 def prepare(connection: Connection) -> bool:
-    """Step 1 in a transaction of its own; False (nothing done) unless the inbox is between
+    """Step 1 in a transaction of its own (its trigger DDL waiting for the events table a
+    little at a time: `_lock_waits.py`); False (nothing done) unless the inbox is between
     schema 1 and 8."""
+    return patiently(connection.engine, lambda wait: _prepare(connection, wait))
+
+
+def _prepare(connection: Connection, wait: float | None) -> bool:
     from alembic.operations import Operations
     from alembic.runtime.migration import MigrationContext
 
     dialect = _dialect(connection)
     with connection.begin():
         dialect.lock_for_migration(connection)
+        if wait is not None:
+            dialect.limit_lock_waits(connection, wait)
         if not _before_schema_9(connection):
             return False
         op = Operations(MigrationContext.configure(connection))

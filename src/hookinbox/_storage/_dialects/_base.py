@@ -103,6 +103,15 @@ class Dialect(ABC):
         """Serialise concurrent migrations inside `connection`'s transaction."""
 
     @abstractmethod
+    def limit_lock_waits(self, connection: Connection, seconds: float) -> None:
+        """Within `connection`'s transaction, give up a lock wait after `seconds` where the
+        database can, the error then being `gave_up_waiting`'s (`_lock_waits.py`)."""
+
+    def gave_up_waiting(self, error: BaseException) -> bool:
+        """True when `error` is a lock wait that `limit_lock_waits` ended."""
+        return False
+
+    @abstractmethod
     def lock_for_copy(self, connection: Connection) -> None:
         """Inside one short transaction of schema 9's copy (`_queue_copy.py`), on a connection
         that took `lock_for_migration` before: keep a migration's step from running meanwhile;

@@ -190,6 +190,11 @@ class MySQL(Dialect):
             raise StoreUnavailable("database unavailable: another process is migrating")
         _at_checkin(connection, f"DO RELEASE_LOCK(CONCAT('{MIGRATION_LOCK}:', DATABASE()))")
 
+    def limit_lock_waits(self, connection: Connection, seconds: float) -> None:
+        """Not bounded: MariaDB counts a metadata lock's wait in whole seconds
+        (`lock_wait_timeout`), and no hookinbox older than schema 10, whose workers' long
+        transactions these waits are about, ever ran on MariaDB."""
+
     def lock_for_copy(self, connection: Connection) -> None:
         """The session's named lock, taken by `lock_for_migration` when the copy began, is
         held until the connection goes back to the pool: nothing more to take."""

@@ -57,6 +57,8 @@ READ_ONLY_SQL_TRANSACTION = "25006"
 DEADLOCK_DETECTED = "40P01"
 KEEPALIVE_PROBES = 3
 ADVISORY_LOCK_KEY = 0x686F6F6B696E
+LOCK_NOT_AVAILABLE = "55P03"
+"""The SQLSTATE of a lock wait that `lock_timeout` ended."""
 """An arbitrary constant naming hookinbox's migration lock among the application's own locks."""
 _IN_ERROR = 3
 """libpq's PQTRANS_INERROR, as psycopg 3 and psycopg2 report `info.transaction_status`."""
@@ -169,6 +171,18 @@ class PostgreSQL(Dialect):
 
     def lock_for_migration(self, connection: Connection) -> None:
         connection.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_KEY)))
+
+    def limit_lock_waits(self, connection: Connection, seconds: float) -> None:
+        connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, round(seconds * 1000))}")
+
+    def gave_up_waiting(self, error: BaseException) -> bool:
+        seen: BaseException | None = error
+        while seen is not None:
+            original = getattr(seen, "orig", None) or seen
+            if getattr(original, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                return True
+            seen = seen.__cause__
+        return False
 
     def lock_for_copy(self, connection: Connection) -> None:
         """The migration lock, shared: copies run beside each other, never beside a step."""

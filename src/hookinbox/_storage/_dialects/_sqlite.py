@@ -143,6 +143,10 @@ class SQLite(Dialect):
     def lock_for_migration(self, connection: Connection) -> None:
         """`BEGIN IMMEDIATE` (every writing transaction's) admits one migration at a time."""
 
+    def limit_lock_waits(self, connection: Connection, seconds: float) -> None:
+        """Nothing to bound: a transaction holds the one write lock from its `BEGIN IMMEDIATE`
+        (a wait of `busy_timeout` at most), before any statement in it."""
+
     def lock_for_copy(self, connection: Connection) -> None:
         """`BEGIN IMMEDIATE` again: one writer at a time, a copy's batch among them."""
 
