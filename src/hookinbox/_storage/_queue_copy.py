@@ -69,7 +69,8 @@ MIN_ROWS = 100
 MAX_ROWS = 100_000
 SWEEP_ROWS = 1_000
 PAUSE = 0.01
-"""Seconds between batches: SQLite's waiting writers take the lock in the gap."""
+"""Seconds between batches at the least (a batch is followed by a pause as long as it took):
+SQLite's waiting writers take the lock in the gap."""
 TRIES = 5
 """Runs of a batch that the database chose as a deadlock's victim, before the error goes up."""
 PROGRESS_EVERY = 5.0
@@ -116,7 +117,9 @@ def copy_open_events(engine: Engine, target: int) -> None:
             if now - last_log >= PROGRESS_EVERY:
                 log.info("schema 9: open events copied to the queue up to id %d of %d", *span)
                 last_log = now
-            time.sleep(PAUSE)
+            # As long as the batch took: the copy has half of the database's time at most,
+            # the deliveries (and on SQLite, the write lock) the rest.
+            time.sleep(max(PAUSE, now - started))
             started = time.monotonic()
         while _retrying(sweep_batch, connection, SWEEP_ROWS) == SWEEP_ROWS:
             time.sleep(PAUSE)
