@@ -94,7 +94,7 @@ def sender(url: str, out: Path, rate: float = 50) -> Iterator[list[list[float]]]
 
 
 @pytest.mark.parametrize("backend", ["postgres", "mysql", "sqlite"])
-def test_upgrading_500000_open_events_keeps_every_answer_under_a_second(
+def test_upgrading_500000_open_events_under_ingest_answers_every_delivery_in_time(
     backend: str, empty_db_url: str, tmp_path: Path
 ) -> None:
     store = at_schema_8(empty_db_url)
