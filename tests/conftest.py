@@ -102,6 +102,7 @@ LONG_TESTS = (
     "reliability/test_slow_database.py",
     "reliability/test_soak_smoke.py",
     "reliability/test_sqlite_disk.py",
+    "storage/test_migration_under_load.py",
     "testing/test_check_exactly_once.py",
 )
 """The `long` tier (`make test-long`, which CI runs after `make test`): the proofs that take

@@ -5,7 +5,9 @@ tables of `_schema.py`, which move on), through Alembic's operations so that SQL
 limited ALTER TABLE is handled for us. We keep our own small runner instead of an Alembic
 environment because hookinbox migrates itself from `serve` and from library calls, with no
 configuration files in the user's project, and must serialise concurrent starts: PostgreSQL
-takes an advisory lock, SQLite's BEGIN IMMEDIATE already admits one writer.
+takes an advisory lock, SQLite's BEGIN IMMEDIATE already admits one writer, MariaDB a named
+lock. Schema 9's copy of the open events is made before the steps' transaction, in short ones
+of its own (`_queue_copy.py`), so that the step's lock never covers it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from sqlalchemy import Connection, Engine
 from hookinbox._errors import ConfigurationError
 from hookinbox._storage._dialects import Dialect, dialect_named
 from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._options import READ_ONLY
+from hookinbox._storage._queue_copy import copy_open_events, create_queue_table, finish_copy
 from hookinbox._storage._schema import schema_versions
 from hookinbox._storage._types import LongBinary, LongText, UTCDateTime
 
@@ -249,46 +253,24 @@ def _v9_queue_beside_the_events(op: Operations) -> None:
     that stay heap-only on PostgreSQL: docs/storage.md, "Upgrading to schema 9"); an outbox
     message being delivered is `pending` with a lease token, no longer `delivering`.
 
-    One short transaction however large the inbox: the tables are locked (PostgreSQL waits
-    for transactions already writing them, then holds new ones for the step's milliseconds),
-    only open events are copied (read from the open index, which is then dropped), and the
-    fill factors change pages written from now on. Processes of an older hookinbox fail
-    closed afterwards: their leases are refused by a trigger (nothing is processed twice),
-    and their inserts still queue the event (the queue is filled by a trigger on insert).
+    The open events are copied before this step, in short transactions that hold no delivery
+    (`_queue_copy.py`); the step itself is short whatever the number of open events: the
+    tables are locked (PostgreSQL waits for transactions already writing them, then holds new
+    ones for the step's milliseconds), the events stored since the copy's last batch are
+    copied (every open event where no copy ran: a new inbox, Django's migrations), the
+    indexes the queue replaces are dropped, and the fill factors change pages written from
+    now on. Processes of an older hookinbox fail closed afterwards: their leases are refused
+    by a trigger (nothing is processed twice), and their inserts still queue the event (the
+    queue is filled by a trigger on insert). Each statement finds what it makes, if it exists
+    already: a copy made it, or (MariaDB, whose DDL commits on its own) a step cut short.
     """
     dialect = _dialect(op)
     dialect.lock_tables(op, "hookinbox_events", "hookinbox_outbox")
-    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-    op.create_table(
-        "hookinbox_event_queue",
-        sa.Column("id", row_id, primary_key=True, autoincrement=False),
-        sa.Column("state", sa.String(16), nullable=False),
-        sa.Column("next_attempt_at", UTCDateTime, nullable=False),
-        sa.Column("received_at", UTCDateTime, nullable=False),
-        sa.Column("attempts", sa.Integer, nullable=False),
-        sa.Column("lease_token", sa.String(32)),
-        sa.Column("lease_expires_at", UTCDateTime),
-    )
-    dialect.set_fill_factor(op, "hookinbox_event_queue", 70)
-    waiting = sa.text("state IN ('pending', 'deferred')")
-    op.create_index(
-        "ix_hookinbox_event_queue_due",
-        "hookinbox_event_queue",
-        ["next_attempt_at", "id"],
-        postgresql_where=waiting,
-        sqlite_where=waiting,
-    )
-    op.create_index(
-        "ix_hookinbox_event_queue_open", "hookinbox_event_queue", ["state", "received_at"]
-    )
-    # Every open event, as it is; one a worker held (`processing`) is due again at once: its
-    # worker's claim, conditional on the token cleared below, cannot succeed any more.
-    op.execute(
-        "INSERT INTO hookinbox_event_queue (id, state, next_attempt_at, received_at, attempts)"
-        " SELECT id, CASE WHEN status = 'processing' THEN 'pending' ELSE status END,"
-        " next_attempt_at, received_at, attempts FROM hookinbox_events"
-        " WHERE status NOT IN ('processed', 'unhandled')"
-    )
+    create_queue_table(op)
+    dialect.queue_new_events(op)
+    finish_copy(op)
+    # A held event was copied due again at once: clear its old worker's lease, so that the
+    # worker's claim, conditional on the token, cannot succeed any more.
     op.execute(
         "UPDATE hookinbox_events SET status = 'pending', lease_token = NULL,"
         " lease_expires_at = NULL WHERE status = 'processing'"
@@ -300,7 +282,6 @@ def _v9_queue_beside_the_events(op: Operations) -> None:
     ):
         dialect.drop_index_if_exists(op, "hookinbox_events", index)
     dialect.set_fill_factor(op, "hookinbox_events", 85)
-    dialect.queue_new_events(op)
     # A message a relay holds keeps its lease (at least once: no second send before it ends).
     op.execute("UPDATE hookinbox_outbox SET status = 'pending' WHERE status = 'delivering'")
     dialect.drop_index_if_exists(op, "hookinbox_outbox", "ix_hookinbox_outbox_leased")
@@ -378,8 +359,21 @@ def migrate(
     """
     if not 0 < target <= LATEST_VERSION:
         raise ConfigurationError(f"no schema version {target}: versions go 1 to {LATEST_VERSION}")
-    with translate_errors(), engine.begin() as connection:
-        dialect_named(connection.dialect.name).lock_for_migration(connection)
+    with translate_errors():
+        # Schema 9's copy of the open events, outside the step's lock (nothing to copy
+        # otherwise); then the steps, their lock waits bounded (`_lock_waits.py`).
+        copy_open_events(engine, target)
+        return patiently(engine, lambda wait: _apply(engine, after, target, wait))
+
+
+def _apply(
+    engine: Engine, after: Sequence[AfterMigrate], target: int, wait: float | None
+) -> tuple[int, int]:
+    with engine.begin() as connection:
+        dialect = dialect_named(connection.dialect.name)
+        dialect.lock_for_migration(connection)
+        if wait is not None:
+            dialect.limit_lock_waits(connection, wait)
         schema_versions.create(connection, checkfirst=True)
         before = current_version(connection)
         if before > LATEST_VERSION:

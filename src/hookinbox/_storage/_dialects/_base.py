@@ -124,10 +124,26 @@ class Dialect(ABC):
     def lock_for_migration(self, connection: Connection) -> None:
         """Serialise concurrent migrations inside `connection`'s transaction."""
 
+    @abstractmethod
+    def limit_lock_waits(self, connection: Connection, seconds: float) -> None:
+        """Within `connection`'s transaction, give up a lock wait after `seconds` where the
+        database can, the error then being `gave_up_waiting`'s (`_lock_waits.py`)."""
+
+    def gave_up_waiting(self, error: BaseException) -> bool:
+        """True when `error` is a lock wait that `limit_lock_waits` ended."""
+        return False
+
+    @abstractmethod
+    def lock_for_copy(self, connection: Connection) -> None:
+        """Inside one short transaction of schema 9's copy (`_queue_copy.py`), on a connection
+        that took `lock_for_migration` before: keep a migration's step from running meanwhile;
+        other copies, and the start of a process of an older version, wait for one batch at
+        most."""
+
     # -- statements -------------------------------------------------------------------------
 
     @abstractmethod
-    def insert(self, table: sa.Table) -> Upsert:
+    def insert(self, table: sa.TableClause) -> Upsert:
         """An INSERT with `on_conflict_do_update` / `on_conflict_do_nothing`."""
 
     @abstractmethod
@@ -239,7 +255,20 @@ class Dialect(ABC):
     @abstractmethod
     def queue_new_events(self, op: Operations) -> None:
         """A trigger that gives every event inserted unfinished its queue row (and wakes
-        the workers), whoever inserts it."""
+        the workers), whoever inserts it; nothing when it exists."""
+
+    @abstractmethod
+    def mirror_queue_changes(self, op: Operations) -> None:
+        """Triggers, unless they exist, that carry every later change of an event into its
+        queue row while schema 9's copy runs (`_queue_copy.py`): an event left open by an
+        update of its status, schedule or attempts gets its row as the event now is (a held
+        one `pending`, as the copy makes it); an event closed (processed, unhandled) or
+        deleted while open gets a tombstone (state `done`), never no row, so that a copy
+        reading the event as it was before cannot bring it back."""
+
+    @abstractmethod
+    def stop_mirroring_queue(self, op: Operations) -> None:
+        """Drop `mirror_queue_changes`' triggers (and functions), where they exist."""
 
     @abstractmethod
     def refuse_old_leases(self, op: Operations) -> None:

@@ -212,9 +212,18 @@ class MySQL(Dialect):
             raise StoreUnavailable("database unavailable: another process is migrating")
         _at_checkin(connection, f"DO RELEASE_LOCK(CONCAT('{MIGRATION_LOCK}:', DATABASE()))")
 
+    def limit_lock_waits(self, connection: Connection, seconds: float) -> None:
+        """Not bounded: MariaDB counts a metadata lock's wait in whole seconds
+        (`lock_wait_timeout`), and no hookinbox older than schema 10, whose workers' long
+        transactions these waits are about, ever ran on MariaDB."""
+
+    def lock_for_copy(self, connection: Connection) -> None:
+        """The session's named lock, taken by `lock_for_migration` when the copy began, is
+        held until the connection goes back to the pool: nothing more to take."""
+
     # -- statements -------------------------------------------------------------------------
 
-    def insert(self, table: sa.Table) -> MySQLUpsert:
+    def insert(self, table: sa.TableClause) -> MySQLUpsert:
         return MySQLUpsert(table)
 
     def write_batch(
@@ -353,12 +362,52 @@ class MySQL(Dialect):
     def queue_new_events(self, op: Operations) -> None:
         # A row trigger; an upsert that updates (a duplicate) fires no INSERT trigger.
         op.execute(
-            "CREATE TRIGGER hookinbox_events_queue AFTER INSERT ON hookinbox_events"
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_events_queue AFTER INSERT ON hookinbox_events"
             " FOR EACH ROW INSERT INTO hookinbox_event_queue"
             " (id, state, next_attempt_at, received_at, attempts)"
             " SELECT NEW.id, NEW.status, NEW.next_attempt_at, NEW.received_at, NEW.attempts"
-            " FROM DUAL WHERE NEW.status NOT IN ('processed', 'unhandled')"
+            f" FROM DUAL WHERE NEW.status NOT IN ({_CLOSED})"
         )
+
+    def mirror_queue_changes(self, op: Operations) -> None:
+        # MariaDB's triggers name no columns: an update that leaves the copied ones as they
+        # were (a duplicate delivery's upsert) writes nothing. `done` is
+        # `_queue_copy.TOMBSTONE`.
+        unchanged = " AND ".join(
+            f"NEW.{column} <=> OLD.{column}"
+            for column in ("status", "next_attempt_at", "attempts", "received_at")
+        )
+        columns = " (id, state, next_attempt_at, received_at, attempts)"
+        tombstone = (
+            f"INSERT INTO hookinbox_event_queue{columns}"
+            " VALUES (OLD.id, 'done', OLD.next_attempt_at, OLD.received_at, OLD.attempts)"
+            " ON DUPLICATE KEY UPDATE state = 'done'"
+        )
+        op.execute(
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_events_mirror AFTER UPDATE"
+            " ON hookinbox_events FOR EACH ROW BEGIN"
+            f" IF NEW.status NOT IN ({_CLOSED}) THEN"
+            f" IF NOT ({unchanged}) THEN"
+            f" INSERT INTO hookinbox_event_queue{columns}"
+            " VALUES (NEW.id,"
+            " CASE WHEN NEW.status = 'processing' THEN 'pending' ELSE NEW.status END,"
+            " NEW.next_attempt_at, NEW.received_at, NEW.attempts)"
+            " ON DUPLICATE KEY UPDATE state = VALUES(state),"
+            " next_attempt_at = VALUES(next_attempt_at), received_at = VALUES(received_at),"
+            " attempts = VALUES(attempts);"
+            " END IF;"
+            f" ELSEIF OLD.status NOT IN ({_CLOSED}) THEN {tombstone};"
+            " END IF; END"
+        )
+        op.execute(
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_events_mirror_deleted AFTER DELETE"
+            f" ON hookinbox_events FOR EACH ROW BEGIN IF OLD.status NOT IN ({_CLOSED}) THEN"
+            f" {tombstone}; END IF; END"
+        )
+
+    def stop_mirroring_queue(self, op: Operations) -> None:
+        op.execute("DROP TRIGGER IF EXISTS hookinbox_events_mirror")
+        op.execute("DROP TRIGGER IF EXISTS hookinbox_events_mirror_deleted")
 
     def refuse_old_leases(self, op: Operations) -> None:
         # MariaDB's triggers name no columns: each compares the row before and after.
@@ -368,7 +417,7 @@ class MySQL(Dialect):
             ("hookinbox_outbox_old_lease", "hookinbox_outbox", "NEW.status = 'delivering'"),
         ):  # fmt: skip
             op.execute(
-                f"CREATE TRIGGER {name} BEFORE UPDATE ON {table} FOR EACH ROW"
+                f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE UPDATE ON {table} FOR EACH ROW"
                 f" BEGIN IF {when} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{OLD_LEASE}';"
                 " END IF; END"
             )
@@ -390,6 +439,10 @@ class MySQL(Dialect):
             database=settings.get("NAME") or None,
             query={"unix_socket": host} if host.startswith("/") else {},
         )
+
+
+_CLOSED = "'processed', 'unhandled'"
+"""The statuses of an event whose work is over (no queue row), in the triggers' SQL."""
 
 
 # -- the upsert -------------------------------------------------------------------------------

@@ -60,6 +60,8 @@ READ_ONLY_SQL_TRANSACTION = "25006"
 DEADLOCK_DETECTED = "40P01"
 KEEPALIVE_PROBES = 3
 ADVISORY_LOCK_KEY = 0x686F6F6B696E
+LOCK_NOT_AVAILABLE = "55P03"
+"""The SQLSTATE of a lock wait that `lock_timeout` ended."""
 """An arbitrary constant naming hookinbox's migration lock among the application's own locks."""
 _IN_ERROR = 3
 UNIQUE_VIOLATION = "23505"
@@ -203,9 +205,25 @@ class PostgreSQL(Dialect):
     def lock_for_migration(self, connection: Connection) -> None:
         connection.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_KEY)))
 
+    def limit_lock_waits(self, connection: Connection, seconds: float) -> None:
+        connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, round(seconds * 1000))}")
+
+    def gave_up_waiting(self, error: BaseException) -> bool:
+        seen: BaseException | None = error
+        while seen is not None:
+            original = getattr(seen, "orig", None) or seen
+            if getattr(original, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                return True
+            seen = seen.__cause__
+        return False
+
+    def lock_for_copy(self, connection: Connection) -> None:
+        """The migration lock, shared: copies run beside each other, never beside a step."""
+        connection.execute(sa.select(sa.func.pg_advisory_xact_lock_shared(ADVISORY_LOCK_KEY)))
+
     # -- statements -------------------------------------------------------------------------
 
-    def insert(self, table: sa.Table) -> Upsert:
+    def insert(self, table: sa.TableClause) -> Upsert:
         return postgresql.insert(table)
 
     def write_batch(
@@ -370,11 +388,11 @@ class PostgreSQL(Dialect):
     def queue_new_events(self, op: Operations) -> None:
         # One call per statement, not per row: a group-commit batch queues its new events in
         # one INSERT ... SELECT from the statement's inserted rows (its transition table; the
-        # rows an ON CONFLICT updated are not in it), and notifies once.
-        op.execute("DROP TRIGGER IF EXISTS hookinbox_events_notify ON hookinbox_events")
-        op.execute("DROP FUNCTION IF EXISTS hookinbox_notify_new_event()")
+        # rows an ON CONFLICT updated are not in it), and notifies once. It replaces the
+        # notifying trigger of schema 1 (the same channel, so older workers are woken still).
         op.execute(
-            "CREATE FUNCTION hookinbox_queue_new_events() RETURNS trigger LANGUAGE plpgsql AS $$"
+            "CREATE OR REPLACE FUNCTION hookinbox_queue_new_events() RETURNS trigger"
+            " LANGUAGE plpgsql AS $$"
             " BEGIN"
             " INSERT INTO hookinbox_event_queue"
             " (id, state, next_attempt_at, received_at, attempts)"
@@ -385,11 +403,51 @@ class PostgreSQL(Dialect):
             " PERFORM pg_notify('hookinbox_events', ''); END IF;"
             " RETURN NULL; END $$"
         )
-        op.execute(
-            "CREATE TRIGGER hookinbox_events_queue AFTER INSERT ON hookinbox_events"
+        _unless_trigger_exists(
+            op,
+            "hookinbox_events_queue",
+            "DROP TRIGGER IF EXISTS hookinbox_events_notify ON hookinbox_events;"
+            " CREATE TRIGGER hookinbox_events_queue AFTER INSERT ON hookinbox_events"
             " REFERENCING NEW TABLE AS hookinbox_inserted_events"
-            " FOR EACH STATEMENT EXECUTE FUNCTION hookinbox_queue_new_events()"
+            " FOR EACH STATEMENT EXECUTE FUNCTION hookinbox_queue_new_events();",
         )
+        op.execute("DROP FUNCTION IF EXISTS hookinbox_notify_new_event()")
+
+    def mirror_queue_changes(self, op: Operations) -> None:
+        # A row trigger on the columns the queue copies: an upsert of a duplicate delivery
+        # (which sets none of them) fires nothing. `done` is `_queue_copy.TOMBSTONE`.
+        op.execute(
+            "CREATE OR REPLACE FUNCTION hookinbox_mirror_event() RETURNS trigger"
+            " LANGUAGE plpgsql AS $$"
+            " BEGIN"
+            " IF TG_OP = 'UPDATE' AND NEW.status NOT IN ('processed', 'unhandled') THEN"
+            " INSERT INTO hookinbox_event_queue"
+            " (id, state, next_attempt_at, received_at, attempts)"
+            " VALUES (NEW.id,"
+            " CASE WHEN NEW.status = 'processing' THEN 'pending' ELSE NEW.status END,"
+            " NEW.next_attempt_at, NEW.received_at, NEW.attempts)"
+            " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state,"
+            " next_attempt_at = EXCLUDED.next_attempt_at, received_at = EXCLUDED.received_at,"
+            " attempts = EXCLUDED.attempts;"
+            " ELSIF OLD.status NOT IN ('processed', 'unhandled') THEN"
+            " INSERT INTO hookinbox_event_queue"
+            " (id, state, next_attempt_at, received_at, attempts)"
+            " VALUES (OLD.id, 'done', OLD.next_attempt_at, OLD.received_at, OLD.attempts)"
+            " ON CONFLICT (id) DO UPDATE SET state = 'done';"
+            " END IF;"
+            " RETURN NULL; END $$"
+        )
+        _unless_trigger_exists(
+            op,
+            "hookinbox_events_mirror",
+            "CREATE TRIGGER hookinbox_events_mirror"
+            " AFTER UPDATE OF status, next_attempt_at, attempts, received_at OR DELETE"
+            " ON hookinbox_events FOR EACH ROW EXECUTE FUNCTION hookinbox_mirror_event();",
+        )
+
+    def stop_mirroring_queue(self, op: Operations) -> None:
+        op.execute("DROP TRIGGER IF EXISTS hookinbox_events_mirror ON hookinbox_events")
+        op.execute("DROP FUNCTION IF EXISTS hookinbox_mirror_event()")
 
     def refuse_old_leases(self, op: Operations) -> None:
         op.execute(
@@ -425,6 +483,17 @@ class PostgreSQL(Dialect):
             database=settings.get("NAME") or None,
             query=options,
         )
+
+
+def _unless_trigger_exists(op: Operations, trigger: str, statements: str) -> None:
+    """Run `statements` unless `hookinbox_events` has `trigger`: creating or dropping a trigger
+    locks the table against every write (and queues deliveries behind the writers it waits
+    for), so a step run again (schema 9's copy, resumed) takes no such lock for nothing."""
+    op.execute(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger"
+        f" WHERE tgrelid = 'hookinbox_events'::regclass AND tgname = '{trigger}')"
+        f" THEN {statements} END IF; END $$"
+    )
 
 
 # -- the engine -------------------------------------------------------------------------------

@@ -153,9 +153,16 @@ class SQLite(Dialect):
     def lock_for_migration(self, connection: Connection) -> None:
         """`BEGIN IMMEDIATE` (every writing transaction's) admits one migration at a time."""
 
+    def limit_lock_waits(self, connection: Connection, seconds: float) -> None:
+        """Nothing to bound: a transaction holds the one write lock from its `BEGIN IMMEDIATE`
+        (a wait of `busy_timeout` at most), before any statement in it."""
+
+    def lock_for_copy(self, connection: Connection) -> None:
+        """`BEGIN IMMEDIATE` again: one writer at a time, a copy's batch among them."""
+
     # -- statements -------------------------------------------------------------------------
 
-    def insert(self, table: sa.Table) -> Upsert:
+    def insert(self, table: sa.TableClause) -> Upsert:
         return sqlite.insert(table)
 
     def read_through(self, query: sa.Select[Any], table: sa.Table, index: str) -> sa.Select[Any]:
@@ -298,13 +305,50 @@ class SQLite(Dialect):
 
     def queue_new_events(self, op: Operations) -> None:
         op.execute(
-            "CREATE TRIGGER hookinbox_events_queue AFTER INSERT ON hookinbox_events"
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_events_queue AFTER INSERT ON hookinbox_events"
             " WHEN NEW.status NOT IN ('processed', 'unhandled') BEGIN"
             " INSERT INTO hookinbox_event_queue"
             " (id, state, next_attempt_at, received_at, attempts)"
             " VALUES (NEW.id, NEW.status, NEW.next_attempt_at, NEW.received_at, NEW.attempts);"
             " END"
         )
+
+    def mirror_queue_changes(self, op: Operations) -> None:
+        # `done` is `_queue_copy.TOMBSTONE`. One writer at a time: a copy's batch always reads
+        # the events as they are, but the tombstones keep the three databases' copies alike.
+        changed = (
+            "AFTER UPDATE OF status, next_attempt_at, attempts, received_at ON hookinbox_events"
+        )
+        tombstone = (
+            " INSERT INTO hookinbox_event_queue"
+            " (id, state, next_attempt_at, received_at, attempts)"
+            " VALUES (OLD.id, 'done', OLD.next_attempt_at, OLD.received_at, OLD.attempts)"
+            " ON CONFLICT (id) DO UPDATE SET state = 'done'; END"
+        )
+        op.execute(
+            f"CREATE TRIGGER IF NOT EXISTS hookinbox_events_mirror_open {changed}"
+            f" WHEN NEW.status NOT IN ({_CLOSED}) BEGIN"
+            " INSERT INTO hookinbox_event_queue"
+            " (id, state, next_attempt_at, received_at, attempts)"
+            " VALUES (NEW.id,"
+            " CASE WHEN NEW.status = 'processing' THEN 'pending' ELSE NEW.status END,"
+            " NEW.next_attempt_at, NEW.received_at, NEW.attempts)"
+            " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
+            " next_attempt_at = excluded.next_attempt_at, received_at = excluded.received_at,"
+            " attempts = excluded.attempts; END"
+        )
+        op.execute(
+            f"CREATE TRIGGER IF NOT EXISTS hookinbox_events_mirror_closed {changed}"
+            f" WHEN NEW.status IN ({_CLOSED}) AND OLD.status NOT IN ({_CLOSED}) BEGIN{tombstone}"
+        )
+        op.execute(
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_events_mirror_deleted"
+            f" AFTER DELETE ON hookinbox_events WHEN OLD.status NOT IN ({_CLOSED}) BEGIN{tombstone}"
+        )
+
+    def stop_mirroring_queue(self, op: Operations) -> None:
+        for change in ("open", "closed", "deleted"):
+            op.execute(f"DROP TRIGGER IF EXISTS hookinbox_events_mirror_{change}")
 
     def refuse_old_leases(self, op: Operations) -> None:
         for name, table, column, when in (
@@ -314,7 +358,8 @@ class SQLite(Dialect):
              "NEW.status = 'delivering'"),
         ):  # fmt: skip
             op.execute(
-                f"CREATE TRIGGER {name} BEFORE UPDATE OF {column} ON {table} WHEN {when}"
+                f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE UPDATE OF {column} ON {table}"
+                f" WHEN {when}"
                 f" BEGIN SELECT RAISE(ABORT, '{OLD_LEASE}'); END"
             )
 
@@ -322,6 +367,10 @@ class SQLite(Dialect):
 
     def borrowed_url(self, settings: Mapping[str, Any]) -> URL:
         return URL.create(f"sqlite+{DRIVER}", database=str(settings["NAME"]))
+
+
+_CLOSED = "'processed', 'unhandled'"
+"""The statuses of an event whose work is over (no queue row), in the triggers' SQL."""
 
 
 # -- the engine -------------------------------------------------------------------------------
