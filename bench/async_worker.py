@@ -47,6 +47,13 @@ from bench.processing import (
 )
 
 DRIVERS = ("sync", "async")
+"""The thread worker, and the async worker on the database's async driver (asyncpg on
+PostgreSQL); `--psycopg-async` adds psycopg's async mode on PostgreSQL."""
+NAMES = {
+    "sync": "thread worker, 4 threads",
+    "async": "async worker (asyncpg), 4 tasks",
+    "psycopg_async": "async worker (psycopg async), 4 tasks",
+}
 
 
 def bare_async_loop(backend: str, events_count: int) -> dict[str, Any]:
@@ -111,11 +118,12 @@ def _on_uvloop(coroutine: Any) -> Any:
 def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
     count = args.events or DEFAULT_EVENTS[backend]
     timeout = max(120.0, count / 20)
-    drains: dict[str, list[dict[str, Any]]] = {driver: [] for driver in DRIVERS}
-    idle: dict[str, list[dict[str, Any]]] = {driver: [] for driver in DRIVERS}
+    drivers = DRIVERS + (("psycopg_async",) if args.psycopg_async and backend == "postgres" else ())
+    drains: dict[str, list[dict[str, Any]]] = {driver: [] for driver in drivers}
+    idle: dict[str, list[dict[str, Any]]] = {driver: [] for driver in drivers}
     bares: list[dict[str, Any]] = []
     for run in range(args.runs):
-        for driver in DRIVERS:
+        for driver in drivers:
             print(f"{backend} run {run + 1}: drain {count}, {driver} worker ...", file=sys.stderr,
                   flush=True)  # fmt: skip
             drains[driver].append(drain(backend, 1, count, timeout, driver))
@@ -123,7 +131,7 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
             print(f"{backend} run {run + 1}: bare asyncpg loop ...", file=sys.stderr, flush=True)
             bares.append(bare_async_loop(backend, count))
         if args.idle_seconds > 0:
-            for driver in DRIVERS:
+            for driver in drivers:
                 print(f"{backend} run {run + 1}: idle latency, {driver} worker ...",
                       file=sys.stderr, flush=True)  # fmt: skip
                 idle[driver].append(latency(backend, args.idle_rate, args.idle_seconds, driver))
@@ -137,7 +145,7 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
                 "rate": summary([r["rate"] for r in drains[driver]]),
                 "cpu_ms_per_event": summary([r["worker_cpu_ms_per_event"] for r in drains[driver]]),
             }
-            for driver in DRIVERS
+            for driver in drivers
         },
         "bare_async": {
             "runs": bares,
@@ -151,7 +159,7 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
                 "p50_ms": summary([r["p50_ms"] for r in idle[driver]]) if idle[driver] else None,
                 "p99_ms": summary([r["p99_ms"] for r in idle[driver]]) if idle[driver] else None,
             }
-            for driver in DRIVERS
+            for driver in drivers
         },
     }
 
@@ -165,11 +173,8 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     for r in results:
         thread = r["drain"]["sync"]["rate"]["median"]
         bare = r["bare_async"]["rate"]["median"] if r["bare_async"]["rate"] else None
-        for driver, name in (
-            ("sync", "thread worker, 4 threads"),
-            ("async", "async worker, 4 tasks"),
-        ):
-            d = r["drain"][driver]
+        for driver, d in r["drain"].items():
+            name = NAMES[driver]
             rate = d["rate"]
             versus_bare = f"{rate['median'] / bare:.2f}x" if bare else "-"
             lines.append(
@@ -194,8 +199,7 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
             "|---|---|---|---|",
         ]
         for r in results:
-            for driver in DRIVERS:
-                m = r["idle"][driver]
+            for driver, m in r["idle"].items():
                 lines.append(
                     f"| {r['backend']} | {driver} | {m['p50_ms']['median']:.1f} "
                     f"({m['p50_ms']['min']:.1f}-{m['p50_ms']['max']:.1f}) | "
@@ -214,6 +218,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=0, help="default: bench/processing.py's")
     parser.add_argument("--idle-rate", type=float, default=5)
     parser.add_argument("--idle-seconds", type=float, default=10, help="0: no latency runs")
+    parser.add_argument(
+        "--psycopg-async", action="store_true", help="also psycopg's async mode (PostgreSQL)"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes")
     args = parser.parse_args()
     if args.smoke:

@@ -232,11 +232,14 @@ def threads(pid: int) -> int:
 
 def worker_url(url: str, driver: str) -> str:
     """`url` as the workers are given it: with the database's async driver for `driver="async"`
-    (the async worker), as it is otherwise."""
+    (the async worker; asyncpg on PostgreSQL), or the one `driver` names
+    (`"psycopg_async"`), as it is for `"sync"`."""
     if driver == "sync":
         return url
     for sync, asynchronous in ASYNC_SCHEMES.items():
         if url.startswith(sync):
+            if driver != "async":
+                asynchronous = asynchronous.split("+")[0] + f"+{driver}://"
             return asynchronous + url[len(sync) :]
     raise ValueError(f"no async driver for {url}")
 

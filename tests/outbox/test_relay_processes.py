@@ -14,6 +14,7 @@ from hookinbox._storage import Store
 from hookinbox._storage._schema import outbox
 from tests.apps import shipping
 from tests.processing.conftest import checkout
+from tests.support.in_process import run_until_idle
 from tests.support.receiver import Receiver, running_receiver
 from tests.support.signing import stripe_delivery
 from tests.support.workers import Workers, wait_for
@@ -36,7 +37,7 @@ def queue_messages(db_url: str, target: str, count: int) -> list[str]:
         headers, body = stripe_delivery(checkout(number), shipping.STRIPE_SECRET)
         assert inbox.receive("stripe", headers, body).status_code == 200
     options = WorkerOptions(handle_signals=False)
-    inbox.worker(options, prune=False, relay=False).run_until_idle(timeout=120)
+    run_until_idle(inbox, options, prune=False, relay=False)
     inbox.close()
     store = Store(db_url)
     with store.engine.connect() as connection:

@@ -11,12 +11,22 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from hookinbox import Event, HandlerContext, Inbox, NotReady, Status
 from hookinbox._processing._processor import Processor
 from hookinbox._processing._queues import EventQueue
 from tests.apps.orders import applied_checkouts, orders
 from tests.processing.conftest import Deliver, checkout, count, stored
 from tests.support.clock import ManualClock
+
+
+@pytest.fixture(params=["sync"])
+def driver(request: pytest.FixtureRequest) -> str:
+    """The thread worker's `Processor`, driven by hand: the sync driver only. The async
+    worker's `AsyncProcessor` takes the same decisions (`Processor.failed`, `release`); its
+    batches are the suites' (the `async` driver) and tests/processing/test_async_worker.py."""
+    return str(request.param)
 
 
 def processor(inbox: Inbox) -> Processor:

@@ -92,6 +92,7 @@ def test_retry_in_sets_the_next_try(inbox: Inbox, deliver: Deliver, clock: Manua
     assert event.next_attempt_at.timestamp() - before == pytest.approx(42, abs=0.01)
 
 
+@pytest.mark.parametrize("driver", ["sync"])  # the thread worker's Processor, by hand
 def test_not_ready_is_tried_again_soon_then_gently_less_often(
     inbox: Inbox, deliver: Deliver, clock: ManualClock
 ) -> None:

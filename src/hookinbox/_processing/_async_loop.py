@@ -1,8 +1,9 @@
 """`LeaseLoop`'s rhythm on one event loop: tasks instead of threads.
 
-The loop leases a batch when a slot is free (up to `2 x concurrency` minus the items running,
-as the thread loop does), starts one task per item while fewer than `concurrency` run, and
-sleeps when nothing is due until woken, a poll interval passes, or the soonest retry comes.
+`concurrency` tasks each take their next item from what the loop holds; when none is held,
+one task at a time leases a batch for all (up to `2 x concurrency` minus the items being
+processed, as the thread loop does) or sleeps while nothing is due, until woken, a poll
+interval passes, or the soonest retry comes. No item is handed from one task to another.
 Leasing, the due check and the look-ahead are the sync queue's own code (`StoreQueue`), run
 through the async store's greenlet bridge: the statements, the unrecorded outcomes written
 first, the items of a dead process given back, all shared with the thread worker.
@@ -98,30 +99,28 @@ class AsyncLeaseLoop(Generic[T]):
         self.stopping = stopping
         self.held: deque[T] = deque()
         """Leased, not yet started (the watchdog may give them back from its thread)."""
-        self._running: dict[asyncio.Task[None], T] = {}
-        self._changed = asyncio.Event()
+        self._current: dict[asyncio.Task[None], T] = {}
+        """What each task is processing now."""
+        self._tasks: list[asyncio.Task[None]] = []
+        self._leasing = False
+        self._change = asyncio.Event()
+        """Set, and replaced by a new one, at each change (an item done, a lease ended): a
+        waiter holds the event it took before looking, so no change is missed."""
 
     @property
     def busy(self) -> bool:
-        return bool(self.held or self._running)
+        return bool(self.held or self._current)
 
     async def run(self) -> None:
-        """Lease and process until `stopping` is set; then start what is held (`drain`
-        waits for it)."""
+        """`concurrency` tasks lease and process until `stopping` is set and what they hold
+        is done (`drain` bounds that)."""
         waker = self.wake.watch()
+        self._tasks = [
+            asyncio.create_task(self._work(waker), name=f"hookinbox-{self.queue.name}-{number}")
+            for number in range(self.concurrency)
+        ]
         try:
-            while not self.stopping.is_set():
-                if len(self._running) >= self.concurrency:
-                    await self._wait_for_change()
-                elif self.held:
-                    self._start(self.held.popleft())
-                else:
-                    await self._lease_or_sleep(waker)
-            while self.held:
-                if len(self._running) >= self.concurrency:
-                    await self._wait_for_change()
-                else:
-                    self._start(self.held.popleft())
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         finally:
             self.wake.unwatch(waker)
 
@@ -129,19 +128,22 @@ class AsyncLeaseLoop(Generic[T]):
         """Wait (until the monotonic `deadline`) for the items held and running; then cancel
         what still runs and give it back, with anything never started. True if nothing was
         cut off."""
-        while self.busy and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            change = self._change
+            if not self.busy:
+                break
             try:
-                await asyncio.wait_for(self._changed.wait(), deadline - time.monotonic())
+                await asyncio.wait_for(change.wait(), deadline - time.monotonic())
             except TimeoutError:
                 break
-            self._changed.clear()
         if not self.busy:
             return True
-        cut = list(self._running.values()) + list(self.held)
+        cut = list(self._current.values()) + list(self.held)
         self.held.clear()
-        for task in list(self._running):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._running, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self._abandon(cut)
         return False
 
@@ -157,43 +159,60 @@ class AsyncLeaseLoop(Generic[T]):
                 done += 1
         return done
 
-    def _start(self, item: T) -> None:
-        task = asyncio.create_task(self._process(item), name=f"hookinbox-{self.queue.name}")
-        self._running[task] = item
-        task.add_done_callback(self._finished)
+    async def _work(self, waker: asyncio.Event) -> None:
+        """One task's life: the next item held, else the lease (one task at a time leases
+        for all, or sleeps until woken or due, while the others wait for it)."""
+        me = asyncio.current_task()
+        assert me is not None
+        while (item := await self._take(waker)) is not None:
+            self._current[me] = item
+            try:
+                await self.queue.process(item)
+            except Exception:  # a bug in hookinbox itself; the lease will expire and be swept
+                log.exception("unexpected error processing a %s item", self.queue.name)
+            finally:
+                del self._current[me]
+                self._changed()
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._running.pop(task, None)
-        self._changed.set()
+    def _changed(self) -> None:
+        self._change.set()
+        self._change = asyncio.Event()
 
-    async def _process(self, item: T) -> None:
-        try:
-            await self.queue.process(item)
-        except Exception:  # a bug in hookinbox itself; the lease will expire and be swept
-            log.exception("unexpected error processing a %s item", self.queue.name)
+    async def _take(self, waker: asyncio.Event) -> T | None:
+        while True:
+            change = self._change
+            if self.held:
+                return self.held.popleft()
+            if self.stopping.is_set():
+                return None
+            if self._leasing:  # another task leases for everyone: wait for what it finds
+                await _wait_any(change, self.stopping, timeout=1.0)
+                continue
+            self._leasing = True
+            try:
+                self.held.extend(await self._lease_or_sleep(waker))
+            finally:
+                self._leasing = False
+                self._changed()
 
-    async def _wait_for_change(self) -> None:
-        await self._changed.wait()
-        self._changed.clear()
-
-    async def _lease_or_sleep(self, waker: asyncio.Event) -> None:
+    async def _lease_or_sleep(self, waker: asyncio.Event) -> list[T]:
         waker.clear()
         self.wake.clear()
-        limit = max(1, PREFETCH * self.concurrency - len(self._running))
+        limit = max(1, PREFETCH * self.concurrency - len(self._current))
         try:
-            leased = await self.run_sync(self.queue.leasing.lease, limit)
+            leased: list[T] = await self.run_sync(self.queue.leasing.lease, limit)
         except StoreUnavailable as error:
             log.warning("cannot lease %s: %s", self.queue.name, error)
             await _wait(self.stopping, min(5.0, self.poll * 20))
-            return
+            return []
         if leased:
-            self.held.extend(leased)
-            return
+            return leased
         try:
             idle = await self.run_sync(self.queue.leasing.idle_wait, self.poll)
         except StoreUnavailable:
             idle = self.poll
         await _wait_any(waker, self.stopping, timeout=idle)
+        return []
 
     async def _abandon(self, items: list[T]) -> None:
         """Give back, due now and with no attempt counted, what a stop cut off: a cancelled
