@@ -222,6 +222,21 @@ def test_an_async_test_awaits_deliveries_and_processing_on_its_own_loop(
     asyncio.run(hookinbox.arun_due())  # a second loop, after the first one closed: no pool kept
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_an_async_test_under_anyios_plugin_awaits_the_harness(
+    hookinbox: InboxHarness, shop: AsyncShop
+) -> None:
+    await hookinbox.adeliver("stripe", checkout("pi_8"), copies=2, concurrently=True)
+    assert await hookinbox.arun_due() == 2
+    assert orders(hookinbox) == [("pi_8", "cus_1")]
+    assert shop.contexts == ["AsyncHandlerContext"]
+
+
 def test_the_worker_runs_beside_an_async_test_as_in_the_apps_lifespan(
     hookinbox: InboxHarness, shop: AsyncShop
 ) -> None:

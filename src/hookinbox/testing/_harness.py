@@ -233,8 +233,10 @@ class InboxHarness:
 
     def _release_async_pool(self) -> None:
         """The async worker's pool, if something left it open (`inbox.aprocess_due()` called
-        in an async test), released on an event loop of its own: aiosqlite's
-        connections close from any loop; asyncpg's, whose loop has ended, are cut."""
+        in an async test), released on an event loop of its own. aiosqlite's connections close
+        from any loop; asyncpg's only on the loop that opened them: elsewhere SQLAlchemy logs
+        each one it cannot close, and its socket is left to the garbage collector. Inside that
+        loop, `aclose()` (`async with`) releases them cleanly."""
         dispose = self.inbox._runtime.dispose_async_store
         if not _loop_running():
             asyncio.run(dispose())

@@ -562,7 +562,7 @@ def _asyncpg_connect_args(url: URL, options: StoreOptions) -> dict[str, Any]:
     an application's own), which asyncpg takes as `server_settings`. As with libpq, a setting
     hookinbox passes on its own (`application_name`) wins over the same one in `options`."""
     given = url.query.get("options")
-    settings = server_settings(" ".join(given) if isinstance(given, tuple) else given or "")
+    settings = _server_settings(" ".join(given) if isinstance(given, tuple) else given or "")
     defaults: dict[str, Any] = {
         "timeout": options.connect_timeout,
         "server_settings": {**settings, "application_name": "hookinbox"},
@@ -570,7 +570,7 @@ def _asyncpg_connect_args(url: URL, options: StoreOptions) -> dict[str, Any]:
     return {key: value for key, value in defaults.items() if key not in url.query}
 
 
-def server_settings(options: str) -> dict[str, str]:
+def _server_settings(options: str) -> dict[str, str]:
     """libpq's `options` (`-c name=value` and `--name=value` switches, separated by spaces
     unless escaped with a backslash) as the settings they name; any other server switch is
     refused in one line, since asyncpg can only send settings."""
