@@ -15,7 +15,6 @@ arun_due()` on the test's. The async worker's pool belongs to the loop that open
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -197,10 +196,7 @@ class InboxHarness:
         (the next call may come from another loop); a sync inbox processes in a thread."""
         if not self.inbox.is_async:
             return await anyio.to_thread.run_sync(partial(self.run_due, timeout=timeout))
-        try:
-            return await self.inbox.aprocess_due(timeout=timeout)
-        finally:
-            await self.inbox._runtime.dispose_async_store()
+        return await self.inbox.aprocess_due(timeout=timeout)
 
     def advance(self, seconds: float | timedelta) -> int:
         """Move the clock forward, then `run_due()`: what a worker would do meanwhile."""
@@ -222,29 +218,11 @@ class InboxHarness:
 
     def close(self) -> None:
         """Release the copy's connections and drop its database."""
-        if self.inbox.is_async:
-            self._release_async_pool()
         self._stack.close()
 
     async def aclose(self) -> None:
-        """`close()` inside an event loop: the async worker's pool is released on it."""
-        await self.inbox._runtime.dispose_async_store()
+        """`close()` inside an event loop, without blocking it."""
         await anyio.to_thread.run_sync(self.close)
-
-    def _release_async_pool(self) -> None:
-        """The async worker's pool, if something left it open (`inbox.aprocess_due()` called
-        in an async test), released on an event loop of its own. aiosqlite's connections close
-        from any loop; asyncpg's only on the loop that opened them: elsewhere SQLAlchemy logs
-        each one it cannot close, and its socket is left to the garbage collector. Inside that
-        loop, `aclose()` (`async with`) releases them cleanly."""
-        dispose = self.inbox._runtime.dispose_async_store
-        if not _loop_running():
-            asyncio.run(dispose())
-            return
-        # Inside a running loop, which this sync call cannot await: another thread's loop.
-        thread = threading.Thread(target=asyncio.run, args=(dispose(),), name="hookinbox-close")
-        thread.start()
-        thread.join()
 
     def __enter__(self) -> Self:
         return self
