@@ -227,8 +227,8 @@ def main() -> None:
         args.runs, args.events, args.idle_seconds = 1, 100, 2
     results = [measure(backend, args) for backend in args.backends.split(",")]
     print(render(results, args))
-    if not args.smoke:
-        save("async_worker", {"args": vars(args), "results": results})
+    path = save("async_worker", {"args": vars(args), "results": results})
+    print(f"\nraw results: {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

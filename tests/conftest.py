@@ -89,6 +89,7 @@ LONG_TESTS = (
     "processes/",
     "packaging/",
     "docs/test_sdist.py",
+    "e2e/test_async_fastapi_storm.py",
     "outbox/test_relay_processes.py",
     "operations/test_prune.py::test_20000_old_rows_are_pruned_while_ingest_keeps_answering",
     "operations/test_prune_race.py",

@@ -513,14 +513,13 @@ class Inbox(BaseInbox):
         processed now, one at a time; returns the number of attempts run."""
         ranges.RUN_TIMEOUT.check("timeout", timeout)
         worker = self.async_worker(WorkerOptions(handle_signals=False), prune=False)
-        return await worker.run_until_idle(timeout=timeout)
+        try:
+            return await worker.run_until_idle(timeout=timeout)
+        finally:
+            await worker.astore.dispose()  # its pool belongs to this loop
 
     async def _process_due_on_own_loop(self, timeout: float) -> int:
-        try:
-            return await self.aprocess_due(timeout=timeout)
-        finally:
-            # The pool's connections belong to this loop, which closes on return.
-            await self._runtime.dispose_async_store()
+        return await self.aprocess_due(timeout=timeout)
 
     def migrate(self) -> tuple[int, int]:
         """Create or upgrade hookinbox's tables; returns (version before, version after)."""
@@ -532,7 +531,7 @@ class Inbox(BaseInbox):
         self._runtime.close()
 
     async def aclose(self) -> None:
-        """`close()` on an event loop: the async worker's pool is released there too."""
+        """`close()` from an event loop, without blocking it."""
         await self._runtime.aclose()
 
     def __repr__(self) -> str:

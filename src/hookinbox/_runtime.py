@@ -9,6 +9,7 @@ added.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -66,7 +67,6 @@ class Runtime:
         self._relay: Relay | None = None
         self.wake = Wake()  # set on each new event: an in-process worker starts at once
         self.relay_wake = Wake()
-        self._async_store: AsyncStore | None = None
         self._wake_worker: WakeSender | None = None
         """Wakes `hookinbox serve`'s worker process (settings.wake_socket), once receiving."""
 
@@ -91,17 +91,15 @@ class Runtime:
         """The database URL names an async driver: the worker is the async one."""
         return self.settings.async_url is not None
 
-    @property
-    def async_store(self) -> AsyncStore:
-        """The async worker's store (an async URL only); built on first use."""
-        if self._async_store is None:
-            with self._lock:
-                if self._async_store is None:
-                    url = self.settings.async_url
-                    if url is None:
-                        raise ConfigurationError(_NOT_ASYNC.format(url=self.settings.database_url))
-                    self._async_store = AsyncStore(self.store, url)
-        return self._async_store
+    def new_async_store(self) -> AsyncStore:
+        """A store on the async URL for one async worker (an async URL only). Each worker
+        has its own: an async pool belongs to the event loop that opened its connections,
+        and two workers may run on two loops at once (`process_due()` from several
+        threads), or one after the other (each `asyncio.run`)."""
+        url = self.settings.async_url
+        if url is None:
+            raise ConfigurationError(_NOT_ASYNC.format(url=self.settings.database_url))
+        return AsyncStore(self.store, url)
 
     @property
     def receiver(self) -> Receiver:
@@ -213,7 +211,7 @@ class Runtime:
         from hookinbox._processing._async_processor import AsyncProcessor
         from hookinbox._processing._async_worker import AsyncWorker
 
-        astore = self.async_store
+        astore = self.new_async_store()
         processor = self._processor_on(astore.store)
         leasing = EventQueue(processor, options.lease_seconds)
         queues: list[tuple[AsyncQueue[Any], int, Wake]] = [
@@ -222,7 +220,7 @@ class Runtime:
         ]  # fmt: skip
         channels: dict[str, threading.Event] = {Listener.EVENTS: self.wake}
         if relay:
-            queues.append((self._async_messages(options), options.relay_concurrency,
+            queues.append((self._async_messages(options, astore), options.relay_concurrency,
                            self.relay_wake))  # fmt: skip
             channels[Listener.OUTBOX] = self.relay_wake
         jobs = self._jobs(prune, reconcile_every, reconcile_timeout, reconcile_page_timeout)
@@ -232,15 +230,15 @@ class Runtime:
     def async_relay_only(self, options: WorkerOptions) -> AsyncWorker:
         from hookinbox._processing._async_worker import AsyncWorker
 
-        queue = self._async_messages(options)
-        return AsyncWorker(self.async_store, [(queue, options.relay_concurrency, self.relay_wake)],
+        astore = self.new_async_store()
+        queue = self._async_messages(options, astore)
+        return AsyncWorker(astore, [(queue, options.relay_concurrency, self.relay_wake)],
                            options, channels={Listener.OUTBOX: self.relay_wake},
                            code_names=self._code_names())  # fmt: skip
 
-    def _async_messages(self, options: WorkerOptions) -> AsyncQueue[Any]:
+    def _async_messages(self, options: WorkerOptions, astore: AsyncStore) -> AsyncQueue[Any]:
         from hookinbox.outbox._async_relay import AsyncMessageQueue
 
-        astore = self.async_store
         relay = Relay(astore.store, self.registry.destinations, policy=self.settings.outbox_retry,
                       clock=self.settings.clock)  # fmt: skip
         return AsyncMessageQueue(MessageQueue(relay, options.lease_seconds), astore)
@@ -345,17 +343,10 @@ class Runtime:
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.settings.clock(), UTC)
 
-    async def dispose_async_store(self) -> None:
-        """Drop the async worker's store (its pool belongs to a loop about to close)."""
-        astore, self._async_store = self._async_store, None
-        if astore is not None:
-            await astore.dispose()
-
     async def aclose(self) -> None:
-        """`close`, and the async worker's pool (on its event loop)."""
-        if self._async_store is not None:
-            await self._async_store.dispose()
-        self.close()
+        """`close`, from an event loop (group commit's last batch is waited for in a thread;
+        each async worker released its own pool when it ended)."""
+        await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         """Store what group commit holds, then release pooled connections."""

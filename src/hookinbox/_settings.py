@@ -118,7 +118,10 @@ class Settings:
 
     @property
     def async_url(self) -> URL | None:
-        """The async worker's URL when `database_url` names an async driver, else None."""
+        """The async worker's URL when `database_url` names an async driver, else None.
+        A DjangoInbox's `django:<alias>` is no URL: Django's connections, always sync."""
+        if self.database_url.startswith("django:"):
+            return None
         return async_url(self.database_url)
 
     @property

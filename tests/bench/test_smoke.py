@@ -145,3 +145,18 @@ def test_the_ingest_profile_groups_samples_by_part_of_the_delivery_path() -> Non
     writer = "thread (2): hookinbox-group-commit-0;_run (x);record_deliveries (x)"
     assert part_of(writer) == WRITER
     assert part_of("thread (3): hookinbox-metrics;sleep (x)") == OTHER
+
+
+def test_async_worker_benchmark_drains_on_both_workers(postgres_template: str) -> None:
+    """PostgreSQL: the thread worker, the async worker on asyncpg and on psycopg's async
+    mode, and the bare asyncpg loop, each drain complete and correct."""
+    from tests.conftest import POSTGRES_URL
+
+    document = run_bench(
+        "async_worker.py", "--psycopg-async", env={"HOOKINBOX_BENCH_POSTGRES_URL": POSTGRES_URL}
+    )
+    (result,) = document["results"]  # type: ignore[misc]
+    assert set(result["drain"]) == {"sync", "async", "psycopg_async"}
+    assert all(drain["correct"] for drain in result["drain"].values())
+    assert result["bare_async"]["correct"]
+    assert all(idle["p50_ms"]["median"] > 0 for idle in result["idle"].values())

@@ -386,3 +386,47 @@ def test_running_waits_for_a_database_unreachable_at_start(
             asyncio.run(main())
     assert done == ["evt_1"]
     assert any("cannot start yet" in record.getMessage() for record in caplog.records)
+
+
+def test_process_due_from_several_threads_at_once(inbox: Inbox) -> None:
+    """Each call runs an async worker on a loop of its own, with a pool of its own: none
+    waits on another's loop, and none closes a pool under another."""
+    import threading
+
+    done: list[str] = []
+
+    @inbox.handler("stripe", "*")
+    async def record(event: Event, ctx: AsyncHandlerContext) -> None:
+        await ctx.db.execute(sa.insert(Payment).values(payment_id=event.id, event_id=event.id))
+        done.append(event.id)
+
+    for number in range(40):
+        deliver(inbox, checkout(number))
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            inbox.process_due()
+        except BaseException as error:  # the test reports it
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "process_due() hung"
+    assert errors == []
+    assert sorted(done) == sorted(f"evt_{n}" for n in range(40))  # each once
+    assert len(payments(inbox)) == 40
+
+
+def test_aprocess_due_on_one_loop_after_another(inbox: Inbox) -> None:
+    @inbox.handler("stripe", "*")
+    async def record(event: Event, ctx: AsyncHandlerContext) -> None:
+        await ctx.db.execute(sa.insert(Payment).values(payment_id=event.id, event_id=event.id))
+
+    for round_ in range(3):
+        deliver(inbox, checkout(round_))
+        assert asyncio.run(inbox.aprocess_due()) == 1  # a new loop each time: no stale pool
+    assert len(payments(inbox)) == 3

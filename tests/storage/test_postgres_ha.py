@@ -7,6 +7,7 @@ moved, and 127.0.0.1 listed twice is a two-node cluster whose nodes are both rea
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import subprocess
@@ -256,6 +257,44 @@ def test_tcp_timeouts_given_in_the_url_win_and_zero_turns_them_off(pg_url: str) 
     store = Store(pg_url, StoreOptions(tcp_timeout=0))
     assert "tcp_user_timeout" not in libpq_parameters(store)
     store.dispose()
+
+
+def test_libpqs_options_in_an_asyncpg_url_reach_the_server_as_settings(pg_url: str) -> None:
+    """asyncpg has no `options` parameter (SQLAlchemy would pass it to asyncpg's connect() and
+    fail): its `-c` settings are sent as asyncpg's server settings, as libpq sends them for
+    the sync driver on the same URL; hookinbox's own application_name wins, as with libpq."""
+    options = r"-c statement_timeout=4321 --lock-timeout=1234 -capplication_name=mine\ too"
+    url = make_url(pg_url).update_query_dict({"options": options})
+    async_url = url.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+    inbox = Inbox(async_url)
+    shown = ("statement_timeout", "lock_timeout", "application_name")
+
+    async def settings() -> list[str]:
+        try:
+            async with inbox._runtime.async_store.engine.connect() as connection:
+                return [
+                    str((await connection.exec_driver_sql(f"SHOW {name}")).scalar())
+                    for name in shown
+                ]
+        finally:
+            await inbox.aclose()  # its pool, on the loop that opened it
+
+    assert asyncio.run(settings()) == ["4321ms", "1234ms", "hookinbox"]
+    sync = Store(url.render_as_string(hide_password=False))
+    with sync.engine.connect() as connection:  # libpq's own options, on the same URL
+        assert [connection.exec_driver_sql(f"SHOW {name}").scalar() for name in shown] == [
+            "4321ms",
+            "1234ms",
+            "hookinbox",
+        ]
+    sync.dispose()
+
+
+def test_a_server_switch_in_an_asyncpg_urls_options_is_refused_in_one_line() -> None:
+    inbox = Inbox("postgresql+asyncpg://shop@127.0.0.1:1/shop?options=-B%2010")
+    with pytest.raises(ConfigurationError) as refused:
+        inbox._runtime.async_store  # noqa: B018 (building its engine is what refuses)
+    assert "\n" not in str(refused.value) and "-c name=value" in str(refused.value)
 
 
 # -- a read-only server --------------------------------------------------------------------

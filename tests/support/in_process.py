@@ -30,7 +30,7 @@ def run_until_idle(inbox: Inbox, options: WorkerOptions | None = None, **argumen
         try:
             return int(await worker.run_until_idle())
         finally:
-            await inbox._runtime.dispose_async_store()  # its pool belongs to this loop
+            await worker.astore.dispose()  # its pool belongs to this loop
 
     return asyncio.run(idle())
 

@@ -204,12 +204,15 @@ class _CheckedHarness(InboxHarness):
         self.rendezvous = _Rendezvous(self.schedule.workers)
 
         def work() -> None:
+            inbox = self._worker_inbox()
             try:
-                self.run_due()
+                inbox.process_due()
             except BaseException as error:  # reported to the caller's thread below
                 errors.append(error)
             finally:
                 self.rendezvous.leave()
+                if inbox is not self.inbox:
+                    inbox.close()
 
         threads = [threading.Thread(target=work) for _ in range(self.schedule.workers)]
         for thread in threads:
@@ -218,6 +221,13 @@ class _CheckedHarness(InboxHarness):
             thread.join()
         if errors:
             raise errors[0]
+
+    def _worker_inbox(self) -> Inbox:
+        """What one worker thread processes with. A sync inbox is shared, as a worker's
+        threads share one. An async inbox's pool belongs to one event loop, and each thread
+        runs a loop of its own (`process_due`): each gets its own copy, with its own pool, on
+        the same database, handlers and clock, as each async worker process has its own."""
+        return self.inbox.with_settings() if self.inbox.is_async else self.inbox
 
     def open_events(self) -> list[Event]:
         return [event for event in self.events() if event.status in OPEN]

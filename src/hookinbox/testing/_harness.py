@@ -5,19 +5,27 @@ sources, handlers and destinations) on a database the test owns and a `Clock` it
 delivery is signed as the provider signs it and POSTed to the inbox's own ASGI app in this
 process, so it is verified, stored and answered exactly as in production; `run_due()` then
 runs the worker's processing here, in this thread.
+
+A copy of an inbox on an async database URL keeps an async driver (`_databases.py`), so it
+runs the async worker as the application does: `run_due()` on an event loop of its own, `await
+arun_due()` on the test's. The async worker's pool belongs to the loop that opened it, so
+`arun_due` releases it before returning, and `close()` releases whatever is left.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import timedelta
+from functools import partial
 from typing import Any, Self
 
 import anyio
 import anyio.to_thread
 
+from hookinbox._errors import ConfigurationError
 from hookinbox._inbox import Inbox
 from hookinbox._model import Event
 from hookinbox.testing._asgi import Answer, post
@@ -31,11 +39,14 @@ class InboxHarness:
 
     `database_url`: a PostgreSQL URL to make a throwaway schema in (its user needs CREATE
     on that database), or a SQLite URL to use as it is; default, a temporary SQLite file.
+    The copy of an inbox on an async URL names an async driver there too (aiosqlite, asyncpg
+    or the one the inbox names), and so does a `database_url` naming one: the copy then runs
+    the async worker, whose `async def` handlers get an `AsyncHandlerContext`.
     `settings` override the inbox's other settings (`retry=...`, `group_commit=False`).
     `transport`: `"asgi"` (the inbox's ASGI app, the default) or `"direct"` (`Inbox.receive`
     in the calling thread, what the Flask and Django adapters call; the default for a
     `DjangoInbox`, which uses Django's test database as it stands).
-    Use it as a context manager, or call `close()`.
+    Use it as a context manager (`async with` inside an event loop), or call `close()`.
     """
 
     __test__ = False  # pytest: not a test class, whatever a test module imports
@@ -63,7 +74,8 @@ class InboxHarness:
         if self.transport not in ("asgi", "direct"):
             raise ValueError("transport is 'asgi' or 'direct'")
         if not self.in_django:
-            url = self._stack.enter_context(throwaway_database(database_url))
+            like = inbox.settings.database_url  # an async app's copy stays async
+            url = self._stack.enter_context(throwaway_database(database_url, like=like))
             settings["database_url"] = url
         self.inbox = self._copy(inbox, clock=self.clock, **settings)
         self._stack.callback(self.inbox.close)
@@ -168,13 +180,33 @@ class InboxHarness:
 
     def run_due(self, *, timeout: float = 60.0) -> int:
         """Process every event and outbox message due at the clock's time, in this thread;
-        returns the number of attempts run. Retries scheduled later wait for `advance`."""
+        returns the number of attempts run. Retries scheduled later wait for `advance`.
+        On an async inbox, the async worker runs on an event loop of its own (inside a running
+        loop, await `arun_due()`)."""
+        if self.inbox.is_async and _loop_running():
+            raise ConfigurationError(
+                "the harness's run_due() was called inside a running event loop: "
+                "await its arun_due() instead"
+            )
         return self.inbox.process_due(timeout=timeout)
+
+    async def arun_due(self, *, timeout: float = 60.0) -> int:
+        """`run_due`, awaited: for an async test, inside its running event loop. On an async
+        inbox the async worker runs on this loop, and its pool is released before returning
+        (the next call may come from another loop); a sync inbox processes in a thread."""
+        if not self.inbox.is_async:
+            return await anyio.to_thread.run_sync(partial(self.run_due, timeout=timeout))
+        return await self.inbox.aprocess_due(timeout=timeout)
 
     def advance(self, seconds: float | timedelta) -> int:
         """Move the clock forward, then `run_due()`: what a worker would do meanwhile."""
         self.clock.advance(seconds)
         return self.run_due()
+
+    async def aadvance(self, seconds: float | timedelta) -> int:
+        """`advance`, awaited: the clock moved, then `await arun_due()`."""
+        self.clock.advance(seconds)
+        return await self.arun_due()
 
     def event(self, source: str, event_id: str) -> Event | None:
         """The stored event, with its status, attempts and delivery count."""
@@ -185,10 +217,29 @@ class InboxHarness:
         return iter(self.inbox.store.operator.all_events(source))
 
     def close(self) -> None:
+        """Release the copy's connections and drop its database."""
         self._stack.close()
+
+    async def aclose(self) -> None:
+        """`close()` inside an event loop, without blocking it."""
+        await anyio.to_thread.run_sync(self.close)
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

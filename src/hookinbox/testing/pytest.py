@@ -13,7 +13,9 @@ overriding the `hookinbox_app` fixture. Fixtures:
 - `hookinbox_clock`: the `Clock` the copy reads (`advance(seconds)`).
 
 `--hookinbox-db postgresql://...` runs each test in a fresh schema of that database instead of
-a SQLite file.
+a SQLite file. An inbox on an async URL is tested on the async worker: its copy keeps an async
+driver (aiosqlite by default), and an async test awaits `hookinbox.adeliver(...)` and
+`hookinbox.arun_due()` on its own event loop.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from hookinbox._inbox import Inbox
 from hookinbox.testing._asgi import Answer
@@ -37,7 +40,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--hookinbox-db",
         dest="hookinbox_db",
         default=None,
-        help="a PostgreSQL URL: each test gets a fresh schema in that database (default: SQLite)",
+        help="a PostgreSQL URL: each test gets a fresh schema in that database (default: a "
+        "SQLite file per test); name an async driver (postgresql+asyncpg://, sqlite+aiosqlite://) "
+        "to run the async worker",
     )
     parser.addini("hookinbox_app", "the inbox under test, as module:attribute", default="")
 
@@ -74,8 +79,9 @@ def hookinbox_settings() -> dict[str, Any]:
 
 @pytest.fixture
 def hookinbox_database(request: pytest.FixtureRequest) -> str | None:
-    """Where each test's database is made: `--hookinbox-db`'s PostgreSQL, or None for SQLite.
-    Override it to choose per test (a parametrized fixture runs on both)."""
+    """Where each test's database is made: `--hookinbox-db`'s PostgreSQL, or None for SQLite
+    (a SQLite URL names only the driver: each test has a file of its own). Override it to
+    choose per test (a parametrized fixture runs on both)."""
     option: str | None = request.config.getoption("hookinbox_db")
     return option
 
@@ -88,8 +94,9 @@ def hookinbox(
     hookinbox_settings: dict[str, Any],
     tmp_path: Path,
 ) -> Iterator[InboxHarness]:
-    """Your inbox's copy on a throwaway database, with `hookinbox_clock` as its clock."""
-    url = hookinbox_database or f"sqlite:///{tmp_path / 'hookinbox.db'}"
+    """Your inbox's copy on a throwaway database, with `hookinbox_clock` as its clock; on
+    an async inbox (or an async `hookinbox_database`), the async worker's."""
+    url = _test_database(hookinbox_database, tmp_path / "hookinbox.db")
     with InboxHarness(
         hookinbox_app, database_url=url, clock=hookinbox_clock, **hookinbox_settings
     ) as harness:
@@ -104,5 +111,16 @@ def deliver(hookinbox: InboxHarness) -> Callable[..., list[Answer]]:
 
 @pytest.fixture
 def run_due(hookinbox: InboxHarness) -> Callable[..., int]:
-    """`run_due()`: process everything due at the clock's time; the attempts run."""
+    """`run_due()`: process everything due at the clock's time; the attempts run. Inside an
+    async test's event loop, await `hookinbox.arun_due()` instead."""
     return hookinbox.run_due
+
+
+def _test_database(url: str | None, file: Path) -> str:
+    """A server's URL as it stands (the harness makes the test's schema there); a SQLite URL,
+    or none, as the file of this test alone, with the driver the URL names."""
+    if url is None:
+        return f"sqlite:///{file}"
+    if url.partition(":")[0].partition("+")[0] != "sqlite":
+        return url
+    return make_url(url).set(database=str(file)).render_as_string(hide_password=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import time
 import uuid
@@ -512,7 +513,10 @@ def _async_engine(url: URL, options: StoreOptions) -> AsyncEngine:
     from sqlalchemy.ext.asyncio import create_async_engine
 
     if url.get_driver_name() == "asyncpg":
+        # asyncpg takes no `options` argument (SQLAlchemy passes the URL's query to its
+        # connect() as keywords): its `-c` settings go as asyncpg's `server_settings`.
         arguments, check = _asyncpg_connect_args(url, options), _checking_asyncpg(options)
+        url = url.difference_update_query(["options"])
     else:  # psycopg_async takes libpq's parameters, as psycopg does
         arguments, check = _connect_args(url, options), _check_psycopg
     # Last in, first out: the connection an attempt just gave back serves the next one, so a
@@ -670,13 +674,43 @@ def tune_socket(connection: Any, timeout: float) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, settings["tcp_user_timeout"])
 
 
+_WORD = re.compile(r"(?:\\.|[^\s\\])+")
+"""A word of libpq's `options`: a backslash keeps the next character (a space) in it."""
+_ESCAPE = re.compile(r"\\(.)")
+
+
 def _asyncpg_connect_args(url: URL, options: StoreOptions) -> dict[str, Any]:
-    """asyncpg's names for what `_connect_args` sets through libpq."""
+    """asyncpg's names for what `_connect_args` sets through libpq, and the settings of the
+    URL's libpq `options` (`?options=-csearch_path%3Dapp`: the test kit's scratch schema, or
+    an application's own), which asyncpg takes as `server_settings`. As with libpq, a setting
+    hookinbox passes on its own (`application_name`) wins over the same one in `options`."""
+    given = url.query.get("options")
+    settings = _server_settings(" ".join(given) if isinstance(given, tuple) else given or "")
     defaults: dict[str, Any] = {
         "timeout": options.connect_timeout,
-        "server_settings": {"application_name": "hookinbox"},
+        "server_settings": {**settings, "application_name": "hookinbox"},
     }
     return {key: value for key, value in defaults.items() if key not in url.query}
+
+
+def _server_settings(options: str) -> dict[str, str]:
+    """libpq's `options` (`-c name=value` and `--name=value` switches, separated by spaces
+    unless escaped with a backslash) as the settings they name; any other server switch is
+    refused in one line, since asyncpg can only send settings."""
+    words = [_ESCAPE.sub(r"\1", word) for word in _WORD.findall(options)]
+    settings: dict[str, str] = {}
+    switches = iter(words)
+    for switch in switches:
+        if switch == "-c":  # `-c name=value`, the setting in the next word
+            switch += next(switches, "")
+        name, equals, value = switch[2:].partition("=")
+        if switch[:2] not in ("-c", "--") or not name or not equals:
+            raise ConfigurationError(
+                f"a postgresql+asyncpg URL's options take only -c name=value settings "
+                f"(asyncpg sends settings, not server switches): {options!r}"
+            )
+        settings[name.replace("-", "_")] = value
+    return settings
 
 
 def check_encoding(pgconn: Any) -> None:
