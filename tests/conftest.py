@@ -78,7 +78,8 @@ ASYNC_TESTS = (
 )
 """Where the `async` driver's cases run (paths under tests/, by prefix): the same tests on an
 async database URL (aiosqlite, asyncpg), so on the async worker; not on MariaDB, which has no
-async driver in hookinbox (docs/async.md)."""
+async driver in hookinbox (docs/async.md). They are the `long` tier's: `make test` runs each
+suite once, on the thread worker, and the async worker's own tests."""
 ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 """A database's sync URL scheme -> the async driver its `async` cases use."""
 LONG_TESTS = (
@@ -381,11 +382,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec is not None else {}
         where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
-        if params.get("driver") == "async" and (
-            not where.startswith(ASYNC_TESTS) or params.get("backend") == "mysql"
-        ):
-            deselected.append(item)
-            continue
+        if params.get("driver") == "async":
+            if not where.startswith(ASYNC_TESTS) or params.get("backend") == "mysql":
+                deselected.append(item)
+                continue
+            # The suites again on the async worker: `make test-long` (CI runs it); `make test`
+            # keeps the async worker's own tests (processing/test_async_worker.py, the kit's).
+            item.add_marker(pytest.mark.long)
         if "mysql" in map(str, params.values()):
             if not where.startswith(MYSQL_TESTS):
                 deselected.append(item)
