@@ -71,9 +71,11 @@ lint: $(BIN)/.installed
 
 # `make test` leaves out the `long` tier (tests/conftest.py's LONG_TESTS: crash loops, process
 # storms, databases stopped under load, the benchmarks' smoke runs, fresh-venv builds) to stay
-# within ten minutes on two cores; `make test-long` runs it, and CI runs both.
+# within ten minutes on two cores; `make test-long` runs it, and CI runs both. Three workers on
+# two cores: the suite waits on its subprocesses and databases more than it computes (two
+# workers kept the cores 72 % busy; three cut the run from 10.2 to 8.0 minutes).
 test: lint mysqlclient
-	$(BIN)/python -m pytest -n 2 -m 'not ha and not long' $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 3 -m 'not ha and not long' $(PYTEST_ARGS)
 
 test-long: $(BIN)/.installed mysqlclient
 	$(BIN)/python -m pytest -n 2 -m 'long and not ha' $(PYTEST_ARGS)

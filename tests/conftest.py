@@ -69,6 +69,11 @@ MYSQL_TESTS = (
     "testing/",
 )
 """Where the `mysql` backend's cases run (paths under tests/, by prefix)."""
+MYSQL_LONG_TESTS = ("processing/", "outbox/", "operations/")
+"""Of those, where the `mysql` cases are the `long` tier's: the layers above storage ask
+storage's gateways, whose every statement `make test` runs on MariaDB (storage/), as it runs
+Django's adapter, the kit and the storm there; `make test-long` (CI runs it) runs these
+suites on MariaDB too, so `make test` keeps its ten minutes."""
 ASYNC_TESTS = (
     "processing/",
     "outbox/",
@@ -394,6 +399,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 deselected.append(item)
                 continue
             item.add_marker(pytest.mark.mysql)
+            if where.startswith(MYSQL_LONG_TESTS):
+                item.add_marker(pytest.mark.long)
         if "mysql_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.mysql)
         kept.append(item)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LONG_TESTS, MYSQL_TESTS, SLOW_DIRECTORIES
+from tests.conftest import LONG_TESTS, MYSQL_LONG_TESTS, MYSQL_TESTS, SLOW_DIRECTORIES
 
 TESTS = Path(__file__).parent
 
 
-@pytest.mark.parametrize("path", [*LONG_TESTS, *MYSQL_TESTS])
+@pytest.mark.parametrize("path", [*LONG_TESTS, *MYSQL_TESTS, *MYSQL_LONG_TESTS])
 def test_every_tier_path_names_a_test_module_or_directory(path: str) -> None:
     path, _, test = path.partition("::")
     found = TESTS / path
@@ -26,3 +26,7 @@ def test_every_tier_path_names_a_test_module_or_directory(path: str) -> None:
 
 def test_slow_directories_exist() -> None:
     assert all((TESTS / name).is_dir() for name in SLOW_DIRECTORIES)
+
+
+def test_the_mysql_long_tier_lies_within_mysql_s_paths() -> None:
+    assert all(path.startswith(MYSQL_TESTS) for path in MYSQL_LONG_TESTS)

@@ -277,8 +277,8 @@ class Runtime:
         jobs: list[BackgroundJob] = []
         prune_at = self.settings.prune_at
         if prune and prune_at is not None:
-            jobs.append(DailyJob(self.store, lambda: self.prune().summary(), at=prune_at,
-                                 clock=self.now))  # fmt: skip
+            jobs.append(DailyJob(self.store, lambda stop: self.prune(stop=stop).summary(),
+                                 at=prune_at, clock=self.now))  # fmt: skip
         if reconcile_every is not None:
             jobs += self._periodic_reconciles(
                 reconcile_every, run_timeout=reconcile_timeout, page_timeout=reconcile_page_timeout
@@ -335,9 +335,13 @@ class Runtime:
             channels={Listener.OUTBOX: self.relay_wake},
         )
 
-    def prune(self, *, dry_run: bool = False) -> PruneResult:
+    def prune(self, *, dry_run: bool = False, stop: threading.Event | None = None) -> PruneResult:
         return prune_events(
-            self.store, now=self.now(), retention=self.settings.retention, dry_run=dry_run
+            self.store,
+            now=self.now(),
+            retention=self.settings.retention,
+            dry_run=dry_run,
+            stop=stop,
         )
 
     def now(self) -> datetime:

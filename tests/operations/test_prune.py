@@ -7,6 +7,7 @@ import hashlib
 import multiprocessing
 import sqlite3
 import threading
+import time as clock
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
@@ -141,6 +142,49 @@ def test_each_table_s_batch_is_sized_by_the_pacer_not_their_sum(store: Store) ->
     assert all(done <= rows for done, rows in seen)
 
 
+def test_a_stop_ends_the_prune_between_batches_and_keeps_what_it_deleted(store: Store) -> None:
+    """The worker's shutdown during the daily prune: the pause after a batch is cut short and
+    no batch follows; the rest waits for the next run."""
+    insert_old(store, 1_000, Status.PROCESSED, "done")
+    stop = threading.Event()
+
+    class StopAfterFirst(Pacer):
+        def next_pause(self, rows_done: int, took: float, pressure: Pressure) -> float:
+            stop.set()
+            return 60.0  # waited on `stop`, so not waited at all
+
+    started = clock.monotonic()
+    result = prune(
+        store,
+        now=datetime.now(UTC),
+        retention=timedelta(days=90),
+        pacer=StopAfterFirst(rows=300),
+        stop=stop,
+    )
+    assert clock.monotonic() - started < 30
+    assert result.events == 300
+    assert count_by_status(store) == {"processed": 700}
+
+
+def test_stopping_the_daily_job_waits_for_its_run_to_end(store: Store) -> None:
+    """A job still running after the worker returned would use a store the application may be
+    closing: stop() returns once the run noticed it."""
+    ran = threading.Event()
+    ended = threading.Event()
+
+    def job(stop: threading.Event) -> str:
+        ran.set()
+        stop.wait(60)
+        ended.set()
+        return "stopped"
+
+    daily = DailyJob(store, job, at=time(4, 0, tzinfo=UTC), clock=lambda: datetime.now(UTC))
+    daily.start()
+    assert ran.wait(10)
+    daily.stop()
+    assert ended.is_set() and not daily.is_alive()
+
+
 def test_a_dry_run_deletes_nothing(store: Store) -> None:
     insert_old(store, 30, Status.UNHANDLED, "unhandled")
     result = prune(store, now=datetime.now(UTC), retention=timedelta(days=90), dry_run=True)
@@ -223,7 +267,7 @@ def test_the_scheduled_job_runs_once_per_slot(store: Store) -> None:
     runs: list[str] = []
     now = datetime(2026, 5, 2, 4, 30, tzinfo=UTC)
 
-    def job() -> str:
+    def job(stop: threading.Event) -> str:
         runs.append("ran")
         return "done"
 

@@ -27,6 +27,7 @@ from tests.processing.conftest import checkout, subscription_update
 from tests.support.clock import ManualClock
 from tests.support.in_process import build_worker, worker_in_thread
 from tests.support.signing import stripe_delivery
+from tests.support.workers import wait_for
 
 LONG_POLL = 30.0
 
@@ -194,6 +195,12 @@ def test_a_worker_that_serve_wakes_polls_every_second(
     assert {loop.poll for loop in alone.loops} == {polls_alone}
     for poll, expected in ((None, 1.0), (0.2, 0.2)):
         options = WorkerOptions(handle_signals=False, wake_socket=socket_path, poll_interval=poll)
-        with worker_in_thread(inbox, options, settle=0.3) as woken:
-            assert {loop.poll for loop in woken.loops} == {expected}
+        with worker_in_thread(inbox, options) as woken:
+            # The poll is set once the socket is bound, after the schema check: under load
+            # that takes longer than any fixed pause.
+            wait_for(
+                lambda: {loop.poll for loop in woken.loops} == {expected},
+                timeout=15,
+                what=f"the woken worker to poll every {expected} s",
+            )
     inbox.close()

@@ -9,6 +9,7 @@ arrive already older than the retention are held as `stale` instead of processed
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -66,13 +67,16 @@ def prune(
     batch_size: int = DEFAULT_BATCH_SIZE,
     pacer: Pacer | None = None,
     progress: Callable[[int], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> PruneResult:
     """Delete done events received before `now - retention`, in short transactions.
 
     Each batch is timed and the database asked what else ran meanwhile: batches shrink and
     pauses grow while deliveries and workers use the database, and the pruner runs nearly
     flat out while nobody does (`Pacer`; docs/operations.md, "Retention"). `batch_size` is
-    the first batch's size. `progress` gets the events of each batch.
+    the first batch's size. `progress` gets the events of each batch. `stop` (the worker's
+    shutdown) ends the prune between batches: what was deleted stays deleted, the rest waits
+    for the next run.
     """
     cutoff = now - retention
     if dry_run:
@@ -83,7 +87,7 @@ def prune(
     checkpointed = time.monotonic()
     try:
         gauge.mark()
-        while True:
+        while stop is None or not stop.is_set():
             pressure = gauge.sample()
             started = time.perf_counter()
             deleted = store.housekeeping.prune_batch(cutoff, pacer.rows)
@@ -100,12 +104,22 @@ def prune(
                 checkpointed = time.monotonic()
             # `rows` bounds each table's deletes, not their sum: the sum, an events batch and
             # a log batch, made every batch twice the time the pacer aimed at.
-            time.sleep(pacer.next_pause(max(deleted), took, pressure))
-        returned = _give_back_space(store, gauge)
+            pause = pacer.next_pause(max(deleted), took, pressure)
+            if stop is None:
+                time.sleep(pause)
+            else:
+                stop.wait(pause)
+        stopped = stop is not None and stop.is_set()
+        returned = 0 if stopped else _give_back_space(store, gauge)
     finally:
         gauge.close()
     result = PruneResult(totals[0], totals[1], totals[2], dry_run=False, pages_returned=returned)
-    log.info("prune older than %s: %s", cutoff.isoformat(), result.summary())
+    log.info(
+        "prune older than %s%s: %s",
+        cutoff.isoformat(),
+        " stopped (the worker is stopping)" if stopped else "",
+        result.summary(),
+    )
     return result
 
 

@@ -19,6 +19,8 @@ log = logger("hookinbox.prune")
 
 JOB_NAME = "prune"
 CHECK_INTERVAL = 60.0
+STOP_JOIN = 5.0
+"""Seconds `stop()` waits for a run to notice it: a prune stops between two batches."""
 
 
 def parse_daily_time(text: str) -> time:
@@ -36,12 +38,13 @@ def current_slot(now: datetime, at: time) -> datetime:
 
 
 class DailyJob(threading.Thread):
-    """Runs `job()` once per daily slot, across all processes sharing the database."""
+    """Runs `job(stop)` once per daily slot, across all processes sharing the database;
+    `stop` is set when the worker stops, and the job ends at its next check of it."""
 
     def __init__(
         self,
         store: Store,
-        job: Callable[[], str],
+        job: Callable[[threading.Event], str],
         *,
         at: time,
         clock: Callable[[], datetime],
@@ -61,7 +64,7 @@ class DailyJob(threading.Thread):
         if not self.store.housekeeping.claim_job(self.job_name, current_slot(now, self.at), now):
             return False
         try:
-            result = self.job()
+            result = self.job(self._stop_event)
         except HookinboxError as error:
             result = f"failed: {error}"
             log.error("scheduled %s failed: %s", self.job_name, error)
@@ -69,7 +72,11 @@ class DailyJob(threading.Thread):
         return True
 
     def stop(self) -> None:
+        # Joined: a run still using the store after the worker returned would find its
+        # engine disposed by the application's close (a connection left open).
         self._stop_event.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(STOP_JOIN)
 
     def run(self) -> None:
         while not self._stop_event.is_set():

@@ -338,10 +338,10 @@ def _send(
     with client.stream(method, url, params=params, json=body, timeout=timeout) as response:
         status = response.status_code
         if 200 <= status < 300:
-            content = _read(response, limits.max_answer_bytes, deadline, limits, what)
+            content = _read(response, limits.max_answer_bytes, deadline, budget, what)
             links = {rel: link for rel, link in response.links.items() if rel is not None}
             return status, Answer(status, content, links), _Refusal("", None)
-        content = _read(response, MAX_ERROR_BYTES, deadline, limits, what, cut=True)
+        content = _read(response, MAX_ERROR_BYTES, deadline, budget, what, cut=True)
         return status, None, _Refusal(_message(content), response.headers.get("retry-after"))
 
 
@@ -349,7 +349,7 @@ def _read(
     response: httpx.Response,
     limit: int,
     deadline: float,
-    limits: Limits,
+    budget: Budget,
     what: str,
     *,
     cut: bool = False,
@@ -363,7 +363,7 @@ def _read(
     size = 0
     for chunk in response.iter_bytes():
         if time.monotonic() > deadline:
-            raise ProviderAPIError(_late(what, limits))  # the caller gave up already
+            raise ProviderAPIError(_late(what, budget))  # the caller gave up already
         size += len(chunk)
         if size > limit:
             if cut:
@@ -401,12 +401,15 @@ def _within(deadline: float, work: Callable[[], T], budget: Budget, what: str) -
         except TimeoutError:
             if outcome.done():
                 raise  # the request's own error, not our wait's
-    raise ProviderAPIError(_late(what, budget.limits) if budget.left() > 0 else
-                           budget.run_late(what))  # fmt: skip
+    raise ProviderAPIError(_late(what, budget))
 
 
-def _late(what: str, limits: Limits) -> str:
-    return f"{what}: a page took longer than {limits.page_timeout:g} s (its deadline)"
+def _late(what: str, budget: Budget) -> str:
+    """Which deadline passed: a request's deadline is the run's when that comes first, and
+    either thread (the waiter or the reader) may be the one to see it."""
+    if budget.left() <= 0:
+        return budget.run_late(what)
+    return f"{what}: a page took longer than {budget.limits.page_timeout:g} s (its deadline)"
 
 
 def _too_large(what: str, limit: int) -> str:
