@@ -199,7 +199,7 @@ def test_a_worker_that_serve_wakes_polls_every_second(
             # The poll is set once the socket is bound, after the schema check: under load
             # that takes longer than any fixed pause.
             wait_for(
-                lambda: {loop.poll for loop in woken.loops} == {expected},
+                lambda want=expected: {loop.poll for loop in woken.loops} == {want},
                 timeout=15,
                 what=f"the woken worker to poll every {expected} s",
             )
