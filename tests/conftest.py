@@ -89,15 +89,21 @@ ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg
 """A database's sync URL scheme -> the async driver its `async` cases use."""
 LONG_TESTS = (
     "bench/",
+    "claims/test_processes.py",
+    "demo/test_demo.py::test_the_demo_proves_exactly_once[postgres",
+    "demo/test_demo.py::test_the_demo_proves_exactly_once[mysql",
     "deploy/test_edge.py::test_a_sender_over_the_rate_limit_gets_429_with_retry_after",
     "deploy/test_edge.py::test_a_sender_that_trickles_its_request_is_cut",
     "deploy/test_units_in_systemd.py",
     "processes/",
     "packaging/",
     "docs/test_sdist.py",
+    "docs/test_site.py",
     "e2e/test_async_fastapi_storm.py",
     "outbox/test_relay_processes.py",
+    "operations/test_metrics.py::test_serve_sums_every_process_into_one_metrics_page",
     "operations/test_prune.py::test_20000_old_rows_are_pruned_while_ingest_keeps_answering",
+    "operations/test_prune.py::test_one_process_of_many_wins_each_daily_slot",
     "operations/test_prune_race.py",
     "processing/test_failover.py",
     "reliability/test_frozen_database.py",
@@ -108,6 +114,7 @@ LONG_TESTS = (
     "reliability/test_postgres_restart.py",
     "reliability/test_slow_database.py",
     "reliability/test_soak_smoke.py",
+    "simulate/test_shop.py",
     "reliability/test_sqlite_disk.py",
     "storage/test_migration_under_load.py",
     "testing/test_check_exactly_once.py",
@@ -115,8 +122,9 @@ LONG_TESTS = (
 """The `long` tier (`make test-long`, which CI runs after `make test`): the proofs that take
 tens of seconds each by design (crash loops, storms of processes, a database stopped or
 frozen under load, the benchmarks' smoke runs, fresh venvs built from the sdist and the
-wheel), so that `make test` stays within ten minutes on two cores (test ids under tests/, by
-prefix: a directory, a module or one test of a module)."""
+wheel, the site's build, the demo and the simulated shop on the server databases), so that
+`make test` stays within ten minutes on two cores (test ids under tests/, by prefix: a
+directory, a module, one test of a module, or the start of its parameters' id)."""
 SLOW_DIRECTORIES = frozenset(
     {"bench", "cli", "demo", "deploy", "e2e", "ha", "packaging", "processes"}
 )
