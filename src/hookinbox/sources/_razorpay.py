@@ -38,9 +38,7 @@ class Razorpay(SecretSource):
     signature_headers = ("x-razorpay-signature",)
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(
-            headers, body, self._keys, prefix="", name="X-Razorpay-Signature"
-        )
+        check_prefixed_hex_hmac(headers, body, self._keys, prefix="", name="X-Razorpay-Signature")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
