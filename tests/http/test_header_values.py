@@ -394,7 +394,7 @@ def test_every_source_class_is_covered() -> None:
     classes -= {Source, BatchSource}  # the bases
     assert classes == {type(s) for s in SOURCES}
     assert len(SOURCES) - len(SIGNED) == 2  # one fetches what it verifies, one signs its body
-    assert len(REPRESENTATIVE) == 2 and len(STANDARD_FAMILY) == 4
+    assert len(REPRESENTATIVE) == 2 and len(STANDARD_FAMILY) == 6
 
 
 @pytest.mark.parametrize(

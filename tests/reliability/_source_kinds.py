@@ -39,9 +39,12 @@ from hookinbox.sources import (
     LemonSqueezy,
     Linear,
     Mollie,
+    OpenAI,
     Paddle,
     PayPal,
     Postmark,
+    Razorpay,
+    Replicate,
     Resend,
     SendGrid,
     Shopify,
@@ -475,6 +478,35 @@ KINDS: tuple[Kind, ...] = (
         json_body(type="Issue", action="create", webhookTimestamp=NOW * 1000),
         sign=lambda s, b, _t: hex_mac(s, b),
         assemble=lambda e, _t: {"Linear-Signature": ", ".join(e), "Linear-Delivery": "d-edge"},
+    ),
+    # issue 47, round three: plain HMAC and Standard Webhooks presets
+    Kind(
+        Razorpay,
+        lambda s, **o: Razorpay(secret=s, **o),
+        ("rzp_old_edge", "rzp_new_edge", "rzp_stranger"),
+        json_body(entity="event", event="payment.captured", created_at=NOW),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {
+            "X-Razorpay-Signature": ", ".join(e), "X-Razorpay-Event-Id": "evt-edge"
+        },
+    ),
+    Kind(
+        OpenAI,
+        lambda s, **o: OpenAI(secret=s, **o),
+        STANDARD_SECRETS,
+        json_body(object="event", type="response.completed", created_at=NOW, data={}),
+        sign=lambda s, b, t: "v1," + b64_mac(standard_key(s), f"{MESSAGE_ID}.{t}.".encode() + b),
+        assemble=_standard_headers,
+        several=True, scheme="v1,", wrong_schemes=("v1a,", "v2,", "V1,"), timestamped=True,
+    ),
+    Kind(
+        Replicate,
+        lambda s, **o: Replicate(secret=s, **o),
+        STANDARD_SECRETS,
+        json_body(id="pred_edge", status="succeeded", created_at=iso(NOW)),
+        sign=lambda s, b, t: "v1," + b64_mac(standard_key(s), f"{MESSAGE_ID}.{t}.".encode() + b),
+        assemble=_standard_headers,
+        several=True, scheme="v1,", wrong_schemes=("v1a,", "v2,", "V1,"), timestamped=True,
     ),
     Kind(
         Postmark,

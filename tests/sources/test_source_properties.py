@@ -54,9 +54,12 @@ from hookinbox.sources import (
     Mailgun,
     Mollie,
     MollieClassic,
+    OpenAI,
     Paddle,
     PayPal,
     Postmark,
+    Razorpay,
+    Replicate,
     SendGrid,
     Shopify,
     Slack,
@@ -314,6 +317,16 @@ def sign_postmark(body: bytes, ident: str) -> dict[str, str]:
     return {"authorization": "Basic " + _b64(f"postmark:{SECRET}".encode())}
 
 
+# -- issue 47, round three ----------------------------------------------------------------------
+
+
+def sign_razorpay(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "x-razorpay-signature": _mac(SECRET.encode(), body).hex(),
+        "x-razorpay-event-id": ident,
+    }
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -541,6 +554,21 @@ MORE_CASES: dict[str, Case] = {
         signable=_is_json_object,
         prepare=stamp_linear,
     ),
+    "razorpay": Case(
+        lambda: Razorpay(secret=SECRET),
+        sign_razorpay,
+        ("x-razorpay-signature", "x-razorpay-event-id"),
+    ),
+    "openai": Case(
+        lambda: OpenAI(secret=SW_SECRET),
+        sign_standard,
+        ("webhook-id", "webhook-timestamp", "webhook-signature"),
+    ),
+    "replicate": Case(
+        lambda: Replicate(secret=SW_SECRET),
+        sign_standard,
+        ("webhook-id", "webhook-timestamp", "webhook-signature"),
+    ),
     "postmark": Case(
         lambda: Postmark(username="postmark", password=SECRET),
         sign_postmark,
@@ -713,6 +741,10 @@ event_like = st.fixed_dictionaries(
         | json_values,
         "meta": st.fixed_dictionaries({}, optional={"time": json_values, "event_name": labels})
         | json_values,
+        # issue 47, round three: Replicate's prediction (Razorpay's `event` is above)
+        "status": labels,
+        "started_at": json_values,
+        "completed_at": json_values,
         # issue 23, round two: Calendly, Intercom, Linear, Postmark, Mailgun
         "topic": labels,
         "payload": st.fixed_dictionaries({}, optional={"uri": labels}) | json_values,

@@ -20,8 +20,11 @@ from hookinbox.sources._lemonsqueezy import LemonSqueezy
 from hookinbox.sources._linear import Linear
 from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._mollie import Mollie, MollieClassic
+from hookinbox.sources._openai import OpenAI
 from hookinbox.sources._paddle import Paddle
 from hookinbox.sources._postmark import Postmark
+from hookinbox.sources._razorpay import Razorpay
+from hookinbox.sources._replicate import Replicate
 from hookinbox.sources._shopify import Shopify
 from hookinbox.sources._slack import Slack
 from hookinbox.sources._square import Square
@@ -81,10 +84,13 @@ __all__ = [
     "Mollie",
     "MollieAPI",
     "MollieClassic",
+    "OpenAI",
     "Paddle",
     "PayPal",
     "PayPalAPI",
     "Postmark",
+    "Razorpay",
+    "Replicate",
     "Resend",
     "SendGrid",
     "Shopify",
