@@ -73,7 +73,7 @@ PUBLIC: dict[str, list[str]] = {
         "HTTPDestination",
         "Undeliverable",
     ],
-    "hookinbox.http": ["receive_asgi", "receive_stream"],
+    "hookinbox.http": ["health_probes", "receive_asgi", "receive_stream"],
     "hookinbox.claims": [
         "AlreadyDone",
         "AsyncRedisClaims",

@@ -27,6 +27,11 @@ from hookinbox.sources import Source
 AfterMigrate = Callable[[Connection], None]
 
 
+PROBE_NAMES = frozenset({"healthz", "readyz"})
+"""Names no source may take: `inbox.asgi()` and `hookinbox.fastapi.router` serve these probes
+under the same prefix as the deliveries, so such a source could never be reached."""
+
+
 class Registry:
     """Sources, handlers, destinations and `after_migrate` hooks, in registration order."""
 
@@ -45,6 +50,11 @@ class Registry:
             )
         if source.name in self.sources:
             raise ConfigurationError(f"a source named {source.name!r} is already added")
+        if source.name in PROBE_NAMES:
+            raise ConfigurationError(
+                f"a source cannot be named {source.name!r}: GET /webhooks/{source.name} is "
+                "the inbox's probe, beside its deliveries (name it with name=...)"
+            )
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy, not {retry!r}")
         self.sources[source.name] = source

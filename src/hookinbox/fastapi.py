@@ -1,6 +1,8 @@
 """FastAPI (and Starlette): an `APIRouter` that receives deliveries, or one call per endpoint.
 
-    app.include_router(hookinbox.fastapi.router(inbox))         # POST /webhooks/{source}
+    app.include_router(hookinbox.fastapi.router(inbox))  # POST /webhooks/{source}
+
+The router serves the inbox's probes beside it, `GET /webhooks/healthz` and `/webhooks/readyz`.
 
 The endpoint never declares a body parameter, so FastAPI neither reads nor parses the body:
 hookinbox reads the raw bytes from the ASGI stream itself, with the inbox's size cap (413 from
@@ -11,13 +13,17 @@ they came. The answers are those of `inbox.asgi()`, decided by the same code.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
 from hookinbox import BaseInbox, Reply
-from hookinbox.http import receive_asgi
+from hookinbox.http import health_probes, receive_asgi
 
 __all__ = ["receive", "respond", "router"]
+
+Answers = dict[int | str, dict[str, Any]]
+"""OpenAPI's documented answers of a route, as FastAPI takes them."""
 
 CLIENT_GONE = 400
 """The status of the answer nobody reads (the client left mid-body); servers log it."""
@@ -30,8 +36,34 @@ def router(
     tags: Sequence[str] = ("webhooks",),
     include_in_schema: bool = True,
 ) -> APIRouter:
-    """A router with `POST {prefix}/{source}` for every source of `inbox`."""
+    """A router with `POST {prefix}/{source}` for every source of `inbox`, and its probes
+    beside it: `GET {prefix}/healthz` and `GET {prefix}/readyz`, answered as `inbox.asgi()`
+    answers them (no source may take those two names)."""
     api = APIRouter(prefix=prefix.rstrip("/"), tags=list(tags))
+    probes = health_probes(inbox)
+
+    async def healthz() -> Response:
+        return _response(await probes.health())
+
+    async def readyz() -> Response:
+        return _response(await probes.readiness())
+
+    health_answers: Answers = {200: {"description": "the process runs"}}
+    ready_answers: Answers = {
+        200: {"description": "ready: deliveries can be stored"},
+        503: {"description": "not ready; retry after Retry-After seconds"},
+    }
+    for path, endpoint, summary, answers in (
+        ("/healthz", healthz, "Liveness: the process runs", health_answers),
+        ("/readyz", readyz, "Readiness: the database takes a write", ready_answers),
+    ):
+        api.add_api_route(
+            path, endpoint, methods=["GET"], include_in_schema=include_in_schema,
+            summary=summary, response_class=Response, responses=answers,
+        )  # fmt: skip
+        # HEAD as `inbox.asgi()` answers it; a route of its own, out of the schema (FastAPI
+        # gives a route of two methods one operation id, and warns of the duplicate).
+        api.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)
 
     @api.post(
         "/{source}",
@@ -67,6 +99,10 @@ async def respond(inbox: BaseInbox, source: str, request: Request) -> Response:
     reply = await receive(inbox, source, request)
     if reply is None:
         return Response(status_code=CLIENT_GONE)
+    return _response(reply)
+
+
+def _response(reply: Reply) -> Response:
     return Response(
         reply.content, reply.status_code, headers=reply.headers, media_type=reply.media_type
     )

@@ -381,6 +381,49 @@ def test_every_command_is_listed_with_its_own_short_help() -> None:
         assert re.search(rf"^  {name}\s+{re.escape(entry.short_help)}$", listing, re.M), name
 
 
+def _commands() -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    from hookinbox.cli._main import main
+
+    context = click.Context(main)
+    for name in main.list_commands(context):
+        command = main.get_command(context, name)
+        assert command is not None, name
+        yield (name,), command
+        if isinstance(command, click.Group):
+            for sub in command.list_commands(context):
+                subcommand = command.get_command(context, sub)
+                assert subcommand is not None, (name, sub)
+                yield (name, sub), subcommand
+
+
+def test_every_help_fits_80_columns() -> None:
+    from click.testing import CliRunner
+
+    from hookinbox.cli._main import main
+
+    runner = CliRunner()
+    for path, _command in [((), main), *_commands()]:
+        result = runner.invoke(main, [*path, "--help"], prog_name="hookinbox", terminal_width=80)
+        assert result.exit_code == 0, (path, result.output)
+        too_wide = [line for line in result.output.splitlines() if len(line) > 80]
+        assert not too_wide, (path, too_wide)
+
+
+def test_database_url_help_names_every_database() -> None:
+    from hookinbox._settings import DATABASE_URL_ENV
+
+    taking = [
+        (path, option)
+        for path, command in _commands()
+        for option in command.params
+        if isinstance(option, click.Option) and option.envvar == DATABASE_URL_ENV
+    ]
+    assert len(taking) >= 8, taking  # every operator command
+    for path, option in taking:
+        for scheme in ("sqlite:///", "postgresql://", "mysql://"):
+            assert scheme in (option.help or ""), (path, option.help)
+
+
 def test_shell_completion_is_clicks() -> None:
     script = run_cli(env={"_HOOKINBOX_COMPLETE": "bash_source"})
     completed = run_cli(

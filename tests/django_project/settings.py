@@ -32,3 +32,13 @@ if DATABASES["default"]["ENGINE"].endswith("mysql"):
     for name in ("isolation_level", "charset"):  # what hookinbox refuses, for its tests
         if f"PROBE_MYSQL_{name.upper()}" in os.environ:
             DATABASES["default"]["OPTIONS"][name] = os.environ[f"PROBE_MYSQL_{name.upper()}"]
+if os.environ.get("PROBE_LOGGING"):  # a project that routes logging itself (the worker's test)
+    _project = {"format": "project-log %(levelname)s %(name)s %(message)s"}
+    _out = {"class": "logging.StreamHandler", "stream": "ext://sys.stdout", "formatter": "project"}
+    LOGGING = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"project": _project},
+        "handlers": {"out": _out},
+        "root": {"handlers": ["out"], "level": os.environ["PROBE_LOGGING"]},
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -176,6 +177,53 @@ def test_the_system_check_wants_immediate_sqlite_transactions(tmp_path: Path) ->
     assert "hookinbox.W001" in deferred.manage("check").stderr
     immediate = DjangoProject(PROBE, {"PROBE_DATABASE_URL": url})
     assert "hookinbox.W001" not in immediate.manage("check").stderr
+
+
+# -- the worker's logs -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_the_worker_logs_to_stderr_without_logging_settings(probe: DjangoProject) -> None:
+    with probe.server() as base_url:
+        post(base_url, "stripe", "evt_logged", "probe.commit")
+    worker = probe.manage("hookinbox_worker", "--until-idle")
+    # As `hookinbox worker` logs it: time, level, logger, the attempt's line.
+    line = next((x for x in worker.stderr.splitlines() if "evt_logged" in x), None)
+    assert line is not None, worker.stderr
+    assert re.search(
+        r"INFO +hookinbox\.worker: stripe evt_logged \(probe\.commit\) attempt 1", line
+    )
+    assert "evt_logged" not in worker.stdout
+
+    quiet = DjangoProject(PROBE, {**probe.env, "HOOKINBOX_LOG_LEVEL": "warning"})
+    with quiet.server() as base_url:
+        post(base_url, "stripe", "evt_quiet", "probe.commit")
+    assert "evt_quiet" not in quiet.manage("hookinbox_worker", "--until-idle").stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_the_worker_keeps_the_projects_logging(probe: DjangoProject) -> None:
+    configured = DjangoProject(PROBE, {**probe.env, "PROBE_LOGGING": "INFO"})
+    with configured.server() as base_url:
+        post(base_url, "stripe", "evt_routed", "probe.commit")
+    worker = configured.manage("hookinbox_worker", "--until-idle")
+    assert "project-log INFO hookinbox.worker stripe evt_routed" in worker.stdout, worker.stdout
+    assert "evt_routed" not in worker.stderr  # not twice: once, where the project sends it
+
+    silenced = DjangoProject(PROBE, {**probe.env, "PROBE_LOGGING": "WARNING"})
+    with silenced.server() as base_url:
+        post(base_url, "stripe", "evt_below", "probe.commit")
+    worker = silenced.manage("hookinbox_worker", "--until-idle", "--log-level", "debug")
+    assert "evt_below" not in worker.stdout + worker.stderr  # the project's level holds
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_the_worker_refuses_a_log_level_it_does_not_know(probe: DjangoProject) -> None:
+    wrong = DjangoProject(PROBE, {**probe.env, "HOOKINBOX_LOG_LEVEL": "loud"})
+    refused = wrong.manage("hookinbox_worker", "--until-idle", check=False)
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "argument --log-level: 'loud' is not one of" in refused.stderr.strip().splitlines()[-1]
 
 
 # -- one transaction ---------------------------------------------------------------------------

@@ -25,6 +25,10 @@ STATUSES = click.Choice(
     ["pending", "processing", "deferred", "processed", "unhandled", "failed", "stale", "invalid"]
 )
 """`Status`'s values (a test checks they agree), spelt out so `--help` imports no storage."""
+STATUS_METAVAR = "STATUS"
+"""`--status STATUS`, the choices in the help text: click's `[pending|processing|...]` is 81
+columns wide in `--help`, one line it cannot wrap."""
+STATUS_NAMES = ", ".join(STATUSES.choices)
 
 
 @click.group(short_help=short_help("events"))
@@ -36,7 +40,9 @@ def events() -> None:
 @app_argument(required=False)
 @deprecated_app_option
 @database_url_option
-@click.option("--status", "state", type=STATUSES)
+@click.option(
+    "--status", "state", type=STATUSES, metavar=STATUS_METAVAR, help=f"One of {STATUS_NAMES}."
+)
 @click.option("--source")
 @click.option("--type", "event_type")
 @click.option("--since", help="1h, 2d, or an ISO 8601 time.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging.config
+import sys
 from typing import Any
 
 from hookinbox._extras import installed
@@ -47,3 +48,29 @@ def logging_config(level: str, log_format: str = "text") -> dict[str, Any]:
 
 def configure_logging(level: str, log_format: str = "text") -> None:
     logging.config.dictConfig(logging_config(level.upper(), log_format))
+
+
+def log_to_stderr_unless_handled(level: str, log_format: str = "text") -> bool:
+    """hookinbox's lines on stderr, formatted as `configure_logging` formats them, unless the
+    application's logging already handles them (a handler on the `hookinbox` logger or on an
+    ancestor, the root above all: Django's LOGGING, for one). That configuration is left as
+    it is, level and all. Not `dictConfig`: it would close the handlers the application set
+    up. True when the handler was added.
+
+    Without it, a process whose logging nobody configured (Django without LOGGING) shows
+    hookinbox's warnings as bare messages through logging's last resort, and nothing else.
+    """
+    hookinbox = logging.getLogger("hookinbox")
+    if hookinbox.hasHandlers():
+        return False
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        from hookinbox._logging import JSONFormatter
+
+        handler.setFormatter(JSONFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    hookinbox.addHandler(handler)
+    if hookinbox.level == logging.NOTSET:  # a level the application set (alone) is kept
+        hookinbox.setLevel(level.upper())
+    return True

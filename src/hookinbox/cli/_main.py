@@ -1,8 +1,9 @@
 """The `hookinbox` command: a click group that imports each command's module when it runs.
 
-Exit codes (docs/cli.md): 0 success; 1 the operation failed (database unavailable, a check
-breached, a busy port); 2 bad usage or configuration (unknown APP, malformed URL, a missing
-extra). Errors are one line on stderr, never a traceback.
+Exit codes (docs/cli.md): 0 success (also when the reader of stdout went away, `| head`);
+1 the operation failed (database unavailable, a check breached, a busy port); 2 bad usage or
+configuration (unknown APP, malformed URL, a missing extra). Errors are one line on stderr,
+never a traceback.
 
 `hookinbox --help` imports click and nothing heavy: the commands' modules, and through them
 SQLAlchemy, uvicorn and rich, are imported only by the command that needs them.
@@ -79,7 +80,11 @@ class LazyGroup(click.Group):
         except (click.exceptions.Exit, click.Abort, SystemExit, KeyboardInterrupt):
             raise
         except BrokenPipeError:
-            raise  # the reader went away (`| head`): click ends quietly, exit 1
+            # The reader went away (`| head`): it has what it read, and the work is done
+            # (every command acts first, then prints). Exit 0, quietly: a script under
+            # `set -o pipefail` must not fail for a `| head` (docs/cli.md, "Output").
+            _discard_stdout()
+            sys.exit(0)
         except Exception as error:  # a bug: one line, unless the traceback is asked for
             if os.environ.get(DEBUG_ENV):
                 raise
@@ -89,6 +94,16 @@ class LazyGroup(click.Group):
                 f"(set {DEBUG_ENV}=1 for the traceback)",
                 EXIT_FAILURE,
             )
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter flushes it at exit, and what is left in its
+    buffer would meet the closed pipe again (an "Exception ignored" line, exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's captured stdout)
+        pass
 
 
 def fail(message: str, code: int) -> None:

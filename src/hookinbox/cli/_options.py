@@ -69,7 +69,10 @@ database_url_option = click.option(
     "--database-url",
     envvar=DATABASE_URL_ENV,
     show_envvar=True,
-    help="Database URL (sqlite:///file.db or postgresql://...); overrides the app's own.",
+    help=(
+        "Database URL (sqlite:///file.db, postgresql://... or mysql://...); overrides the "
+        "app's own."
+    ),
 )
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON document (docs/cli.md, JSON output)."

@@ -2,9 +2,10 @@
 
 On a terminal with rich installed (`hookinbox[cli]`) tables are rich's, with colour, fitted to
 the window as `kubectl get` and `gh` fit theirs: an id, a key or a status is never cut nor
-wrapped (it is copied into the next command); other columns wrap, then are left out in an
-order each table names, and a table that still does not fit is printed as plain columns,
-which the terminal wraps whole. Anywhere else (a pipe, a file, a CI log, or no rich) tables
+wrapped (it is copied into the next command); other columns wrap between words (or after a
+word's `.` or `/`, never inside a piece), then are left out in an order each table names,
+and a table that still does not fit is printed as plain columns, which the terminal wraps
+whole. Anywhere else (a pipe, a file, a CI log, or no rich) tables
 are plain columns: a header line, then one line per row, cells separated by two spaces and
 padded to align, never wrapped or cut, so `grep` and `awk` see whole rows. `--json` prints
 one document whose field names docs/cli.md ("JSON output") lists.
@@ -13,6 +14,7 @@ one document whose field names docs/cli.md ("JSON output") lists.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -83,8 +85,35 @@ def show(table: Table, *, err: bool = False, wide: bool = False) -> list[str]:
     return []
 
 
-WRAPPED_MINIMUM = 12
-"""The narrowest a wrapping column gets (its header's longest word aside): a time, an outcome."""
+PIECE = re.compile(r"[^./]*[./]+|[^./]+")
+"""A word's pieces, each ending after its `.` or `/`: where an event type
+(`customer.subscription.updated`) or a path may break, as a sentence breaks between words."""
+
+
+def pieces(word: str) -> list[str]:
+    return PIECE.findall(word)
+
+
+def wrap_words(text: str, width: int) -> str:
+    """`text` in lines of at most `width` cells, broken between words, or after a `.` or `/`
+    inside one, never elsewhere: a wrapped event type still reads, and copies, as itself.
+    A piece wider than `width` (not in a fitted table: `fit` makes room for the widest) is a
+    line of its own."""
+    from rich.cells import cell_len
+
+    lines: list[str] = []
+    for paragraph in text.splitlines() or [""]:
+        line = ""
+        for word in paragraph.split():
+            for index, piece in enumerate(pieces(word)):
+                joined = (" " if index == 0 and line else "") + piece
+                if line and cell_len(line + joined) > width:
+                    lines.append(line)
+                    line = piece
+                else:
+                    line += joined
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def fit(table: Table, width: int) -> dict[str, int] | None:
@@ -103,9 +132,9 @@ def fit(table: Table, width: int) -> dict[str, int] | None:
         natural[name] = max(cell_len(header), widest, 1)
         if name in table.keep or name in table.right:  # numbers do not wrap either
             least[name] = max(widest, longest_word, 1)
-        else:
-            words = [cell_len(word) for cell in cells for word in cell.split()]
-            least[name] = max(longest_word, min(max(words, default=1), WRAPPED_MINIMUM))
+        else:  # wrapped between words, or a word after its dots (`wrap_words`), never inside
+            parts = [cell_len(p) for cell in cells for word in cell.split() for p in pieces(word)]
+            least[name] = max(longest_word, max(parts, default=1))
     shown = list(table.columns)
     droppable = [name for name in table.drop if name in index]
 
@@ -172,8 +201,15 @@ def _show_rich(table: Table, widths: dict[str, int], err: bool) -> None:
             no_wrap=whole,
             overflow="fold",  # a cell too long for its column goes on the next line, all of it
         )
+    wrapped = {
+        i for i in shown if not (table.columns[i] in table.keep or table.columns[i] in table.right)
+    }
+
+    def cell(row: list[str], i: int) -> Text:  # Text: a cell's "[...]" is not markup
+        return Text(wrap_words(row[i], widths[table.columns[i]]) if i in wrapped else row[i])
+
     for row in table.rows:
-        drawn.add_row(*(Text(row[i]) for i in shown))  # Text: a cell's "[...]" is not markup
+        drawn.add_row(*(cell(row, i) for i in shown))
     console(err).print(drawn)
 
 

@@ -12,7 +12,7 @@ import click
 from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError
 from hookinbox.cli._commands import short_help
-from hookinbox.cli._events import STATUSES
+from hookinbox.cli._events import STATUS_METAVAR, STATUS_NAMES, STATUSES
 from hookinbox.cli._options import (
     database_url_option,
     deprecated_app_option,
@@ -35,7 +35,13 @@ DEFAULT_CONFIRM_ABOVE = 100
 @click.argument("arguments", nargs=-1, metavar="[APP] [SOURCE EVENT_ID]")
 @deprecated_app_option
 @database_url_option
-@click.option("--status", "state", type=STATUSES, help="Replay every event in it.")
+@click.option(
+    "--status",
+    "state",
+    type=STATUSES,
+    metavar=STATUS_METAVAR,
+    help=f"Replay every event in it: {STATUS_NAMES}.",
+)
 @click.option("--source", "source_filter", help="With --status: only this source.")
 @click.option("--type", "event_type", help="With --status: only this type.")
 @click.option("--since", help="With --status: received since (1h, 2d, ISO 8601).")

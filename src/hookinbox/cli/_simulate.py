@@ -1,7 +1,9 @@
 """`hookinbox simulate`: provider-faithful deliveries against any endpoint, then the check.
 
 Exit codes: 0 every delivery was sent, every valid event acknowledged and (with --verify) the
-exactly-once check holds; 1 it does not, or the target is unreachable; 2 bad usage.
+exactly-once check holds; 1 it does not, or the target or the --verify database is
+unreachable; 2 bad usage or a missing extra (the --verify URL's driver too). The --verify
+database is read once before anything is sent.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from hookinbox.simulate import (  # noqa: E402
 from hookinbox.simulate._config import DRAIN_TIMEOUT, RANGES  # noqa: E402
 from hookinbox.simulate._providers import PROFILES  # noqa: E402
 from hookinbox.simulate._report import render_report  # noqa: E402
+from hookinbox.simulate._verify import check_database  # noqa: E402
 
 EXIT_CHECK_FAILED = 1
 ENV = "HOOKINBOX_SIMULATE_"
@@ -178,14 +181,14 @@ def simulate_command(
     report, and with --verify the exactly-once check against the receiver's database.
 
     Exit codes: 0 every delivery sent, every valid one acknowledged, no invalid one answered
-    2xx (and, with --verify, exactly-once held); 1 not so, or the target is unreachable;
-    2 bad usage or a missing extra (hookinbox[simulate]).
+    2xx (and, with --verify, exactly-once held); 1 not so, or the target or the --verify
+    database is unreachable (checked before anything is sent); 2 bad usage or a missing
+    extra (hookinbox[simulate], or the --verify URL's driver).
     """
     config = SimulationConfig(**settings)
     if verify_url is not None:
-        from hookinbox._storage import parse_url
-
-        parse_url(verify_url)  # a malformed URL is refused now, not after the whole run
+        # Its driver and the database itself, now: nothing is sent for a check that fails.
+        check_database(verify_url)
     stdout = report_console()
     stderr = report_console(err=True)
     report = simulate(config, console=stderr)

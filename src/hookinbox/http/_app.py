@@ -27,7 +27,7 @@ from hookinbox._headers import HeaderValues, normalize_raw_headers
 from hookinbox._logging import logger
 from hookinbox._receiver import BaseReceiver, Reply, Verified
 from hookinbox.http._deadlines import within
-from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_body, send_text
+from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_reply, send_text
 from hookinbox.http._types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
@@ -91,10 +91,6 @@ async def read_body(receive: Receive, declared: bytes | None, limit: int) -> byt
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-async def send_reply(send: Send, reply: Reply) -> None:
-    await send_body(send, reply.status_code, reply.content, reply.media_type, **reply.headers)
 
 
 async def receive_asgi(

@@ -10,14 +10,13 @@ behave as Starlette's routing makes them.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 
 import anyio.to_thread
 
 from hookinbox._errors import ConfigurationError, MissingExtra, StoreUnavailable
 from hookinbox._metrics import METRICS_MISSING_STATUS
-from hookinbox._receiver import BaseReceiver
+from hookinbox._receiver import BaseReceiver, Reply
 from hookinbox.http._types import ASGIApp, Receive, Scope, Send
 
 ReceiverSource = Callable[[], BaseReceiver]
@@ -31,12 +30,54 @@ READY_WAIT = 3.0
 """How long `/readyz` waits for the database when the inbox has no ack deadline."""
 
 
+HEALTHY = Reply(200, {"status": "ok"})
+READY = Reply(200, {"status": "ready"})
+
+
+class Readiness:
+    """The answers of `/healthz` and `/readyz`, for every adapter that serves them (the ASGI
+    app below, `hookinbox.fastapi.router`): one decision, whatever serves the route."""
+
+    def __init__(self, receiver: ReceiverSource) -> None:
+        self.receiver = receiver
+        self._ping: asyncio.Future[None] | None = None
+
+    async def health(self) -> Reply:
+        """200 while the process runs: it asks nothing of the inbox or the database."""
+        return HEALTHY
+
+    async def readiness(self) -> Reply:
+        """200 when the database takes a write within the ack deadline, else 503."""
+        try:
+            receiver = self.receiver()
+        except ConfigurationError as error:  # never ready: the inbox cannot start
+            return Reply(503, {"status": "not ready", "detail": str(error)})
+        wait = receiver.ack_deadline or READY_WAIT
+        try:
+            await asyncio.wait_for(asyncio.shield(self._pinged(receiver)), wait)
+        except StoreUnavailable as error:
+            return receiver.unavailable(error.message)
+        except TimeoutError:
+            return receiver.unavailable(f"database did not answer within {wait:g} s")
+        return READY
+
+    def _pinged(self, receiver: BaseReceiver) -> asyncio.Future[None]:
+        """The database ping in flight, or a new one: one at a time, however often the probe
+        is asked. A database that went silent (a lost host: no reset, no answer) holds a ping
+        until the connection's TCP timeout; without this, a load balancer probing every half
+        second would pile up a thread per probe meanwhile."""
+        if self._ping is None or self._ping.done():
+            loop = asyncio.get_running_loop()
+            self._ping = loop.run_in_executor(None, receiver.ping)
+        return self._ping
+
+
 class Probes:
     """The app behind the delivery path: probes, lifespan, the dashboard, else 404."""
 
     def __init__(self, receiver: ReceiverSource, admin: ASGIApp | None = None) -> None:
         self.receiver = receiver
-        self._ping: asyncio.Future[None] | None = None
+        self.readiness = Readiness(receiver)
         self.admin: ASGIApp | None = None
         if admin is not None:
             from starlette.applications import Starlette
@@ -63,23 +104,9 @@ class Probes:
         if scope["method"] not in ("GET", "HEAD"):
             await send_text(send, 405, "Method Not Allowed", allow="GET, HEAD")
         elif probe == "healthz":
-            await send_json(send, 200, {"status": "ok"})
+            await send_reply(send, await self.readiness.health())
         elif probe == "readyz":
-            try:
-                receiver = self.receiver()
-            except ConfigurationError as error:  # never ready: the inbox cannot start
-                await send_json(send, 503, {"status": "not ready", "detail": str(error)})
-                return
-            wait = receiver.ack_deadline or READY_WAIT
-            try:
-                await asyncio.wait_for(asyncio.shield(self._pinged(receiver)), wait)
-            except StoreUnavailable as error:
-                await self._not_ready(receiver, error.message, send)
-                return
-            except TimeoutError:
-                await self._not_ready(receiver, f"database did not answer within {wait:g} s", send)
-                return
-            await send_json(send, 200, {"status": "ready"})
+            await send_reply(send, await self.readiness.readiness())
         else:
             try:
                 body, content_type = await anyio.to_thread.run_sync(self.receiver().metrics)
@@ -87,21 +114,6 @@ class Probes:
                 await send_text(send, METRICS_MISSING_STATUS, f"{error}\n")
                 return
             await send_body(send, 200, body, content_type)
-
-    def _pinged(self, receiver: BaseReceiver) -> asyncio.Future[None]:
-        """The database ping in flight, or a new one: one at a time, however often the probe
-        is asked. A database that went silent (a lost host: no reset, no answer) holds a ping
-        until the connection's TCP timeout; without this, a load balancer probing every half
-        second would pile up a thread per probe meanwhile."""
-        if self._ping is None or self._ping.done():
-            loop = asyncio.get_running_loop()
-            self._ping = loop.run_in_executor(None, receiver.ping)
-        return self._ping
-
-    @staticmethod
-    async def _not_ready(receiver: BaseReceiver, detail: str, send: Send) -> None:
-        reply = receiver.unavailable(detail)
-        await send_json(send, reply.status_code, reply.body, **reply.headers)
 
 
 def route_path(scope: Scope) -> str:
@@ -128,9 +140,6 @@ async def lifespan(receiver: ReceiverSource, receive: Receive, send: Send) -> No
             return
 
 
-_compact_json = json.JSONEncoder(separators=(",", ":")).encode
-
-
 async def send_body(
     send: Send, status: int, body: bytes, content_type: str, **headers: str
 ) -> None:
@@ -143,9 +152,8 @@ async def send_body(
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_json(send: Send, status: int, document: object, **headers: str) -> None:
-    body = _compact_json(document).encode()
-    await send_body(send, status, body, "application/json", **headers)
+async def send_reply(send: Send, reply: Reply) -> None:
+    await send_body(send, reply.status_code, reply.content, reply.media_type, **reply.headers)
 
 
 async def send_text(send: Send, status: int, text: str, **headers: str) -> None:

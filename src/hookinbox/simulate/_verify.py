@@ -128,6 +128,22 @@ def _has_inbox(connection: Connection) -> bool:
     return sa.inspect(connection).has_table(events.name)
 
 
+def check_database(database_url: str) -> None:
+    """Connect to the receiver's database and read from it once, as `verify` will.
+
+    Before a run sends anything: a missing driver (`MissingExtra`), a URL or SQLite file that
+    cannot be read (`ConfigurationError`), or a database that does not answer
+    (`StoreUnavailable`) is then one line at once, not the end of a run whose deliveries were
+    all sent (and, by a real receiver, stored) for a check that could never happen.
+    """
+    engine = _engine(database_url)
+    try:
+        with _reading(engine) as connection:
+            connection.execute(sa.select(sa.literal(1)))
+    finally:
+        engine.dispose()
+
+
 def wait_until_drained(
     database_url: str,
     timeout: float,

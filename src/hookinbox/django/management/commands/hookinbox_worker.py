@@ -42,8 +42,25 @@ _NUMBERS: tuple[tuple[str, Range, str, str], ...] = (
 )
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+"""`hookinbox worker`'s `--log-level` and `--log-format` choices."""
+
+
 def _variable(flag: str) -> str:
     return "HOOKINBOX_" + flag.replace("-", "_").upper()
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """argparse's type for a choice: argparse checks `choices` on the command line only, not
+    on a default (a variable's value), which goes through `type`."""
+
+    def convert(text: str) -> str:
+        if text not in choices:
+            raise ArgumentTypeError(f"{text!r} is not one of {', '.join(choices)}")
+        return text
+
+    return convert
 
 
 def _within(limits: Range) -> Callable[[str], int | float]:
@@ -88,6 +105,21 @@ class Command(BaseCommand):
             help="Do not deliver outbox messages [HOOKINBOX_NO_RELAY].",
         )
         parser.add_argument(
+            "--log-level",
+            type=_one_of(LOG_LEVELS),
+            choices=LOG_LEVELS,
+            default=os.environ.get("HOOKINBOX_LOG_LEVEL") or "info",
+            help="Of hookinbox's lines on stderr, unless LOGGING handles them "
+            "[HOOKINBOX_LOG_LEVEL, default info].",
+        )
+        parser.add_argument(
+            "--log-format",
+            type=_one_of(LOG_FORMATS),
+            choices=LOG_FORMATS,
+            default=os.environ.get("HOOKINBOX_LOG_FORMAT") or "text",
+            help="json: one JSON object per line [HOOKINBOX_LOG_FORMAT, default text].",
+        )
+        parser.add_argument(
             "--until-idle",
             action="store_true",
             help="Process what is due now, then exit (cron jobs, tests); retries due later wait.",
@@ -105,7 +137,12 @@ class Command(BaseCommand):
             raise CommandError(str(error), returncode=2) from error
 
     def _run(self, inbox: Inbox, options: dict[str, Any]) -> None:
+        from hookinbox.cli._logs import log_to_stderr_unless_handled
         from hookinbox.cli._worker import run_until_stopped  # click: only for this command
+
+        # On stderr as `hookinbox worker` logs, unless the project's LOGGING routes
+        # hookinbox's records already (its own handlers and levels win).
+        log_to_stderr_unless_handled(options["log_level"], options["log_format"])
 
         if options["until_idle"]:
             attempts = inbox.process_due()
