@@ -10,6 +10,7 @@ through `ctx.session()` on an async URL (the async worker, issue 46).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from hookinbox import AsyncHandlerContext, Event, HandlerContext, Inbox, Message
 from hookinbox.sources import Stripe
 from hookinbox.testing import (
     ExactlyOnceViolation,
+    WorkerStuck,
+    _check,
     check_exactly_once,
     stripe_checkout_session,
     stripe_event,
@@ -264,3 +267,42 @@ def test_without_hypothesis_random_schedules_catch_it_too(
     with pytest.raises(ExactlyOnceViolation, match="random search") as caught:
         check(shop_of("direct_call"), None, use_hypothesis=False)
     assert doubled_only(caught.value), caught.value
+
+
+def test_a_worker_thread_that_never_returns_fails_the_check_naming_where_it_stands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hang becomes a failure with every thread's stack, not a run that never ends, and
+    the search stops at the first one (hypothesis does not shrink it, schedule after
+    schedule waiting out the stuck threads)."""
+    monkeypatch.setattr(_check, "PROCESS_TIMEOUT", 0.2)
+    monkeypatch.setattr(_check, "JOIN_GRACE", 0.8)
+    release = threading.Event()
+    calls: list[str] = []
+    inbox = Inbox(Shop.URL, sources=[Stripe(secret="whsec_check")])
+
+    @inbox.handler("stripe", "payment_intent.succeeded")
+    def waits_forever(event: Event, ctx: HandlerContext) -> None:
+        calls.append(event.id)
+        release.wait(30)  # released below, once the check gave up on it
+
+    try:
+        with pytest.raises(WorkerStuck) as caught:
+            check_exactly_once(
+                inbox,
+                [("stripe", stripe_event("payment_intent.succeeded", {"id": "pi_1"}))],
+                effects=lambda connection: [],
+                expected=["pi_1"],
+                examples=5,
+                seed=1,
+                max_workers=2,
+            )
+    finally:
+        release.set()
+        for thread in threading.enumerate():  # let them finish before the test ends
+            if thread.name.startswith("hookinbox-check-"):
+                thread.join(30)
+    message = str(caught.value)
+    assert "hookinbox-check-" in message and "still running 1 s" in message
+    assert "in waits_forever" in message  # the stuck thread's stack names the handler
+    assert len(calls) == 1  # the worst case only: nothing was run after the hang

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from hookinbox._extras import importing
 from hookinbox.testing._asgi import Answer
-from hookinbox.testing._check import ExactlyOnceReport, ExactlyOnceViolation, check_exactly_once
+from hookinbox.testing._check import (
+    ExactlyOnceReport,
+    ExactlyOnceViolation,
+    WorkerStuck,
+    check_exactly_once,
+)
 from hookinbox.testing._clock import Clock
 from hookinbox.testing._events import (
     github_push,
@@ -60,6 +65,7 @@ __all__ = [
     "InboxHarness",
     "PayPalTestCertificate",
     "SendGridTestKey",
+    "WorkerStuck",
     "check_exactly_once",
     "ed25519_test_key",
     "github_push",

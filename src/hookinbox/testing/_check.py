@@ -26,7 +26,10 @@ the race cannot happen and the check cannot show it).
 from __future__ import annotations
 
 import random
+import sys
 import threading
+import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +56,11 @@ STEP = timedelta(hours=1)
 MAX_ROUNDS = 48
 MAX_RESENDS = 5
 RENDEZVOUS_TIMEOUT = 0.5
+PROCESS_TIMEOUT = 60.0
+"""Each worker thread's `process_due(timeout=...)`: no new item is started after it."""
+JOIN_GRACE = 60.0
+"""How long past `PROCESS_TIMEOUT` a worker thread may take to return (the item it was on)
+before the check gives up on it and fails, naming where each thread stands."""
 
 
 class ExactlyOnceViolation(HookinboxError, AssertionError):
@@ -126,6 +134,25 @@ class _Outcome:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+class WorkerStuck(HookinboxError):
+    """A worker thread of the check did not return in time: a hang, reported with where
+    every thread of the process stood, rather than a test run that never ends."""
+
+    def __init__(self, stuck: Sequence[threading.Thread], waited: float) -> None:
+        frames = sys._current_frames()
+        stacks = []
+        for thread in threading.enumerate():
+            frame = frames.get(thread.ident or -1)
+            if frame is not None:
+                stack = "".join(traceback.format_stack(frame))
+                stacks.append(f"--- thread {thread.name} ---\n{stack}")
+        names = ", ".join(thread.name for thread in stuck)
+        super().__init__(
+            f"worker thread(s) {names} still running {waited:.0f} s after they started; "
+            "where every thread stands:\n" + "\n".join(stacks)
+        )
 
 
 class _Rendezvous:
@@ -206,7 +233,7 @@ class _CheckedHarness(InboxHarness):
         def work() -> None:
             inbox = self._worker_inbox()
             try:
-                inbox.process_due()
+                inbox.process_due(timeout=PROCESS_TIMEOUT)
             except BaseException as error:  # reported to the caller's thread below
                 errors.append(error)
             finally:
@@ -214,11 +241,20 @@ class _CheckedHarness(InboxHarness):
                 if inbox is not self.inbox:
                     inbox.close()
 
-        threads = [threading.Thread(target=work) for _ in range(self.schedule.workers)]
+        # Daemon threads: one that never returns must not keep the test process alive too.
+        threads = [
+            threading.Thread(target=work, name=f"hookinbox-check-{number}", daemon=True)
+            for number in range(self.schedule.workers)
+        ]
         for thread in threads:
             thread.start()
+        waited = PROCESS_TIMEOUT + JOIN_GRACE
+        deadline = time.monotonic() + waited
         for thread in threads:
-            thread.join()
+            thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [thread for thread in threads if thread.is_alive()]
+        if stuck:
+            raise WorkerStuck(stuck, waited)
         if errors:
             raise errors[0]
 
@@ -271,8 +307,18 @@ def check_exactly_once(
     wanted = _expected(expected)
     names = [_name(spec, i) for i, spec in enumerate(events)]
 
+    stuck: list[WorkerStuck] = []
+
     def run(schedule: Schedule) -> _Outcome:
-        return _run(inbox, events, schedule, effects, wanted, database_url, reset)
+        # A hang ends the search at once: hypothesis would otherwise shrink it, schedule
+        # after schedule, each waiting out the stuck threads again.
+        if stuck:
+            raise stuck[0]
+        try:
+            return _run(inbox, events, schedule, effects, wanted, database_url, reset)
+        except WorkerStuck as error:
+            stuck.append(error)
+            raise
 
     hypothesis = _hypothesis() if use_hypothesis is not False else None
     if use_hypothesis and hypothesis is None:
