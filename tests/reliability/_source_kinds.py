@@ -27,9 +27,11 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hookinbox._errors import VerificationError
 from hookinbox._headers import normalize_headers
 from hookinbox.sources import (
+    Box,
     Calendly,
     Clerk,
     Discord,
+    DocuSign,
     GitHub,
     GitLab,
     GitLabSigned,
@@ -41,6 +43,7 @@ from hookinbox.sources import (
     Mollie,
     OpenAI,
     Paddle,
+    PagerDuty,
     PayPal,
     Postmark,
     Razorpay,
@@ -212,6 +215,20 @@ def _twitch_time(at: int) -> str:
 
 def whsec(label: str) -> str:
     return "whsec_" + base64.b64encode(label.encode()).decode()
+
+
+def box_time(at: int) -> str:
+    """`BOX-DELIVERY-TIMESTAMP`: RFC 3339 with an offset."""
+    return datetime.fromtimestamp(at, UTC).isoformat()
+
+
+def _box_headers(entries: Sequence[str], at: int) -> Headers:
+    return {
+        "BOX-SIGNATURE-PRIMARY": ", ".join(entries),
+        "BOX-DELIVERY-TIMESTAMP": box_time(at),
+        "BOX-SIGNATURE-VERSION": "1",
+        "BOX-SIGNATURE-ALGORITHM": "HmacSHA256",
+    }
 
 
 STANDARD_SECRETS = (whsec("old standard secret"), whsec("new standard"), whsec("stranger's"))
@@ -516,5 +533,35 @@ KINDS: tuple[Kind, ...] = (
         sign=lambda s, _b, _t: "Basic " + base64.b64encode(f"postmark:{s}".encode()).decode(),
         assemble=lambda e, _t: {"Authorization": ", ".join(e)},
         scheme="Basic ", wrong_schemes=("Bearer ", "Basic: ", "Digest "),
+    ),
+    # issue 47, round three: several signatures per delivery (a rotation)
+    Kind(
+        PagerDuty,
+        lambda s, **o: PagerDuty(secret=s, **o),
+        ("pd_old_edge", "pd_new_edge", "pd_stranger"),
+        json_body(event={"id": "pd-edge", "event_type": "incident.triggered"}),
+        sign=lambda s, b, _t: "v1=" + hex_mac(s, b),
+        assemble=lambda e, _t: {"X-PagerDuty-Signature": ",".join(e)},
+        several=True, scheme="v1=", wrong_schemes=("v0=", "v2=", "V1="),
+    ),
+    Kind(
+        Box,
+        lambda s, **o: Box(secret=s, **o),
+        ("box_old_edge", "box_new_edge", "box_stranger"),
+        json_body(type="webhook_event", id="box-edge", trigger="FILE.UPLOADED"),
+        sign=lambda s, b, t: b64_mac(s.encode(), b + box_time(t).encode()),
+        assemble=_box_headers,
+        scheme_header="BOX-SIGNATURE-ALGORITHM",
+        wrong_schemes=("HmacSHA1", "hmacsha256", "HmacSHA512"),
+        timestamped=True,
+    ),
+    Kind(
+        DocuSign,
+        lambda s, **o: DocuSign(secret=s, **o),
+        ("ds_old_edge", "ds_new_edge", "ds_stranger"),
+        json_body(event="envelope-sent", generatedDateTime=iso(NOW), data={"envelopeId": "e"}),
+        sign=lambda s, b, _t: b64_mac(s.encode(), b),
+        assemble=lambda e, _t: {f"X-DocuSign-Signature-{n}": v for n, v in enumerate(e, 1)},
+        several=True,
     ),
 )  # fmt: skip

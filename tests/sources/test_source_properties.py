@@ -40,8 +40,10 @@ from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     BatchSource,
+    Box,
     Calendly,
     Discord,
+    DocuSign,
     GitHub,
     GitLab,
     GitLabSigned,
@@ -56,6 +58,7 @@ from hookinbox.sources import (
     MollieClassic,
     OpenAI,
     Paddle,
+    PagerDuty,
     PayPal,
     Postmark,
     Razorpay,
@@ -327,6 +330,29 @@ def sign_razorpay(body: bytes, ident: str) -> dict[str, str]:
     }
 
 
+# -- issue 47, round three: several signatures per delivery ------------------------------------
+
+
+def sign_pagerduty(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-pagerduty-signature": "v1=" + _mac(SECRET.encode(), body).hex()}
+
+
+BOX_TIME = "2023-11-14T22:13:20+00:00"  # T
+
+
+def sign_box(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "box-signature-primary": _b64(_mac(SECRET.encode(), body + BOX_TIME.encode())),
+        "box-delivery-timestamp": BOX_TIME,
+        "box-signature-version": "1",
+        "box-signature-algorithm": "HmacSHA256",
+    }
+
+
+def sign_docusign(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-docusign-signature-1": _b64(_mac(SECRET.encode(), body))}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -583,6 +609,23 @@ MORE_CASES: dict[str, Case] = {
         signable=lambda body: "signature" in (_json_object(body) or {}),
         prepare=sign_mailgun_body,
     ),
+    "pagerduty": Case(lambda: PagerDuty(secret=SECRET), sign_pagerduty, ("x-pagerduty-signature",)),
+    "box": Case(
+        lambda: Box(secret=SECRET),
+        sign_box,
+        (
+            "box-signature-primary",
+            "box-signature-secondary",
+            "box-delivery-timestamp",
+            "box-signature-version",
+            "box-signature-algorithm",
+        ),
+    ),
+    "docusign": Case(
+        lambda: DocuSign(secret=SECRET),
+        sign_docusign,
+        ("x-docusign-signature-1", "x-docusign-signature-2"),
+    ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)
@@ -724,12 +767,18 @@ event_like = st.fixed_dictionaries(
         "MessageSid": labels,
         "MessageStatus": labels,
         "CallSid": labels,
-        "event": st.fixed_dictionaries({}, optional={"type": labels}) | json_values,
+        "event": st.fixed_dictionaries(
+            {},
+            optional={"type": labels, "id": labels, "event_type": labels, "occurred_at": labels},
+        )
+        | json_values,
         "data": st.fixed_dictionaries(
             {},
             optional={
                 "id": labels,
                 "kind": labels,
+                "envelopeId": labels,
+                "recipientId": labels,
                 "created_at": json_values,
                 "type": labels,
                 "attributes": st.fixed_dictionaries(
@@ -741,7 +790,11 @@ event_like = st.fixed_dictionaries(
         | json_values,
         "meta": st.fixed_dictionaries({}, optional={"time": json_values, "event_name": labels})
         | json_values,
-        # issue 47, round three: Replicate's prediction (Razorpay's `event` is above)
+        # issue 47, round three: Replicate's prediction (Razorpay's `event` is above); Box's
+        # trigger, DocuSign's message (its envelope is under `data`)
+        "trigger": labels,
+        "generatedDateTime": json_values,
+        "retryCount": json_values,
         "status": labels,
         "started_at": json_values,
         "completed_at": json_values,

@@ -9,8 +9,10 @@ from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
 from hookinbox.sources._base import BatchSource, Headers, Identity, Source
+from hookinbox.sources._box import Box
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._discord import Discord
+from hookinbox.sources._docusign import DocuSign
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
@@ -22,6 +24,7 @@ from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._mollie import Mollie, MollieClassic
 from hookinbox.sources._openai import OpenAI
 from hookinbox.sources._paddle import Paddle
+from hookinbox.sources._pagerduty import PagerDuty
 from hookinbox.sources._postmark import Postmark
 from hookinbox.sources._razorpay import Razorpay
 from hookinbox.sources._replicate import Replicate
@@ -66,9 +69,11 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adyen",
     "BatchSource",
+    "Box",
     "Calendly",
     "Clerk",
     "Discord",
+    "DocuSign",
     "GitHub",
     "GitLab",
     "GitLabSigned",
@@ -86,6 +91,7 @@ __all__ = [
     "MollieClassic",
     "OpenAI",
     "Paddle",
+    "PagerDuty",
     "PayPal",
     "PayPalAPI",
     "Postmark",
