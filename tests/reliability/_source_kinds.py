@@ -38,6 +38,7 @@ from hookinbox.sources import (
     HMACSource,
     HubSpot,
     Intercom,
+    Jira,
     LemonSqueezy,
     Linear,
     Mollie,
@@ -45,11 +46,13 @@ from hookinbox.sources import (
     Paddle,
     PagerDuty,
     PayPal,
+    Paystack,
     Postmark,
     Razorpay,
     Replicate,
     Resend,
     SendGrid,
+    Sentry,
     Shopify,
     Slack,
     Source,
@@ -59,7 +62,9 @@ from hookinbox.sources import (
     Twilio,
     Twitch,
     Typeform,
+    WooCommerce,
     WorkOS,
+    Zendesk,
     Zoom,
 )
 from tests.support import paypal
@@ -563,5 +568,58 @@ KINDS: tuple[Kind, ...] = (
         sign=lambda s, b, _t: b64_mac(s.encode(), b),
         assemble=lambda e, _t: {f"X-DocuSign-Signature-{n}": v for n, v in enumerate(e, 1)},
         several=True,
+    ),
+    # issue 47, round three: plain HMAC presets
+    Kind(
+        Jira,
+        lambda s, **o: Jira(secret=s, **o),
+        ("jira_old_edge", "jira_new_edge", "jira_stranger"),
+        json_body(webhookEvent="jira:issue_created", timestamp=NOW * 1000),
+        sign=lambda s, b, _t: "sha256=" + hex_mac(s, b),
+        assemble=lambda e, _t: {
+            "X-Hub-Signature": ", ".join(e), "X-Atlassian-Webhook-Identifier": "jira-edge"
+        },
+        scheme="sha256=", wrong_schemes=HEX_SCHEMES,
+    ),
+    Kind(
+        Sentry,
+        lambda s, **o: Sentry(secret=s, **o),
+        ("sentry_old_edge", "sentry_new_edge", "sentry_stranger"),
+        json_body(action="created", data={"issue": {"id": "1"}}),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {
+            "Sentry-Hook-Signature": ", ".join(e), "Request-ID": "req-edge",
+            "Sentry-Hook-Resource": "issue",
+        },
+    ),
+    Kind(
+        Paystack,
+        lambda s, **o: Paystack(secret=s, **o),
+        ("sk_test_old_edge", "sk_test_new_edge", "sk_test_stranger"),
+        json_body(event="charge.success", data={"id": 302961}),
+        sign=lambda s, b, _t: hex_mac(s, b, "sha512"),
+        assemble=lambda e, _t: {"x-paystack-signature": ", ".join(e)},
+    ),
+    Kind(
+        WooCommerce,
+        lambda s, **o: WooCommerce(secret=s, **o),
+        ("wc_old_edge", "wc_new_edge", "wc_stranger"),
+        json_body(id=4750, date_modified_gmt="2023-11-14T22:13:20"),
+        sign=lambda s, b, _t: b64_mac(s.encode(), b),
+        assemble=lambda e, _t: {
+            "X-WC-Webhook-Signature": ", ".join(e), "X-WC-Webhook-Topic": "order.updated"
+        },
+    ),
+    Kind(
+        Zendesk,
+        lambda s, **o: Zendesk(secret=s, **o),
+        ("zd_old_edge", "zd_new_edge", "zd_stranger"),
+        json_body(id="zd-edge", type="zen:event-type:ticket.created"),
+        sign=lambda s, b, t: b64_mac(s.encode(), iso(t).encode() + b),
+        assemble=lambda e, t: {
+            "X-Zendesk-Webhook-Signature": ", ".join(e),
+            "X-Zendesk-Webhook-Signature-Timestamp": iso(t),
+        },
+        timestamped=True,
     ),
 )  # fmt: skip

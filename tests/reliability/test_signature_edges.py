@@ -95,7 +95,8 @@ class Tally:
 def _corrupt(entry: str) -> str:
     """The entry with one character of its digest changed (before any base64 padding)."""
     position = len(entry.rstrip("=")) - 2
-    replacement = "A" if entry[position] != "A" else "B"
+    # Not "a" to "A": hex is read in either case, so that would change nothing.
+    replacement = "A" if entry[position].upper() != "A" else "B"
     return entry[:position] + replacement + entry[position + 1 :]
 
 

@@ -51,6 +51,7 @@ from hookinbox.sources import (
     HubSpot,
     Identity,
     Intercom,
+    Jira,
     LemonSqueezy,
     Linear,
     Mailgun,
@@ -60,10 +61,12 @@ from hookinbox.sources import (
     Paddle,
     PagerDuty,
     PayPal,
+    Paystack,
     Postmark,
     Razorpay,
     Replicate,
     SendGrid,
+    Sentry,
     Shopify,
     Slack,
     Source,
@@ -73,7 +76,9 @@ from hookinbox.sources import (
     Twilio,
     Twitch,
     Typeform,
+    WooCommerce,
     WorkOS,
+    Zendesk,
     Zoom,
 )
 from hookinbox.sources._mollie import RESOURCE_ID
@@ -353,6 +358,47 @@ def sign_docusign(body: bytes, ident: str) -> dict[str, str]:
     return {"x-docusign-signature-1": _b64(_mac(SECRET.encode(), body))}
 
 
+# -- issue 47, round three: plain HMAC presets --------------------------------------------------
+
+
+def sign_jira(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "x-hub-signature": "sha256=" + _mac(SECRET.encode(), body).hex(),
+        "x-atlassian-webhook-identifier": ident,
+    }
+
+
+def sign_sentry(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "sentry-hook-signature": _mac(SECRET.encode(), body).hex(),
+        "request-id": ident,
+        "sentry-hook-resource": "issue",
+        "sentry-hook-timestamp": str(T),
+    }
+
+
+def sign_paystack(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-paystack-signature": _mac(SECRET.encode(), body, "sha512").hex()}
+
+
+def sign_woocommerce(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "x-wc-webhook-signature": _b64(_mac(SECRET.encode(), body)),
+        "x-wc-webhook-topic": "order.updated",
+    }
+
+
+ZENDESK_TIME = "2023-11-14T22:13:20Z"  # T
+
+
+def sign_zendesk(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "x-zendesk-webhook-signature": _b64(_mac(SECRET.encode(), ZENDESK_TIME.encode() + body)),
+        "x-zendesk-webhook-signature-timestamp": ZENDESK_TIME,
+        "x-zendesk-webhook-invocation-id": ident,
+    }
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -626,6 +672,31 @@ MORE_CASES: dict[str, Case] = {
         sign_docusign,
         ("x-docusign-signature-1", "x-docusign-signature-2"),
     ),
+    "jira": Case(
+        lambda: Jira(secret=SECRET),
+        sign_jira,
+        ("x-hub-signature", "x-atlassian-webhook-identifier"),
+    ),
+    "sentry": Case(
+        lambda: Sentry(secret=SECRET),
+        sign_sentry,
+        ("sentry-hook-signature", "request-id", "sentry-hook-resource", "sentry-hook-timestamp"),
+    ),
+    "paystack": Case(lambda: Paystack(secret=SECRET), sign_paystack, ("x-paystack-signature",)),
+    "woocommerce": Case(
+        lambda: WooCommerce(secret=SECRET),
+        sign_woocommerce,
+        ("x-wc-webhook-signature", "x-wc-webhook-topic"),
+    ),
+    "zendesk": Case(
+        lambda: Zendesk(secret=SECRET),
+        sign_zendesk,
+        (
+            "x-zendesk-webhook-signature",
+            "x-zendesk-webhook-signature-timestamp",
+            "x-zendesk-webhook-invocation-id",
+        ),
+    ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)
@@ -795,6 +866,10 @@ event_like = st.fixed_dictionaries(
         "trigger": labels,
         "generatedDateTime": json_values,
         "retryCount": json_values,
+        # plain presets: Jira's webhookEvent, WooCommerce's resource, Zendesk's event time
+        "webhookEvent": labels,
+        "date_modified_gmt": json_values,
+        "time": json_values,
         "status": labels,
         "started_at": json_values,
         "completed_at": json_values,

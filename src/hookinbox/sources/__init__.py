@@ -18,6 +18,7 @@ from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
 from hookinbox.sources._hubspot import HubSpot
 from hookinbox.sources._intercom import Intercom
+from hookinbox.sources._jira import Jira
 from hookinbox.sources._lemonsqueezy import LemonSqueezy
 from hookinbox.sources._linear import Linear
 from hookinbox.sources._mailgun import Mailgun
@@ -25,9 +26,11 @@ from hookinbox.sources._mollie import Mollie, MollieClassic
 from hookinbox.sources._openai import OpenAI
 from hookinbox.sources._paddle import Paddle
 from hookinbox.sources._pagerduty import PagerDuty
+from hookinbox.sources._paystack import Paystack
 from hookinbox.sources._postmark import Postmark
 from hookinbox.sources._razorpay import Razorpay
 from hookinbox.sources._replicate import Replicate
+from hookinbox.sources._sentry import Sentry
 from hookinbox.sources._shopify import Shopify
 from hookinbox.sources._slack import Slack
 from hookinbox.sources._square import Square
@@ -37,7 +40,9 @@ from hookinbox.sources._svix_apps import Clerk, Resend
 from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
 from hookinbox.sources._typeform import Typeform
+from hookinbox.sources._woocommerce import WooCommerce
 from hookinbox.sources._workos import WorkOS
+from hookinbox.sources._zendesk import Zendesk
 from hookinbox.sources._zoom import Zoom
 
 if TYPE_CHECKING:
@@ -83,6 +88,7 @@ __all__ = [
     "HubSpot",
     "Identity",
     "Intercom",
+    "Jira",
     "LemonSqueezy",
     "Linear",
     "Mailgun",
@@ -94,11 +100,13 @@ __all__ = [
     "PagerDuty",
     "PayPal",
     "PayPalAPI",
+    "Paystack",
     "Postmark",
     "Razorpay",
     "Replicate",
     "Resend",
     "SendGrid",
+    "Sentry",
     "Shopify",
     "Slack",
     "Source",
@@ -108,6 +116,8 @@ __all__ = [
     "Twilio",
     "Twitch",
     "Typeform",
+    "WooCommerce",
     "WorkOS",
+    "Zendesk",
     "Zoom",
 ]
