@@ -32,6 +32,7 @@ from hookinbox.sources._base import (
     check_tolerance,
     decode_digests,
     fields_identity,
+    parse_zoned_time,
     require_header,
     require_match,
 )
@@ -43,17 +44,6 @@ TIMESTAMP = "box-delivery-timestamp"
 VERSION = "box-signature-version"
 ALGORITHM = "box-signature-algorithm"
 BOX_TOLERANCE = 600.0
-
-
-def parse_delivery_time(text: str) -> datetime:
-    """`BOX-DELIVERY-TIMESTAMP`: an RFC 3339 time with its offset (`2016-07-11T10:10:33-07:00`)."""
-    try:
-        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise BadSignature("BOX-DELIVERY-TIMESTAMP is not an RFC 3339 time") from exc
-    if parsed.tzinfo is None:
-        raise BadSignature("BOX-DELIVERY-TIMESTAMP has no time zone offset")
-    return parsed.astimezone(UTC)
 
 
 class Box(TimestampedSource):
@@ -79,7 +69,7 @@ class Box(TimestampedSource):
             raise BadSignature("BOX-SIGNATURE-ALGORITHM is not HmacSHA256")
         candidates = self._candidates(headers)
         timestamp_text = require_header(headers, TIMESTAMP)
-        sent = parse_delivery_time(timestamp_text)
+        sent = parse_zoned_time(timestamp_text, "BOX-DELIVERY-TIMESTAMP")
         try:
             signed = body + timestamp_text.encode()
         except UnicodeEncodeError as exc:  # a lone surrogate: no sender could have signed it

@@ -15,7 +15,7 @@ confirmed). The type is the body's `type` (`zen:event-type:ticket.created`), the
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature
@@ -29,6 +29,7 @@ from hookinbox.sources._base import (
     optional_text,
     parse_json,
     parse_time,
+    parse_zoned_time,
     require_header,
     require_match,
 )
@@ -37,16 +38,6 @@ from hookinbox.sources._provider import b64_mac, body_id, iso, json_headers, pro
 SIGNATURE = "x-zendesk-webhook-signature"
 TIMESTAMP = "x-zendesk-webhook-signature-timestamp"
 INVOCATION = "x-zendesk-webhook-invocation-id"
-
-
-def parse_signed_time(text: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise BadSignature("X-Zendesk-Webhook-Signature-Timestamp is not an ISO 8601 time") from exc
-    if parsed.tzinfo is None:
-        raise BadSignature("X-Zendesk-Webhook-Signature-Timestamp has no time zone")
-    return parsed.astimezone(UTC)
 
 
 class Zendesk(TimestampedSource):
@@ -61,7 +52,7 @@ class Zendesk(TimestampedSource):
             headers, SIGNATURE, what="X-Zendesk-Webhook-Signature", encoding="base64"
         )
         timestamp_text = require_header(headers, TIMESTAMP)
-        sent = parse_signed_time(timestamp_text)
+        sent = parse_zoned_time(timestamp_text, "X-Zendesk-Webhook-Signature-Timestamp")
         try:
             signed = timestamp_text.encode() + body
         except UnicodeEncodeError as exc:  # a lone surrogate: no sender could have signed it
