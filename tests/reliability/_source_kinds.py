@@ -27,26 +27,32 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hookinbox._errors import VerificationError
 from hookinbox._headers import normalize_headers
 from hookinbox.sources import (
+    Box,
     Calendly,
     Clerk,
     Discord,
+    DocuSign,
     GitHub,
     GitLab,
     GitLabSigned,
     HMACSource,
     HubSpot,
     Intercom,
+    Jira,
     LemonSqueezy,
     Linear,
     Mollie,
     OpenAI,
     Paddle,
+    PagerDuty,
     PayPal,
+    Paystack,
     Postmark,
     Razorpay,
     Replicate,
     Resend,
     SendGrid,
+    Sentry,
     Shopify,
     Slack,
     Source,
@@ -56,7 +62,9 @@ from hookinbox.sources import (
     Twilio,
     Twitch,
     Typeform,
+    WooCommerce,
     WorkOS,
+    Zendesk,
     Zoom,
 )
 from tests.support import paypal
@@ -212,6 +220,20 @@ def _twitch_time(at: int) -> str:
 
 def whsec(label: str) -> str:
     return "whsec_" + base64.b64encode(label.encode()).decode()
+
+
+def box_time(at: int) -> str:
+    """`BOX-DELIVERY-TIMESTAMP`: RFC 3339 with an offset."""
+    return datetime.fromtimestamp(at, UTC).isoformat()
+
+
+def _box_headers(entries: Sequence[str], at: int) -> Headers:
+    return {
+        "BOX-SIGNATURE-PRIMARY": ", ".join(entries),
+        "BOX-DELIVERY-TIMESTAMP": box_time(at),
+        "BOX-SIGNATURE-VERSION": "1",
+        "BOX-SIGNATURE-ALGORITHM": "HmacSHA256",
+    }
 
 
 STANDARD_SECRETS = (whsec("old standard secret"), whsec("new standard"), whsec("stranger's"))
@@ -516,5 +538,88 @@ KINDS: tuple[Kind, ...] = (
         sign=lambda s, _b, _t: "Basic " + base64.b64encode(f"postmark:{s}".encode()).decode(),
         assemble=lambda e, _t: {"Authorization": ", ".join(e)},
         scheme="Basic ", wrong_schemes=("Bearer ", "Basic: ", "Digest "),
+    ),
+    # issue 47, round three: several signatures per delivery (a rotation)
+    Kind(
+        PagerDuty,
+        lambda s, **o: PagerDuty(secret=s, **o),
+        ("pd_old_edge", "pd_new_edge", "pd_stranger"),
+        json_body(event={"id": "pd-edge", "event_type": "incident.triggered"}),
+        sign=lambda s, b, _t: "v1=" + hex_mac(s, b),
+        assemble=lambda e, _t: {"X-PagerDuty-Signature": ",".join(e)},
+        several=True, scheme="v1=", wrong_schemes=("v0=", "v2=", "V1="),
+    ),
+    Kind(
+        Box,
+        lambda s, **o: Box(secret=s, **o),
+        ("box_old_edge", "box_new_edge", "box_stranger"),
+        json_body(type="webhook_event", id="box-edge", trigger="FILE.UPLOADED"),
+        sign=lambda s, b, t: b64_mac(s.encode(), b + box_time(t).encode()),
+        assemble=_box_headers,
+        scheme_header="BOX-SIGNATURE-ALGORITHM",
+        wrong_schemes=("HmacSHA1", "hmacsha256", "HmacSHA512"),
+        timestamped=True,
+    ),
+    Kind(
+        DocuSign,
+        lambda s, **o: DocuSign(secret=s, **o),
+        ("ds_old_edge", "ds_new_edge", "ds_stranger"),
+        json_body(event="envelope-sent", generatedDateTime=iso(NOW), data={"envelopeId": "e"}),
+        sign=lambda s, b, _t: b64_mac(s.encode(), b),
+        assemble=lambda e, _t: {f"X-DocuSign-Signature-{n}": v for n, v in enumerate(e, 1)},
+        several=True,
+    ),
+    # issue 47, round three: plain HMAC presets
+    Kind(
+        Jira,
+        lambda s, **o: Jira(secret=s, **o),
+        ("jira_old_edge", "jira_new_edge", "jira_stranger"),
+        json_body(webhookEvent="jira:issue_created", timestamp=NOW * 1000),
+        sign=lambda s, b, _t: "sha256=" + hex_mac(s, b),
+        assemble=lambda e, _t: {
+            "X-Hub-Signature": ", ".join(e), "X-Atlassian-Webhook-Identifier": "jira-edge"
+        },
+        scheme="sha256=", wrong_schemes=HEX_SCHEMES,
+    ),
+    Kind(
+        Sentry,
+        lambda s, **o: Sentry(secret=s, **o),
+        ("sentry_old_edge", "sentry_new_edge", "sentry_stranger"),
+        json_body(action="created", data={"issue": {"id": "1"}}),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {
+            "Sentry-Hook-Signature": ", ".join(e), "Request-ID": "req-edge",
+            "Sentry-Hook-Resource": "issue",
+        },
+    ),
+    Kind(
+        Paystack,
+        lambda s, **o: Paystack(secret=s, **o),
+        ("sk_test_old_edge", "sk_test_new_edge", "sk_test_stranger"),
+        json_body(event="charge.success", data={"id": 302961}),
+        sign=lambda s, b, _t: hex_mac(s, b, "sha512"),
+        assemble=lambda e, _t: {"x-paystack-signature": ", ".join(e)},
+    ),
+    Kind(
+        WooCommerce,
+        lambda s, **o: WooCommerce(secret=s, **o),
+        ("wc_old_edge", "wc_new_edge", "wc_stranger"),
+        json_body(id=4750, date_modified_gmt="2023-11-14T22:13:20"),
+        sign=lambda s, b, _t: b64_mac(s.encode(), b),
+        assemble=lambda e, _t: {
+            "X-WC-Webhook-Signature": ", ".join(e), "X-WC-Webhook-Topic": "order.updated"
+        },
+    ),
+    Kind(
+        Zendesk,
+        lambda s, **o: Zendesk(secret=s, **o),
+        ("zd_old_edge", "zd_new_edge", "zd_stranger"),
+        json_body(id="zd-edge", type="zen:event-type:ticket.created"),
+        sign=lambda s, b, t: b64_mac(s.encode(), iso(t).encode() + b),
+        assemble=lambda e, t: {
+            "X-Zendesk-Webhook-Signature": ", ".join(e),
+            "X-Zendesk-Webhook-Signature-Timestamp": iso(t),
+        },
+        timestamped=True,
     ),
 )  # fmt: skip

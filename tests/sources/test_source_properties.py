@@ -40,8 +40,10 @@ from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     BatchSource,
+    Box,
     Calendly,
     Discord,
+    DocuSign,
     GitHub,
     GitLab,
     GitLabSigned,
@@ -49,6 +51,7 @@ from hookinbox.sources import (
     HubSpot,
     Identity,
     Intercom,
+    Jira,
     LemonSqueezy,
     Linear,
     Mailgun,
@@ -56,11 +59,14 @@ from hookinbox.sources import (
     MollieClassic,
     OpenAI,
     Paddle,
+    PagerDuty,
     PayPal,
+    Paystack,
     Postmark,
     Razorpay,
     Replicate,
     SendGrid,
+    Sentry,
     Shopify,
     Slack,
     Source,
@@ -70,7 +76,9 @@ from hookinbox.sources import (
     Twilio,
     Twitch,
     Typeform,
+    WooCommerce,
     WorkOS,
+    Zendesk,
     Zoom,
 )
 from hookinbox.sources._mollie import RESOURCE_ID
@@ -324,6 +332,70 @@ def sign_razorpay(body: bytes, ident: str) -> dict[str, str]:
     return {
         "x-razorpay-signature": _mac(SECRET.encode(), body).hex(),
         "x-razorpay-event-id": ident,
+    }
+
+
+# -- issue 47, round three: several signatures per delivery ------------------------------------
+
+
+def sign_pagerduty(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-pagerduty-signature": "v1=" + _mac(SECRET.encode(), body).hex()}
+
+
+BOX_TIME = "2023-11-14T22:13:20+00:00"  # T
+
+
+def sign_box(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "box-signature-primary": _b64(_mac(SECRET.encode(), body + BOX_TIME.encode())),
+        "box-delivery-timestamp": BOX_TIME,
+        "box-signature-version": "1",
+        "box-signature-algorithm": "HmacSHA256",
+    }
+
+
+def sign_docusign(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-docusign-signature-1": _b64(_mac(SECRET.encode(), body))}
+
+
+# -- issue 47, round three: plain HMAC presets --------------------------------------------------
+
+
+def sign_jira(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "x-hub-signature": "sha256=" + _mac(SECRET.encode(), body).hex(),
+        "x-atlassian-webhook-identifier": ident,
+    }
+
+
+def sign_sentry(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "sentry-hook-signature": _mac(SECRET.encode(), body).hex(),
+        "request-id": ident,
+        "sentry-hook-resource": "issue",
+        "sentry-hook-timestamp": str(T),
+    }
+
+
+def sign_paystack(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-paystack-signature": _mac(SECRET.encode(), body, "sha512").hex()}
+
+
+def sign_woocommerce(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "x-wc-webhook-signature": _b64(_mac(SECRET.encode(), body)),
+        "x-wc-webhook-topic": "order.updated",
+    }
+
+
+ZENDESK_TIME = "2023-11-14T22:13:20Z"  # T
+
+
+def sign_zendesk(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "x-zendesk-webhook-signature": _b64(_mac(SECRET.encode(), ZENDESK_TIME.encode() + body)),
+        "x-zendesk-webhook-signature-timestamp": ZENDESK_TIME,
+        "x-zendesk-webhook-invocation-id": ident,
     }
 
 
@@ -583,6 +655,48 @@ MORE_CASES: dict[str, Case] = {
         signable=lambda body: "signature" in (_json_object(body) or {}),
         prepare=sign_mailgun_body,
     ),
+    "pagerduty": Case(lambda: PagerDuty(secret=SECRET), sign_pagerduty, ("x-pagerduty-signature",)),
+    "box": Case(
+        lambda: Box(secret=SECRET),
+        sign_box,
+        (
+            "box-signature-primary",
+            "box-signature-secondary",
+            "box-delivery-timestamp",
+            "box-signature-version",
+            "box-signature-algorithm",
+        ),
+    ),
+    "docusign": Case(
+        lambda: DocuSign(secret=SECRET),
+        sign_docusign,
+        ("x-docusign-signature-1", "x-docusign-signature-2"),
+    ),
+    "jira": Case(
+        lambda: Jira(secret=SECRET),
+        sign_jira,
+        ("x-hub-signature", "x-atlassian-webhook-identifier"),
+    ),
+    "sentry": Case(
+        lambda: Sentry(secret=SECRET),
+        sign_sentry,
+        ("sentry-hook-signature", "request-id", "sentry-hook-resource", "sentry-hook-timestamp"),
+    ),
+    "paystack": Case(lambda: Paystack(secret=SECRET), sign_paystack, ("x-paystack-signature",)),
+    "woocommerce": Case(
+        lambda: WooCommerce(secret=SECRET),
+        sign_woocommerce,
+        ("x-wc-webhook-signature", "x-wc-webhook-topic"),
+    ),
+    "zendesk": Case(
+        lambda: Zendesk(secret=SECRET),
+        sign_zendesk,
+        (
+            "x-zendesk-webhook-signature",
+            "x-zendesk-webhook-signature-timestamp",
+            "x-zendesk-webhook-invocation-id",
+        ),
+    ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)
@@ -724,12 +838,18 @@ event_like = st.fixed_dictionaries(
         "MessageSid": labels,
         "MessageStatus": labels,
         "CallSid": labels,
-        "event": st.fixed_dictionaries({}, optional={"type": labels}) | json_values,
+        "event": st.fixed_dictionaries(
+            {},
+            optional={"type": labels, "id": labels, "event_type": labels, "occurred_at": labels},
+        )
+        | json_values,
         "data": st.fixed_dictionaries(
             {},
             optional={
                 "id": labels,
                 "kind": labels,
+                "envelopeId": labels,
+                "recipientId": labels,
                 "created_at": json_values,
                 "type": labels,
                 "attributes": st.fixed_dictionaries(
@@ -741,7 +861,15 @@ event_like = st.fixed_dictionaries(
         | json_values,
         "meta": st.fixed_dictionaries({}, optional={"time": json_values, "event_name": labels})
         | json_values,
-        # issue 47, round three: Replicate's prediction (Razorpay's `event` is above)
+        # issue 47, round three: Replicate's prediction (Razorpay's `event` is above); Box's
+        # trigger, DocuSign's message (its envelope is under `data`)
+        "trigger": labels,
+        "generatedDateTime": json_values,
+        "retryCount": json_values,
+        # plain presets: Jira's webhookEvent, WooCommerce's resource, Zendesk's event time
+        "webhookEvent": labels,
+        "date_modified_gmt": json_values,
+        "time": json_values,
         "status": labels,
         "started_at": json_values,
         "completed_at": json_values,

@@ -9,22 +9,28 @@ from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
 from hookinbox.sources._base import BatchSource, Headers, Identity, Source
+from hookinbox.sources._box import Box
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._discord import Discord
+from hookinbox.sources._docusign import DocuSign
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
 from hookinbox.sources._hubspot import HubSpot
 from hookinbox.sources._intercom import Intercom
+from hookinbox.sources._jira import Jira
 from hookinbox.sources._lemonsqueezy import LemonSqueezy
 from hookinbox.sources._linear import Linear
 from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._mollie import Mollie, MollieClassic
 from hookinbox.sources._openai import OpenAI
 from hookinbox.sources._paddle import Paddle
+from hookinbox.sources._pagerduty import PagerDuty
+from hookinbox.sources._paystack import Paystack
 from hookinbox.sources._postmark import Postmark
 from hookinbox.sources._razorpay import Razorpay
 from hookinbox.sources._replicate import Replicate
+from hookinbox.sources._sentry import Sentry
 from hookinbox.sources._shopify import Shopify
 from hookinbox.sources._slack import Slack
 from hookinbox.sources._square import Square
@@ -34,7 +40,9 @@ from hookinbox.sources._svix_apps import Clerk, Resend
 from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
 from hookinbox.sources._typeform import Typeform
+from hookinbox.sources._woocommerce import WooCommerce
 from hookinbox.sources._workos import WorkOS
+from hookinbox.sources._zendesk import Zendesk
 from hookinbox.sources._zoom import Zoom
 
 if TYPE_CHECKING:
@@ -66,9 +74,11 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adyen",
     "BatchSource",
+    "Box",
     "Calendly",
     "Clerk",
     "Discord",
+    "DocuSign",
     "GitHub",
     "GitLab",
     "GitLabSigned",
@@ -78,6 +88,7 @@ __all__ = [
     "HubSpot",
     "Identity",
     "Intercom",
+    "Jira",
     "LemonSqueezy",
     "Linear",
     "Mailgun",
@@ -86,13 +97,16 @@ __all__ = [
     "MollieClassic",
     "OpenAI",
     "Paddle",
+    "PagerDuty",
     "PayPal",
     "PayPalAPI",
+    "Paystack",
     "Postmark",
     "Razorpay",
     "Replicate",
     "Resend",
     "SendGrid",
+    "Sentry",
     "Shopify",
     "Slack",
     "Source",
@@ -102,6 +116,8 @@ __all__ = [
     "Twilio",
     "Twitch",
     "Typeform",
+    "WooCommerce",
     "WorkOS",
+    "Zendesk",
     "Zoom",
 ]

@@ -705,6 +705,18 @@ def parse_timestamp(raw: str, *, per_second: int = 1) -> int:
     return int(raw)
 
 
+def parse_zoned_time(text: str, what: str) -> datetime:
+    """A signed ISO 8601 / RFC 3339 time that names its zone (`2016-07-11T10:10:33-07:00`,
+    `2021-06-14T20:43:57Z`), in UTC; anything else is a malformed signature (Box, Zendesk)."""
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise BadSignature(f"{what} is not an ISO 8601 time") from exc
+    if parsed.tzinfo is None:
+        raise BadSignature(f"{what} has no time zone offset")
+    return parsed.astimezone(UTC)
+
+
 def check_tolerance(timestamp: float, *, now: float, tolerance: float | None) -> None:
     """Hold a verified timestamp within `tolerance` seconds of `now`, both ways.
 

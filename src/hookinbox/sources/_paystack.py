@@ -1,0 +1,77 @@
+"""Paystack: `x-paystack-signature: <hex>`, HMAC-SHA512 of the body with the account's secret
+key.
+
+The key is the API **secret key** (`sk_live_...`, `sk_test_...`), not a webhook secret:
+Paystack has none. Paystack signs no timestamp.
+
+The body names no event id: `{"event": "charge.success", "data": {...}}`. The key is
+`<event>:<data.id>`, the event and the id of the object it is about (a transaction, a
+transfer, a subscription): a retry repeats both, and one object reaches one state once. The
+type is `event`, the time `data.paid_at`, else `data.created_at`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from hookinbox.sources._base import (
+    Headers,
+    Identity,
+    SecretSource,
+    check_prefixed_hex_hmac,
+    event_key,
+    lookup,
+    optional_text,
+    parse_json_object,
+    parse_time,
+)
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
+
+
+class Paystack(SecretSource):
+    default_name = "paystack"
+    # Live mode: every 3 minutes for the first 4 tries, then hourly for 72 hours.
+    redelivery_window = timedelta(days=4)
+    stored_headers = ("x-paystack-signature",)
+    signature_headers = stored_headers
+
+    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
+        check_prefixed_hex_hmac(
+            headers, body, self._keys, prefix="", name="x-paystack-signature", algorithm="sha512"
+        )
+
+    def identify(self, headers: Headers, body: bytes) -> Identity:
+        payload = parse_json_object(body)
+        event = event_key(payload.get("event"), "event")
+        subject = event_key(lookup(payload, "data.id"), "data.id")
+        paid = parse_time(lookup(payload, "data.paid_at"))
+        return Identity(
+            event_id=event_key(f"{event}:{subject}"),
+            event_type=optional_text(event),
+            occurred_at=paid or parse_time(lookup(payload, "data.created_at")),
+            payload=payload,
+        )
+
+
+def sign(source: Paystack, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    # Paystack's recipe: the hex HMAC-SHA512 of the raw body, keyed with the secret key.
+    signature = hex_mac(secret_key(source, fields), body, "sha512")
+    return {**json_headers(fields), "x-paystack-signature": signature}
+
+
+PROVIDER = provider(
+    Paystack,
+    sign=sign,
+    example=lambda keys: Paystack(secret="sk_test_paystack_example"),
+    event=lambda tag: {
+        "event": "charge.success",
+        "data": {
+            "id": tag,
+            "reference": f"ref-{tag}",
+            "status": "success",
+            "paid_at": "2023-11-14T22:13:20.000Z",
+        },
+    },
+    signature_header="x-paystack-signature",
+)
