@@ -141,6 +141,26 @@ def counters(engine: sa.Engine) -> dict[str, dict[str, int]]:
     }
 
 
+def backends_gone(engine: sa.Engine, timeout: float = 15.0) -> None:
+    """Wait until no other session of this database is left: the workers' backends have
+    exited, and so flushed their row counters (a fixed pause was too short on a loaded
+    machine: a whole drain then read as no update at all)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        " AND backend_type = 'client backend'"
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with engine.connect() as connection:
+            left = connection.exec_driver_sql(query).scalar_one()
+            connection.rollback()
+        if not left:
+            return
+        time.sleep(0.1)
+    log(f"    {left} sessions of the drain's database still open after {timeout:.0f} s")
+
+
 def heap_per_event(engine: sa.Engine, since: datetime) -> float:
     """Bytes of the events' heap per event of the batch received since `since`: the pages
     its rows were written to, over its rows. The fill factor's cost in space (a page reused
@@ -225,7 +245,7 @@ def measure(tree: Path, engine: sa.Engine, url: str, args: argparse.Namespace) -
                 f"    {result['other_sessions']} sessions of other databases: "
                 "the WAL is not the drain's alone"
             )
-    time.sleep(0.5)  # the workers' backends have exited and flushed their statistics
+    backends_gone(engine)  # a backend flushes its statistics as it exits
     after = counters(engine)
     tables = {
         name: {key: after[name][key] - before.get(name, {}).get(key, 0) for key in after[name]}
