@@ -21,6 +21,12 @@ CHANGELOG = (ROOT / "CHANGELOG.md").read_text()
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 RELEASE = re.compile(r"^## (?P<version>\d+\.\d+\.\d+) — (?P<date>\d{4}-\d{2}-\d{2})$")
 SCHEMA = re.compile(r"\bSchema (\d+)\b")
+INSTALLING = [
+    ROOT / "docs" / "install.md",
+    ROOT / "docs" / "deployment.md",
+    ROOT / "deploy" / "README.md",
+]
+"""The pages whose commands name the release's wheel (docs/releases.md, "Cutting one")."""
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -45,9 +51,9 @@ def test_the_version_is_the_same_everywhere() -> None:
 
     assert hookinbox.__version__ == version
     assert newest == version, "a release's version is set when its section is cut"
-    install = (ROOT / "docs" / "install.md").read_text()
-    wheels = set(re.findall(r"hookinbox-(\d+\.\d+\.\d+)-py3-none-any\.whl", install))
-    assert wheels == {version}, "docs/install.md names this release's wheel"
+    for page in INSTALLING:  # their lines install this release's wheel, into its venv
+        named = set(re.findall(r"(?:hookinbox-|releases/)(\d+\.\d+\.\d+)", page.read_text()))
+        assert named == {version}, page.relative_to(ROOT)
 
 
 def test_the_changelog_is_grouped_by_release_newest_first() -> None:
