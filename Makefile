@@ -18,7 +18,7 @@ LATEST_VENV ?= .venv-latest
 DOCS_LOCK = requirements/docs.txt
 DOCS_VENV ?= .venv-docs
 
-.PHONY: demo serve docs test mysqlclient test-long test-fast test-ha test-latest lock lint check clean
+.PHONY: demo serve docs dist test mysqlclient test-long test-fast test-ha test-latest lock lint check clean
 
 # `make demo` and `make serve` install only what they run (the server and the simulator, at
 # the locked versions: about 80 MB); `make test` the whole locked tool chain. The test install
@@ -56,6 +56,16 @@ $(DOCS_VENV)/bin/.installed: $(DOCS_LOCK)
 # navigation or an API name without its docstring's page fails the build.
 docs: $(DOCS_VENV)/bin/.installed
 	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
+
+# The release files (docs/releases.md): the sdist, and the wheel built from it, into dist/;
+# checked as a package index renders them (twine check); then the wheel installed into a fresh
+# venv as docs/install.md says, and README.md's example and `hookinbox demo` run against it
+# (tests/packaging/dist_check.py). CI runs it.
+dist: $(BIN)/.installed
+	rm -rf dist
+	$(BIN)/python -m build --quiet --outdir dist .
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/python -m tests.packaging.dist_check
 
 demo: $(BIN)/.demo-installed
 	$(BIN)/hookinbox demo
@@ -112,4 +122,4 @@ test-latest:
 		$(LATEST_VENV)/bin/python -m pytest -n 2 -m oracle $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) $(DOCS_VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LATEST_VENV) $(DOCS_VENV) site dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

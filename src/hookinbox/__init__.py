@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from hookinbox._settings import ReceiverSettings, Settings
     from hookinbox._storage import GroupCommit, Store, StoreOptions
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Loaded on first use (PEP 562): `import hookinbox`, and so the `hookinbox` command's start-up
 # and `--help`, does not pay for SQLAlchemy until an inbox is wanted. The errors above are

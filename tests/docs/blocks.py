@@ -28,7 +28,13 @@ from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 from sybil.parsers.markdown.lexers import FencedCodeBlockLexer
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "CHANGELOG.md",
+    ROOT / "README.pypi.md",  # the package index's page (docs/releases.md)
+    *sorted((ROOT / "docs").rglob("*.md")),
+]
+"""Every page a reader is given: the repository's, the changelog, the package index's, docs/."""
 
 # The directive must sit on the line right before the block's opening fence.
 FILE_DIRECTIVE = re.compile(r"<!--\s*(?P<mode>file|append):\s*(?P<path>\S+)\s*-->[ \t]*\n\Z")

@@ -1,19 +1,24 @@
 """The files an operator deploys from (deploy/, docs/deployment.md "The files to start from"),
 checked as far as this machine allows: systemd finds nothing wrong with the units, the CLI
 accepts their command lines and reads every variable of their environment file, and HAProxy
-accepts its configuration, whose settings are the multi-host test bed's."""
+accepts its configuration, whose settings are the multi-host test bed's. The runbook's JSON
+log lines are what hookinbox's formatter writes."""
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from hookinbox._logging import FIELDS, JSONFormatter
 from tests.docs.blocks import ROOT
 from tests.ha.bed import HAPROXY
 
@@ -137,3 +142,25 @@ def test_the_configuration_is_the_test_beds() -> None:
     servers = "    server app1 10.0.0.31:8000 check inter 500 fall 2 rise 2"
     bed = HAPROXY.replace("{servers}", servers).replace("{{", "{").replace("}}", "}")
     assert _directives(shipped) == _directives(bed)
+
+
+def test_the_runbooks_json_log_lines_are_the_formatters() -> None:
+    """docs/deployment.md "Ship the logs" shows lines of a real run: each is the very object
+    the JSON formatter writes for a record of its logger, level, message and fields, so the
+    field names a collector's queries use are the ones hookinbox writes."""
+    page = (ROOT / "docs" / "deployment.md").read_text()
+    shown = [json.loads(line) for line in re.findall(r'^\{"time": .*\}$', page, re.MULTILINE)]
+    assert len(shown) >= 3
+
+    for line in shown:
+        record = logging.LogRecord(
+            line["logger"], logging.getLevelName(line["level"].upper()), "", 0, line["message"],
+            None, None,
+        )  # fmt: skip
+        record.created = datetime.fromisoformat(line["time"]).timestamp() + 0.0001
+        for name in FIELDS:
+            if name in line:
+                setattr(record, name, line[name])
+        written = JSONFormatter().format(record)
+        assert json.loads(written) == line
+        assert list(json.loads(written)) == list(line)  # in the formatter's order

@@ -88,8 +88,8 @@ class WorkerOptions:
         ranges.PROCESS_ID.check_optional("parent_pid", self.parent_pid)
         if self.sweep_interval is not None:
             warnings.warn(
-                "WorkerOptions(sweep_interval=...) has no effect since schema 9: an expired "
-                "lease is taken back by the next lease; leave it out",
+                "WorkerOptions(sweep_interval=...) has no effect since schema 9 and is removed in "
+                "hookinbox 0.3.0: an expired lease is taken back by the next lease; leave it out",
                 DeprecationWarning,
                 stacklevel=3,
             )

@@ -36,7 +36,7 @@ def app_argument(*, required: bool) -> Callable[[F], F]:
 deprecated_app_option = click.option(
     "--app",
     "app_option",
-    hidden=True,  # one way to name the app: APP; this spelling goes in the next release
+    hidden=True,  # one way to name the app: APP; deprecated in 0.1.0, removed in 0.3.0
     help="Deprecated: give APP as the first argument.",
 )
 
@@ -50,7 +50,7 @@ def resolve_app(app: str | None, app_option: str | None, *, explicit: bool) -> s
     if app_option is None:
         return app
     click.echo(
-        "warning: --app is deprecated and goes in the next release; give APP as the first "
+        "warning: --app is deprecated and is removed in hookinbox 0.3.0; give APP as the first "
         "argument (hookinbox COMMAND APP ...) or set HOOKINBOX_APP",
         err=True,
     )
