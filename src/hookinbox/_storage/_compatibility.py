@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
@@ -50,6 +50,16 @@ class Migration:
     needs: int | None = None
     """A contract step's oldest code, when older than the step itself; None: the step's own
     version (the code that knows the step)."""
+
+
+class Planned(NamedTuple):
+    """A step `migrate` would run (`--plan`)."""
+
+    version: int
+    kind: Kind
+    title: str
+    min_code_version: int
+    """The oldest code that runs on the database once the step is applied."""
 
 
 def oldest_code(migrations: Sequence[Migration], version: int) -> int:
@@ -93,6 +103,10 @@ class SchemaStatus:
         if self.min_code_version is not None and self.min_code_version <= self.code_version:
             return State.NEWER_COMPATIBLE
         return State.NEWER_INCOMPATIBLE
+
+    @property
+    def current(self) -> bool:
+        return self.state is State.CURRENT
 
     def describe(self) -> str:
         """One line: where the database stands for this code."""

@@ -25,6 +25,7 @@ from hookinbox._storage._compatibility import (
     RECORDED_FROM,
     Kind,
     Migration,
+    Planned,
     SchemaStatus,
     State,
     oldest_code,
@@ -391,13 +392,13 @@ def schema_status(engine: Engine) -> SchemaStatus:
         return read_status(connection, LATEST_VERSION)
 
 
-def plan(version: int) -> list[tuple[int, Migration, int]]:
-    """The steps a database at `version` would run: (version, step, the oldest code that
-    runs on the database once it is applied)."""
+def plan(version: int) -> list[Planned]:
+    """The steps a database at `version` would run."""
     return [
-        (number, MIGRATIONS[number - 1], oldest_code(MIGRATIONS, number))
+        Planned(number, MIGRATIONS[number - 1].kind, MIGRATIONS[number - 1].title,
+                oldest_code(MIGRATIONS, number))
         for number in range(version + 1, LATEST_VERSION + 1)
-    ]
+    ]  # fmt: skip
 
 
 def migrate(

@@ -31,7 +31,7 @@ from hookinbox._logging import logger
 from hookinbox._metrics import count_deadlock_retry
 from hookinbox._model import Event
 from hookinbox._storage import _migrations
-from hookinbox._storage._compatibility import Migration, SchemaStatus
+from hookinbox._storage._compatibility import Planned, SchemaStatus
 from hookinbox._storage._dialects import Dialect, build_engine, dialect_of
 from hookinbox._storage._errors import is_deadlock, translate_errors
 from hookinbox._storage._housekeeping import Housekeeping
@@ -132,9 +132,9 @@ class Store:
         reads only."""
         return _migrations.schema_status(self.engine)
 
-    def migration_plan(self, version: int) -> list[tuple[int, Migration, int]]:
-        """The steps `migrate` would run on a database at `version`: (version, step, the
-        oldest code that runs on the database after it)."""
+    def migration_plan(self, version: int) -> list[Planned]:
+        """The steps `migrate` would run on a database at `version`, each with the oldest
+        code that runs on the database after it."""
         return _migrations.plan(version)
 
     def assume_schema(self) -> None:
