@@ -133,3 +133,24 @@ def test_docs_upgrading_classifies_every_migration_as_the_code_does() -> None:
         (version, migration.kind.value, oldest_code(MIGRATIONS, version))
         for version, migration in enumerate(MIGRATIONS, 1)
     ]
+
+
+def test_the_rollback_before_schema_12_is_one_statement_and_the_upgrade_runs_again(
+    empty_db_url: str,
+) -> None:
+    """docs/upgrading.md: to run a hookinbox before schema 12 again, its row is deleted (the
+    column stays, unseen by that code); the next upgrade finds the column and runs on."""
+    store = Store(empty_db_url)
+    store.migrate()
+    with store.engine.begin() as connection:
+        connection.exec_driver_sql(_statement_in_docs("DELETE FROM hookinbox_schema_versions"))
+    assert store.schema_status().version == 11
+    assert store.migrate() == (11, LATEST_VERSION)
+    assert _recorded(store) == _expected(range(1, LATEST_VERSION + 1))
+    store.dispose()
+
+
+def _statement_in_docs(start: str) -> str:
+    page = (ROOT / "docs" / "upgrading.md").read_text()
+    (statement,) = re.findall(rf"^({re.escape(start)}[^;]*);$", page, re.MULTILINE)
+    return statement

@@ -21,6 +21,7 @@ of requirements/test.txt): `Release.env`.
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from tests.support.server import ROOT
 MIGRATIONS_PATH = "src/hookinbox/_storage/_migrations.py"
 _STEP = re.compile(r"\bMigration\(\s*_v\d+")
 _LATEST = "LATEST_VERSION = len(MIGRATIONS)"
+RELEASE_ENV = "HOOKINBOX_TEST_PREVIOUS_RELEASE"
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,11 @@ def _steps(source: str) -> int:
 
 
 def choose() -> tuple[str, int]:
-    """(the commit, how many of its newest steps to withhold)."""
+    """(the commit, how many of its newest steps to withhold). `$HOOKINBOX_TEST_PREVIOUS_RELEASE`
+    names a commit (a tag, a revision) to take as it is instead."""
+    named = os.environ.get(RELEASE_ENV)
+    if named:
+        return _git("rev-parse", "--verify", f"{named}^{{commit}}").strip(), 0
     head = _steps(_git("show", f"HEAD:{MIGRATIONS_PATH}"))
     for commit in _git("rev-list", "HEAD", "--", MIGRATIONS_PATH).split():
         steps = _steps(_git("show", f"{commit}:{MIGRATIONS_PATH}"))
@@ -86,7 +92,6 @@ def build(where: Path) -> Release:
         tar.extractall(tree, filter="data")
     migrations = tree / MIGRATIONS_PATH
     source = migrations.read_text()
-    schema = _steps(source) - withheld
     if withheld:
         assert source.count(_LATEST) == 1, f"{MIGRATIONS_PATH} no longer says {_LATEST!r}"
         withhold = f"MIGRATIONS = MIGRATIONS[:-{withheld}]  # tests/support/previous_release.py"
@@ -102,7 +107,14 @@ def build(where: Path) -> Release:
         [*pip, "install", "--quiet", "--no-deps", "--target", str(site), str(wheel)],
         check=True, capture_output=True,
     )  # fmt: skip
+    # What the installed wheel says of itself, from the directory its processes import.
+    probe = "import hookinbox, hookinbox._storage as s; print(hookinbox.__file__, s.LATEST_VERSION)"
+    where, schema = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert Path(where).is_relative_to(site), where  # the wheel's code, not this tree's
     described = f"commit {commit[:12]}, schema {schema}"
     if withheld:
         described += " (HEAD with its newest step withheld: no earlier commit has the range)"
-    return Release(site, schema, described)
+    return Release(site, int(schema), described)

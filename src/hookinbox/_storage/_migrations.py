@@ -346,8 +346,13 @@ def _v12_min_code_version(op: Operations) -> None:
     hookinbox older than the database can tell whether it may run instead of refusing every
     newer schema. The rows applied before are given what their steps' classification says:
     schema 9 made older processes fail closed (its trigger refuses their leases).
+
+    The column is added only if missing: a rollback to a hookinbox before schema 12 deletes
+    this version's row and leaves the column (docs/upgrading.md), and the step runs again.
     """
-    op.add_column("hookinbox_schema_versions", sa.Column("min_code_version", sa.Integer))
+    columns = sa.inspect(op.get_bind()).get_columns("hookinbox_schema_versions")
+    if not any(column["name"] == "min_code_version" for column in columns):
+        op.add_column("hookinbox_schema_versions", sa.Column("min_code_version", sa.Integer))
     op.execute(
         "UPDATE hookinbox_schema_versions"
         " SET min_code_version = CASE WHEN version >= 9 THEN 9 ELSE 1 END"
