@@ -20,6 +20,17 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from hookinbox._errors import ConfigurationError
+from hookinbox._logging import logger
+from hookinbox._storage._compatibility import (
+    RECORDED_FROM,
+    Kind,
+    Migration,
+    Planned,
+    SchemaStatus,
+    State,
+    oldest_code,
+    read_status,
+)
 from hookinbox._storage._dialects import Dialect, dialect_named
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._lock_waits import patiently
@@ -31,8 +42,18 @@ from hookinbox._storage._types import LongBinary, LongText, UTCDateTime
 if TYPE_CHECKING:  # alembic costs 0.1 s to import: only a migration pays it
     from alembic.operations import Operations
 
-Step = Callable[["Operations"], None]
 AfterMigrate = Callable[[Connection], None]
+EXPAND, CONTRACT = Kind.EXPAND, Kind.CONTRACT
+log = logger("hookinbox._storage")
+
+# The table as schema 1 made it: the runner creates it before any step, and schema 12's step
+# adds its last column (the live table, `_schema.py`, has it already).
+_FIRST_VERSIONS = sa.Table(
+    schema_versions.name,
+    sa.MetaData(),
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("applied_at", UTCDateTime, nullable=False),
+)
 
 
 def _v1_events(op: Operations) -> None:
@@ -319,33 +340,70 @@ def _v11_received_via(op: Operations) -> None:
     )
 
 
+def _v12_min_code_version(op: Operations) -> None:
+    """`hookinbox_schema_versions.min_code_version`: with each version applied, the oldest
+    code (by its schema version) that runs on the database (`_compatibility.py`), so that a
+    hookinbox older than the database can tell whether it may run instead of refusing every
+    newer schema. The rows applied before are given what their steps' classification says:
+    schema 9 made older processes fail closed (its trigger refuses their leases).
+
+    The column is added only if missing: a rollback to a hookinbox before schema 12 deletes
+    this version's row and leaves the column (docs/upgrading.md), and the step runs again.
+    """
+    columns = sa.inspect(op.get_bind()).get_columns("hookinbox_schema_versions")
+    if not any(column["name"] == "min_code_version" for column in columns):
+        op.add_column("hookinbox_schema_versions", sa.Column("min_code_version", sa.Integer))
+    op.execute(
+        "UPDATE hookinbox_schema_versions"
+        " SET min_code_version = CASE WHEN version >= 9 THEN 9 ELSE 1 END"
+    )
+
+
 def _dialect(op: Operations) -> Dialect:
     return dialect_named(op.get_context().dialect.name)
 
 
-MIGRATIONS: tuple[Step, ...] = (
-    _v1_events,
-    _v2_outbox,
-    _v3_sessions_and_forced_replays,
-    _v4_audit,
-    _v5_attempts_history,
-    _v6_workers,
-    _v7_outbox_trace_context,
-    _v8_due_in_lease_order,
-    _v9_queue_beside_the_events,
-    _v10_room_for_processing,
-    _v11_received_via,
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(_v1_events, EXPAND, "the events, deliveries, jobs and ordering tables"),
+    Migration(_v2_outbox, EXPAND, "the outbox table"),
+    Migration(_v3_sessions_and_forced_replays, EXPAND, "revoked sessions; forced_replay_at"),
+    Migration(_v4_audit, EXPAND, "the audit table"),
+    Migration(_v5_attempts_history, EXPAND, "attempts_before_replay"),
+    Migration(_v6_workers, EXPAND, "the workers' heartbeats table"),
+    Migration(_v7_outbox_trace_context, EXPAND, "the outbox's trace_context"),
+    Migration(_v8_due_in_lease_order, EXPAND, "the due indexes in lease order"),
+    Migration(_v9_queue_beside_the_events, CONTRACT, "the queue beside the events"),
+    Migration(_v10_room_for_processing, EXPAND, "fill factors: room for processing"),
+    Migration(_v11_received_via, EXPAND, "received_via"),
+    Migration(_v12_min_code_version, EXPAND, "the oldest code each version runs with"),
 )
-"""Step N (1-based) brings a database from version N-1 to version N."""
+"""Step N (1-based) brings a database from version N-1 to version N. Each is classified
+(docs/upgrading.md): a contract step is one after which code of an older schema no longer
+works correctly; an expand step only adds what older code does not see."""
 
 LATEST_VERSION = len(MIGRATIONS)
 
 
 def current_version(connection: Connection) -> int:
-    if not sa.inspect(connection).has_table(schema_versions.name):
-        return 0
-    version = connection.execute(sa.select(sa.func.max(schema_versions.c.version))).scalar()
-    return int(version or 0)
+    return read_status(connection, LATEST_VERSION).version
+
+
+def schema_status(engine: Engine) -> SchemaStatus:
+    """Where the database stands for this code, read without writing anything."""
+    with translate_errors(), engine.connect() as connection:
+        # Read-only: on SQLite, an operator command must not queue for the write lock that a
+        # worker's transaction holds while its handler runs just to read the version.
+        connection.execution_options(**{READ_ONLY: True})
+        return read_status(connection, LATEST_VERSION)
+
+
+def plan(version: int) -> list[Planned]:
+    """The steps a database at `version` would run."""
+    return [
+        Planned(number, MIGRATIONS[number - 1].kind, MIGRATIONS[number - 1].title,
+                oldest_code(MIGRATIONS, number))
+        for number in range(version + 1, LATEST_VERSION + 1)
+    ]  # fmt: skip
 
 
 def migrate(
@@ -355,7 +413,9 @@ def migrate(
 
     `after` callbacks run in the same transaction once hookinbox's steps are applied: an
     application may create its own tables there (the bundled examples do). A database already
-    past `target` is left as it is (a Django migration pinned to an older version).
+    past `target` is left as it is (a Django migration pinned to an older version); one past
+    this code's version is run on if it records that this code may (`_compatibility.py`),
+    and refused otherwise.
     """
     if not 0 < target <= LATEST_VERSION:
         raise ConfigurationError(f"no schema version {target}: versions go 1 to {LATEST_VERSION}")
@@ -374,37 +434,41 @@ def _apply(
         dialect.lock_for_migration(connection)
         if wait is not None:
             dialect.limit_lock_waits(connection, wait)
-        schema_versions.create(connection, checkfirst=True)
-        before = current_version(connection)
-        if before > LATEST_VERSION:
-            raise ConfigurationError(
-                f"the database schema is version {before}, newer than this hookinbox "
-                f"understands ({LATEST_VERSION}); upgrade hookinbox"
-            )
+        _FIRST_VERSIONS.create(connection, checkfirst=True)
+        status = read_status(connection, LATEST_VERSION)
+        before = status.version
+        _refuse_or_warn(status)
         from alembic.operations import Operations
         from alembic.runtime.migration import MigrationContext
 
         operations = Operations(MigrationContext.configure(connection))
         for version in range(before + 1, target + 1):
-            MIGRATIONS[version - 1](operations)
-            connection.execute(
-                schema_versions.insert().values(version=version, applied_at=datetime.now(UTC))
-            )
+            MIGRATIONS[version - 1].step(operations)
+            row = {"version": version, "applied_at": datetime.now(UTC)}
+            if version >= RECORDED_FROM:
+                row["min_code_version"] = oldest_code(MIGRATIONS, version)
+            connection.execute(schema_versions.insert().values(**row))
         for callback in after:
             callback(connection)
         return before, max(before, target)
 
 
 def check_version(engine: Engine) -> int:
-    """The schema version, or ConfigurationError when it is not the one this code expects."""
-    with translate_errors(), engine.connect() as connection:
-        # Read-only: on SQLite, an operator command must not queue for the write lock that a
-        # worker's transaction holds while its handler runs just to read the version.
-        connection.execution_options(**{READ_ONLY: True})
-        version = current_version(connection)
-    if version != LATEST_VERSION:
+    """The schema version, or ConfigurationError when this code may not run on it: older than
+    this code's, or newer and not recording that this code may run on it."""
+    status = schema_status(engine)
+    if status.state is State.PENDING:
         raise ConfigurationError(
-            f"the database schema is version {version}, this hookinbox needs {LATEST_VERSION}: "
-            "run `hookinbox migrate`"
+            f"the database schema is version {status.version}, this hookinbox needs "
+            f"{LATEST_VERSION}: run `hookinbox migrate`"
         )
-    return version
+    _refuse_or_warn(status)
+    return status.version
+
+
+def _refuse_or_warn(status: SchemaStatus) -> None:
+    if status.state is State.NEWER_INCOMPATIBLE:
+        raise ConfigurationError(status.describe())
+    if status.state is State.NEWER_COMPATIBLE:
+        # A rolling upgrade's older hosts, or a rollback: it works, and it should not last.
+        log.warning("%s (docs/upgrading.md)", status.describe())

@@ -34,6 +34,10 @@ schema_versions = Table(
     metadata,
     Column("version", Integer, primary_key=True, autoincrement=False),
     Column("applied_at", UTCDateTime, nullable=False),
+    # The oldest code (by its schema version) that runs on the database once this version is
+    # applied (schema 12; `_compatibility.py`): an older hookinbox reads the newest row to
+    # know whether it may run. NULL in rows a hookinbox before schema 12 wrote.
+    Column("min_code_version", Integer),
 )
 
 EVENTS_FILLFACTOR = 50

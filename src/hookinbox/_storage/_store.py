@@ -31,6 +31,7 @@ from hookinbox._logging import logger
 from hookinbox._metrics import count_deadlock_retry
 from hookinbox._model import Event
 from hookinbox._storage import _migrations
+from hookinbox._storage._compatibility import Planned, SchemaStatus
 from hookinbox._storage._dialects import Dialect, build_engine, dialect_of
 from hookinbox._storage._errors import is_deadlock, translate_errors
 from hookinbox._storage._housekeeping import Housekeeping
@@ -125,6 +126,16 @@ class Store:
         result = _migrations.migrate(self.engine, self.after_migrate, target=target)
         self._schema_ready = True
         return result
+
+    def schema_status(self) -> SchemaStatus:
+        """Where the database's schema stands for this code (`hookinbox migrate --check`);
+        reads only."""
+        return _migrations.schema_status(self.engine)
+
+    def migration_plan(self, version: int) -> list[Planned]:
+        """The steps `migrate` would run on a database at `version`, each with the oldest
+        code that runs on the database after it."""
+        return _migrations.plan(version)
 
     def assume_schema(self) -> None:
         """The schema was migrated or checked by another store of this process on the same

@@ -67,6 +67,10 @@ class DjangoStore(Store):
         try:
             super().ensure_schema()
         except ConfigurationError as error:
+            if "newer than this hookinbox" in str(error):  # a migrate would not help
+                raise ConfigurationError(
+                    f"hookinbox's tables in Django database {self.using!r}: {error}"
+                ) from error
             raise ConfigurationError(
                 f"hookinbox's tables in Django database {self.using!r} are not at version "
                 f"{LATEST_VERSION}: run `python manage.py migrate hookinbox`"
