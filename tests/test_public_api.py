@@ -114,6 +114,7 @@ PUBLIC: dict[str, list[str]] = {
         "InboxHarness",
         "PayPalTestCertificate",
         "SendGridTestKey",
+        "WorkerStuck",
         "check_exactly_once",
         "ed25519_test_key",
         "github_push",
