@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hookinbox._errors import VerificationError
 from hookinbox._headers import normalize_headers
 from hookinbox.sources import (
+    Bitbucket,
     Box,
     Calendly,
     Clerk,
@@ -621,5 +622,17 @@ KINDS: tuple[Kind, ...] = (
             "X-Zendesk-Webhook-Signature-Timestamp": iso(t),
         },
         timestamped=True,
+    ),
+    # issue 47, round three: plain HMAC presets, round two
+    Kind(
+        Bitbucket,
+        lambda s, **o: Bitbucket(secret=s, **o),
+        ("bb_old_edge", "bb_new_edge", "bb_stranger"),
+        json_body(repository={"full_name": "team/edge"}, push={"changes": []}),
+        sign=lambda s, b, _t: "sha256=" + hex_mac(s, b),
+        assemble=lambda e, _t: {
+            "X-Hub-Signature": ", ".join(e), "X-Request-UUID": "bb-edge", "X-Event-Key": "repo:push"
+        },
+        scheme="sha256=", wrong_schemes=HEX_SCHEMES,
     ),
 )  # fmt: skip

@@ -40,6 +40,7 @@ from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     BatchSource,
+    Bitbucket,
     Box,
     Calendly,
     Discord,
@@ -399,6 +400,17 @@ def sign_zendesk(body: bytes, ident: str) -> dict[str, str]:
     }
 
 
+# -- issue 47, round three: plain HMAC presets, round two ---------------------------------------
+
+
+def sign_bitbucket(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "x-hub-signature": "sha256=" + _mac(SECRET.encode(), body).hex(),
+        "x-request-uuid": ident,
+        "x-event-key": "repo:push",
+    }
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -696,6 +708,11 @@ MORE_CASES: dict[str, Case] = {
             "x-zendesk-webhook-signature-timestamp",
             "x-zendesk-webhook-invocation-id",
         ),
+    ),
+    "bitbucket": Case(
+        lambda: Bitbucket(secret=SECRET),
+        sign_bitbucket,
+        ("x-hub-signature", "x-request-uuid", "x-event-key"),
     ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}

@@ -9,6 +9,7 @@ from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
 from hookinbox.sources._base import BatchSource, Headers, Identity, Source
+from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._discord import Discord
@@ -74,6 +75,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adyen",
     "BatchSource",
+    "Bitbucket",
     "Box",
     "Calendly",
     "Clerk",
