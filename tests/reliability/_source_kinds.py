@@ -63,6 +63,7 @@ from hookinbox.sources import (
     Twilio,
     Twitch,
     Typeform,
+    Vercel,
     WooCommerce,
     WorkOS,
     Zendesk,
@@ -634,5 +635,13 @@ KINDS: tuple[Kind, ...] = (
             "X-Hub-Signature": ", ".join(e), "X-Request-UUID": "bb-edge", "X-Event-Key": "repo:push"
         },
         scheme="sha256=", wrong_schemes=HEX_SCHEMES,
+    ),
+    Kind(
+        Vercel,
+        lambda s, **o: Vercel(secret=s, **o),
+        ("vc_old_edge", "vc_new_edge", "vc_stranger"),
+        json_body(id="uwh_edge", type="deployment.succeeded", createdAt=NOW * 1000),
+        sign=lambda s, b, _t: hex_mac(s, b, "sha1"),
+        assemble=lambda e, _t: {"x-vercel-signature": ", ".join(e)},
     ),
 )  # fmt: skip

@@ -77,6 +77,7 @@ from hookinbox.sources import (
     Twilio,
     Twitch,
     Typeform,
+    Vercel,
     WooCommerce,
     WorkOS,
     Zendesk,
@@ -411,6 +412,10 @@ def sign_bitbucket(body: bytes, ident: str) -> dict[str, str]:
     }
 
 
+def sign_vercel(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-vercel-signature": _mac(SECRET.encode(), body, "sha1").hex()}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -714,6 +719,7 @@ MORE_CASES: dict[str, Case] = {
         sign_bitbucket,
         ("x-hub-signature", "x-request-uuid", "x-event-key"),
     ),
+    "vercel": Case(lambda: Vercel(secret=SECRET), sign_vercel, ("x-vercel-signature",)),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)

@@ -41,6 +41,7 @@ from hookinbox.sources._svix_apps import Clerk, Resend
 from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
 from hookinbox.sources._typeform import Typeform
+from hookinbox.sources._vercel import Vercel
 from hookinbox.sources._woocommerce import WooCommerce
 from hookinbox.sources._workos import WorkOS
 from hookinbox.sources._zendesk import Zendesk
@@ -118,6 +119,7 @@ __all__ = [
     "Twilio",
     "Twitch",
     "Typeform",
+    "Vercel",
     "WooCommerce",
     "WorkOS",
     "Zendesk",
