@@ -64,6 +64,7 @@ from hookinbox.sources import (
     Twitch,
     Typeform,
     Vercel,
+    Webflow,
     WooCommerce,
     WorkOS,
     Zendesk,
@@ -643,5 +644,16 @@ KINDS: tuple[Kind, ...] = (
         json_body(id="uwh_edge", type="deployment.succeeded", createdAt=NOW * 1000),
         sign=lambda s, b, _t: hex_mac(s, b, "sha1"),
         assemble=lambda e, _t: {"x-vercel-signature": ", ".join(e)},
+    ),
+    Kind(
+        Webflow,
+        lambda s, **o: Webflow(secret=s, **o),
+        ("wf_old_edge", "wf_new_edge", "wf_stranger"),
+        json_body(triggerType="form_submission", payload={"id": "edge"}),
+        sign=lambda s, b, t: hex_mac(s, f"{t * 1000}:".encode() + b),
+        assemble=lambda e, t: {
+            "x-webflow-signature": ", ".join(e), "x-webflow-timestamp": str(t * 1000)
+        },
+        timestamped=True,
     ),
 )  # fmt: skip

@@ -78,6 +78,7 @@ from hookinbox.sources import (
     Twitch,
     Typeform,
     Vercel,
+    Webflow,
     WooCommerce,
     WorkOS,
     Zendesk,
@@ -416,6 +417,14 @@ def sign_vercel(body: bytes, ident: str) -> dict[str, str]:
     return {"x-vercel-signature": _mac(SECRET.encode(), body, "sha1").hex()}
 
 
+def sign_webflow(body: bytes, ident: str) -> dict[str, str]:
+    signed = b"%d:" % (T * 1000) + body
+    return {
+        "x-webflow-signature": _mac(SECRET.encode(), signed).hex(),
+        "x-webflow-timestamp": str(T * 1000),
+    }
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -720,6 +729,11 @@ MORE_CASES: dict[str, Case] = {
         ("x-hub-signature", "x-request-uuid", "x-event-key"),
     ),
     "vercel": Case(lambda: Vercel(secret=SECRET), sign_vercel, ("x-vercel-signature",)),
+    "webflow": Case(
+        lambda: Webflow(secret=SECRET),
+        sign_webflow,
+        ("x-webflow-signature", "x-webflow-timestamp"),
+    ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)
@@ -891,6 +905,7 @@ event_like = st.fixed_dictionaries(
         "retryCount": json_values,
         # plain presets: Jira's webhookEvent, WooCommerce's resource, Zendesk's event time
         "webhookEvent": labels,
+        "triggerType": labels,  # Webflow's
         "date_modified_gmt": json_values,
         "time": json_values,
         "status": labels,

@@ -42,6 +42,7 @@ from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
 from hookinbox.sources._typeform import Typeform
 from hookinbox.sources._vercel import Vercel
+from hookinbox.sources._webflow import Webflow
 from hookinbox.sources._woocommerce import WooCommerce
 from hookinbox.sources._workos import WorkOS
 from hookinbox.sources._zendesk import Zendesk
@@ -120,6 +121,7 @@ __all__ = [
     "Twitch",
     "Typeform",
     "Vercel",
+    "Webflow",
     "WooCommerce",
     "WorkOS",
     "Zendesk",
