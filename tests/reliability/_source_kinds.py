@@ -60,6 +60,7 @@ from hookinbox.sources import (
     Square,
     StandardWebhooks,
     Stripe,
+    Telegram,
     Twilio,
     Twitch,
     Typeform,
@@ -655,5 +656,13 @@ KINDS: tuple[Kind, ...] = (
             "x-webflow-signature": ", ".join(e), "x-webflow-timestamp": str(t * 1000)
         },
         timestamped=True,
+    ),
+    Kind(
+        Telegram,
+        lambda s, **o: Telegram(secret_token=s, **o),
+        ("tg_old_edge", "tg_new_edge", "tg_stranger"),
+        json_body(update_id=902114537, message={"date": NOW, "text": "edge"}),
+        sign=lambda s, _b, _t: s,  # the token itself: a shared password, not a signature
+        assemble=lambda e, _t: {"X-Telegram-Bot-Api-Secret-Token": ", ".join(e)},
     ),
 )  # fmt: skip

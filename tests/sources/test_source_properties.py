@@ -74,6 +74,7 @@ from hookinbox.sources import (
     Square,
     StandardWebhooks,
     Stripe,
+    Telegram,
     Twilio,
     Twitch,
     Typeform,
@@ -425,6 +426,10 @@ def sign_webflow(body: bytes, ident: str) -> dict[str, str]:
     }
 
 
+def sign_telegram(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-telegram-bot-api-secret-token": "tg_property-token"}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -734,6 +739,12 @@ MORE_CASES: dict[str, Case] = {
         sign_webflow,
         ("x-webflow-signature", "x-webflow-timestamp"),
     ),
+    "telegram": Case(
+        lambda: Telegram(secret_token="tg_property-token"),
+        sign_telegram,
+        ("x-telegram-bot-api-secret-token",),
+        body_bound=False,  # a token, not a signature
+    ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)
@@ -906,6 +917,8 @@ event_like = st.fixed_dictionaries(
         # plain presets: Jira's webhookEvent, WooCommerce's resource, Zendesk's event time
         "webhookEvent": labels,
         "triggerType": labels,  # Webflow's
+        "update_id": labels,  # Telegram's (its `message` below: `date`)
+        "message": st.fixed_dictionaries({}, optional={"date": json_values}) | json_values,
         "date_modified_gmt": json_values,
         "time": json_values,
         "status": labels,

@@ -38,6 +38,7 @@ from hookinbox.sources._square import Square
 from hookinbox.sources._standard_webhooks import StandardWebhooks
 from hookinbox.sources._stripe import Stripe
 from hookinbox.sources._svix_apps import Clerk, Resend
+from hookinbox.sources._telegram import Telegram
 from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
 from hookinbox.sources._typeform import Typeform
@@ -117,6 +118,7 @@ __all__ = [
     "Square",
     "StandardWebhooks",
     "Stripe",
+    "Telegram",
     "Twilio",
     "Twitch",
     "Typeform",
