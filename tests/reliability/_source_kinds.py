@@ -30,6 +30,7 @@ from hookinbox.sources import (
     Bitbucket,
     Box,
     Calendly,
+    Chargebee,
     Clerk,
     Discord,
     DocuSign,
@@ -664,5 +665,14 @@ KINDS: tuple[Kind, ...] = (
         json_body(update_id=902114537, message={"date": NOW, "text": "edge"}),
         sign=lambda s, _b, _t: s,  # the token itself: a shared password, not a signature
         assemble=lambda e, _t: {"X-Telegram-Bot-Api-Secret-Token": ", ".join(e)},
+    ),
+    Kind(
+        Chargebee,
+        lambda s, **o: Chargebee(username="chargebee", password=s, **o),
+        ("cb_old_edge", "cb_new_edge", "cb_stranger"),
+        json_body(id="ev_edge", event_type="subscription_created", occurred_at=NOW),
+        sign=lambda s, _b, _t: "Basic " + base64.b64encode(f"chargebee:{s}".encode()).decode(),
+        assemble=lambda e, _t: {"Authorization": ", ".join(e)},
+        scheme="Basic ", wrong_schemes=("Bearer ", "Basic: ", "Digest "),
     ),
 )  # fmt: skip

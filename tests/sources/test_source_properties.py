@@ -43,6 +43,7 @@ from hookinbox.sources import (
     Bitbucket,
     Box,
     Calendly,
+    Chargebee,
     Discord,
     DocuSign,
     GitHub,
@@ -430,6 +431,10 @@ def sign_telegram(body: bytes, ident: str) -> dict[str, str]:
     return {"x-telegram-bot-api-secret-token": "tg_property-token"}
 
 
+def sign_chargebee(body: bytes, ident: str) -> dict[str, str]:
+    return {"authorization": "Basic " + _b64(f"chargebee:{SECRET}".encode())}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -744,6 +749,12 @@ MORE_CASES: dict[str, Case] = {
         sign_telegram,
         ("x-telegram-bot-api-secret-token",),
         body_bound=False,  # a token, not a signature
+    ),
+    "chargebee": Case(
+        lambda: Chargebee(username="chargebee", password=SECRET),
+        sign_chargebee,
+        ("authorization",),
+        body_bound=False,
     ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}

@@ -12,6 +12,7 @@ from hookinbox.sources._base import BatchSource, Headers, Identity, Source
 from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
 from hookinbox.sources._calendly import Calendly
+from hookinbox.sources._chargebee import Chargebee
 from hookinbox.sources._discord import Discord
 from hookinbox.sources._docusign import DocuSign
 from hookinbox.sources._generic import HMACSource
@@ -81,6 +82,7 @@ __all__ = [
     "Bitbucket",
     "Box",
     "Calendly",
+    "Chargebee",
     "Clerk",
     "Discord",
     "DocuSign",
