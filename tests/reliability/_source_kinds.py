@@ -27,8 +27,10 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hookinbox._errors import VerificationError
 from hookinbox._headers import normalize_headers
 from hookinbox.sources import (
+    Bitbucket,
     Box,
     Calendly,
+    Chargebee,
     Clerk,
     Discord,
     DocuSign,
@@ -59,9 +61,12 @@ from hookinbox.sources import (
     Square,
     StandardWebhooks,
     Stripe,
+    Telegram,
     Twilio,
     Twitch,
     Typeform,
+    Vercel,
+    Webflow,
     WooCommerce,
     WorkOS,
     Zendesk,
@@ -621,5 +626,53 @@ KINDS: tuple[Kind, ...] = (
             "X-Zendesk-Webhook-Signature-Timestamp": iso(t),
         },
         timestamped=True,
+    ),
+    # issue 47, round three: plain HMAC presets, round two
+    Kind(
+        Bitbucket,
+        lambda s, **o: Bitbucket(secret=s, **o),
+        ("bb_old_edge", "bb_new_edge", "bb_stranger"),
+        json_body(repository={"full_name": "team/edge"}, push={"changes": []}),
+        sign=lambda s, b, _t: "sha256=" + hex_mac(s, b),
+        assemble=lambda e, _t: {
+            "X-Hub-Signature": ", ".join(e), "X-Request-UUID": "bb-edge", "X-Event-Key": "repo:push"
+        },
+        scheme="sha256=", wrong_schemes=HEX_SCHEMES,
+    ),
+    Kind(
+        Vercel,
+        lambda s, **o: Vercel(secret=s, **o),
+        ("vc_old_edge", "vc_new_edge", "vc_stranger"),
+        json_body(id="uwh_edge", type="deployment.succeeded", createdAt=NOW * 1000),
+        sign=lambda s, b, _t: hex_mac(s, b, "sha1"),
+        assemble=lambda e, _t: {"x-vercel-signature": ", ".join(e)},
+    ),
+    Kind(
+        Webflow,
+        lambda s, **o: Webflow(secret=s, **o),
+        ("wf_old_edge", "wf_new_edge", "wf_stranger"),
+        json_body(triggerType="form_submission", payload={"id": "edge"}),
+        sign=lambda s, b, t: hex_mac(s, f"{t * 1000}:".encode() + b),
+        assemble=lambda e, t: {
+            "x-webflow-signature": ", ".join(e), "x-webflow-timestamp": str(t * 1000)
+        },
+        timestamped=True,
+    ),
+    Kind(
+        Telegram,
+        lambda s, **o: Telegram(secret_token=s, **o),
+        ("tg_old_edge", "tg_new_edge", "tg_stranger"),
+        json_body(update_id=902114537, message={"date": NOW, "text": "edge"}),
+        sign=lambda s, _b, _t: s,  # the token itself: a shared password, not a signature
+        assemble=lambda e, _t: {"X-Telegram-Bot-Api-Secret-Token": ", ".join(e)},
+    ),
+    Kind(
+        Chargebee,
+        lambda s, **o: Chargebee(username="chargebee", password=s, **o),
+        ("cb_old_edge", "cb_new_edge", "cb_stranger"),
+        json_body(id="ev_edge", event_type="subscription_created", occurred_at=NOW),
+        sign=lambda s, _b, _t: "Basic " + base64.b64encode(f"chargebee:{s}".encode()).decode(),
+        assemble=lambda e, _t: {"Authorization": ", ".join(e)},
+        scheme="Basic ", wrong_schemes=("Bearer ", "Basic: ", "Digest "),
     ),
 )  # fmt: skip

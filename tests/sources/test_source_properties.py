@@ -40,8 +40,10 @@ from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     BatchSource,
+    Bitbucket,
     Box,
     Calendly,
+    Chargebee,
     Discord,
     DocuSign,
     GitHub,
@@ -73,9 +75,12 @@ from hookinbox.sources import (
     Square,
     StandardWebhooks,
     Stripe,
+    Telegram,
     Twilio,
     Twitch,
     Typeform,
+    Vercel,
+    Webflow,
     WooCommerce,
     WorkOS,
     Zendesk,
@@ -399,6 +404,37 @@ def sign_zendesk(body: bytes, ident: str) -> dict[str, str]:
     }
 
 
+# -- issue 47, round three: plain HMAC presets, round two ---------------------------------------
+
+
+def sign_bitbucket(body: bytes, ident: str) -> dict[str, str]:
+    return {
+        "x-hub-signature": "sha256=" + _mac(SECRET.encode(), body).hex(),
+        "x-request-uuid": ident,
+        "x-event-key": "repo:push",
+    }
+
+
+def sign_vercel(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-vercel-signature": _mac(SECRET.encode(), body, "sha1").hex()}
+
+
+def sign_webflow(body: bytes, ident: str) -> dict[str, str]:
+    signed = b"%d:" % (T * 1000) + body
+    return {
+        "x-webflow-signature": _mac(SECRET.encode(), signed).hex(),
+        "x-webflow-timestamp": str(T * 1000),
+    }
+
+
+def sign_telegram(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-telegram-bot-api-secret-token": "tg_property-token"}
+
+
+def sign_chargebee(body: bytes, ident: str) -> dict[str, str]:
+    return {"authorization": "Basic " + _b64(f"chargebee:{SECRET}".encode())}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -697,6 +733,29 @@ MORE_CASES: dict[str, Case] = {
             "x-zendesk-webhook-invocation-id",
         ),
     ),
+    "bitbucket": Case(
+        lambda: Bitbucket(secret=SECRET),
+        sign_bitbucket,
+        ("x-hub-signature", "x-request-uuid", "x-event-key"),
+    ),
+    "vercel": Case(lambda: Vercel(secret=SECRET), sign_vercel, ("x-vercel-signature",)),
+    "webflow": Case(
+        lambda: Webflow(secret=SECRET),
+        sign_webflow,
+        ("x-webflow-signature", "x-webflow-timestamp"),
+    ),
+    "telegram": Case(
+        lambda: Telegram(secret_token="tg_property-token"),
+        sign_telegram,
+        ("x-telegram-bot-api-secret-token",),
+        body_bound=False,  # a token, not a signature
+    ),
+    "chargebee": Case(
+        lambda: Chargebee(username="chargebee", password=SECRET),
+        sign_chargebee,
+        ("authorization",),
+        body_bound=False,
+    ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)
@@ -868,6 +927,9 @@ event_like = st.fixed_dictionaries(
         "retryCount": json_values,
         # plain presets: Jira's webhookEvent, WooCommerce's resource, Zendesk's event time
         "webhookEvent": labels,
+        "triggerType": labels,  # Webflow's
+        "update_id": labels,  # Telegram's (its `message` below: `date`)
+        "message": st.fixed_dictionaries({}, optional={"date": json_values}) | json_values,
         "date_modified_gmt": json_values,
         "time": json_values,
         "status": labels,

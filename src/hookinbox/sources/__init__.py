@@ -9,8 +9,10 @@ from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
 from hookinbox.sources._base import BatchSource, Headers, Identity, Source
+from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
 from hookinbox.sources._calendly import Calendly
+from hookinbox.sources._chargebee import Chargebee
 from hookinbox.sources._discord import Discord
 from hookinbox.sources._docusign import DocuSign
 from hookinbox.sources._generic import HMACSource
@@ -37,9 +39,12 @@ from hookinbox.sources._square import Square
 from hookinbox.sources._standard_webhooks import StandardWebhooks
 from hookinbox.sources._stripe import Stripe
 from hookinbox.sources._svix_apps import Clerk, Resend
+from hookinbox.sources._telegram import Telegram
 from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
 from hookinbox.sources._typeform import Typeform
+from hookinbox.sources._vercel import Vercel
+from hookinbox.sources._webflow import Webflow
 from hookinbox.sources._woocommerce import WooCommerce
 from hookinbox.sources._workos import WorkOS
 from hookinbox.sources._zendesk import Zendesk
@@ -74,8 +79,10 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adyen",
     "BatchSource",
+    "Bitbucket",
     "Box",
     "Calendly",
+    "Chargebee",
     "Clerk",
     "Discord",
     "DocuSign",
@@ -113,9 +120,12 @@ __all__ = [
     "Square",
     "StandardWebhooks",
     "Stripe",
+    "Telegram",
     "Twilio",
     "Twitch",
     "Typeform",
+    "Vercel",
+    "Webflow",
     "WooCommerce",
     "WorkOS",
     "Zendesk",

@@ -301,6 +301,16 @@ def matches_any(expected: bytes, candidates: Iterable[bytes]) -> bool:
     return found
 
 
+def token_digest(token: str) -> bytes:
+    """A shared token (GitLab's, Telegram's) as its SHA-256 digest, compared with
+    `matches_any` so neither its content nor its length leaks; a token that is no valid text
+    (a lone surrogate) is a malformed header, not a crash."""
+    try:
+        return hashlib.sha256(token.encode()).digest()
+    except UnicodeEncodeError as exc:
+        raise BadSignature("the token is not valid text") from exc
+
+
 def require_match(
     keys: Sequence[bytes],
     candidates: Sequence[bytes],

@@ -37,6 +37,7 @@ from hookinbox.sources._base import (
     parse_json_object,
     secrets_tuple,
     signature_items,
+    token_digest,
     utf8_keys,
 )
 from hookinbox.sources._provider import body_id, json_headers, provider
@@ -87,14 +88,7 @@ class GitLab(Source):
             )
         )
         check_signature_count(len(given), "X-Gitlab-Token")
-        found = False
-        for token in given:
-            try:
-                digest = hashlib.sha256(token.encode()).digest()
-            except UnicodeEncodeError as exc:
-                raise BadSignature("X-Gitlab-Token is not valid text") from exc
-            found |= matches_any(digest, self._digests)
-        if not found:
+        if not any([matches_any(token_digest(token), self._digests) for token in given]):
             raise BadSignature("X-Gitlab-Token does not match a configured token")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:

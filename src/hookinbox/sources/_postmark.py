@@ -59,13 +59,10 @@ def _digest(values: Sequence[Any]) -> str:
     return hashlib.sha256(canonical_json(list(values))).hexdigest()[:32]
 
 
-class Postmark(Source):
-    """Postmark's webhooks, authenticated by the basic credentials of the URL it calls."""
+class BasicAuthSource(Source):
+    """A provider that signs nothing and sends the HTTP basic credentials written into the
+    webhook URL (Postmark, Chargebee): checked in constant time, never stored."""
 
-    default_name = "postmark"
-    # Inbound posts are retried 10 times over about 10.5 hours and can be retried by hand
-    # later; the other webhooks' schedule is not confirmed. A week covers both.
-    redelivery_window = timedelta(days=7)
     stored_headers = ()  # never `Authorization`: it holds the password
     signature_headers = ("authorization",)
 
@@ -74,7 +71,9 @@ class Postmark(Source):
     ) -> None:
         super().__init__(name=name)
         if not isinstance(username, str) or not username.strip() or ":" in username:
-            raise ConfigurationError("a Postmark user name is a non-empty string without ':'")
+            raise ConfigurationError(
+                f"a {type(self).__name__} user name is a non-empty string without ':'"
+            )
         self.username = username
         self._passwords = secrets_tuple(password)  # for hookinbox.testing's signer
         self._digests = [
@@ -98,6 +97,25 @@ class Postmark(Source):
             raise BadSignature("Authorization holds no HTTP basic credentials")
         if not found:
             raise BadSignature("Authorization does not match the configured credentials")
+
+
+def sign_basic(
+    source: BasicAuthSource, body: bytes, t: int, fields: dict[str, Any]
+) -> dict[str, str]:
+    """The credentials as the provider sends them: `Authorization: Basic <user:password>`."""
+    username = fields.pop("username", source.username)
+    password = fields.pop("secret", None) or source._passwords[0]
+    credentials = base64.b64encode(f"{username}:{password}".encode()).decode()
+    return {**json_headers(fields), "Authorization": f"Basic {credentials}"}
+
+
+class Postmark(BasicAuthSource):
+    """Postmark's webhooks, authenticated by the basic credentials of the URL it calls."""
+
+    default_name = "postmark"
+    # Inbound posts are retried 10 times over about 10.5 hours and can be retried by hand
+    # later; the other webhooks' schedule is not confirmed. A week covers both.
+    redelivery_window = timedelta(days=7)
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -125,14 +143,7 @@ class Postmark(Source):
 
 
 def sign(source: Postmark, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    username = fields.pop("username", source.username)
-    password = fields.pop("secret", None) or source._passwords[0]
-    credentials = base64.b64encode(f"{username}:{password}".encode()).decode()
-    return {
-        **json_headers(fields),
-        "User-Agent": "Postmark",
-        "Authorization": f"Basic {credentials}",
-    }
+    return {**sign_basic(source, body, t, fields), "User-Agent": "Postmark"}
 
 
 PROVIDER = provider(
