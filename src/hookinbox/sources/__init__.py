@@ -11,6 +11,7 @@ from hookinbox.sources._adyen import Adyen
 from hookinbox.sources._base import BatchSource, Headers, Identity, Source
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._discord import Discord
+from hookinbox.sources._dropbox import Dropbox
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
@@ -19,7 +20,9 @@ from hookinbox.sources._intercom import Intercom
 from hookinbox.sources._lemonsqueezy import LemonSqueezy
 from hookinbox.sources._linear import Linear
 from hookinbox.sources._mailgun import Mailgun
+from hookinbox.sources._meta import Meta
 from hookinbox.sources._mollie import Mollie, MollieClassic
+from hookinbox.sources._okta import Okta
 from hookinbox.sources._openai import OpenAI
 from hookinbox.sources._paddle import Paddle
 from hookinbox.sources._postmark import Postmark
@@ -31,8 +34,10 @@ from hookinbox.sources._square import Square
 from hookinbox.sources._standard_webhooks import StandardWebhooks
 from hookinbox.sources._stripe import Stripe
 from hookinbox.sources._svix_apps import Clerk, Resend
+from hookinbox.sources._trello import Trello
 from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
+from hookinbox.sources._twitter import Twitter
 from hookinbox.sources._typeform import Typeform
 from hookinbox.sources._workos import WorkOS
 from hookinbox.sources._zoom import Zoom
@@ -69,6 +74,7 @@ __all__ = [
     "Calendly",
     "Clerk",
     "Discord",
+    "Dropbox",
     "GitHub",
     "GitLab",
     "GitLabSigned",
@@ -81,9 +87,11 @@ __all__ = [
     "LemonSqueezy",
     "Linear",
     "Mailgun",
+    "Meta",
     "Mollie",
     "MollieAPI",
     "MollieClassic",
+    "Okta",
     "OpenAI",
     "Paddle",
     "PayPal",
@@ -99,8 +107,10 @@ __all__ = [
     "Square",
     "StandardWebhooks",
     "Stripe",
+    "Trello",
     "Twilio",
     "Twitch",
+    "Twitter",
     "Typeform",
     "WorkOS",
     "Zoom",

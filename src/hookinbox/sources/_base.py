@@ -563,13 +563,24 @@ def challenge_text(
 
 
 def matches_secret(presented: str, secrets: Sequence[bytes]) -> bool:
-    """Whether `presented` equals one of `secrets` (UTF-8), compared in constant time against
-    every one, without stopping at a match (a token, a verify token, a client state)."""
+    """Whether `presented` equals one of `secrets` (UTF-8), compared against every one
+    without stopping at a match (a shared token, a verify token, a client state). Their
+    SHA-256 digests are compared, as GitLab's token is: equal lengths, so the time taken
+    tells neither the content nor the length of a secret."""
     try:
-        given = presented.encode()
+        given = hashlib.sha256(presented.encode()).digest()
     except UnicodeEncodeError:  # a lone surrogate: no secret holds one
         return False
-    return matches_any(given, secrets)
+    return matches_any(given, [hashlib.sha256(secret).digest() for secret in secrets])
+
+
+def presented_tokens(headers: Headers, name: str, what: str) -> list[str]:
+    """Every value of a header carrying a shared token and, for values a WSGI server joined
+    with commas, each part too (a token may hold a comma); at most `MAX_SIGNATURES`."""
+    values = header_values(headers, name)
+    given = list(dict.fromkeys([*values, *signature_items(headers, name, what=what)]))
+    check_signature_count(len(given), what)
+    return given
 
 
 class Source(ABC):
