@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
-from hookinbox.sources._base import BatchSource, Headers, Identity, Source
+from hookinbox.sources._base import BatchSource, Headers, Identity, Query, Source
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._discord import Discord
 from hookinbox.sources._dropbox import Dropbox
@@ -97,6 +97,7 @@ __all__ = [
     "PayPal",
     "PayPalAPI",
     "Postmark",
+    "Query",
     "Razorpay",
     "Replicate",
     "Resend",
