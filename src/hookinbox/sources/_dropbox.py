@@ -22,8 +22,9 @@ wake-up that reads from a cursor makes harmless, and no notification is ever dro
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import Handshake
@@ -36,6 +37,7 @@ from hookinbox.sources._base import (
     check_prefixed_hex_hmac,
     optional_text,
     parse_json_object,
+    parse_time,
     query_value,
 )
 from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
@@ -71,9 +73,9 @@ class Dropbox(SecretSource):
     ) -> Identity:
         """Each delivery its own event: the digest and the arrival millisecond (see above)."""
         identity = super().authenticate(headers, body, now=now, query=query)
-        arrived = datetime.fromtimestamp(now, UTC)
-        key = f"{identity.event_id}:{int(now * 1000)}"
-        return replace(identity, event_id=key, occurred_at=arrived)
+        milliseconds = int(now * 1000) if math.isfinite(now) else 0
+        key = f"{identity.event_id}:{milliseconds}"
+        return replace(identity, event_id=key, occurred_at=parse_time(now))
 
 
 def sign(source: Dropbox, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
