@@ -64,6 +64,7 @@ PUBLIC: dict[str, list[str]] = {
         "Identity",
         "MollieAPI",
         "PayPalAPI",
+        "Query",
         "Source",
     ],
     "hookinbox.outbox": [
@@ -73,7 +74,7 @@ PUBLIC: dict[str, list[str]] = {
         "HTTPDestination",
         "Undeliverable",
     ],
-    "hookinbox.http": ["health_probes", "receive_asgi", "receive_stream"],
+    "hookinbox.http": ["answer_get", "health_probes", "receive_asgi", "receive_stream"],
     "hookinbox.claims": [
         "AlreadyDone",
         "AsyncRedisClaims",
@@ -86,8 +87,8 @@ PUBLIC: dict[str, list[str]] = {
         "InProgress",
         "RedisClaims",
     ],
-    "hookinbox.fastapi": ["receive", "respond", "router"],
-    "hookinbox.flask": ["blueprint", "receive", "respond"],
+    "hookinbox.fastapi": ["handshake", "receive", "respond", "router"],
+    "hookinbox.flask": ["blueprint", "handshake", "receive", "respond"],
     "hookinbox.django": ["DjangoInbox", "DjangoStore", "TransactionBroken", "webhook_view"],
     "hookinbox.dashboard": ["dashboard_app"],
     "hookinbox.simulate": [

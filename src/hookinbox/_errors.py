@@ -11,7 +11,7 @@
     ├── PayloadError                authentic, but not an event we can store   -> HTTP 400
     ├── VerificationUnavailable     cannot be verified now (provider API down) -> HTTP 503
     ├── DeliveryIgnored             names nothing the provider knows: kept out -> HTTP 200
-    ├── Handshake                   a verified handshake (Slack's URL check)   -> its answer (200)
+    ├── Handshake                   a provider's handshake (Slack's URL check) -> its answer (200)
     ├── UnknownSource               no source of that name                     -> HTTP 404
     ├── BodyTooLarge                over the configured limit                  -> HTTP 413
     ├── StoreUnavailable            the database cannot take the write now     -> HTTP 503
@@ -30,6 +30,7 @@ redis-py's errors into `ClaimStoreUnavailable` in `hookinbox.claims._errors`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -105,9 +106,11 @@ class Handshake(HookinboxError):
 
     Raised by `Source.authenticate` when the source's `handshake` has an answer for a verified
     delivery (Slack's `url_verification` challenge, Discord's PING, Zoom's URL validation,
-    Twitch's callback verification). `answer` is the reply body: a dict is sent as JSON, a
-    string as it stands (`text/plain` unless `content_type` says otherwise); `status` is the
-    status code (200 unless the provider wants another).
+    Twitch's callback verification), or by `Source.answer_get` for a GET or HEAD (Meta's
+    `hub.challenge`, Dropbox's `challenge`, X's CRC). `answer` is the reply body: a dict is
+    sent as JSON, a string as it stands (`text/plain` unless `content_type` says otherwise);
+    `status` is the status code (200 unless the provider wants another); `headers` are sent
+    with it (Asana's `X-Hook-Secret` echoed).
     """
 
     def __init__(
@@ -116,10 +119,12 @@ class Handshake(HookinboxError):
         *,
         content_type: str | None = None,
         status: int = 200,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.answer = answer
         self.status = status
+        self.headers = dict(headers or {})
         if content_type is None:
             json_answer = isinstance(answer, dict)
             content_type = "application/json" if json_answer else "text/plain; charset=utf-8"

@@ -138,14 +138,19 @@ class BaseInbox(ABC):
         source: str,
         headers: Mapping[str, str] | Iterable[tuple[str, str]],
         body: bytes,
+        *,
+        query: str | bytes = "",
     ) -> Reply:
         """Framework-neutral ingest: verify, store, and say what to answer.
 
-        Pass the raw body bytes exactly as received. Answer with `reply.status_code`,
-        `reply.content` (JSON) and `reply.headers`. To read a body from a stream with the
-        size cap, use `hookinbox.http.receive_stream` instead.
+        Pass the raw body bytes exactly as received, and the raw query string as `query`
+        where a source reads it (Microsoft Graph's `validationToken`; the others ignore it).
+        Answer with `reply.status_code`, `reply.content` (JSON, or a handshake's text) and
+        `reply.headers`. To read a body from a stream with the size cap, use
+        `hookinbox.http.receive_stream` instead; a GET or HEAD (a provider's handshake) is
+        `hookinbox.http.answer_get`.
         """
-        return self._receiver().receive(source, headers, body)
+        return self._receiver().receive(source, headers, body, query=query)
 
     def asgi(self, *, path: str = "/webhooks") -> ASGIApp:
         """An ASGI app: `POST {path}/{source}`, `GET /healthz`, `GET /readyz`, `GET /metrics`.

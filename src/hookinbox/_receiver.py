@@ -42,7 +42,7 @@ from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox._settings import ReceiverSettings
 from hookinbox._storage import GroupCommitter, Store
 from hookinbox.sources import Identity, Source
-from hookinbox.sources._base import BatchSource
+from hookinbox.sources._base import BatchSource, parse_query
 
 log = logger("hookinbox.ingest")
 
@@ -130,7 +130,9 @@ def _reject(status_code: int, outcome: Outcome, detail: str, **headers: str) -> 
 
 def _handshake(handshake: Handshake) -> Reply:
     """A handshake's answer as the provider wants it: JSON (`body` is the answer, as the logs
-    read it), or text sent as it stands."""
+    read it), or text sent as it stands. Either may echo what the request sent (a challenge),
+    so the answer says `nosniff`: a browser never reads it as anything but its content type
+    (Dropbox asks for it; harmless for the others)."""
     if isinstance(handshake.answer, dict):
         body, raw = handshake.answer, None
     else:
@@ -138,11 +140,14 @@ def _handshake(handshake: Handshake) -> Reply:
     return Reply(
         handshake.status,
         body,
-        {},
+        {**handshake.headers, "x-content-type-options": "nosniff"},
         Outcome.HANDSHAKE,
         media_type=handshake.content_type,
         raw=raw,
     )
+
+
+METHOD_NOT_ALLOWED = b"Method Not Allowed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +215,10 @@ class BaseReceiver(ABC):
         source_name: str,
         headers: Mapping[str, str] | Iterable[tuple[str, str]],
         body: bytes,
+        *,
+        query: str | bytes | None = None,
     ) -> Reply:
-        step = self.verify(source_name, headers, body)
+        step = self.verify(source_name, headers, body, query=query)
         if isinstance(step, Reply):
             return step
         return self.store_verified(step)
@@ -221,8 +228,12 @@ class BaseReceiver(ABC):
         source_name: str,
         headers: Mapping[str, str] | Iterable[tuple[str, str]],
         body: bytes,
+        *,
+        query: str | bytes | None = None,
     ) -> Reply | Verified:
-        """The first half of `receive`: a `Verified` delivery to store, or the final reply."""
+        """The first half of `receive`: a `Verified` delivery to store, or the final reply.
+
+        `query` is the request's query string, read only by a source that `reads_query`."""
         started = time.perf_counter()
         source = self.sources.get(source_name)
         if source is None:
@@ -233,11 +244,48 @@ class BaseReceiver(ABC):
             reply = self._too_large()
             span = tracing.start_receive(source_name, {}, len(body))
         else:
-            step = self._verify(source, normalize_headers(headers), body, started)
+            step = self._verify(source, normalize_headers(headers), body, started, query)
             if isinstance(step, Verified):
                 return step
             reply, span = step
         return self._finish(source_name, reply, started, known=source is not None, span=span)
+
+    def answer_get(
+        self,
+        source_name: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        query: str | bytes | None = None,
+    ) -> Reply:
+        """The answer to a GET or HEAD on a source's path: its handshake (`Source.answer_get`),
+        or 405 where there is none (an unknown name too, as before any source had one).
+
+        Nothing is read from a body and nothing is stored. A request that does not prove
+        itself (a wrong verify token) is 403, one that is not the provider's handshake 400;
+        both are logged and counted as deliveries refused, the handshakes as `handshake`."""
+        source = self.sources.get(source_name)
+        if source is None or not source.answers_get:
+            return self.method_not_allowed(source_name)
+        started = time.perf_counter()
+        try:
+            answer = source.answer_get(parse_query(query), normalize_headers(headers))
+        except VerificationError as error:
+            reply = _reject(403, Outcome.INVALID_SIGNATURE, error.message)
+        except PayloadError as error:
+            reply = _reject(400, Outcome.BAD_REQUEST, error.message)
+        else:
+            if answer is None:
+                return self.method_not_allowed(source_name)
+            handshake = answer if isinstance(answer, Handshake) else Handshake(answer)
+            reply = _handshake(handshake)
+        return self._finish(source_name, reply, started, known=True)
+
+    def method_not_allowed(self, source_name: str) -> Reply:
+        """405 for a method the source's path does not take, naming those it does."""
+        source = self.sources.get(source_name)
+        allow = "GET, HEAD, POST" if source is not None and source.answers_get else "POST"
+        return Reply(
+            405, {}, {"allow": allow}, Outcome.BAD_REQUEST, media_type=TEXT, raw=METHOD_NOT_ALLOWED
+        )
 
     def committer_for(self, verified: Verified) -> GroupCommitter | None:
         """The group committer that stores this delivery, or None: `store_verified` then
@@ -386,12 +434,17 @@ class BaseReceiver(ABC):
         return {}
 
     def _verify(
-        self, source: Source, headers: Mapping[str, str], body: bytes, started: float
+        self,
+        source: Source,
+        headers: Mapping[str, str],
+        body: bytes,
+        started: float,
+        query: str | bytes | None = None,
     ) -> tuple[Reply, Any] | Verified:
         """The verified delivery, or the reply that ends it here (and its span)."""
         now = self.clock()
         began = time.perf_counter()
-        identified = self._authenticate(source, headers, body, now)
+        identified = self._authenticate(source, headers, body, now, query)
         span = None
         if tracing.enabled():
             # The spans start now that verification has decided, at the times things
@@ -455,11 +508,18 @@ class BaseReceiver(ABC):
         )
 
     def _authenticate(
-        self, source: Source, headers: Mapping[str, str], body: bytes, now: float
+        self,
+        source: Source,
+        headers: Mapping[str, str],
+        body: bytes,
+        now: float,
+        query: str | bytes | None = None,
     ) -> Identity | list[Identity] | Reply:
         """The source's identity of the delivery (each event's, for a batched source), or the
-        reply that ends it here."""
+        reply that ends it here. The query string is parsed only for a source that reads it."""
         try:
+            if source.reads_query:
+                return self._authenticate_with_query(source, headers, body, now, query)
             if source.batched:
                 return list(cast(BatchSource, source).authenticate_batch(headers, body, now=now))
             return source.authenticate(headers, body, now=now)
@@ -473,6 +533,22 @@ class BaseReceiver(ABC):
             return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
         except Handshake as handshake:
             return _handshake(handshake)
+
+    @staticmethod
+    def _authenticate_with_query(
+        source: Source,
+        headers: Mapping[str, str],
+        body: bytes,
+        now: float,
+        query: str | bytes | None,
+    ) -> Identity | list[Identity]:
+        """`authenticate` with the parsed query, for a source that reads it (the others, a
+        user's own `Source` subclasses among them, are called as they always were)."""
+        parsed = parse_query(query)
+        if source.batched:
+            batch = cast(BatchSource, source)
+            return list(batch.authenticate_batch(headers, body, now=now, query=parsed))
+        return source.authenticate(headers, body, now=now, query=parsed)
 
     def _not_processed(self, detail: str) -> Reply:
         body = {"status": "retry", "error": Outcome.NOT_PROCESSED.value, "detail": detail}

@@ -2,7 +2,9 @@
 
     app.include_router(hookinbox.fastapi.router(inbox))  # POST /webhooks/{source}
 
-The router serves the inbox's probes beside it, `GET /webhooks/healthz` and `/webhooks/readyz`.
+The router serves the inbox's probes beside it, `GET /webhooks/healthz` and `/webhooks/readyz`,
+and `GET`/`HEAD /webhooks/{source}` for the sources whose provider shakes hands over them
+(405 for the others).
 
 The endpoint never declares a body parameter, so FastAPI neither reads nor parses the body:
 hookinbox reads the raw bytes from the ASGI stream itself, with the inbox's size cap (413 from
@@ -13,14 +15,15 @@ they came. The answers are those of `inbox.asgi()`, decided by the same code.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
 from hookinbox import BaseInbox, Reply
-from hookinbox.http import health_probes, receive_asgi
+from hookinbox.http import answer_get, health_probes, receive_asgi
 
-__all__ = ["receive", "respond", "router"]
+__all__ = ["handshake", "receive", "respond", "router"]
 
 Answers = dict[int | str, dict[str, Any]]
 """OpenAPI's documented answers of a route, as FastAPI takes them."""
@@ -82,7 +85,30 @@ def router(
     async def receive_webhook(source: str, request: Request) -> Response:
         return await respond(inbox, source, request)
 
+    # After the probes: `/healthz` and `/readyz` are theirs, never a source's.
+    api.add_api_route(
+        "/{source}", partial(handshake, inbox), methods=["GET"],
+        include_in_schema=include_in_schema, summary="Answer a provider's handshake",
+        response_class=Response, responses=HANDSHAKE_ANSWERS,
+    )  # fmt: skip
+    api.add_api_route("/{source}", partial(handshake, inbox), methods=["HEAD"],
+                      include_in_schema=False)  # fmt: skip
     return api
+
+
+HANDSHAKE_ANSWERS: Answers = {
+    200: {"description": "the source's handshake answered (nothing stored)"},
+    400: {"description": "not the provider's handshake (a missing or oversized challenge)"},
+    403: {"description": "the handshake does not prove itself (a wrong verify token)"},
+    405: {"description": "the source has no handshake over GET"},
+}
+
+
+async def handshake(inbox: BaseInbox, source: str, request: Request) -> Response:
+    """A GET or HEAD on a source's path: its handshake (Meta's `hub.challenge`, X's CRC,
+    ...), or 405. For a route of your own, as `respond` is for POST."""
+    query = request.scope.get("query_string", b"")
+    return _response(answer_get(inbox, source, request.headers.items(), query))
 
 
 async def receive(inbox: BaseInbox, source: str, request: Request) -> Reply | None:
@@ -91,7 +117,8 @@ async def receive(inbox: BaseInbox, source: str, request: Request) -> Reply | No
     For an endpoint of your own: it must not declare a body parameter (FastAPI would consume
     and parse the body before hookinbox could read the bytes).
     """
-    return await receive_asgi(inbox, source, request.headers.raw, request.receive)
+    query = request.scope.get("query_string", b"")
+    return await receive_asgi(inbox, source, request.headers.raw, request.receive, query=query)
 
 
 async def respond(inbox: BaseInbox, source: str, request: Request) -> Response:

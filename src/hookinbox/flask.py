@@ -2,6 +2,9 @@
 
     app.register_blueprint(hookinbox.flask.blueprint(inbox))     # POST /webhooks/<source>
 
+`GET` (and `HEAD`) `/webhooks/<source>` answer the handshake of a source whose provider sends
+one over GET (Meta, Dropbox, X, Okta, Trello), 405 for the others (`handshake`).
+
 The body is read from `request.stream`, never from `request.get_data()` or `request.json`: a
 body whose Content-Length passes the inbox's cap is refused (413) before a byte is read, and a
 chunked one as soon as it passes the cap. The bytes are verified exactly as they came. Storage
@@ -13,22 +16,33 @@ from __future__ import annotations
 from flask import Blueprint, Response, request
 
 from hookinbox import BaseInbox, Reply
-from hookinbox.http import receive_stream
+from hookinbox.http import answer_get, receive_stream
 
-__all__ = ["blueprint", "receive", "respond"]
+__all__ = ["blueprint", "handshake", "receive", "respond"]
 
 
 def blueprint(
     inbox: BaseInbox, *, name: str = "hookinbox", url_prefix: str = "/webhooks"
 ) -> Blueprint:
-    """A blueprint with `POST {url_prefix}/<source>` for every source of `inbox`."""
+    """A blueprint with `POST {url_prefix}/<source>` for every source of `inbox`, and `GET`
+    (Flask adds `HEAD`) for their handshakes."""
     webhooks = Blueprint(name, __name__, url_prefix=url_prefix.rstrip("/"))
 
     @webhooks.post("/<source>")
     def receive_webhook(source: str) -> Response:
         return respond(inbox, source)
 
+    @webhooks.get("/<source>")
+    def answer_handshake(source: str) -> Response:
+        return handshake(inbox, source)
+
     return webhooks
+
+
+def handshake(inbox: BaseInbox, source: str) -> Response:
+    """The current GET or HEAD request answered: the source's handshake, or 405."""
+    reply = answer_get(inbox, source, request.headers.items(), request.query_string)
+    return _response(reply)
 
 
 def receive(inbox: BaseInbox, source: str) -> Reply:
@@ -39,12 +53,16 @@ def receive(inbox: BaseInbox, source: str) -> Reply:
         request.headers.items(),
         request.stream.read,
         request.headers.get("Content-Length"),
+        query=request.query_string,
     )
 
 
 def respond(inbox: BaseInbox, source: str) -> Response:
     """`receive`, answered as the provider expects: JSON body, status code and headers."""
-    reply = receive(inbox, source)
+    return _response(receive(inbox, source))
+
+
+def _response(reply: Reply) -> Response:
     return Response(
         reply.content, reply.status_code, headers=reply.headers, content_type=reply.media_type
     )

@@ -30,7 +30,10 @@ def openapi() -> dict[str, Any]:
 
 
 def responses() -> dict[str, Any]:
-    answers: dict[str, Any] = openapi()["paths"]["/webhooks/{source}"]["post"]["responses"]
+    """The answers of a delivery path: POST's, and the GET handshake's where POST has none
+    (its 403)."""
+    path = openapi()["paths"]["/webhooks/{source}"]
+    answers: dict[str, Any] = {**path["get"]["responses"], **path["post"]["responses"]}
     return answers
 
 

@@ -34,6 +34,7 @@ from hookinbox.sources import (
     Clerk,
     Discord,
     DocuSign,
+    Dropbox,
     GitHub,
     GitLab,
     GitLabSigned,
@@ -43,7 +44,9 @@ from hookinbox.sources import (
     Jira,
     LemonSqueezy,
     Linear,
+    Meta,
     Mollie,
+    Okta,
     OpenAI,
     Paddle,
     PagerDuty,
@@ -62,8 +65,10 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Telegram,
+    Trello,
     Twilio,
     Twitch,
+    Twitter,
     Typeform,
     Vercel,
     Webflow,
@@ -78,6 +83,7 @@ from tests.support.pki import paypal_signing
 NOW = 1_700_000_000  # paypal.TRANSMISSION_TIME
 SQUARE_URL = "https://shop.example/webhooks/square"
 TWILIO_URL = "https://shop.example/webhooks/twilio"
+TRELLO_URL = "https://shop.example/webhooks/trello"
 MESSAGE_ID = "msg_2Lh9edge"
 TRANSMISSION_ID = "8ea3c1c0-82a5-11ee-b962-0242ac120002"
 
@@ -534,6 +540,50 @@ KINDS: tuple[Kind, ...] = (
         sign=lambda s, b, t: "v1," + b64_mac(standard_key(s), f"{MESSAGE_ID}.{t}.".encode() + b),
         assemble=_standard_headers,
         several=True, scheme="v1,", wrong_schemes=("v1a,", "v2,", "V1,"), timestamped=True,
+    ),
+    # issue 47, round three: handshakes (their GET answers: tests/http/test_handshakes.py)
+    Kind(
+        Meta,
+        lambda s, **o: Meta(secret=s, verify_token="vt-edge", **o),
+        ("meta_old_edge", "meta_new_edge", "meta_stranger"),
+        json_body(object="whatsapp_business_account", entry=[{"id": "1", "changes": [
+            {"field": "messages", "value": {"messages": [{"id": "wamid.edge"}]}}]}]),
+        sign=lambda s, b, _t: "sha256=" + hex_mac(s, b),
+        assemble=lambda e, _t: {"X-Hub-Signature-256": ", ".join(e)},
+        scheme="sha256=", wrong_schemes=HEX_SCHEMES,
+    ),
+    Kind(
+        Dropbox,
+        lambda s, **o: Dropbox(secret=s, **o),
+        ("dbx_old_edge", "dbx_new_edge", "dbx_stranger"),
+        json_body(list_folder={"accounts": ["dbid:edge"]}),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {"X-Dropbox-Signature": ", ".join(e)},
+    ),
+    Kind(
+        Twitter,
+        lambda s, **o: Twitter(secret=s, **o),
+        ("x_old_edge", "x_new_edge", "x_stranger"),
+        json_body(for_user_id="1", favorite_events=[{"id": "fav-edge"}]),
+        sign=lambda s, b, _t: "sha256=" + b64_mac(s.encode(), b),
+        assemble=lambda e, _t: {"x-twitter-webhooks-signature": ", ".join(e)},
+        scheme="sha256=", wrong_schemes=("sha1=", "SHA256=", "sha512="),
+    ),
+    Kind(
+        Okta,
+        lambda s, **o: Okta(secret=s, **o),
+        ("okta_old_edge_value", "okta_new_edge_value", "okta_stranger_value"),
+        json_body(data={"events": [{"uuid": "u-edge", "eventType": "user.session.start"}]}),
+        sign=lambda s, _b, _t: s,  # the header's value itself: a shared password
+        assemble=lambda e, _t: {"Authorization": ", ".join(e)},
+    ),
+    Kind(
+        Trello,
+        lambda s, **o: Trello(secret=s, url=TRELLO_URL, **o),
+        ("trello_old_edge", "trello_new_edge", "trello_stranger"),
+        json_body(action={"id": "act-edge", "type": "updateCard"}),
+        sign=lambda s, b, _t: b64_mac(s.encode(), b + TRELLO_URL.encode(), "sha1"),
+        assemble=lambda e, _t: {"X-Trello-Webhook": ", ".join(e)},
     ),
     Kind(
         Postmark,

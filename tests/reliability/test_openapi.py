@@ -123,7 +123,8 @@ def test_the_document_is_openapi_and_names_the_served_paths(tmp_path: Path) -> N
     assert isinstance(app, WebhookApp) and isinstance(app.fallback, Probes)
     probes = {("GET", f"/{name}") for name in PROBES}
     inbox.close()
-    assert operations == {("POST", app.prefix + "{source}"), *probes}
+    delivery = app.prefix + "{source}"  # POST, and GET for a source's handshake
+    assert operations == {("POST", delivery), ("GET", delivery), *probes}
     assert ("POST", DELIVERY) in operations
 
 

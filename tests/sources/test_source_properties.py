@@ -46,6 +46,7 @@ from hookinbox.sources import (
     Chargebee,
     Discord,
     DocuSign,
+    Dropbox,
     GitHub,
     GitLab,
     GitLabSigned,
@@ -57,8 +58,10 @@ from hookinbox.sources import (
     LemonSqueezy,
     Linear,
     Mailgun,
+    Meta,
     Mollie,
     MollieClassic,
+    Okta,
     OpenAI,
     Paddle,
     PagerDuty,
@@ -76,8 +79,10 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Telegram,
+    Trello,
     Twilio,
     Twitch,
+    Twitter,
     Typeform,
     Vercel,
     Webflow,
@@ -435,6 +440,26 @@ def sign_chargebee(body: bytes, ident: str) -> dict[str, str]:
     return {"authorization": "Basic " + _b64(f"chargebee:{SECRET}".encode())}
 
 
+def sign_meta(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-hub-signature-256": "sha256=" + _mac(SECRET.encode(), body).hex()}
+
+
+def sign_dropbox(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-dropbox-signature": _mac(SECRET.encode(), body).hex()}
+
+
+def sign_twitter(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-twitter-webhooks-signature": "sha256=" + _b64(_mac(SECRET.encode(), body))}
+
+
+def sign_okta(body: bytes, ident: str) -> dict[str, str]:
+    return {"authorization": SECRET}
+
+
+def sign_trello(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-trello-webhook": _b64(_mac(SECRET.encode(), body + HOOK_URL.encode(), "sha1"))}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -677,6 +702,15 @@ MORE_CASES: dict[str, Case] = {
         sign_standard,
         ("webhook-id", "webhook-timestamp", "webhook-signature"),
     ),
+    "meta": Case(
+        lambda: Meta(secret=SECRET, verify_token="vt"), sign_meta, ("x-hub-signature-256",)
+    ),
+    "dropbox": Case(lambda: Dropbox(secret=SECRET), sign_dropbox, ("x-dropbox-signature",)),
+    "twitter": Case(
+        lambda: Twitter(secret=SECRET), sign_twitter, ("x-twitter-webhooks-signature",)
+    ),
+    "okta": Case(lambda: Okta(secret=SECRET), sign_okta, ("authorization",), body_bound=False),
+    "trello": Case(lambda: Trello(secret=SECRET, url=HOOK_URL), sign_trello, ("x-trello-webhook",)),
     "postmark": Case(
         lambda: Postmark(username="postmark", password=SECRET),
         sign_postmark,
@@ -932,6 +966,21 @@ event_like = st.fixed_dictionaries(
         "message": st.fixed_dictionaries({}, optional={"date": json_values}) | json_values,
         "date_modified_gmt": json_values,
         "time": json_values,
+        # issue 47, round three: Replicate's prediction (Razorpay's `event` is above); Meta's
+        # entries, X's event lists, Trello's action
+        "object": labels,
+        "entry": st.lists(
+            st.fixed_dictionaries(
+                {"id": labels},
+                optional={"time": json_values, "changes": json_values, "messaging": json_values},
+            ),
+            max_size=2,
+        )
+        | json_values,
+        "for_user_id": labels,
+        "favorite_events": st.lists(st.fixed_dictionaries({"id": labels}), max_size=2)
+        | json_values,
+        "action": st.fixed_dictionaries({}, optional={"id": labels, "type": labels}) | json_values,
         "status": labels,
         "started_at": json_values,
         "completed_at": json_values,

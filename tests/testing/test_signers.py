@@ -51,6 +51,9 @@ def test_every_signer_signs_a_redelivery_as_one_event_and_another_body_as_anothe
         _key(source, *delivery, at)
         for delivery, at in ((first, now), (retry, now + 60), (other, now))
     ]
+    if declared.new_each_delivery:  # a wake-up without an id: every delivery is an event
+        assert len(set(keys)) == 3, keys
+        return
     assert keys[0] == keys[1], "the same body signed twice is one event"
     assert keys[2] != keys[0], "another body is another event"
 

@@ -1,4 +1,5 @@
-"""The Django view: `POST <prefix>/<source>` answered by hookinbox's receiver."""
+"""The Django view: `POST <prefix>/<source>` answered by hookinbox's receiver, and `GET`/`HEAD`
+by the source's handshake where its provider sends one."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from collections.abc import Callable
 from django.db import DEFAULT_DB_ALIAS, transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods
 
-from hookinbox import BaseInbox
+from hookinbox import BaseInbox, Reply
 from hookinbox.django._inbox import DjangoInbox
-from hookinbox.http import receive_stream
+from hookinbox.http import answer_get, receive_stream
 
 View = Callable[[HttpRequest, str], HttpResponse]
 
@@ -21,24 +22,31 @@ def webhook_view(inbox: BaseInbox) -> View:
 
     The body is read from the request stream with the inbox's cap (413 from Content-Length
     before a byte is read), never through `request.body`, and verified as it came. Providers
-    sign their deliveries, so the view is exempt from CSRF; it answers 405 to anything but
-    POST. It is never wrapped in ATOMIC_REQUESTS' transaction: the 200 must follow the commit
-    of the delivery's own transaction, not precede the request's.
+    sign their deliveries, so the view is exempt from CSRF. A GET or HEAD is the source's
+    handshake (405 where it has none), any other method 405. It is never wrapped in
+    ATOMIC_REQUESTS' transaction: the 200 must follow the commit of the delivery's own
+    transaction, not precede the request's.
     """
 
     @csrf_exempt
-    @require_POST
+    @require_http_methods(["GET", "HEAD", "POST"])
     def receive_webhook(request: HttpRequest, source: str) -> HttpResponse:
+        query = request.META.get("QUERY_STRING", "")
+        if request.method != "POST":
+            return _response(answer_get(inbox, source, request.headers.items(), query))
         reply = receive_stream(
-            inbox, source, request.headers.items(), request.read, request.META.get("CONTENT_LENGTH")
-        )
-        return HttpResponse(
-            reply.content,
-            status=reply.status_code,
-            headers=reply.headers,
-            content_type=reply.media_type,
-        )
+            inbox, source, request.headers.items(), request.read,
+            request.META.get("CONTENT_LENGTH"), query=query,
+        )  # fmt: skip
+        return _response(reply)
 
     using = inbox.using if isinstance(inbox, DjangoInbox) else DEFAULT_DB_ALIAS
     view: View = transaction.non_atomic_requests(using=using)(receive_webhook)
     return view
+
+
+def _response(reply: Reply) -> HttpResponse:
+    return HttpResponse(
+        reply.content, status=reply.status_code, headers=reply.headers,
+        content_type=reply.media_type,
+    )  # fmt: skip

@@ -5,10 +5,11 @@ decided; it never parses the body, never chooses a status code:
 
     reply = await receive_asgi(inbox, source, scope["headers"], receive)      # ASGI
     reply = receive_stream(inbox, source, headers, stream.read, content_length)  # WSGI
+    reply = answer_get(inbox, source, headers, query_string)   # GET and HEAD: handshakes
 
     respond(reply.status_code, reply.headers, reply.content, reply.media_type)
 
-`hookinbox.fastapi`, `hookinbox.flask` and `hookinbox.django` are written on these two
+`hookinbox.fastapi`, `hookinbox.flask` and `hookinbox.django` are written on these three
 functions only. `inbox.asgi()` is the complete ASGI app (deliveries, probes, metrics); an
 adapter that serves the probes too answers them with `health_probes(inbox)`.
 """
@@ -18,13 +19,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hookinbox.http._app import receive_asgi
-from hookinbox.http._blocking import receive_stream
+from hookinbox.http._blocking import answer_get, receive_stream
 from hookinbox.http._probes import Readiness
 
 if TYPE_CHECKING:
     from hookinbox._inbox import BaseInbox
 
-__all__ = ["health_probes", "receive_asgi", "receive_stream"]
+__all__ = ["answer_get", "health_probes", "receive_asgi", "receive_stream"]
 
 
 def health_probes(inbox: BaseInbox) -> Readiness:

@@ -1,5 +1,8 @@
 """The ASGI app: `POST /webhooks/{source}`, `GET /healthz`, `/readyz` and `/metrics`.
 
+`GET` and `HEAD /webhooks/{source}` are a source's handshake where its provider sends one
+(`Source.answer_get`), 405 otherwise; no body is read for them.
+
 A thin shell around `Receiver`: it reads the body with a cap, has the receiver verify it on the
 event loop, awaits the group committer's future for the insert (or, with group commit off or
 for an inline source, stores it in a worker thread: storage is synchronous SQLAlchemy, shared
@@ -27,7 +30,7 @@ from hookinbox._headers import HeaderValues, normalize_raw_headers
 from hookinbox._logging import logger
 from hookinbox._receiver import BaseReceiver, Reply, Verified
 from hookinbox.http._deadlines import within
-from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_reply, send_text
+from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_reply
 from hookinbox.http._types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
@@ -94,27 +97,36 @@ async def read_body(receive: Receive, declared: bytes | None, limit: int) -> byt
 
 
 async def receive_asgi(
-    inbox: BaseInbox, source: str, headers: list[tuple[bytes, bytes]], receive: Receive
+    inbox: BaseInbox,
+    source: str,
+    headers: list[tuple[bytes, bytes]],
+    receive: Receive,
+    *,
+    query: bytes = b"",
 ) -> Reply | None:
     """Read one delivery from an ASGI `receive` callable and decide its reply.
 
-    For adapters of ASGI frameworks: `headers` are the scope's raw header pairs. The body is
-    read with the inbox's size cap and body timeout, verified exactly as it came, and stored
-    within the ack deadline. None means the client left before its body arrived: nobody is
-    left to answer.
+    For adapters of ASGI frameworks: `headers` are the scope's raw header pairs, `query` its
+    `query_string` (read only by a source that `reads_query`). The body is read with the
+    inbox's size cap and body timeout, verified exactly as it came, and stored within the ack
+    deadline. None means the client left before its body arrived: nobody is left to answer.
     """
-    return await answer(inbox._receiver(), source, headers, receive)
+    return await answer(inbox._receiver(), source, headers, receive, query)
 
 
 async def answer(
-    receiver: BaseReceiver, source: str, raw_headers: list[tuple[bytes, bytes]], receive: Receive
+    receiver: BaseReceiver,
+    source: str,
+    raw_headers: list[tuple[bytes, bytes]],
+    receive: Receive,
+    query: bytes = b"",
 ) -> Reply | None:
     """Read one delivery from an ASGI `receive` and decide its reply; None if the client left.
 
     The raw ASGI app and the FastAPI router both answer through here.
     """
     try:
-        return await _deliver(receiver, source, raw_headers, receive)
+        return await _deliver(receiver, source, raw_headers, receive, query)
     except ClientGone:
         return None  # nobody is left to answer
     except BodyTimeout:
@@ -125,7 +137,11 @@ async def answer(
 
 
 async def _deliver(
-    receiver: BaseReceiver, source: str, raw_headers: list[tuple[bytes, bytes]], receive: Receive
+    receiver: BaseReceiver,
+    source: str,
+    raw_headers: list[tuple[bytes, bytes]],
+    receive: Receive,
+    query: bytes,
 ) -> Reply:
     if source not in receiver.sources:
         # Answer before reading: an unknown source gets no buffer at all.
@@ -141,9 +157,9 @@ async def _deliver(
     # the event loop, which costs less than a hop to a worker thread and back; sources
     # that call their provider to verify run in a thread of their own bounded pool.
     if receiver.sources[source].verifies_over_network:
-        step = await _verify_over_network(receiver, source, headers, body)
+        step = await _verify_over_network(receiver, source, headers, body, query)
     else:
-        step = receiver.verify(source, headers, body)
+        step = receiver.verify(source, headers, body, query=query)
     if isinstance(step, Reply):
         return step
     # Past the ack deadline the answer is 503, whatever storing is doing (a held lock, a
@@ -177,7 +193,7 @@ async def _deliver(
 
 
 async def _verify_over_network(
-    receiver: BaseReceiver, source: str, headers: HeaderValues, body: bytes
+    receiver: BaseReceiver, source: str, headers: HeaderValues, body: bytes, query: bytes
 ) -> Reply | Verified:
     """`receiver.verify` in a worker thread, at most `NETWORK_VERIFICATIONS` of the source's
     at once; a delivery that finds no free slot within the ack deadline is answered 503."""
@@ -189,8 +205,9 @@ async def _verify_over_network(
     # Only the wait for a slot can be cancelled: once in its thread, the verification is
     # shielded and its answer is used, however long the provider took.
     with anyio.move_on_after(receiver.ack_deadline):
+        verify = partial(receiver.verify, query=query)
         step: Reply | Verified = await anyio.to_thread.run_sync(
-            receiver.verify, source, headers, body, limiter=limiter
+            verify, source, headers, body, limiter=limiter
         )
         return step
     detail = (
@@ -241,16 +258,22 @@ class WebhookApp:
         if source is None:
             await self.fallback(scope, receive, send)
             return
-        if scope["method"] != "POST":
-            await send_text(send, 405, "Method Not Allowed", allow="POST")
-            return
+        method = scope["method"]
         try:
             receiver = self.receiver()  # the first request starts the inbox
         except ConfigurationError as error:  # `hookinbox serve` refuses to start instead
             log.error("the inbox cannot start: %s", error)
             await send_reply(send, INTERNAL_ERROR)
             return
-        reply = await answer(receiver, source, scope["headers"], receive)
+        query = scope.get("query_string", b"")
+        if method != "POST":  # a handshake's GET or HEAD, or 405: no body to read
+            if method in ("GET", "HEAD"):
+                headers = normalize_raw_headers(scope["headers"])
+                await send_reply(send, receiver.answer_get(source, headers, query))
+            else:
+                await send_reply(send, receiver.method_not_allowed(source))
+            return
+        reply = await answer(receiver, source, scope["headers"], receive, query)
         if reply is not None:
             await send_reply(send, reply)
 

@@ -50,16 +50,37 @@ def receive_stream(
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
     read: Callable[[int], bytes],
     content_length: str | None = None,
+    *,
+    query: str | bytes = "",
 ) -> Reply:
     """Read one delivery through `read(n)` and decide its reply (blocking).
 
-    For adapters of WSGI frameworks: `read` is the request stream's read function and
-    `content_length` the Content-Length header, if any. An unknown source is answered before
-    a byte is read; a body over the inbox's size cap is refused (413) before it is buffered
-    (at once when Content-Length announces it). Errors raised by `read` itself (a client that
-    hung up mid-body) propagate, for the framework to answer.
+    For adapters of WSGI frameworks: `read` is the request stream's read function,
+    `content_length` the Content-Length header, if any, and `query` the raw query string
+    (read only by a source that `reads_query`). An unknown source is answered before a byte
+    is read; a body over the inbox's size cap is refused (413) before it is buffered (at once
+    when Content-Length announces it). Errors raised by `read` itself (a client that hung up
+    mid-body) propagate, for the framework to answer.
     """
-    return answer_blocking(inbox._receiver(), source, headers, content_length, read)
+    return answer_blocking(inbox._receiver(), source, headers, content_length, read, query)
+
+
+def answer_get(
+    inbox: BaseInbox,
+    source: str,
+    headers: Mapping[str, str] | Iterable[tuple[str, str]],
+    query: str | bytes = "",
+) -> Reply:
+    """The answer to a GET or HEAD on a source's path: the source's handshake (Meta's
+    `hub.challenge`, Dropbox's `challenge`, X's CRC, ...), or 405 with `Allow` where it has
+    none. `query` is the raw query string. Nothing is read from a body, nothing is stored,
+    and nothing blocks: an adapter of any framework calls it as it is."""
+    receiver = inbox._receiver()
+    try:
+        return receiver.answer_get(source, headers, query)
+    except Exception:  # a bug in hookinbox: log it, answer without the traceback
+        log.exception("unexpected error answering a handshake")
+        return Reply(500, {"status": "error", "error": "internal"})
 
 
 def answer_blocking(
@@ -68,6 +89,7 @@ def answer_blocking(
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
     declared: str | None,
     read: Callable[[int], bytes],
+    query: str | bytes = "",
 ) -> Reply:
     """Read one delivery through `read(n)` and decide its reply.
 
@@ -81,7 +103,7 @@ def answer_blocking(
     except BodyTooLarge:
         return receiver.reject_too_large(source)
     try:
-        return receiver.receive(source, headers, body)
+        return receiver.receive(source, headers, body, query=query)
     except Exception:  # a bug in hookinbox: log it, answer without the traceback
         log.exception("unexpected error receiving a delivery")
         return Reply(500, {"status": "error", "error": "internal"})

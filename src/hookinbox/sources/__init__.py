@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
-from hookinbox.sources._base import BatchSource, Headers, Identity, Source
+from hookinbox.sources._base import BatchSource, Headers, Identity, Query, Source
 from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._chargebee import Chargebee
 from hookinbox.sources._discord import Discord
 from hookinbox.sources._docusign import DocuSign
+from hookinbox.sources._dropbox import Dropbox
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
@@ -24,7 +25,9 @@ from hookinbox.sources._jira import Jira
 from hookinbox.sources._lemonsqueezy import LemonSqueezy
 from hookinbox.sources._linear import Linear
 from hookinbox.sources._mailgun import Mailgun
+from hookinbox.sources._meta import Meta
 from hookinbox.sources._mollie import Mollie, MollieClassic
+from hookinbox.sources._okta import Okta
 from hookinbox.sources._openai import OpenAI
 from hookinbox.sources._paddle import Paddle
 from hookinbox.sources._pagerduty import PagerDuty
@@ -40,8 +43,10 @@ from hookinbox.sources._standard_webhooks import StandardWebhooks
 from hookinbox.sources._stripe import Stripe
 from hookinbox.sources._svix_apps import Clerk, Resend
 from hookinbox.sources._telegram import Telegram
+from hookinbox.sources._trello import Trello
 from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
+from hookinbox.sources._twitter import Twitter
 from hookinbox.sources._typeform import Typeform
 from hookinbox.sources._vercel import Vercel
 from hookinbox.sources._webflow import Webflow
@@ -86,6 +91,7 @@ __all__ = [
     "Clerk",
     "Discord",
     "DocuSign",
+    "Dropbox",
     "GitHub",
     "GitLab",
     "GitLabSigned",
@@ -99,9 +105,11 @@ __all__ = [
     "LemonSqueezy",
     "Linear",
     "Mailgun",
+    "Meta",
     "Mollie",
     "MollieAPI",
     "MollieClassic",
+    "Okta",
     "OpenAI",
     "Paddle",
     "PagerDuty",
@@ -109,6 +117,7 @@ __all__ = [
     "PayPalAPI",
     "Paystack",
     "Postmark",
+    "Query",
     "Razorpay",
     "Replicate",
     "Resend",
@@ -121,8 +130,10 @@ __all__ = [
     "StandardWebhooks",
     "Stripe",
     "Telegram",
+    "Trello",
     "Twilio",
     "Twitch",
+    "Twitter",
     "Typeform",
     "Vercel",
     "Webflow",

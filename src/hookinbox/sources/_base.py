@@ -8,7 +8,12 @@ Two steps, always in this order:
 2. `identify(headers, body)`, which parses the body and finds the key, the type and the time.
 Between them, `handshake(headers, body)` lets a provider's verified non-event (Slack's URL
 check, Discord's PING, Zoom's and Twitch's challenges) be answered at once, in JSON or text,
-with nothing stored; by default there is none.
+with nothing stored; by default there is none. Handshakes outside a signed POST have hooks of
+their own (docs/sources/README.md, "Handshakes"): `answer_get(query, headers)` for a GET or
+HEAD on the source's path (Meta's `hub.challenge`, Dropbox's `challenge`, X's CRC, Okta's
+verification, Trello's HEAD), and `check_query(query, headers, body)` for a POST whose query
+string counts (Microsoft Graph's `validationToken`, Event Grid's key), called only for a
+source that sets `reads_query`.
 
 Every malformed input becomes a `VerificationError` (step 1) or a `PayloadError` (step 2 and the
 handshake); nothing else escapes, which the property tests hold.
@@ -32,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from urllib.parse import parse_qs
 
 from hookinbox._errors import (
     BadSignature,
@@ -59,6 +65,28 @@ Headers = Mapping[str, str]
 HandshakeAnswer = dict[str, Any] | str | Handshake
 """What `Source.handshake` may answer: JSON, text, or a `Handshake` with its own content type
 or status."""
+
+Query = Mapping[str, Sequence[str]]
+"""A request's query string, parsed: every value of each name, in order (`parse_query`)."""
+
+MAX_QUERY = 4096
+"""The longest query string a handshake reads, in characters; a longer one is refused (400)
+before it is parsed. Real ones are under 300 (Meta's three `hub.` fields, Graph's token)."""
+
+MAX_QUERY_FIELDS = 32
+"""The most fields a query string may hold; more is refused (400)."""
+
+MAX_CHALLENGE = 512
+"""The longest challenge a handshake echoes or signs, in characters; a longer one is refused
+(400). Real ones are far shorter (Okta's is 40, X's CRC token about 48, Meta's a number)."""
+
+TOKEN_CHARACTERS = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/="
+)
+"""What a challenge may hold: URL-safe and standard base64, digits, `-._~`. Nothing that could
+close a JSON string (`"`, `\\`), start markup (`<`, `&`), break a line or start a JSON value:
+so an echoed challenge cannot inject into the reply, and a signed one (X's CRC) can never be
+the signature of a body the source would accept (every accepted body holds `{`)."""
 
 DEFAULT_TOLERANCE = 300.0
 
@@ -502,6 +530,69 @@ def parse_time(value: object) -> datetime | None:
     return None
 
 
+def parse_query(raw: str | bytes | None) -> dict[str, list[str]]:
+    """A query string as a dict of every value of each name (`+` and percent escapes decoded,
+    UTF-8, as Flask's `request.args` and Django's `request.GET` read it); `PayloadError` when it
+    is longer than `MAX_QUERY` or holds more than `MAX_QUERY_FIELDS` fields."""
+    if not raw:
+        return {}
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+    if len(text) > MAX_QUERY:
+        raise PayloadError(f"query string longer than {MAX_QUERY} characters")
+    try:
+        return parse_qs(
+            text, keep_blank_values=True, errors="replace", max_num_fields=MAX_QUERY_FIELDS
+        )
+    except ValueError as exc:
+        raise PayloadError(f"query string holds more than {MAX_QUERY_FIELDS} fields") from exc
+
+
+def query_value(query: Query, name: str) -> str | None:
+    """The one value of `name` in the query, None when absent; `PayloadError` when it is given
+    twice (which of two challenges would be answered is not for a sender to choose)."""
+    values = query.get(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise PayloadError(f"query parameter {name} given {len(values)} times")
+    return values[0]
+
+
+def challenge_text(
+    value: str | None, what: str, *, allowed: frozenset[str] = TOKEN_CHARACTERS
+) -> str:
+    """A challenge fit to echo or sign: present, at most `MAX_CHALLENGE` characters, and only
+    `allowed` characters; `PayloadError` (400) otherwise."""
+    if not value:
+        raise PayloadError(f"no {what}")
+    if len(value) > MAX_CHALLENGE:
+        raise PayloadError(f"{what} is longer than {MAX_CHALLENGE} characters")
+    if not allowed.issuperset(value):
+        raise PayloadError(f"{what} holds characters a challenge does not")
+    return value
+
+
+def matches_secret(presented: str, secrets: Sequence[bytes]) -> bool:
+    """Whether `presented` equals one of `secrets` (UTF-8), compared against every one
+    without stopping at a match (a shared token, a verify token, a client state). Their
+    SHA-256 digests are compared, as GitLab's token is: equal lengths, so the time taken
+    tells neither the content nor the length of a secret."""
+    try:
+        given = token_digest(presented)
+    except BadSignature:  # a lone surrogate: no secret holds one
+        return False
+    return matches_any(given, [hashlib.sha256(secret).digest() for secret in secrets])
+
+
+def presented_tokens(headers: Headers, name: str, what: str) -> list[str]:
+    """Every value of a header carrying a shared token and, for values a WSGI server joined
+    with commas, each part too (a token may hold a comma); at most `MAX_SIGNATURES`."""
+    values = header_values(headers, name)
+    given = list(dict.fromkeys([*values, *signature_items(headers, name, what=what)]))
+    check_signature_count(len(given), what)
+    return given
+
+
 class Source(ABC):
     """A webhook provider's verification and identification rules, configured with secrets."""
 
@@ -524,6 +615,12 @@ class Source(ABC):
     """The plain-text body of a 2xx answer to an event delivery (accepted or duplicate), for a
     provider that requires one (Adyen: `[accepted]`); None answers the JSON of
     docs/ingest.md. Refusals and handshakes keep their own bodies."""
+    answers_get: ClassVar[bool] = False
+    """True for a source whose provider sends a GET or HEAD to its path (`answer_get`); the
+    others answer both 405, as every other method but POST."""
+    reads_query: ClassVar[bool] = False
+    """True for a source whose POSTs are judged with their query string (`check_query`): only
+    for these does the receiver parse it, so the others pay nothing for it."""
 
     def __init__(self, *, name: str | None = None) -> None:
         self.name = self.default_name if name is None else name
@@ -559,12 +656,48 @@ class Source(ABC):
         """
         return None
 
-    def authenticate(self, headers: Headers, body: bytes, *, now: float) -> Identity:
+    def answer_get(self, query: Query, headers: Headers) -> HandshakeAnswer | None:
+        """The answer to a GET (or HEAD, answered alike without its body) on the source's path.
+
+        For a provider that checks the endpoint with one (Meta's `hub.challenge`, Dropbox's
+        `challenge`, X's CRC, Okta's verification, Trello's HEAD); a source that has one sets
+        `answers_get`. Nothing is stored. The answer is what `handshake` returns; raise
+        `VerificationError` for a request that does not prove itself (a wrong verify token:
+        answered 403) and `PayloadError` for one that is not the provider's (400). None, the
+        default, answers 405 as for a source without one.
+        """
+        return None
+
+    def check_query(self, query: Query, headers: Headers, body: bytes) -> HandshakeAnswer | None:
+        """For a source that `reads_query`: judge a POST's query string before anything else.
+
+        Return an answer for a handshake that lives there (Microsoft Graph's
+        `validationToken`), raise `VerificationError` when the query fails to prove the
+        delivery (Event Grid's key), or return None to go on with `verify`.
+        """
+        return None
+
+    def _query_answer(self, query: Query | None, headers: Headers, body: bytes) -> None:
+        """`check_query`'s answer raised as a `Handshake`, for a source that reads its query."""
+        if query is None:
+            query = {}
+        answer = self.check_query(query, headers, body)
+        if isinstance(answer, Handshake):
+            raise answer
+        if answer is not None:
+            raise Handshake(answer)
+
+    def authenticate(
+        self, headers: Headers, body: bytes, *, now: float, query: Query | None = None
+    ) -> Identity:
         """Verify, then identify: the body is not decoded before it is proven authentic.
 
         A verified handshake raises `Handshake` with the source's answer (the receiver sends
-        it with 200 and stores nothing).
+        it with 200 and stores nothing). `query` is the request's parsed query string, which
+        the receiver passes only to a source that `reads_query`.
         """
+        if self.reads_query:
+            self._query_answer(query, headers, body)
         check_signature_headers(headers, self.signature_headers)
         self.verify(headers, body, now=now)
         # After verifying (a forged body stays 401) and before the handshake (a UTF-16 Zoom
@@ -577,9 +710,13 @@ class Source(ABC):
             raise Handshake(answer)
         return self.identify(headers, body)
 
-    def check_and_verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        """`authenticate`'s first half: bound the signature headers, verify, refuse a body
-        that is not plain UTF-8."""
+    def check_and_verify(
+        self, headers: Headers, body: bytes, *, now: float, query: Query | None = None
+    ) -> None:
+        """`authenticate`'s first half: the query (a source that reads it), bound the signature
+        headers, verify, refuse a body that is not plain UTF-8."""
+        if self.reads_query:
+            self._query_answer(query, headers, body)
         check_signature_headers(headers, self.signature_headers)
         self.verify(headers, body, now=now)
         refuse_other_encodings(body)
@@ -789,9 +926,11 @@ class BatchSource(Source):
             identities.append(replace(identity, body=item.raw, fingerprint=fingerprint))
         return identities
 
-    def authenticate_batch(self, headers: Headers, body: bytes, *, now: float) -> list[Identity]:
+    def authenticate_batch(
+        self, headers: Headers, body: bytes, *, now: float, query: Query | None = None
+    ) -> list[Identity]:
         """`authenticate` for a batch: verify the body, then one identity per event."""
-        self.check_and_verify(headers, body, now=now)
+        self.check_and_verify(headers, body, now=now, query=query)
         answer = self.handshake(headers, body)
         if isinstance(answer, Handshake):
             raise answer

@@ -139,3 +139,24 @@ def nested_items(body: bytes, array: str, member: str) -> list[JsonSlice]:
         value, index = inner
         items.append(entry_text.slice(index, entry_text.value(index)[1], value))
     return items
+
+
+def member_items(body: bytes, *path: str) -> list[JsonSlice]:
+    """The items of the list at `path` in the body, an object (Meta's `entry`, Okta's
+    `data.events`, Microsoft Graph's `value`), each with its bytes; `PayloadError` naming the
+    list when the body is not an object leading to one."""
+    text = _Text(body)
+    index = text.skip(0)
+    for depth, name in enumerate(path):
+        found: tuple[Any, int] | None = None
+        if text.text[index : index + 1] == "{":
+            found, end = text.member(index, name)
+        else:
+            end = text.value(index)[1]
+        if depth == 0:
+            text.end(end)  # the whole body is JSON, or it says so first
+        last = depth == len(path) - 1
+        if found is None or not isinstance(found[0], list if last else dict):
+            raise PayloadError(f"no {'.'.join(path)} list in the body")
+        index = found[1]
+    return text.array(index)[0]

@@ -33,6 +33,7 @@ from hookinbox._logging import logger
 from hookinbox.sources._base import (
     Headers,
     Identity,
+    Query,
     Source,
     check_prefixed_hex_hmac,
     event_key,
@@ -127,7 +128,9 @@ class MollieClassic(Source):
         """Fetches again; `authenticate`, which the receiver calls, fetches once."""
         return self._identity(*self._fetched(body))
 
-    def authenticate(self, headers: Headers, body: bytes, *, now: float) -> Identity:
+    def authenticate(
+        self, headers: Headers, body: bytes, *, now: float, query: Query | None = None
+    ) -> Identity:
         return self._identity(*self._fetched(body))
 
     def _fetched(self, body: bytes) -> tuple[str, Mapping[str, Any]]:

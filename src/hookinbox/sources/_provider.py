@@ -85,6 +85,9 @@ class Provider:
     """`sign` fields that sign as a stranger would: another secret, or another key."""
     signed_in_body: bool = False
     """The signature travels in the body (a signature block among the event's fields)."""
+    new_each_delivery: bool = False
+    """Each delivery is an event of its own, a retry too: a wake-up that names no change and
+    has no id (Dropbox), whose handler reads what changed from the provider."""
 
     @property
     def signed(self) -> bool:
@@ -107,6 +110,7 @@ def provider(
     batch_key: Callable[[Any], str] | None = None,
     forgery: Callable[[], dict[str, Any]] | None = None,
     signed_in_body: bool = False,
+    new_each_delivery: bool = False,
 ) -> Provider:
     """Declare `source`'s provider (once, in its module)."""
     if source in _PROVIDERS:
@@ -120,6 +124,7 @@ def provider(
         form,
         batch_key,
         signed_in_body=signed_in_body,
+        new_each_delivery=new_each_delivery,
     )
     if forgery is not None:
         declared = dataclasses.replace(declared, forgery=forgery)
