@@ -53,6 +53,7 @@ from hookinbox.sources import (
     Square,
     StandardWebhooks,
     Stripe,
+    Telnyx,
     Twilio,
     Twitch,
     Typeform,
@@ -194,6 +195,12 @@ _P256_BY_PUBLIC = {
     for k in _P256
 }
 SENDGRID_KEYS = tuple(_P256_BY_PUBLIC)
+# Telnyx's too (Ed25519, base64 as the portal shows it).
+_TELNYX = {
+    base64.b64encode(k.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)).decode(): k
+    for k in (Ed25519PrivateKey.from_private_bytes(bytes([n]) * 32) for n in (4, 5, 6))
+}
+TELNYX_KEYS = tuple(_TELNYX)
 HUBSPOT_URL = "https://shop.example/webhooks/hubspot"
 
 
@@ -507,6 +514,18 @@ KINDS: tuple[Kind, ...] = (
         sign=lambda s, b, t: "v1," + b64_mac(standard_key(s), f"{MESSAGE_ID}.{t}.".encode() + b),
         assemble=_standard_headers,
         several=True, scheme="v1,", wrong_schemes=("v1a,", "v2,", "V1,"), timestamped=True,
+    ),
+    Kind(
+        Telnyx,
+        lambda s, **o: Telnyx(public_key=s, **o),
+        TELNYX_KEYS,
+        json_body(data={"id": "tx-edge", "event_type": "message.sent"}, meta={"attempt": 1}),
+        sign=lambda s, b, t: base64.b64encode(_TELNYX[s].sign(f"{t}|".encode() + b)).decode(),
+        assemble=lambda e, t: {
+            "telnyx-signature-ed25519": ", ".join(e), "telnyx-timestamp": str(t)
+        },
+        timestamped=True,
+        costly=True,
     ),
     Kind(
         Postmark,

@@ -42,6 +42,7 @@ import hookinbox.sources
 from hookinbox._errors import ConfigurationError
 from hookinbox.sources import (
     Adyen,
+    AmazonSNS,
     BatchSource,
     Mailgun,
     MollieAPI,
@@ -57,8 +58,9 @@ from tests.support.server import run_cli, running_server
 SRC = Path(hookinbox.sources.__file__).resolve().parents[1]
 NO_SECRET = {MollieClassic}  # fetch-to-verify: it holds no secret, it asks Mollie's API
 # Their signatures are in the body and cover no header: their edges are in
-# test_source_mailgun.py and test_source_adyen.py (rotation, a tampered item, blank keys).
-SIGNED_IN_BODY = {Mailgun, Adyen}
+# test_source_mailgun.py and test_source_adyen.py (rotation, a tampered item, blank keys), and
+# test_source_amazon_sns.py (a changed field, another certificate, the topics).
+SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS}
 
 
 def test_every_signed_source_class_is_covered() -> None:

@@ -39,6 +39,7 @@ from hookinbox._errors import (
 from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
+    AmazonSNS,
     BatchSource,
     Calendly,
     Discord,
@@ -67,6 +68,7 @@ from hookinbox.sources import (
     Square,
     StandardWebhooks,
     Stripe,
+    Telnyx,
     Twilio,
     Twitch,
     Typeform,
@@ -327,6 +329,44 @@ def sign_razorpay(body: bytes, ident: str) -> dict[str, str]:
     }
 
 
+TELNYX_KEY = Ed25519PrivateKey.from_private_bytes(b"\x09" * 32)
+TELNYX_PUBLIC = _b64(TELNYX_KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def sign_telnyx(body: bytes, ident: str) -> dict[str, str]:
+    signature = TELNYX_KEY.sign(b"%d|" % T + body)
+    return {"telnyx-signature-ed25519": _b64(signature), "telnyx-timestamp": str(T)}
+
+
+SNS_TOPIC = "arn:aws:sns:us-east-1:123456789012:properties"
+
+
+def sns_envelope(body: bytes) -> bytes:
+    """SNS's envelope around `body` (as text), signed by AWS's recipe (SignatureVersion 2)."""
+    message = {
+        "Type": "Notification",
+        "MessageId": hashlib.sha256(body).hexdigest(),
+        "TopicArn": SNS_TOPIC,
+        "Message": body.decode("utf-8", "replace"),
+        "Timestamp": "2023-11-14T22:13:20.000Z",
+    }
+    order = ("Message", "MessageId", "Timestamp", "TopicArn", "Type")
+    text = "".join(f"{name}\n{message[name]}\n" for name in order).encode()
+    signature = PAYPAL_KEY.sign(text, padding.PKCS1v15(), hashes.SHA256())
+    return json.dumps(
+        {
+            **message,
+            "SignatureVersion": "2",
+            "Signature": _b64(signature),
+            "SigningCertURL": "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-p.pem",
+        }
+    ).encode()
+
+
+def sns_type(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-amz-sns-message-type": "Notification"}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -574,6 +614,19 @@ MORE_CASES: dict[str, Case] = {
         sign_postmark,
         ("authorization",),
         body_bound=False,
+    ),
+    "telnyx": Case(
+        lambda: Telnyx(public_key=TELNYX_PUBLIC),
+        sign_telnyx,
+        ("telnyx-signature-ed25519", "telnyx-timestamp"),
+    ),
+    "sns": Case(
+        lambda: AmazonSNS(topics=[SNS_TOPIC], certificate=PAYPAL.pem),  # pinned: no network
+        sns_type,
+        ("x-amz-sns-message-type", "content-type"),
+        body_bound=False,  # the signature covers the decoded fields (`\u00e9` or `\u00E9`)
+        signable=lambda body: json.loads(body)["Message"] != "",  # SNS publishes none empty
+        prepare=sns_envelope,
     ),
     "mailgun": Case(
         lambda: Mailgun(secret=SECRET),

@@ -31,6 +31,7 @@ from hookinbox.sources._square import Square
 from hookinbox.sources._standard_webhooks import StandardWebhooks
 from hookinbox.sources._stripe import Stripe
 from hookinbox.sources._svix_apps import Clerk, Resend
+from hookinbox.sources._telnyx import Telnyx
 from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
 from hookinbox.sources._typeform import Typeform
@@ -38,6 +39,7 @@ from hookinbox.sources._workos import WorkOS
 from hookinbox.sources._zoom import Zoom
 
 if TYPE_CHECKING:
+    from hookinbox.sources._amazon_sns import AmazonSNS
     from hookinbox.sources._mollie_api import MollieAPI
     from hookinbox.sources._paypal import PayPal
     from hookinbox.sources._paypal_api import PayPalAPI
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 # Without them, the import names the extra to install. (Discord and StandardWebhooks'
 # public keys need cryptography too, imported when such a source is built: see _ed25519.py.)
 _LAZY = {
+    "AmazonSNS": ("hookinbox.sources._amazon_sns", "keys"),
     "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
     "PayPal": ("hookinbox.sources._paypal", "paypal"),
     "PayPalAPI": ("hookinbox.sources._paypal_api", "paypal"),
@@ -65,6 +68,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Adyen",
+    "AmazonSNS",
     "BatchSource",
     "Calendly",
     "Clerk",
@@ -99,6 +103,7 @@ __all__ = [
     "Square",
     "StandardWebhooks",
     "Stripe",
+    "Telnyx",
     "Twilio",
     "Twitch",
     "Typeform",

@@ -35,6 +35,7 @@ T = TypeVar("T", bound=SignerFunction)
 
 _SIGNERS: dict[type[Source], SignerFunction] = {}
 _LAZY = {
+    "hookinbox.sources._amazon_sns": "hookinbox.testing._amazon_sns",
     "hookinbox.sources._paypal": "hookinbox.testing._paypal",
     "hookinbox.sources._sendgrid": "hookinbox.testing._sendgrid",
 }
