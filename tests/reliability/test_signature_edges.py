@@ -44,6 +44,7 @@ from hookinbox.sources import (
     Adyen,
     AmazonSNS,
     BatchSource,
+    GooglePubSub,
     Mailgun,
     MollieAPI,
     MollieClassic,
@@ -61,6 +62,9 @@ NO_SECRET = {MollieClassic}  # fetch-to-verify: it holds no secret, it asks Moll
 # test_source_mailgun.py and test_source_adyen.py (rotation, a tampered item, blank keys), and
 # test_source_amazon_sns.py (a changed field, another certificate, the topics).
 SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS}
+# A signed token (JWT) rather than a signature list: their hostile cases (alg none, HS256 with a
+# public key, expired or future iat, wrong aud, a huge token) are in test_source_pubsub.py.
+TOKENS = {GooglePubSub}
 
 
 def test_every_signed_source_class_is_covered() -> None:
@@ -71,7 +75,7 @@ def test_every_signed_source_class_is_covered() -> None:
         and issubclass(value, Source)
         and value not in (Source, BatchSource)
     }
-    assert classes == {kind.cls for kind in KINDS} | NO_SECRET | SIGNED_IN_BODY
+    assert classes == {kind.cls for kind in KINDS} | NO_SECRET | SIGNED_IN_BODY | TOKENS
 
 
 class Tally:

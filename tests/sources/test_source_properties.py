@@ -46,6 +46,7 @@ from hookinbox.sources import (
     GitHub,
     GitLab,
     GitLabSigned,
+    GooglePubSub,
     HMACSource,
     HubSpot,
     Identity,
@@ -363,6 +364,24 @@ def sns_envelope(body: bytes) -> bytes:
     ).encode()
 
 
+PUBSUB_AUDIENCE = "https://hooks.example.com/webhooks/pubsub"
+PUBSUB_ACCOUNT = "pusher@properties.iam.gserviceaccount.com"
+
+
+def sign_pubsub(body: bytes, ident: str) -> dict[str, str]:
+    """A Google ID token by RFC 7515's recipe (RS256): it covers who sent, not the body."""
+    claims = {
+        "aud": PUBSUB_AUDIENCE, "email": PUBSUB_ACCOUNT, "email_verified": True,
+        "exp": T + 3600, "iat": T, "iss": "https://accounts.google.com",
+    }  # fmt: skip
+    head = base64.urlsafe_b64encode(b'{"alg":"RS256","kid":"k1"}').rstrip(b"=")
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=")
+    signing_input = head + b"." + payload
+    signature = PAYPAL_KEY.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
+    encoded = base64.urlsafe_b64encode(signature).rstrip(b"=")
+    return {"authorization": "Bearer " + (signing_input + b"." + encoded).decode()}
+
+
 def sns_type(body: bytes, ident: str) -> dict[str, str]:
     return {"x-amz-sns-message-type": "Notification"}
 
@@ -627,6 +646,14 @@ MORE_CASES: dict[str, Case] = {
         body_bound=False,  # the signature covers the decoded fields (`\u00e9` or `\u00E9`)
         signable=lambda body: json.loads(body)["Message"] != "",  # SNS publishes none empty
         prepare=sns_envelope,
+    ),
+    "pubsub": Case(
+        lambda: GooglePubSub(
+            audience=PUBSUB_AUDIENCE, service_account=PUBSUB_ACCOUNT, keys=PAYPAL.pem.decode()
+        ),
+        sign_pubsub,
+        ("authorization",),
+        body_bound=False,  # the token says who sent, not what
     ),
     "mailgun": Case(
         lambda: Mailgun(secret=SECRET),

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from hookinbox.sources._mollie_api import MollieAPI
     from hookinbox.sources._paypal import PayPal
     from hookinbox.sources._paypal_api import PayPalAPI
+    from hookinbox.sources._pubsub import GooglePubSub
     from hookinbox.sources._sendgrid import SendGrid
 
 # Loaded on first use: they need cryptography and httpx, extras the core install does not have
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 # public keys need cryptography too, imported when such a source is built: see _ed25519.py.)
 _LAZY = {
     "AmazonSNS": ("hookinbox.sources._amazon_sns", "keys"),
+    "GooglePubSub": ("hookinbox.sources._pubsub", "keys"),
     "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
     "PayPal": ("hookinbox.sources._paypal", "paypal"),
     "PayPalAPI": ("hookinbox.sources._paypal_api", "paypal"),
@@ -76,6 +78,7 @@ __all__ = [
     "GitHub",
     "GitLab",
     "GitLabSigned",
+    "GooglePubSub",
     "HMACSource",
     "Handshake",
     "Headers",
