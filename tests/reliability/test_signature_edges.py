@@ -49,6 +49,7 @@ from hookinbox.sources import (
     MollieAPI,
     MollieClassic,
     PayPalAPI,
+    Plaid,
     Source,
 )
 from tests.apps import guarded
@@ -63,8 +64,9 @@ NO_SECRET = {MollieClassic}  # fetch-to-verify: it holds no secret, it asks Moll
 # test_source_amazon_sns.py (a changed field, another certificate, the topics).
 SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS}
 # A signed token (JWT) rather than a signature list: their hostile cases (alg none, HS256 with a
-# public key, expired or future iat, wrong aud, a huge token) are in test_source_pubsub.py.
-TOKENS = {GooglePubSub}
+# public key, expired or future iat, wrong aud, a huge token) are in test_source_pubsub.py and
+# test_source_plaid.py.
+TOKENS = {GooglePubSub, Plaid}
 
 
 def test_every_signed_source_class_is_covered() -> None:

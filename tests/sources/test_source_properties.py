@@ -23,6 +23,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
@@ -59,6 +60,7 @@ from hookinbox.sources import (
     OpenAI,
     Paddle,
     PayPal,
+    Plaid,
     Postmark,
     Razorpay,
     Replicate,
@@ -382,6 +384,18 @@ def sign_pubsub(body: bytes, ident: str) -> dict[str, str]:
     return {"authorization": "Bearer " + (signing_input + b"." + encoded).decode()}
 
 
+def sign_plaid(body: bytes, ident: str) -> dict[str, str]:
+    """Plaid's token: ES256 (r||s) over header.payload, the body's SHA-256 claimed."""
+    claims = {"iat": T, "request_body_sha256": hashlib.sha256(body).hexdigest()}
+    head = base64.urlsafe_b64encode(b'{"alg":"ES256","kid":"k1"}').rstrip(b"=")
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=")
+    signing_input = head + b"." + payload
+    r, s = decode_dss_signature(SENDGRID_KEY.sign(signing_input, ec.ECDSA(hashes.SHA256())))
+    raw = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    encoded = base64.urlsafe_b64encode(raw).rstrip(b"=")
+    return {"plaid-verification": (signing_input + b"." + encoded).decode()}
+
+
 def sns_type(body: bytes, ident: str) -> dict[str, str]:
     return {"x-amz-sns-message-type": "Notification"}
 
@@ -654,6 +668,11 @@ MORE_CASES: dict[str, Case] = {
         sign_pubsub,
         ("authorization",),
         body_bound=False,  # the token says who sent, not what
+    ),
+    "plaid": Case(
+        lambda: Plaid(client_id="c", secret="s", keys=SENDGRID_PUBLIC),
+        sign_plaid,
+        ("plaid-verification",),
     ),
     "mailgun": Case(
         lambda: Mailgun(secret=SECRET),

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from hookinbox.sources._mollie_api import MollieAPI
     from hookinbox.sources._paypal import PayPal
     from hookinbox.sources._paypal_api import PayPalAPI
+    from hookinbox.sources._plaid import Plaid
     from hookinbox.sources._pubsub import GooglePubSub
     from hookinbox.sources._sendgrid import SendGrid
 
@@ -56,6 +57,7 @@ _LAZY = {
     "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
     "PayPal": ("hookinbox.sources._paypal", "paypal"),
     "PayPalAPI": ("hookinbox.sources._paypal_api", "paypal"),
+    "Plaid": ("hookinbox.sources._plaid", "keys"),
     "SendGrid": ("hookinbox.sources._sendgrid", "crypto"),
 }
 
@@ -95,6 +97,7 @@ __all__ = [
     "Paddle",
     "PayPal",
     "PayPalAPI",
+    "Plaid",
     "Postmark",
     "Razorpay",
     "Replicate",

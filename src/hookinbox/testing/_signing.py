@@ -37,6 +37,7 @@ _SIGNERS: dict[type[Source], SignerFunction] = {}
 _LAZY = {
     "hookinbox.sources._amazon_sns": "hookinbox.testing._amazon_sns",
     "hookinbox.sources._paypal": "hookinbox.testing._paypal",
+    "hookinbox.sources._plaid": "hookinbox.testing._plaid",
     "hookinbox.sources._pubsub": "hookinbox.testing._pubsub",
     "hookinbox.sources._sendgrid": "hookinbox.testing._sendgrid",
 }
