@@ -10,6 +10,7 @@ point is breadth: the same hostile input against every class.
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import json
 import zlib
@@ -39,6 +40,7 @@ from hookinbox.sources import (
     LemonSqueezy,
     Linear,
     Mollie,
+    Netlify,
     OpenAI,
     Paddle,
     PayPal,
@@ -207,6 +209,15 @@ HUBSPOT_URL = "https://shop.example/webhooks/hubspot"
 def _sendgrid_sign(public_key: str, body: bytes, at: int) -> str:
     signature = _P256_BY_PUBLIC[public_key].sign(str(at).encode() + body, ec.ECDSA(hashes.SHA256()))
     return base64.b64encode(signature).decode()
+
+
+def _netlify_token(secret: str, body: bytes, _at: int) -> str:
+    """Netlify's JWS: HS256 under the secret token, claims `iss` and the body's SHA-256."""
+    head = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
+    claims = json.dumps({"iss": "netlify", "sha256": hashlib.sha256(body).hexdigest()})
+    payload = base64.urlsafe_b64encode(claims.encode()).rstrip(b"=").decode()
+    mac = hmac.new(secret.encode(), f"{head}.{payload}".encode(), "sha256").digest()
+    return f"{head}.{payload}." + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
 
 def _svix_headers(entries: Sequence[str], at: int) -> Headers:
@@ -526,6 +537,16 @@ KINDS: tuple[Kind, ...] = (
         },
         timestamped=True,
         costly=True,
+    ),
+    Kind(
+        Netlify,
+        lambda s, **o: Netlify(secret=s, **o),
+        ("netlify-old-jws-secret-edge-32-bytes", "netlify-new-jws-secret-edge-32-bytes",
+         "netlify-stranger-jws-secret-32-bytes"),
+        json_body(id="deploy-edge", state="ready"),
+        sign=_netlify_token,
+        assemble=lambda e, _t: {"X-Webhook-Signature": ", ".join(e)},
+        costly=True,  # each token is decoded and checked on its own
     ),
     Kind(
         Postmark,

@@ -57,6 +57,7 @@ from hookinbox.sources import (
     Mailgun,
     Mollie,
     MollieClassic,
+    Netlify,
     OpenAI,
     Paddle,
     PayPal,
@@ -396,6 +397,18 @@ def sign_plaid(body: bytes, ident: str) -> dict[str, str]:
     return {"plaid-verification": (signing_input + b"." + encoded).decode()}
 
 
+NETLIFY_SECRET = SECRET + "-netlify-jws-token"  # 32 bytes at least
+
+
+def sign_netlify(body: bytes, ident: str) -> dict[str, str]:
+    head = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=")
+    claims = {"iss": "netlify", "sha256": hashlib.sha256(body).hexdigest()}
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=")
+    signing_input = head + b"." + payload
+    encoded = base64.urlsafe_b64encode(_mac(NETLIFY_SECRET.encode(), signing_input)).rstrip(b"=")
+    return {"x-webhook-signature": (signing_input + b"." + encoded).decode()}
+
+
 def sns_type(body: bytes, ident: str) -> dict[str, str]:
     return {"x-amz-sns-message-type": "Notification"}
 
@@ -673,6 +686,11 @@ MORE_CASES: dict[str, Case] = {
         lambda: Plaid(client_id="c", secret="s", keys=SENDGRID_PUBLIC),
         sign_plaid,
         ("plaid-verification",),
+    ),
+    "netlify": Case(
+        lambda: Netlify(secret=NETLIFY_SECRET),
+        sign_netlify,
+        ("x-webhook-signature", "x-netlify-event"),
     ),
     "mailgun": Case(
         lambda: Mailgun(secret=SECRET),

@@ -20,6 +20,7 @@ from hookinbox.sources._lemonsqueezy import LemonSqueezy
 from hookinbox.sources._linear import Linear
 from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._mollie import Mollie, MollieClassic
+from hookinbox.sources._netlify import Netlify
 from hookinbox.sources._openai import OpenAI
 from hookinbox.sources._paddle import Paddle
 from hookinbox.sources._postmark import Postmark
@@ -93,6 +94,7 @@ __all__ = [
     "Mollie",
     "MollieAPI",
     "MollieClassic",
+    "Netlify",
     "OpenAI",
     "Paddle",
     "PayPal",

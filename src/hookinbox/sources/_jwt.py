@@ -14,6 +14,8 @@ decided here, per provider, before PyJWT sees it:
   give or take `leeway`.
 - **`aud` and `iss`** must be one of the configured values, where the provider has them.
 - **Size.** A token longer than `MAX_TOKEN` characters is refused before it is decoded.
+- **Keys of the length RFC 7518 asks**: 32 bytes at least for HS256 (checked when a source is
+  built), 2048 bits for RSA.
 
 Every failure is `BadSignature` or `TimestampOutOfTolerance` (401).
 """
@@ -89,6 +91,9 @@ def verify(token: str, key: Any, rules: Rules, *, now: float) -> dict[str, Any]:
             algorithms=[found["alg"]],
             options={
                 "verify_signature": True,
+                # RFC 7518: an HMAC key as long as its hash, RSA keys of 2048 bits or more;
+                # refused, not warned about on every delivery (sources check it when built).
+                "enforce_minimum_key_length": True,
                 "verify_exp": False,  # below, on the injected clock
                 "verify_iat": False,
                 "verify_nbf": False,
