@@ -25,8 +25,6 @@ module on first use.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import ssl
 from collections.abc import Sequence
@@ -54,6 +52,7 @@ from hookinbox.sources._base import (
     Source,
     check_tolerance,
     compact_json,
+    decode_digest,
     event_key,
     optional_text,
     parse_json_object,
@@ -157,7 +156,7 @@ class AmazonSNS(Source):
         algorithm = HASHES.get(_text(message, "SignatureVersion"))
         if algorithm is None:
             raise BadSignature("SignatureVersion must be 1 or 2")
-        signature = _signature(_text(message, "Signature"))
+        signature = decode_digest(_text(message, "Signature"), what="Signature", encoding="base64")
         signed = canonical(message, kind)
         key = self._key(_text(message, "SigningCertURL"), now)
         try:
@@ -306,16 +305,6 @@ def canonical(message: dict[str, Any], kind: str) -> bytes:
         return "".join(parts).encode()
     except UnicodeEncodeError as exc:  # a lone surrogate from a \\ud800 escape
         raise BadSignature("the SNS message is not UTF-8 text") from exc
-
-
-def _signature(text: str) -> bytes:
-    try:
-        signature = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise BadSignature("Signature is not base64") from exc
-    if not signature:
-        raise BadSignature("Signature is empty")
-    return signature
 
 
 EXAMPLE_TOPIC = "arn:aws:sns:us-east-1:123456789012:hookinbox-example"

@@ -22,14 +22,12 @@ from functools import cache
 from typing import Any
 from urllib.parse import quote
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.x509.oid import NameOID
 
 from hookinbox.sources._amazon_sns import AmazonSNS
 from hookinbox.sources._provider import body_id
-from hookinbox.testing._paypal import _KEYS
+from hookinbox.testing._paypal import _KEYS, self_signed
 from hookinbox.testing._signing import register_signer
 
 TEST_CERT_URL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-hookinboxtest.pem"
@@ -49,20 +47,7 @@ class SNSTestCertificate:
 @cache
 def sns_test_certificate() -> SNSTestCertificate:
     """One key pair and certificate per process."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sns.amazonaws.com")])
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(datetime(2000, 1, 1, tzinfo=UTC))
-        .not_valid_after(datetime(2099, 1, 1, tzinfo=UTC))
-        .sign(key, hashes.SHA256())
-    )
-    _KEYS[key.public_key().public_numbers().n] = key
-    return SNSTestCertificate(certificate.public_bytes(serialization.Encoding.PEM).decode(), key)
+    return SNSTestCertificate(*self_signed("sns.amazonaws.com"))
 
 
 def _private_key(source: AmazonSNS, fields: dict[str, Any]) -> rsa.RSAPrivateKey:

@@ -9,7 +9,6 @@ ES256: the signature is r and s, 32 bytes each) here, apart from the source's Py
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from typing import Any
@@ -19,12 +18,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from hookinbox.sources._plaid import Plaid
+from hookinbox.testing._pubsub import b64url
 from hookinbox.testing._sendgrid import _KEYS
 from hookinbox.testing._signing import register_signer
-
-
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 def es256_token(key: ec.EllipticCurvePrivateKey, claims: dict[str, Any], kid: str) -> str:
