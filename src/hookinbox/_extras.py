@@ -50,6 +50,11 @@ EXTRAS: dict[str, Extra] = {
         "PayPal's certificate checks (cryptography, httpx)", ("cryptography", "httpx", "certifi")
     ),
     "crypto": Extra("public-key signature checks (cryptography)", ("cryptography",)),
+    "jwt": Extra("JSON Web Token checks (PyJWT)", ("jwt",)),
+    "keys": Extra(
+        "keys fetched from the provider (cryptography, httpx, PyJWT)",
+        ("cryptography", "httpx", "certifi", "jwt"),
+    ),
     "mollie": Extra("an HTTP client for Mollie's API (httpx)", ("httpx",)),
     "http": Extra("an HTTP client (httpx)", ("httpx",)),
     "simulate": Extra("the simulator (httpx, rich)", ("httpx", "rich")),

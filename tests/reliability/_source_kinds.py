@@ -10,6 +10,7 @@ point is breadth: the same hostile input against every class.
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import json
 import zlib
@@ -46,6 +47,7 @@ from hookinbox.sources import (
     Linear,
     Meta,
     Mollie,
+    Netlify,
     Okta,
     OpenAI,
     Paddle,
@@ -65,6 +67,7 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Telegram,
+    Telnyx,
     Trello,
     Twilio,
     Twitch,
@@ -213,12 +216,27 @@ _P256_BY_PUBLIC = {
     for k in _P256
 }
 SENDGRID_KEYS = tuple(_P256_BY_PUBLIC)
+# Telnyx's too (Ed25519, base64 as the portal shows it).
+_TELNYX = {
+    base64.b64encode(k.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)).decode(): k
+    for k in (Ed25519PrivateKey.from_private_bytes(bytes([n]) * 32) for n in (4, 5, 6))
+}
+TELNYX_KEYS = tuple(_TELNYX)
 HUBSPOT_URL = "https://shop.example/webhooks/hubspot"
 
 
 def _sendgrid_sign(public_key: str, body: bytes, at: int) -> str:
     signature = _P256_BY_PUBLIC[public_key].sign(str(at).encode() + body, ec.ECDSA(hashes.SHA256()))
     return base64.b64encode(signature).decode()
+
+
+def _netlify_token(secret: str, body: bytes, _at: int) -> str:
+    """Netlify's JWS: HS256 under the secret token, claims `iss` and the body's SHA-256."""
+    head = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
+    claims = json.dumps({"iss": "netlify", "sha256": hashlib.sha256(body).hexdigest()})
+    payload = base64.urlsafe_b64encode(claims.encode()).rstrip(b"=").decode()
+    mac = hmac.new(secret.encode(), f"{head}.{payload}".encode(), "sha256").digest()
+    return f"{head}.{payload}." + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
 
 def _svix_headers(entries: Sequence[str], at: int) -> Headers:
@@ -584,6 +602,28 @@ KINDS: tuple[Kind, ...] = (
         json_body(action={"id": "act-edge", "type": "updateCard"}),
         sign=lambda s, b, _t: b64_mac(s.encode(), b + TRELLO_URL.encode(), "sha1"),
         assemble=lambda e, _t: {"X-Trello-Webhook": ", ".join(e)},
+    ),
+    Kind(
+        Telnyx,
+        lambda s, **o: Telnyx(public_key=s, **o),
+        TELNYX_KEYS,
+        json_body(data={"id": "tx-edge", "event_type": "message.sent"}, meta={"attempt": 1}),
+        sign=lambda s, b, t: base64.b64encode(_TELNYX[s].sign(f"{t}|".encode() + b)).decode(),
+        assemble=lambda e, t: {
+            "telnyx-signature-ed25519": ", ".join(e), "telnyx-timestamp": str(t)
+        },
+        timestamped=True,
+        costly=True,
+    ),
+    Kind(
+        Netlify,
+        lambda s, **o: Netlify(secret=s, **o),
+        ("netlify-old-jws-secret-edge-32-bytes", "netlify-new-jws-secret-edge-32-bytes",
+         "netlify-stranger-jws-secret-32-bytes"),
+        json_body(id="deploy-edge", state="ready"),
+        sign=_netlify_token,
+        assemble=lambda e, _t: {"X-Webhook-Signature": ", ".join(e)},
+        costly=True,  # each token is decoded and checked on its own
     ),
     Kind(
         Postmark,

@@ -42,11 +42,14 @@ import hookinbox.sources
 from hookinbox._errors import ConfigurationError
 from hookinbox.sources import (
     Adyen,
+    AmazonSNS,
     BatchSource,
+    GooglePubSub,
     Mailgun,
     MollieAPI,
     MollieClassic,
     PayPalAPI,
+    Plaid,
     Source,
 )
 from tests.apps import guarded
@@ -57,8 +60,13 @@ from tests.support.server import run_cli, running_server
 SRC = Path(hookinbox.sources.__file__).resolve().parents[1]
 NO_SECRET = {MollieClassic}  # fetch-to-verify: it holds no secret, it asks Mollie's API
 # Their signatures are in the body and cover no header: their edges are in
-# test_source_mailgun.py and test_source_adyen.py (rotation, a tampered item, blank keys).
-SIGNED_IN_BODY = {Mailgun, Adyen}
+# test_source_mailgun.py and test_source_adyen.py (rotation, a tampered item, blank keys), and
+# test_source_amazon_sns.py (a changed field, another certificate, the topics).
+SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS}
+# A signed token (JWT) rather than a signature list: their hostile cases (alg none, HS256 with a
+# public key, expired or future iat, wrong aud, a huge token) are in test_source_pubsub.py and
+# test_source_plaid.py.
+TOKENS = {GooglePubSub, Plaid}
 
 
 def test_every_signed_source_class_is_covered() -> None:
@@ -69,7 +77,7 @@ def test_every_signed_source_class_is_covered() -> None:
         and issubclass(value, Source)
         and value not in (Source, BatchSource)
     }
-    assert classes == {kind.cls for kind in KINDS} | NO_SECRET | SIGNED_IN_BODY
+    assert classes == {kind.cls for kind in KINDS} | NO_SECRET | SIGNED_IN_BODY | TOKENS
 
 
 class Tally:

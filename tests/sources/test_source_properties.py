@@ -23,6 +23,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
@@ -39,6 +40,7 @@ from hookinbox._errors import (
 from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
+    AmazonSNS,
     BatchSource,
     Bitbucket,
     Box,
@@ -50,6 +52,7 @@ from hookinbox.sources import (
     GitHub,
     GitLab,
     GitLabSigned,
+    GooglePubSub,
     HMACSource,
     HubSpot,
     Identity,
@@ -61,12 +64,14 @@ from hookinbox.sources import (
     Meta,
     Mollie,
     MollieClassic,
+    Netlify,
     Okta,
     OpenAI,
     Paddle,
     PagerDuty,
     PayPal,
     Paystack,
+    Plaid,
     Postmark,
     Razorpay,
     Replicate,
@@ -79,6 +84,7 @@ from hookinbox.sources import (
     StandardWebhooks,
     Stripe,
     Telegram,
+    Telnyx,
     Trello,
     Twilio,
     Twitch,
@@ -460,6 +466,86 @@ def sign_trello(body: bytes, ident: str) -> dict[str, str]:
     return {"x-trello-webhook": _b64(_mac(SECRET.encode(), body + HOOK_URL.encode(), "sha1"))}
 
 
+TELNYX_KEY = Ed25519PrivateKey.from_private_bytes(b"\x09" * 32)
+TELNYX_PUBLIC = _b64(TELNYX_KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def sign_telnyx(body: bytes, ident: str) -> dict[str, str]:
+    signature = TELNYX_KEY.sign(b"%d|" % T + body)
+    return {"telnyx-signature-ed25519": _b64(signature), "telnyx-timestamp": str(T)}
+
+
+SNS_TOPIC = "arn:aws:sns:us-east-1:123456789012:properties"
+
+
+def sns_envelope(body: bytes) -> bytes:
+    """SNS's envelope around `body` (as text), signed by AWS's recipe (SignatureVersion 2)."""
+    message = {
+        "Type": "Notification",
+        "MessageId": hashlib.sha256(body).hexdigest(),
+        "TopicArn": SNS_TOPIC,
+        "Message": body.decode("utf-8", "replace"),
+        "Timestamp": "2023-11-14T22:13:20.000Z",
+    }
+    order = ("Message", "MessageId", "Timestamp", "TopicArn", "Type")
+    text = "".join(f"{name}\n{message[name]}\n" for name in order).encode()
+    signature = PAYPAL_KEY.sign(text, padding.PKCS1v15(), hashes.SHA256())
+    return json.dumps(
+        {
+            **message,
+            "SignatureVersion": "2",
+            "Signature": _b64(signature),
+            "SigningCertURL": "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-p.pem",
+        }
+    ).encode()
+
+
+PUBSUB_AUDIENCE = "https://hooks.example.com/webhooks/pubsub"
+PUBSUB_ACCOUNT = "pusher@properties.iam.gserviceaccount.com"
+
+
+def sign_pubsub(body: bytes, ident: str) -> dict[str, str]:
+    """A Google ID token by RFC 7515's recipe (RS256): it covers who sent, not the body."""
+    claims = {
+        "aud": PUBSUB_AUDIENCE, "email": PUBSUB_ACCOUNT, "email_verified": True,
+        "exp": T + 3600, "iat": T, "iss": "https://accounts.google.com",
+    }  # fmt: skip
+    head = base64.urlsafe_b64encode(b'{"alg":"RS256","kid":"k1"}').rstrip(b"=")
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=")
+    signing_input = head + b"." + payload
+    signature = PAYPAL_KEY.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
+    encoded = base64.urlsafe_b64encode(signature).rstrip(b"=")
+    return {"authorization": "Bearer " + (signing_input + b"." + encoded).decode()}
+
+
+def sign_plaid(body: bytes, ident: str) -> dict[str, str]:
+    """Plaid's token: ES256 (r||s) over header.payload, the body's SHA-256 claimed."""
+    claims = {"iat": T, "request_body_sha256": hashlib.sha256(body).hexdigest()}
+    head = base64.urlsafe_b64encode(b'{"alg":"ES256","kid":"k1"}').rstrip(b"=")
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=")
+    signing_input = head + b"." + payload
+    r, s = decode_dss_signature(SENDGRID_KEY.sign(signing_input, ec.ECDSA(hashes.SHA256())))
+    raw = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    encoded = base64.urlsafe_b64encode(raw).rstrip(b"=")
+    return {"plaid-verification": (signing_input + b"." + encoded).decode()}
+
+
+NETLIFY_SECRET = SECRET + "-netlify-jws-token"  # 32 bytes at least
+
+
+def sign_netlify(body: bytes, ident: str) -> dict[str, str]:
+    head = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=")
+    claims = {"iss": "netlify", "sha256": hashlib.sha256(body).hexdigest()}
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=")
+    signing_input = head + b"." + payload
+    encoded = base64.urlsafe_b64encode(_mac(NETLIFY_SECRET.encode(), signing_input)).rstrip(b"=")
+    return {"x-webhook-signature": (signing_input + b"." + encoded).decode()}
+
+
+def sns_type(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-amz-sns-message-type": "Notification"}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -716,6 +802,37 @@ MORE_CASES: dict[str, Case] = {
         sign_postmark,
         ("authorization",),
         body_bound=False,
+    ),
+    "telnyx": Case(
+        lambda: Telnyx(public_key=TELNYX_PUBLIC),
+        sign_telnyx,
+        ("telnyx-signature-ed25519", "telnyx-timestamp"),
+    ),
+    "sns": Case(
+        lambda: AmazonSNS(topics=[SNS_TOPIC], certificate=PAYPAL.pem),  # pinned: no network
+        sns_type,
+        ("x-amz-sns-message-type", "content-type"),
+        body_bound=False,  # the signature covers the decoded fields (`\u00e9` or `\u00E9`)
+        signable=lambda body: json.loads(body)["Message"] != "",  # SNS publishes none empty
+        prepare=sns_envelope,
+    ),
+    "pubsub": Case(
+        lambda: GooglePubSub(
+            audience=PUBSUB_AUDIENCE, service_account=PUBSUB_ACCOUNT, keys=PAYPAL.pem.decode()
+        ),
+        sign_pubsub,
+        ("authorization",),
+        body_bound=False,  # the token says who sent, not what
+    ),
+    "plaid": Case(
+        lambda: Plaid(client_id="c", secret="s", keys=SENDGRID_PUBLIC),
+        sign_plaid,
+        ("plaid-verification",),
+    ),
+    "netlify": Case(
+        lambda: Netlify(secret=NETLIFY_SECRET),
+        sign_netlify,
+        ("x-webhook-signature", "x-netlify-event"),
     ),
     "mailgun": Case(
         lambda: Mailgun(secret=SECRET),

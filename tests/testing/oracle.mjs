@@ -1,8 +1,9 @@
 // Official verifiers from npm, as test oracles for hookinbox.testing's signers.
 // stdin: {"provider": "github"|"shopify"|"twilio"|"mollie"|"discord"|"standard-v1a"|"twitch"|
-//         "zoom"|"linear", "secret": "...", "headers": {...},
+//         "zoom"|"linear"|"sns", "secret": "...", "headers": {...},
 //         "body": "<base64>", "url": "..." (twilio: the URL Twilio called),
 //         "signatures": [...] (mollie: every X-Mollie-Signature value),
+//         "certificates": {url: pem} (sns: what each SigningCertURL serves),
 //         "sign": {...} (discord, standard-v1a, twitch, zoom: sign instead of verifying)}
 // stdout: {"valid": true|false, "detail": "..."}, or {"headers": {...}} when signing
 // Discord's verifier is discord-interactions' verifyKey. Standard Webhooks v1a, Twitch and Zoom
@@ -88,6 +89,23 @@ if (request.provider === "github") {
     detail = String(error.message);
   }
   answer = { valid, detail };
+} else if (request.provider === "sns") {
+  // sns-validator fetches the certificate with https.get: answered here from
+  // `request.certificates` (URL -> PEM), so the judge needs no network and no AWS key.
+  const https = (await import("node:https")).default;
+  const { Readable } = await import("node:stream");
+  https.get = (url, callback) => {
+    const pem = (request.certificates || {})[String(url)];
+    const response = Readable.from(pem === undefined ? [] : [Buffer.from(pem)]);
+    response.statusCode = pem === undefined ? 404 : 200;
+    callback(response);
+    return { on: () => {} };
+  };
+  const { default: MessageValidator } = await import("sns-validator");
+  const message = JSON.parse(body.toString("utf8"));
+  const valid = await new Promise((resolve) =>
+    new MessageValidator().validate(message, (error) => resolve(!error)));
+  answer = { valid, detail: "" };
 } else if (request.sign) {
   answer = { headers: signed(request, body) };
 } else if (request.provider === "discord") {

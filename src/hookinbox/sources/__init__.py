@@ -27,6 +27,7 @@ from hookinbox.sources._linear import Linear
 from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._meta import Meta
 from hookinbox.sources._mollie import Mollie, MollieClassic
+from hookinbox.sources._netlify import Netlify
 from hookinbox.sources._okta import Okta
 from hookinbox.sources._openai import OpenAI
 from hookinbox.sources._paddle import Paddle
@@ -43,6 +44,7 @@ from hookinbox.sources._standard_webhooks import StandardWebhooks
 from hookinbox.sources._stripe import Stripe
 from hookinbox.sources._svix_apps import Clerk, Resend
 from hookinbox.sources._telegram import Telegram
+from hookinbox.sources._telnyx import Telnyx
 from hookinbox.sources._trello import Trello
 from hookinbox.sources._twilio import Twilio
 from hookinbox.sources._twitch import Twitch
@@ -56,9 +58,12 @@ from hookinbox.sources._zendesk import Zendesk
 from hookinbox.sources._zoom import Zoom
 
 if TYPE_CHECKING:
+    from hookinbox.sources._amazon_sns import AmazonSNS
     from hookinbox.sources._mollie_api import MollieAPI
     from hookinbox.sources._paypal import PayPal
     from hookinbox.sources._paypal_api import PayPalAPI
+    from hookinbox.sources._plaid import Plaid
+    from hookinbox.sources._pubsub import GooglePubSub
     from hookinbox.sources._sendgrid import SendGrid
 
 # Loaded on first use: they need cryptography and httpx, extras the core install does not have
@@ -66,9 +71,12 @@ if TYPE_CHECKING:
 # Without them, the import names the extra to install. (Discord and StandardWebhooks'
 # public keys need cryptography too, imported when such a source is built: see _ed25519.py.)
 _LAZY = {
+    "AmazonSNS": ("hookinbox.sources._amazon_sns", "keys"),
+    "GooglePubSub": ("hookinbox.sources._pubsub", "keys"),
     "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
     "PayPal": ("hookinbox.sources._paypal", "paypal"),
     "PayPalAPI": ("hookinbox.sources._paypal_api", "paypal"),
+    "Plaid": ("hookinbox.sources._plaid", "keys"),
     "SendGrid": ("hookinbox.sources._sendgrid", "crypto"),
 }
 
@@ -83,6 +91,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Adyen",
+    "AmazonSNS",
     "BatchSource",
     "Bitbucket",
     "Box",
@@ -95,6 +104,7 @@ __all__ = [
     "GitHub",
     "GitLab",
     "GitLabSigned",
+    "GooglePubSub",
     "HMACSource",
     "Handshake",
     "Headers",
@@ -109,6 +119,7 @@ __all__ = [
     "Mollie",
     "MollieAPI",
     "MollieClassic",
+    "Netlify",
     "Okta",
     "OpenAI",
     "Paddle",
@@ -116,6 +127,7 @@ __all__ = [
     "PayPal",
     "PayPalAPI",
     "Paystack",
+    "Plaid",
     "Postmark",
     "Query",
     "Razorpay",
@@ -130,6 +142,7 @@ __all__ = [
     "StandardWebhooks",
     "Stripe",
     "Telegram",
+    "Telnyx",
     "Trello",
     "Twilio",
     "Twitch",

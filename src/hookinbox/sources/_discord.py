@@ -21,7 +21,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, ConfigurationError
-from hookinbox._extras import importing
 from hookinbox.sources._base import (
     DEFAULT_TOLERANCE,
     Headers,
@@ -35,7 +34,7 @@ from hookinbox.sources._base import (
     require_header,
     secrets_tuple,
 )
-from hookinbox.sources._ed25519 import Ed25519Keys, ed25519_signature
+from hookinbox.sources._ed25519 import Ed25519Keys, ed25519_signature, stranger_key
 from hookinbox.sources._provider import json_headers, provider
 
 PING = 1
@@ -137,12 +136,5 @@ PROVIDER = provider(
     example=lambda keys: Discord(public_key=keys.ed25519),
     event=example_event,
     signature_header="X-Signature-Ed25519",
-    forgery=lambda: {"private_key": _stranger()},
+    forgery=lambda: {"private_key": stranger_key()},
 )
-
-
-def _stranger() -> Any:
-    """An Ed25519 private key no source trusts."""
-    with importing("hookinbox.testing.sign", "crypto"):
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    return Ed25519PrivateKey.generate()

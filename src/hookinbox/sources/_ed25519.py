@@ -141,3 +141,10 @@ def ed25519_signature(
         )
     signature: bytes = private_key.sign(message)
     return signature
+
+
+def stranger_key() -> Any:
+    """An Ed25519 private key no source trusts: the test kit's forgeries."""
+    with importing("hookinbox.testing.sign", "crypto"):
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    return Ed25519PrivateKey.generate()

@@ -34,6 +34,7 @@ from hookinbox.testing._harness import InboxHarness
 from hookinbox.testing._signing import register_signer, sign
 
 if TYPE_CHECKING:
+    from hookinbox.testing._amazon_sns import SNSTestCertificate, sns_test_certificate
     from hookinbox.testing._ed25519 import Ed25519TestKey, ed25519_test_key
     from hookinbox.testing._paypal import PayPalTestCertificate, paypal_test_certificate
     from hookinbox.testing._sendgrid import SendGridTestKey, sendgrid_test_key
@@ -45,6 +46,8 @@ _LAZY = {
     "paypal_test_certificate": ("hookinbox.testing._paypal", "paypal"),
     "SendGridTestKey": ("hookinbox.testing._sendgrid", "crypto"),
     "sendgrid_test_key": ("hookinbox.testing._sendgrid", "crypto"),
+    "SNSTestCertificate": ("hookinbox.testing._amazon_sns", "keys"),
+    "sns_test_certificate": ("hookinbox.testing._amazon_sns", "keys"),
 }
 
 
@@ -64,6 +67,7 @@ __all__ = [
     "ExactlyOnceViolation",
     "InboxHarness",
     "PayPalTestCertificate",
+    "SNSTestCertificate",
     "SendGridTestKey",
     "WorkerStuck",
     "check_exactly_once",
@@ -74,6 +78,7 @@ __all__ = [
     "sendgrid_test_key",
     "shopify_order",
     "sign",
+    "sns_test_certificate",
     "standard_event",
     "stripe_checkout_session",
     "stripe_event",

@@ -37,13 +37,11 @@ class PayPalTestCertificate:
     private_key: rsa.RSAPrivateKey
 
 
-@cache
-def paypal_test_certificate() -> PayPalTestCertificate:
-    """One key pair and certificate per process (making an RSA key takes a moment)."""
+def self_signed(common_name: str) -> tuple[str, rsa.RSAPrivateKey]:
+    """A 2048-bit key pair and a self-signed certificate issued to `common_name`, its private
+    key remembered for the signers (`_KEYS`, by modulus): the PEM and the key."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name(
-        [x509.NameAttribute(NameOID.COMMON_NAME, "messageverificationcerts.paypal.com")]
-    )
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     certificate = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -56,8 +54,13 @@ def paypal_test_certificate() -> PayPalTestCertificate:
         .sign(key, hashes.SHA256())
     )
     _KEYS[key.public_key().public_numbers().n] = key
-    pem = certificate.public_bytes(serialization.Encoding.PEM).decode()
-    return PayPalTestCertificate(pem, key)
+    return certificate.public_bytes(serialization.Encoding.PEM).decode(), key
+
+
+@cache
+def paypal_test_certificate() -> PayPalTestCertificate:
+    """One key pair and certificate per process (making an RSA key takes a moment)."""
+    return PayPalTestCertificate(*self_signed("messageverificationcerts.paypal.com"))
 
 
 def _private_key(source: PayPal, fields: dict[str, Any]) -> rsa.RSAPrivateKey:

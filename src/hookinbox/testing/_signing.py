@@ -35,7 +35,10 @@ T = TypeVar("T", bound=SignerFunction)
 
 _SIGNERS: dict[type[Source], SignerFunction] = {}
 _LAZY = {
+    "hookinbox.sources._amazon_sns": "hookinbox.testing._amazon_sns",
     "hookinbox.sources._paypal": "hookinbox.testing._paypal",
+    "hookinbox.sources._plaid": "hookinbox.testing._plaid",
+    "hookinbox.sources._pubsub": "hookinbox.testing._pubsub",
     "hookinbox.sources._sendgrid": "hookinbox.testing._sendgrid",
 }
 
