@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox
 from hookinbox.sources import Stripe
-from tests.support.stripe_api import API_KEY
+from tests.support.listed import STRIPE_KEY
 
 SECRET = "whsec_test_reconciling_app"
 
@@ -27,7 +27,7 @@ applied_invoices = sa.Table(
 def build(database_url: str | None = None, api_base: str | None = None) -> Inbox:
     base = api_base or os.environ.get("RECONCILE_STRIPE_API", "http://127.0.0.1:9")
     inbox = Inbox(database_url)
-    inbox.add_source(Stripe(secret=SECRET, api_key=API_KEY, api_base=base))
+    inbox.add_source(Stripe(secret=SECRET, api_key=STRIPE_KEY, api_base=base))
     inbox.after_migrate(tables.create_all)
 
     @inbox.handler("stripe", "invoice.paid")
