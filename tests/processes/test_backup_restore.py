@@ -18,7 +18,6 @@ import sqlite3
 import subprocess
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,7 @@ from sqlalchemy.engine import make_url
 from hookinbox import Status
 from hookinbox.testing import FakeStripeAPI, shopify_order, sign
 from tests.apps import reconciling
-from tests.conftest import POSTGRES_URL
+from tests.conftest import _postgres_database
 from tests.support.listed import stripe_listed
 from tests.support.server import hookinbox_command, running_server
 from tests.support.workers import Workers, opened_store, read_all, wait_for
@@ -118,9 +117,7 @@ def pg_dump(url: str, dump: Path) -> None:
     subprocess.run(["pg_dump", "-Fc", "-f", str(dump), url], check=True, timeout=120)
 
 
-def pg_restore(dump: Path, name: str) -> str:
-    restored = make_url(POSTGRES_URL).set(drivername="postgresql", database=name)
-    url = restored.render_as_string(hide_password=False)
+def pg_restore(dump: Path, url: str) -> str:
     subprocess.run(["pg_restore", "--no-owner", "--exit-on-error", "-d", url, str(dump)],
                    check=True, timeout=120)  # fmt: skip
     return url
@@ -140,22 +137,12 @@ def sqlite_backup(url: str, backup: Path) -> None:
 
 @contextmanager
 def new_database(backend: str, tmp_path: Path) -> Iterator[str]:
-    """The name (PostgreSQL) or file (SQLite) the restore goes to; a PostgreSQL database is
-    created empty here and dropped afterwards."""
+    """Where the restore goes: a new SQLite file, or a new, empty PostgreSQL database (created
+    here, dropped after the test)."""
     if backend == "sqlite":
         yield str(tmp_path / "restored.db")
-        return
-    name = f"hookinbox_restored_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(make_url(POSTGRES_URL).set(drivername="postgresql+psycopg"),
-                             isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)  # fmt: skip
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield name
-    finally:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    else:
+        yield from _postgres_database(None)
 
 
 def back_up(backend: str, url: str, tmp_path: Path) -> Path:
