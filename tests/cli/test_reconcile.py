@@ -12,28 +12,29 @@ from collections.abc import Iterator
 import pytest
 
 from hookinbox import Inbox
+from hookinbox.testing import FakeStripeAPI
 from tests.apps import reconciling
 from tests.cli.conftest import error_line, parsed
 from tests.support.hostile import MIB, Huge, dripping
+from tests.support.listed import STRIPE_KEY, stripe_listed
 from tests.support.loopback import Loopback, serving
 from tests.support.server import ROOT, hookinbox_command, run_cli
 from tests.support.signing import stripe_delivery
-from tests.support.stripe_api import API_KEY, StripeAPI, stripe_event
 
 APP = "tests.apps.reconciling:inbox"
 
 
 @pytest.fixture
-def api() -> StripeAPI:
+def api() -> FakeStripeAPI:
     now = int(time.time())
-    return StripeAPI(
-        [stripe_event(n, now - 600 + n) for n in range(120)]
-        + [stripe_event(500, now - 60, "customer.created")]
+    return FakeStripeAPI(
+        [stripe_listed(n, now - 600 + n) for n in range(120)]
+        + [stripe_listed(500, now - 60, "customer.created")]
     )
 
 
 @pytest.fixture
-def server(api: StripeAPI) -> Iterator[Loopback]:
+def server(api: FakeStripeAPI) -> Iterator[Loopback]:
     with serving(api) as loopback:
         yield loopback
 
@@ -56,7 +57,7 @@ def reconcile(
 
 
 def test_json_counts_then_nothing_more(
-    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+    inbox: Inbox, server: Loopback, db_url: str, api: FakeStripeAPI
 ) -> None:
     headers, body = stripe_delivery(api.events[0], reconciling.SECRET)
     assert inbox.receive("stripe", headers, body).ok
@@ -86,7 +87,7 @@ def test_text_output_warns_of_lost_deliveries(inbox: Inbox, server: Loopback, db
 
 
 def test_since_past_the_window_is_clamped_with_a_warning(
-    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+    inbox: Inbox, server: Loopback, db_url: str, api: FakeStripeAPI
 ) -> None:
     result = reconcile(server, db_url, "stripe", "--since", "45d", "--json")
     assert parsed(result)["clamped"] is True
@@ -95,20 +96,20 @@ def test_since_past_the_window_is_clamped_with_a_warning(
 
 
 def test_a_refused_key_is_one_line_exit_1_nothing_stored(
-    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+    inbox: Inbox, server: Loopback, db_url: str, api: FakeStripeAPI
 ) -> None:
     api.api_key = "sk_test_another_key"
     line = error_line(reconcile(server, db_url, "stripe"), 1)
-    assert "refused the API key (401)" in line and API_KEY not in line
+    assert "refused the API key (401)" in line and STRIPE_KEY not in line
     as_json = reconcile(server, db_url, "stripe", "--json")
     assert as_json.returncode == 1 and "Traceback" not in as_json.stderr
     assert "refused the API key" in json.loads(as_json.stdout)["error"]
-    assert API_KEY not in as_json.stdout + as_json.stderr
+    assert STRIPE_KEY not in as_json.stdout + as_json.stderr
     assert inbox.store.operator.all_events() == []
 
 
 def test_an_api_that_keeps_failing_is_one_line_exit_1(
-    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+    inbox: Inbox, server: Loopback, db_url: str, api: FakeStripeAPI
 ) -> None:
     api.faults += [(429, {"Retry-After": "0"})] * 5
     assert "kept answering 429" in error_line(reconcile(server, db_url, "stripe"), 1)
@@ -154,7 +155,7 @@ def test_worker_reconcile_every_needs_a_unit(inbox: Inbox, server: Loopback, db_
 
 
 def test_a_cursor_that_does_not_move_is_one_line_exit_1_and_what_was_stored_stays(
-    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+    inbox: Inbox, server: Loopback, db_url: str, api: FakeStripeAPI
 ) -> None:
     api.stuck = True  # has_more, and the first page again whatever starting_after says
     line = error_line(reconcile(server, db_url, "stripe"), 1)
@@ -166,7 +167,7 @@ def test_a_cursor_that_does_not_move_is_one_line_exit_1_and_what_was_stored_stay
 
 
 def test_pages_past_max_pages_are_never_asked(
-    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+    inbox: Inbox, server: Loopback, db_url: str, api: FakeStripeAPI
 ) -> None:
     line = error_line(reconcile(server, db_url, "stripe", "--max-pages", "1"), 1)
     assert "more than 1 page" in line and len(api.queries) == 1
@@ -175,7 +176,7 @@ def test_pages_past_max_pages_are_never_asked(
 
 
 def test_a_page_that_drips_stops_at_the_page_timeout(
-    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+    inbox: Inbox, server: Loopback, db_url: str, api: FakeStripeAPI
 ) -> None:
     api.answer = lambda: dripping(every=0.3)
     started = time.monotonic()
@@ -185,7 +186,7 @@ def test_a_page_that_drips_stops_at_the_page_timeout(
 
 
 def test_a_run_stops_at_the_run_timeout(
-    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+    inbox: Inbox, server: Loopback, db_url: str, api: FakeStripeAPI
 ) -> None:
     api.endless = True
     line = error_line(reconcile(server, db_url, "stripe", "--run-timeout", "2s"), 1)
@@ -193,13 +194,13 @@ def test_a_run_stops_at_the_run_timeout(
 
 
 def test_listed_events_not_asked_for_are_counted_and_warned_of(
-    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+    inbox: Inbox, server: Loopback, db_url: str, api: FakeStripeAPI
 ) -> None:
     now = int(time.time())
     api.unfiltered = True
-    api.events += [stripe_event(900, now + 10 * 365 * 86400), stripe_event(901, 86400),
-                   {**stripe_event(902, now - 5), "account": "acct_1Other"},
-                   {**stripe_event(903, now - 5), "object": "charge"}]  # fmt: skip
+    api.events += [stripe_listed(900, now + 10 * 365 * 86400), stripe_listed(901, 86400),
+                   {**stripe_listed(902, now - 5), "account": "acct_1Other"},
+                   {**stripe_listed(903, now - 5), "object": "charge"}]  # fmt: skip
     counts = parsed(reconcile(server, db_url, "stripe", "--json"))
     assert {key: counts[key] for key in counts if key.startswith("skipped")} == {
         "skipped_outside_window": 2, "skipped_other_accounts": 1, "skipped_not_events": 1,
@@ -216,7 +217,7 @@ def test_listed_events_not_asked_for_are_counted_and_warned_of(
 
 
 def test_an_answer_past_the_limit_is_cut_with_the_memory_it_needs(
-    inbox: Inbox, server: Loopback, db_url: str, api: StripeAPI
+    inbox: Inbox, server: Loopback, db_url: str, api: FakeStripeAPI
 ) -> None:
     """300 MiB answered to a page: refused as too large once 16 MiB are read, and the
     process's peak memory (its own, from wait4) stays far below the answer's size."""

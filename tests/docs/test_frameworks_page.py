@@ -4,9 +4,11 @@ files, put into a fresh `startproject` project, migrate, serve, and process into
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,36 @@ def test_the_fastapi_section_alone_serves_the_mount_and_the_router(
         "/webhooks/stripe", headers={"Stripe-Signature": "t=1,v1=00"}, content=b"{}"
     )
     assert forged.status_code == 401
+
+
+def test_the_fastapi_lifespan_processes_while_the_app_serves(
+    in_tmp: Path, section_namespace: Any
+) -> None:
+    """The section's lifespan, entered as uvicorn enters it: a delivery taken while it runs is
+    processed by the worker in the background; leaving it stops the worker and closes the
+    inbox, which then refuses deliveries (503)."""
+    namespace = section_namespace("FastAPI and Starlette")
+    inbox: Inbox = namespace["inbox"]
+    app = namespace["app"]
+    headers, body = stripe_delivery(stripe_event("evt_lifespan"), PAGE_SECRET)
+
+    async def serve_one() -> Status:
+        async with namespace["lifespan"](app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://shop") as client:
+                answer = await client.post("/webhooks/stripe", headers=headers, content=body)
+            assert answer.json()["status"] == "accepted"
+            deadline = time.monotonic() + 30
+            while (event := inbox.store.get_event("stripe", "evt_lifespan")) is None or (
+                event.status in (Status.PENDING, Status.PROCESSING)
+            ):
+                assert time.monotonic() < deadline, "the lifespan's worker processed nothing"
+                await asyncio.sleep(0.05)
+            return event.status
+
+    assert asyncio.run(serve_one()) is Status.UNHANDLED  # settled: the section has no handler
+    closed = ASGIClient(app).post("/webhooks/stripe", headers=headers, content=body)
+    assert closed.status_code == 503
 
 
 def test_the_flask_section_alone_serves_the_blueprint(in_tmp: Path, section_namespace: Any) -> None:

@@ -16,10 +16,11 @@ import sqlalchemy as sa
 from hookinbox import Inbox, Status
 from hookinbox._operations._reconcile import Reconciled, reconcile
 from hookinbox.sources._provider_api import APIRefused, Budget, Listed, ProviderAPIError
+from hookinbox.testing import FakeStripeAPI
 from tests.apps import reconciling
+from tests.support.listed import stripe_listed
 from tests.support.loopback import Loopback, serving
 from tests.support.signing import stripe_delivery
-from tests.support.stripe_api import StripeAPI, stripe_event
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
@@ -28,13 +29,13 @@ NOTHING_UNASKED = {"skipped_outside_window": 0, "skipped_other_accounts": 0,
 
 
 @pytest.fixture
-def api() -> StripeAPI:
+def api() -> FakeStripeAPI:
     now = int(time.time())  # at the test, not at import: the window is relative to now
-    return StripeAPI([stripe_event(n, now - 3600 + n) for n in range(250)])
+    return FakeStripeAPI([stripe_listed(n, now - 3600 + n) for n in range(250)])
 
 
 @pytest.fixture
-def server(api: StripeAPI) -> Iterator[Loopback]:
+def server(api: FakeStripeAPI) -> Iterator[Loopback]:
     with serving(api) as loopback:
         yield loopback
 
@@ -71,10 +72,12 @@ def deliver(inbox: Inbox, event: dict[str, object]) -> None:
     assert inbox.receive("stripe", headers, body).ok
 
 
-def test_missing_events_are_stored_and_processed_exactly_once(inbox: Inbox, api: StripeAPI) -> None:
+def test_missing_events_are_stored_and_processed_exactly_once(
+    inbox: Inbox, api: FakeStripeAPI
+) -> None:
     for event in api.events[:40]:
         deliver(inbox, event)  # these arrived; the other 210 were lost
-    api.events += [stripe_event(1000 + n, int(time.time()) - 60, "customer.created")
+    api.events += [stripe_listed(1000 + n, int(time.time()) - 60, "customer.created")
                    for n in range(5)]  # fmt: skip
     first = run(inbox)
     assert first.counts() == {"listed": 255, "already_stored": 40, "missing": 210, "stored": 210,
@@ -94,7 +97,7 @@ def test_missing_events_are_stored_and_processed_exactly_once(inbox: Inbox, api:
                               **NOTHING_UNASKED}  # fmt: skip
 
 
-def test_a_webhook_after_reconcile_is_a_duplicate(inbox: Inbox, api: StripeAPI) -> None:
+def test_a_webhook_after_reconcile_is_a_duplicate(inbox: Inbox, api: FakeStripeAPI) -> None:
     assert run(inbox, since=timedelta(seconds=3600 - 200)).stored > 0  # the last few only
     deliver(inbox, api.events[249])
     while inbox.process_due():
@@ -105,7 +108,7 @@ def test_a_webhook_after_reconcile_is_a_duplicate(inbox: Inbox, api: StripeAPI) 
     assert applied(inbox)[api.events[249]["id"]] == 1
 
 
-def test_since_is_respected(inbox: Inbox, api: StripeAPI) -> None:
+def test_since_is_respected(inbox: Inbox, api: FakeStripeAPI) -> None:
     result = run(inbox, since=timedelta(seconds=3600 - 200))
     start = int(result.since.timestamp())
     assert api.queries[0]["created[gte]"] == str(start)
@@ -119,19 +122,19 @@ def test_since_past_the_window_is_clamped(inbox: Inbox) -> None:
     assert result.clamped and datetime.now(UTC) - result.since < timedelta(days=30, seconds=5)
 
 
-def test_dry_run_stores_nothing(inbox: Inbox, api: StripeAPI) -> None:
+def test_dry_run_stores_nothing(inbox: Inbox, api: FakeStripeAPI) -> None:
     deliver(inbox, api.events[0])
     result = run(inbox, dry_run=True)
     assert (result.missing, result.already_stored, result.stored) == (249, 1, 0)
     assert inbox.store.get_event("stripe", api.events[1]["id"]) is None
 
 
-def test_429_then_success(inbox: Inbox, api: StripeAPI) -> None:
+def test_429_then_success(inbox: Inbox, api: FakeStripeAPI) -> None:
     api.faults.append((429, {"Retry-After": "0"}))
     assert run(inbox).stored == 250
 
 
-def test_pages_stored_before_a_failure_stay_stored(inbox: Inbox, api: StripeAPI) -> None:
+def test_pages_stored_before_a_failure_stay_stored(inbox: Inbox, api: FakeStripeAPI) -> None:
     source = inbox.sources["stripe"]
     listing = source.listing()
     listing._sleep = lambda _seconds: None  # type: ignore[attr-defined]  # no back-off waits
@@ -152,14 +155,16 @@ def test_pages_stored_before_a_failure_stay_stored(inbox: Inbox, api: StripeAPI)
     assert served == [100] and len(inbox.store.operator.all_events()) == 100
 
 
-def test_a_refused_key_stores_nothing(inbox: Inbox, api: StripeAPI) -> None:
+def test_a_refused_key_stores_nothing(inbox: Inbox, api: FakeStripeAPI) -> None:
     api.api_key = "sk_test_another"
     with pytest.raises(APIRefused):
         run(inbox)
     assert inbox.store.operator.all_events() == []
 
 
-def test_webhooks_during_a_reconcile_are_each_processed_once(inbox: Inbox, api: StripeAPI) -> None:
+def test_webhooks_during_a_reconcile_are_each_processed_once(
+    inbox: Inbox, api: FakeStripeAPI
+) -> None:
     """Webhooks of the same 250 events arrive from four threads while reconcile inserts them
     and a worker processes what is stored: each event is stored once, applied once."""
     stop = threading.Event()

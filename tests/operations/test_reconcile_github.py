@@ -14,9 +14,8 @@ import pytest
 from hookinbox import Event, HandlerContext, Inbox
 from hookinbox._operations._reconcile import Reconciled, reconcile
 from hookinbox.sources import GitHub
-from hookinbox.testing import sign
-from tests.support.github_api import TOKEN, GitHubAPI, hook_delivery
-from tests.support.loopback import serving
+from hookinbox.testing import FakeGitHubAPI, sign
+from tests.support.listed import GITHUB_TOKEN, hook_delivery
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
@@ -32,12 +31,12 @@ def body(delivery: dict[str, Any]) -> bytes:
 
 
 class Shop:
-    def __init__(self, db_url: str, api: GitHubAPI) -> None:
+    def __init__(self, db_url: str, api: FakeGitHubAPI) -> None:
         self.api = api
         self.applied: Counter[str] = Counter()
         self.inbox = Inbox(db_url)
-        self.source = GitHub(secret=SECRET, api_token=TOKEN, hook="octo-org/shop/12345678",
-                             api_base=api.base)  # fmt: skip
+        self.source = GitHub(secret=SECRET, api_token=GITHUB_TOKEN, hook="octo-org/shop/12345678",
+                             api_base=api.url)  # fmt: skip
         self.inbox.add_source(self.source)
 
         @self.inbox.handler("github", "push")
@@ -70,9 +69,8 @@ def shop(db_url: str) -> Iterator[Shop]:
           for n in range(2, 7)),
         *(hook_delivery(n, NOW - timedelta(hours=1, minutes=-n)) for n in range(7, 10)),
     ]  # fmt: skip
-    api = GitHubAPI(deliveries=deliveries)
-    with serving(api) as loopback:
-        api.base = loopback.url
+    api = FakeGitHubAPI(deliveries=deliveries)
+    with api:
         shop = Shop(db_url, api)
         # GitHub redelivers at once (the redelivery is then listed beside the failure)
         api.on_redeliver = lambda failed: shop.deliver(api.redeliver_as(failed))

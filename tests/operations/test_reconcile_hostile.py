@@ -20,12 +20,16 @@ from hookinbox import Event, HandlerContext, Inbox, WorkerOptions
 from hookinbox._operations._reconcile import Reconciled, reconcile
 from hookinbox.sources import GitHub, Square, Stripe
 from hookinbox.sources._provider_api import ProviderAPIError
-from tests.support.github_api import TOKEN as GITHUB_TOKEN
-from tests.support.github_api import GitHubAPI, hook_delivery
+from hookinbox.testing import FakeGitHubAPI, FakeSquareAPI, FakeStripeAPI
+from tests.support.listed import (
+    GITHUB_TOKEN,
+    SQUARE_TOKEN,
+    STRIPE_KEY,
+    hook_delivery,
+    square_listed,
+    stripe_listed,
+)
 from tests.support.loopback import Answer, Request, serving
-from tests.support.square_api import TOKEN as SQUARE_TOKEN
-from tests.support.square_api import SquareAPI, square_event
-from tests.support.stripe_api import API_KEY, StripeAPI, stripe_event
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
@@ -62,9 +66,9 @@ def stored_ids(inbox: Inbox) -> set[str]:
 
 def test_what_earlier_pages_stored_stays_stored_when_the_cursor_sticks(inbox: Inbox) -> None:
     now = int(time.time())
-    api = StripeAPI([stripe_event(n, now - 300 + n) for n in range(150)], stuck=True)
+    api = FakeStripeAPI([stripe_listed(n, now - 300 + n) for n in range(150)], stuck=True)
     with serving(api) as server:
-        take_all(inbox, Stripe(secret="whsec_x", api_key=API_KEY, api_base=server.url))
+        take_all(inbox, Stripe(secret="whsec_x", api_key=STRIPE_KEY, api_base=server.url))
         with pytest.raises(ProviderAPIError, match=r"did not move.*after 2 pages.*\(100 stored\)"):
             run(inbox, "stripe")
     assert stored_ids(inbox) == {e["id"] for e in api.events[50:]}  # the first page, newest
@@ -74,18 +78,18 @@ def test_stripe_events_not_asked_for_are_skipped_and_counted(inbox: Inbox) -> No
     """A listing of the last day that also lists events 10 years ahead and from 1970, another
     Connect account's event, a charge (no event), and objects that name no id or no time."""
     now = int(time.time())
-    asked = [stripe_event(n, now - 600 + n) for n in range(5)]
+    asked = [stripe_listed(n, now - 600 + n) for n in range(5)]
     planted = [
-        stripe_event(100, now + 10 * YEAR),
-        stripe_event(101, 86400),
-        {**stripe_event(102, now - 60), "account": "acct_1OtherAccount0000"},
-        {**stripe_event(103, now - 60), "object": "charge", "id": "ch_103"},
-        {key: value for key, value in stripe_event(104, now - 60).items() if key != "id"},
-        {key: value for key, value in stripe_event(105, now - 60).items() if key != "created"},
+        stripe_listed(100, now + 10 * YEAR),
+        stripe_listed(101, 86400),
+        {**stripe_listed(102, now - 60), "account": "acct_1OtherAccount0000"},
+        {**stripe_listed(103, now - 60), "object": "charge", "id": "ch_103"},
+        {key: value for key, value in stripe_listed(104, now - 60).items() if key != "id"},
+        {key: value for key, value in stripe_listed(105, now - 60).items() if key != "created"},
     ]
-    api = StripeAPI([*asked, *planted], unfiltered=True)
+    api = FakeStripeAPI([*asked, *planted], unfiltered=True)
     with serving(api) as server:
-        take_all(inbox, Stripe(secret="whsec_x", api_key=API_KEY, api_base=server.url))
+        take_all(inbox, Stripe(secret="whsec_x", api_key=STRIPE_KEY, api_base=server.url))
         result = run(inbox, "stripe")
     assert result.counts() == {
         "listed": 11, "already_stored": 0, "missing": 5, "stored": 5, "skipped_types": 0,
@@ -97,23 +101,23 @@ def test_stripe_events_not_asked_for_are_skipped_and_counted(inbox: Inbox) -> No
 
 def test_an_event_of_the_connect_account_listed_is_not_another_account(inbox: Inbox) -> None:
     now = int(time.time())
-    own = {**stripe_event(1, now - 60), "account": None}  # the platform's own: null
-    api = StripeAPI([own])
+    own = {**stripe_listed(1, now - 60), "account": None}  # the platform's own: null
+    api = FakeStripeAPI([own])
     with serving(api) as server:
-        take_all(inbox, Stripe(secret="whsec_x", api_key=API_KEY, api_base=server.url))
+        take_all(inbox, Stripe(secret="whsec_x", api_key=STRIPE_KEY, api_base=server.url))
         assert run(inbox, "stripe").stored == 1
 
 
 def test_square_events_not_asked_for_are_skipped_and_counted(inbox: Inbox) -> None:
     now = datetime.now(UTC)
-    asked = [square_event(n, now - timedelta(minutes=n + 1)) for n in range(4)]
+    asked = [square_listed(n, now - timedelta(minutes=n + 1)) for n in range(4)]
     planted: list[dict[str, Any]] = [
-        square_event(100, now + timedelta(days=3650)),
-        square_event(101, datetime(1970, 1, 2, tzinfo=UTC)),
-        {k: v for k, v in square_event(102, now).items() if k != "event_id"},
-        {k: v for k, v in square_event(103, now).items() if k != "created_at"},
+        square_listed(100, now + timedelta(days=3650)),
+        square_listed(101, datetime(1970, 1, 2, tzinfo=UTC)),
+        {k: v for k, v in square_listed(102, now).items() if k != "event_id"},
+        {k: v for k, v in square_listed(103, now).items() if k != "created_at"},
     ]
-    api = SquareAPI([*asked, *planted], unfiltered=True)
+    api = FakeSquareAPI([*asked, *planted], unfiltered=True)
     with serving(api) as server:
         take_all(inbox, Square(secret="k", notification_url="https://shop.example.com/sq",
                                access_token=SQUARE_TOKEN, api_base=server.url))  # fmt: skip
@@ -128,7 +132,7 @@ def test_github_deliveries_not_asked_for_are_skipped_counted_and_never_sent(
 ) -> None:
     now = datetime.now(UTC)
     failed = [hook_delivery(n, now - timedelta(minutes=10 - n), status_code=500) for n in range(3)]
-    api = GitHubAPI(deliveries=failed)
+    api = FakeGitHubAPI(deliveries=failed)
     api.planted = [
         {**hook_delivery(100, now, status_code=500), "id": "1/../../../../../user/keys"},
         {**hook_delivery(101, now, status_code=500), "id": "10000101"},
@@ -136,7 +140,7 @@ def test_github_deliveries_not_asked_for_are_skipped_counted_and_never_sent(
         {k: v for k, v in hook_delivery(103, now, status_code=500).items() if k != "guid"},
     ]
     with serving(api) as server:
-        api.base = server.url
+        api.url = server.url
         take_all(inbox, GitHub(secret="s", api_token=GITHUB_TOKEN, hook="octo-org/shop/12345678",
                                api_base=server.url))  # fmt: skip
         result = run(inbox, "github")
@@ -158,11 +162,11 @@ def test_a_source_whose_api_hangs_does_not_hold_up_the_others(inbox: Inbox) -> N
         return 200, {"Content-Type": "application/json"}, b'{"data": [], "has_more": false}'
 
     now = int(time.time())
-    healthy = StripeAPI([stripe_event(n, now - 600 + n) for n in range(30)])
+    healthy = FakeStripeAPI([stripe_listed(n, now - 600 + n) for n in range(30)])
     with serving(hanging) as stuck, serving(healthy) as server:
-        take_all(inbox, Stripe(secret="whsec_a", api_key=API_KEY, api_base=stuck.url,
+        take_all(inbox, Stripe(secret="whsec_a", api_key=STRIPE_KEY, api_base=stuck.url,
                                name="stripe-hanging"),
-                 Stripe(secret="whsec_b", api_key=API_KEY, api_base=server.url))  # fmt: skip
+                 Stripe(secret="whsec_b", api_key=STRIPE_KEY, api_base=server.url))  # fmt: skip
         worker = inbox.worker(WorkerOptions(handle_signals=False, poll_interval=0.05),
                               reconcile_every=timedelta(hours=1))  # fmt: skip
         thread = threading.Thread(target=worker.run)

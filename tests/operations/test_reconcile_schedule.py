@@ -15,9 +15,10 @@ from prometheus_client import REGISTRY
 from hookinbox import ConfigurationError, Inbox, WorkerOptions
 from hookinbox._operations._reconcile_schedule import PeriodicReconcile, job_name
 from hookinbox.sources import Stripe
+from hookinbox.testing import FakeStripeAPI
 from tests.apps import reconciling
+from tests.support.listed import stripe_listed
 from tests.support.loopback import Loopback, serving
-from tests.support.stripe_api import StripeAPI, stripe_event
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
@@ -25,12 +26,12 @@ NOW = int(time.time())
 
 
 @pytest.fixture
-def api() -> StripeAPI:
-    return StripeAPI([stripe_event(n, NOW - 600 + n) for n in range(30)])
+def api() -> FakeStripeAPI:
+    return FakeStripeAPI([stripe_listed(n, NOW - 600 + n) for n in range(30)])
 
 
 @pytest.fixture
-def server(api: StripeAPI) -> Iterator[Loopback]:
+def server(api: FakeStripeAPI) -> Iterator[Loopback]:
     with serving(api) as loopback:
         yield loopback
 
@@ -55,7 +56,7 @@ def reconciled_total() -> float:
 
 
 def test_one_worker_runs_each_period(
-    inbox: Inbox, caplog: pytest.LogCaptureFixture, api: StripeAPI
+    inbox: Inbox, caplog: pytest.LogCaptureFixture, api: FakeStripeAPI
 ) -> None:
     at = [datetime.now(UTC)]
     first, second = periodic(inbox, at), periodic(inbox, at)
@@ -78,7 +79,7 @@ def test_one_worker_runs_each_period(
 
 
 def test_a_failing_api_is_an_error_line_and_the_next_period_tries_again(
-    inbox: Inbox, caplog: pytest.LogCaptureFixture, api: StripeAPI
+    inbox: Inbox, caplog: pytest.LogCaptureFixture, api: FakeStripeAPI
 ) -> None:
     api.api_key = "sk_test_revoked"
     at = [datetime.now(UTC)]

@@ -18,11 +18,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from hookinbox import Inbox, Status
+from hookinbox.testing import FakeStripeAPI
 from tests.apps import reconciling
+from tests.support.listed import stripe_listed
 from tests.support.loopback import serving
 from tests.support.server import hookinbox_command
 from tests.support.signing import stripe_delivery
-from tests.support.stripe_api import StripeAPI, stripe_event
 from tests.support.workers import Workers, opened_store, read_all, wait_for
 
 APP = "tests.apps.reconciling:inbox"
@@ -60,7 +61,7 @@ def deliver_share(
 
 def test_reconcile_webhooks_and_workers_in_processes_apply_each_event_once(db_url: str) -> None:
     now = int(time.time())
-    api = StripeAPI([stripe_event(n, now - 3600 + n) for n in range(EVENTS)])
+    api = FakeStripeAPI([stripe_listed(n, now - 3600 + n) for n in range(EVENTS)])
     migrated = reconciling.build(db_url)
     migrated.migrate()
     migrated.close()

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from tests.support.github_api import TOKEN, GitHubAPI, hook_delivery
+from tests.support.listed import GITHUB_TOKEN, hook_delivery
 from tests.support.loopback import Loopback, serving
 from tests.testing.npm_oracles import oracle_dir
 
@@ -19,6 +19,7 @@ from hookinbox import ConfigurationError
 from hookinbox.sources import GitHub
 from hookinbox.sources._github_api import HookDeliveries
 from hookinbox.sources._provider_api import APIRefused, Budget
+from hookinbox.testing import FakeGitHubAPI
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
@@ -26,26 +27,26 @@ NOW = datetime.now(UTC)
 ORACLE = Path(__file__).parents[1] / "support" / "github_oracle.mjs"
 
 
-@pytest.fixture(params=["repos/octo-org/shop/hooks/12345678", "orgs/octo-org/hooks/42"])
-def api(request: pytest.FixtureRequest) -> GitHubAPI:
+@pytest.fixture(params=["octo-org/shop/12345678", "octo-org/42"])
+def api(request: pytest.FixtureRequest) -> FakeGitHubAPI:
     deliveries = [
         hook_delivery(n, NOW - timedelta(minutes=250 - n), status_code=500 if n % 3 else 200)
         for n in range(250)
     ]
-    return GitHubAPI(hook=request.param, deliveries=deliveries)
+    return FakeGitHubAPI(hook=request.param, deliveries=deliveries)
 
 
 @pytest.fixture
-def server(api: GitHubAPI) -> Iterator[Loopback]:
+def server(api: FakeGitHubAPI) -> Iterator[Loopback]:
     with serving(api) as loopback:
-        api.base = loopback.url
+        api.url = loopback.url
         yield loopback
 
 
-def octokit(server: Loopback, api: GitHubAPI, token: str, redeliver: int | None) -> dict:  # type: ignore[type-arg]
+def octokit(server: Loopback, api: FakeGitHubAPI, token: str, redeliver: int | None) -> dict:  # type: ignore[type-arg]
     directory = oracle_dir()
     shutil.copyfile(ORACLE, directory / "github_oracle.mjs")
-    request = {"base": server.url, "token": token, "hook": api.hook, "redeliver": redeliver}
+    request = {"base": server.url, "token": token, "hook": api.hook_path, "redeliver": redeliver}
     done = subprocess.run(
         ["node", str(directory / "github_oracle.mjs")],
         input=json.dumps(request), capture_output=True, text=True, timeout=60, check=True,
@@ -54,29 +55,25 @@ def octokit(server: Loopback, api: GitHubAPI, token: str, redeliver: int | None)
 
 
 def test_the_imitation_pages_and_redelivers_as_octokit_reads_github(
-    api: GitHubAPI, server: Loopback
+    api: FakeGitHubAPI, server: Loopback
 ) -> None:
-    seen = octokit(server, api, TOKEN, redeliver=10_000_007)
+    seen = octokit(server, api, GITHUB_TOKEN, redeliver=10_000_007)
     newest_first = sorted(api.deliveries, key=lambda d: d["id"], reverse=True)
     assert seen["guids"] == [d["guid"] for d in newest_first]
     assert seen["redelivery"] == 202 and api.redelivered == [10_000_007]
     assert octokit(server, api, "ghp_wrong", redeliver=None) == {"error": 401}
 
 
-def hook(api: GitHubAPI) -> str:
-    """The source's `hook=` for the imitation's hook path."""
-    parts = api.hook.split("/")
-    return "/".join([*parts[1 : parts.index("hooks")], parts[-1]])
-
-
-def listing(server: Loopback, api: GitHubAPI, token: str = TOKEN) -> HookDeliveries:
-    source = GitHub(secret="s", api_token=token, hook=hook(api), api_base=server.url)
+def listing(server: Loopback, api: FakeGitHubAPI, token: str = GITHUB_TOKEN) -> HookDeliveries:
+    source = GitHub(secret="s", api_token=token, hook=api.hook, api_base=server.url)
     found = source.listing()
     assert isinstance(found, HookDeliveries)
     return found
 
 
-def test_pages_stop_at_since_and_name_failed_deliveries(api: GitHubAPI, server: Loopback) -> None:
+def test_pages_stop_at_since_and_name_failed_deliveries(
+    api: FakeGitHubAPI, server: Loopback
+) -> None:
     pages = list(listing(server, api).pages(NOW - timedelta(minutes=120, seconds=30), Budget()))
     listed = [entry for page in pages for entry in page]
     assert len(listed) == 120  # the deliveries of the last two hours, newest first
@@ -88,7 +85,7 @@ def test_pages_stop_at_since_and_name_failed_deliveries(api: GitHubAPI, server: 
     assert listed[1].resend == str(api.deliveries[248]["id"])  # failed (500)
 
 
-def test_a_guid_is_listed_once_at_its_newest_attempt(api: GitHubAPI, server: Loopback) -> None:
+def test_a_guid_is_listed_once_at_its_newest_attempt(api: FakeGitHubAPI, server: Loopback) -> None:
     api.redeliver_as(api.deliveries[248])  # failed, then redelivered with success
     pages = listing(server, api).pages(NOW - timedelta(minutes=3), Budget())
     listed = [entry for page in pages for entry in page]
@@ -96,7 +93,7 @@ def test_a_guid_is_listed_once_at_its_newest_attempt(api: GitHubAPI, server: Loo
     assert guids.count(api.deliveries[248]["guid"]) == 1 and listed[0].resend is None
 
 
-def test_a_refused_token_fails_at_once(api: GitHubAPI, server: Loopback) -> None:
+def test_a_refused_token_fails_at_once(api: FakeGitHubAPI, server: Loopback) -> None:
     with pytest.raises(APIRefused, match="401"):
         list(listing(server, api, token="ghp_wrong").pages(NOW, Budget()))
 
@@ -108,5 +105,7 @@ def test_the_hook_is_checked_when_the_source_is_built() -> None:
         with pytest.raises(ConfigurationError, match="OWNER/REPO/HOOK_ID"):
             GitHub(secret="s", hook=bad)
     with pytest.raises(ConfigurationError, match="needs api_token and hook"):
-        GitHub(secret="s", api_token=TOKEN).listing()
-    assert TOKEN not in repr(GitHub(secret="s", api_token=TOKEN, hook="o/1").listing())
+        GitHub(secret="s", api_token=GITHUB_TOKEN).listing()
+    assert GITHUB_TOKEN not in repr(
+        GitHub(secret="s", api_token=GITHUB_TOKEN, hook="o/1").listing()
+    )

@@ -12,13 +12,16 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from tests.support.github_api import TOKEN as GITHUB_TOKEN
-from tests.support.github_api import GitHubAPI, hook_delivery
 from tests.support.hostile import MIB, Huge, dripping
+from tests.support.listed import (
+    GITHUB_TOKEN,
+    SQUARE_TOKEN,
+    STRIPE_KEY,
+    hook_delivery,
+    square_listed,
+    stripe_listed,
+)
 from tests.support.loopback import Loopback, serving
-from tests.support.square_api import TOKEN as SQUARE_TOKEN
-from tests.support.square_api import SquareAPI, square_event
-from tests.support.stripe_api import API_KEY, StripeAPI, stripe_event
 
 from hookinbox import ConfigurationError
 from hookinbox.sources import GitHub, Square, Stripe
@@ -30,6 +33,7 @@ from hookinbox.sources._provider_api import (
     ProviderAPIError,
     same_origin,
 )
+from hookinbox.testing import FakeGitHubAPI, FakeSquareAPI, FakeStripeAPI
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
@@ -42,7 +46,7 @@ def listed(source: Stripe | Square | GitHub, limits: Limits | None = None) -> li
 
 
 def stripe(server: Loopback) -> Stripe:
-    return Stripe(secret="whsec_x", api_key=API_KEY, api_base=server.url)
+    return Stripe(secret="whsec_x", api_key=STRIPE_KEY, api_base=server.url)
 
 
 def square(server: Loopback) -> Square:
@@ -55,11 +59,13 @@ def github(server: Loopback) -> GitHub:
 
 
 @pytest.fixture
-def github_api() -> Iterator[tuple[GitHubAPI, Loopback]]:
+def github_api() -> Iterator[tuple[FakeGitHubAPI, Loopback]]:
     now = datetime.now(UTC)
-    api = GitHubAPI(deliveries=[hook_delivery(n, now - timedelta(minutes=9 - n)) for n in range(9)])
+    api = FakeGitHubAPI(
+        deliveries=[hook_delivery(n, now - timedelta(minutes=9 - n)) for n in range(9)]
+    )
     with serving(api) as server:
-        api.base = server.url
+        api.url = server.url
         yield api, server
 
 
@@ -68,7 +74,7 @@ def github_api() -> Iterator[tuple[GitHubAPI, Loopback]]:
 
 def test_a_stripe_page_listed_again_stops_at_the_second_request() -> None:
     now = int(time.time())
-    api = StripeAPI([stripe_event(n, now - 300 + n) for n in range(150)], stuck=True)
+    api = FakeStripeAPI([stripe_listed(n, now - 300 + n) for n in range(150)], stuck=True)
     with serving(api) as server, pytest.raises(ProviderAPIError, match="did not move"):
         listed(stripe(server))
     assert len(api.queries) == 2  # the first page, and the same page again: never a third
@@ -76,7 +82,9 @@ def test_a_stripe_page_listed_again_stops_at_the_second_request() -> None:
 
 def test_a_square_cursor_given_again_stops_at_the_second_request() -> None:
     now = datetime.now(UTC)
-    api = SquareAPI([square_event(n, now - timedelta(minutes=n)) for n in range(150)], stuck=True)
+    api = FakeSquareAPI(
+        [square_listed(n, now - timedelta(minutes=n)) for n in range(150)], stuck=True
+    )
     with serving(api) as server, pytest.raises(ProviderAPIError, match="did not move"):
         listed(square(server))
     assert len(api.searches) == 2  # cursor "100" given twice: followed once, then refused
@@ -84,7 +92,7 @@ def test_a_square_cursor_given_again_stops_at_the_second_request() -> None:
 
 @pytest.mark.parametrize("query", ["?per_page=100", "?per_page=100&cursor=v1_7"])
 def test_a_github_next_link_to_a_page_listed_already_stops(
-    github_api: tuple[GitHubAPI, Loopback], query: str
+    github_api: tuple[FakeGitHubAPI, Loopback], query: str
 ) -> None:
     """The next link names the first page again, or the second page again and again."""
     api, server = github_api
@@ -96,7 +104,7 @@ def test_a_github_next_link_to_a_page_listed_already_stops(
 
 @pytest.mark.parametrize("provider", ["stripe", "square"])
 def test_new_ids_on_every_page_stop_at_the_page_cap(provider: str) -> None:
-    api = StripeAPI(endless=True) if provider == "stripe" else SquareAPI(endless=True)
+    api = FakeStripeAPI(endless=True) if provider == "stripe" else FakeSquareAPI(endless=True)
     with serving(api) as server, pytest.raises(ProviderAPIError, match="more than 5 pages"):
         listed(stripe(server) if provider == "stripe" else square(server), Limits(max_pages=5))
     assert len(server.requests) == 5
@@ -106,7 +114,7 @@ def test_new_ids_on_every_page_stop_at_the_page_cap(provider: str) -> None:
 
 
 def test_a_next_page_on_another_host_is_never_asked(
-    github_api: tuple[GitHubAPI, Loopback],
+    github_api: tuple[FakeGitHubAPI, Loopback],
 ) -> None:
     """The token goes to api_base's origin only: another loopback address, another port, a
     user-info trick, each is refused before any request; the same origin is followed."""
@@ -143,7 +151,7 @@ def test_same_origin_holds_scheme_host_and_port() -> None:
 
 
 def test_a_delivery_id_that_is_not_an_integer_is_marked_and_never_asked_of(
-    github_api: tuple[GitHubAPI, Loopback],
+    github_api: tuple[FakeGitHubAPI, Loopback],
 ) -> None:
     api, server = github_api
     now = datetime.now(UTC)
@@ -168,7 +176,7 @@ def test_a_delivery_id_that_is_not_an_integer_is_marked_and_never_asked_of(
 
 
 def test_a_page_that_drips_stops_at_its_deadline() -> None:
-    api = StripeAPI(answer=lambda: dripping(every=0.3))
+    api = FakeStripeAPI(answer=lambda: dripping(every=0.3))
     with serving(api) as server:
         started = time.monotonic()
         with pytest.raises(ProviderAPIError, match="page took longer than 2 s"):
@@ -177,7 +185,7 @@ def test_a_page_that_drips_stops_at_its_deadline() -> None:
 
 
 def test_a_run_stops_at_its_deadline() -> None:
-    api = StripeAPI(endless=True)
+    api = FakeStripeAPI(endless=True)
     with serving(api) as server:
         started = time.monotonic()
         with pytest.raises(ProviderAPIError, match=r"run took longer than 1\.5 s"):
@@ -187,7 +195,7 @@ def test_a_run_stops_at_its_deadline() -> None:
 
 
 def test_a_retry_that_would_wait_past_the_run_deadline_is_not_waited() -> None:
-    api = StripeAPI(faults=[(429, {"Retry-After": "30"})])
+    api = FakeStripeAPI(faults=[(429, {"Retry-After": "30"})])
     pauses: list[float] = []
     with serving(api) as server:
         listing = stripe(server).listing()
@@ -199,7 +207,7 @@ def test_a_retry_that_would_wait_past_the_run_deadline_is_not_waited() -> None:
 
 def test_an_answer_past_the_limit_is_cut_and_named_too_large() -> None:
     huge = Huge(300 * MIB)
-    with serving(StripeAPI(answer=huge.answer)) as server:
+    with serving(FakeStripeAPI(answer=huge.answer)) as server:
         with pytest.raises(ProviderAPIError, match="more than 16 MiB: too large"):
             listed(stripe(server))
     assert huge.sent < 40 * MIB  # reading stopped at the limit (16 MiB, and socket buffers)
@@ -207,7 +215,7 @@ def test_an_answer_past_the_limit_is_cut_and_named_too_large() -> None:
 
 def test_an_answer_that_names_a_length_past_the_limit_is_refused_before_reading() -> None:
     huge = Huge(300 * MIB, declared=True)
-    with serving(StripeAPI(answer=huge.answer)) as server:
+    with serving(FakeStripeAPI(answer=huge.answer)) as server:
         with pytest.raises(ProviderAPIError, match="more than 1 MiB: too large"):
             listed(stripe(server), Limits(max_answer_bytes=MIB))
     assert huge.sent < 24 * MIB
@@ -215,9 +223,9 @@ def test_an_answer_that_names_a_length_past_the_limit_is_refused_before_reading(
 
 def test_a_page_of_more_events_than_asked_for_is_refused() -> None:
     now = int(time.time())
-    page = {"object": "list", "data": [stripe_event(n, now) for n in range(101)],
+    page = {"object": "list", "data": [stripe_listed(n, now) for n in range(101)],
             "has_more": False}  # fmt: skip
-    api = StripeAPI(answer=lambda: (200, {}, json.dumps(page).encode()))
+    api = FakeStripeAPI(answer=lambda: (200, {}, json.dumps(page).encode()))
     with serving(api) as server, pytest.raises(ProviderAPIError, match="101 items to a page"):
         listed(stripe(server))
 

@@ -10,13 +10,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from square import Square as SquareClient
 from square.core.api_error import ApiError
+from tests.support.listed import SQUARE_TOKEN, square_listed
 from tests.support.loopback import Loopback, serving
-from tests.support.square_api import TOKEN, SquareAPI, square_event
 
 from hookinbox import Event, HandlerContext, Inbox
 from hookinbox._operations._reconcile import reconcile
 from hookinbox.sources import Square
 from hookinbox.sources._provider_api import APIRefused, Budget
+from hookinbox.testing import FakeSquareAPI
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
@@ -25,19 +26,21 @@ URL = "https://shop.example.com/webhooks/square"
 
 
 @pytest.fixture
-def api() -> SquareAPI:
+def api() -> FakeSquareAPI:
     now = datetime.now(UTC)  # at the test, not at import: the window is relative to now
-    return SquareAPI([square_event(n, now - timedelta(minutes=250 - n)) for n in range(250)])
+    return FakeSquareAPI([square_listed(n, now - timedelta(minutes=250 - n)) for n in range(250)])
 
 
 @pytest.fixture
-def server(api: SquareAPI) -> Iterator[Loopback]:
+def server(api: FakeSquareAPI) -> Iterator[Loopback]:
     with serving(api) as loopback:
         yield loopback
 
 
-def test_the_imitation_searches_as_the_sdk_reads_square(api: SquareAPI, server: Loopback) -> None:
-    client = SquareClient(token=TOKEN, base_url=server.url)
+def test_the_imitation_searches_as_the_sdk_reads_square(
+    api: FakeSquareAPI, server: Loopback
+) -> None:
+    client = SquareClient(token=SQUARE_TOKEN, base_url=server.url)
     created = datetime.fromisoformat(api.events[150]["created_at"].replace("Z", "+00:00"))
     start = (created - timedelta(seconds=30)).isoformat()
     query = {"filter": {"created_at": {"start_at": start}}, "sort": {"field": "DEFAULT",
@@ -58,10 +61,10 @@ def test_the_imitation_searches_as_the_sdk_reads_square(api: SquareAPI, server: 
     assert refused.value.status_code == 401
 
 
-def test_missing_events_are_stored_once(db_url: str, api: SquareAPI, server: Loopback) -> None:
+def test_missing_events_are_stored_once(db_url: str, api: FakeSquareAPI, server: Loopback) -> None:
     applied: Counter[str] = Counter()
     inbox = Inbox(db_url)
-    source = Square(secret="sq-key", notification_url=URL, access_token=TOKEN,
+    source = Square(secret="sq-key", notification_url=URL, access_token=SQUARE_TOKEN,
                     api_base=server.url)  # fmt: skip
     inbox.add_source(source)
 

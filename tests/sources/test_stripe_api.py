@@ -9,13 +9,14 @@ from datetime import UTC, datetime
 
 import pytest
 import stripe
+from tests.support.listed import STRIPE_KEY, stripe_listed
 from tests.support.loopback import Loopback, serving
-from tests.support.stripe_api import API_KEY, StripeAPI, stripe_event
 
 from hookinbox import ConfigurationError
 from hookinbox.sources import Stripe
 from hookinbox.sources._provider_api import MAX_RETRY_AFTER, APIRefused, Budget, ProviderAPIError
 from hookinbox.sources._stripe_api import StripeEvents
+from hookinbox.testing import FakeStripeAPI
 
 pytestmark = pytest.mark.slow  # a loopback server per test
 
@@ -23,21 +24,21 @@ NOW = int(time.time())
 
 
 @pytest.fixture
-def api() -> StripeAPI:
-    return StripeAPI([stripe_event(n, NOW - 250 + n) for n in range(250)])
+def api() -> FakeStripeAPI:
+    return FakeStripeAPI([stripe_listed(n, NOW - 250 + n) for n in range(250)])
 
 
 @pytest.fixture
-def server(api: StripeAPI) -> Iterator[Loopback]:
+def server(api: FakeStripeAPI) -> Iterator[Loopback]:
     with serving(api) as loopback:
         yield loopback
 
 
-def sdk(server: Loopback, key: str = API_KEY) -> stripe.StripeClient:
+def sdk(server: Loopback, key: str = STRIPE_KEY) -> stripe.StripeClient:
     return stripe.StripeClient(key, base_addresses={"api": server.url}, max_network_retries=0)
 
 
-def test_the_imitation_pages_as_the_sdk_reads_stripe(api: StripeAPI, server: Loopback) -> None:
+def test_the_imitation_pages_as_the_sdk_reads_stripe(api: FakeStripeAPI, server: Loopback) -> None:
     listed = sdk(server).v1.events.list({"limit": 100, "created": {"gte": NOW - 100}})
     ids = [event.id for event in listed.auto_paging_iter()]
     assert ids == [f"evt_{n:024d}" for n in reversed(range(150, 250))]  # newest first
@@ -56,13 +57,13 @@ def test_the_imitation_refuses_as_stripe_does(server: Loopback) -> None:
         sdk(server).v1.events.list({"limit": 101})
 
 
-def test_the_imitation_rate_limits_as_stripe_does(api: StripeAPI, server: Loopback) -> None:
+def test_the_imitation_rate_limits_as_stripe_does(api: FakeStripeAPI, server: Loopback) -> None:
     api.faults.append((429, {"Retry-After": "0"}))
     with pytest.raises(stripe.RateLimitError):
         sdk(server).v1.events.list()
 
 
-def listing(server: Loopback, pauses: list[float], key: str = API_KEY) -> StripeEvents:
+def listing(server: Loopback, pauses: list[float], key: str = STRIPE_KEY) -> StripeEvents:
     source = Stripe(secret="whsec_x", api_key=key, api_base=server.url)
     events = source.listing()
     assert isinstance(events, StripeEvents)
@@ -70,7 +71,7 @@ def listing(server: Loopback, pauses: list[float], key: str = API_KEY) -> Stripe
     return events
 
 
-def test_pages_follow_has_more_with_the_last_id(api: StripeAPI, server: Loopback) -> None:
+def test_pages_follow_has_more_with_the_last_id(api: FakeStripeAPI, server: Loopback) -> None:
     pages = list(listing(server, []).pages(datetime.fromtimestamp(NOW - 250, UTC), Budget()))
     assert [len(page) for page in pages] == [100, 100, 50]
     assert len({listed.body for page in pages for listed in page}) == 250
@@ -84,14 +85,14 @@ def test_since_is_sent_as_created_gte(server: Loopback) -> None:
     assert sum(len(page) for page in pages) == 10
 
 
-def test_429_waits_for_retry_after_then_succeeds(api: StripeAPI, server: Loopback) -> None:
+def test_429_waits_for_retry_after_then_succeeds(api: FakeStripeAPI, server: Loopback) -> None:
     api.faults += [(429, {"Retry-After": "2"}), (429, {"Retry-After": "3600"})]
     pauses: list[float] = []
     pages = list(listing(server, pauses).pages(datetime.fromtimestamp(NOW - 5, UTC), Budget()))
     assert pauses == [2.0, MAX_RETRY_AFTER] and len(pages[0]) == 5
 
 
-def test_5xx_backs_off_and_gives_up_after_five_tries(api: StripeAPI, server: Loopback) -> None:
+def test_5xx_backs_off_and_gives_up_after_five_tries(api: FakeStripeAPI, server: Loopback) -> None:
     api.faults += [(500, {})] * 5
     pauses: list[float] = []
     with pytest.raises(ProviderAPIError, match="answered 500, 5 tries"):
@@ -109,9 +110,9 @@ def test_a_refused_key_fails_at_once_without_the_key(server: Loopback) -> None:
 
 def test_the_key_and_base_are_checked_when_the_source_is_built() -> None:
     with pytest.raises(ConfigurationError, match="api_base"):
-        Stripe(secret="whsec_x", api_key=API_KEY, api_base="http://api.example.com")
+        Stripe(secret="whsec_x", api_key=STRIPE_KEY, api_base="http://api.example.com")
     with pytest.raises(ConfigurationError, match="api_key"):
         Stripe(secret="whsec_x", api_key=" ")
     with pytest.raises(ConfigurationError, match="has no api_key"):
         Stripe(secret="whsec_x").listing()
-    assert API_KEY not in repr(Stripe(secret="whsec_x", api_key=API_KEY).listing())
+    assert STRIPE_KEY not in repr(Stripe(secret="whsec_x", api_key=STRIPE_KEY).listing())

@@ -1,5 +1,6 @@
 """Test your own handlers: deliveries signed like the providers', realistic events, a pytest
-plugin (`pytest_plugins = ["hookinbox.testing.pytest"]`) and an exactly-once check.
+plugin (`pytest_plugins = ["hookinbox.testing.pytest"]`), an exactly-once check, and fakes of
+Stripe's, GitHub's and Square's APIs on loopback, for reconcile.
 
 Nothing here needs pytest (only the plugin module imports it) or another dependency of its
 own; PayPal's test certificate needs the `paypal` extra, as the PayPal source does, and the
@@ -22,16 +23,21 @@ from hookinbox.testing._check import (
 )
 from hookinbox.testing._clock import Clock
 from hookinbox.testing._events import (
+    github_hook_delivery,
     github_push,
     shopify_order,
+    square_event,
     standard_event,
     stripe_checkout_session,
     stripe_event,
     stripe_invoice,
     stripe_subscription,
 )
+from hookinbox.testing._github_api import FakeGitHubAPI
 from hookinbox.testing._harness import InboxHarness
 from hookinbox.testing._signing import register_signer, sign
+from hookinbox.testing._square_api import FakeSquareAPI
+from hookinbox.testing._stripe_api import FakeStripeAPI
 
 if TYPE_CHECKING:
     from hookinbox.testing._amazon_sns import SNSTestCertificate, sns_test_certificate
@@ -65,6 +71,9 @@ __all__ = [
     "Ed25519TestKey",
     "ExactlyOnceReport",
     "ExactlyOnceViolation",
+    "FakeGitHubAPI",
+    "FakeSquareAPI",
+    "FakeStripeAPI",
     "InboxHarness",
     "PayPalTestCertificate",
     "SNSTestCertificate",
@@ -72,6 +81,7 @@ __all__ = [
     "WorkerStuck",
     "check_exactly_once",
     "ed25519_test_key",
+    "github_hook_delivery",
     "github_push",
     "paypal_test_certificate",
     "register_signer",
@@ -79,6 +89,7 @@ __all__ = [
     "shopify_order",
     "sign",
     "sns_test_certificate",
+    "square_event",
     "standard_event",
     "stripe_checkout_session",
     "stripe_event",

@@ -154,7 +154,74 @@ def stripe_invoice(
     return invoice | fields
 
 
+# -- Square -------------------------------------------------------------------------------------
+
+
+def rfc3339(when: datetime | float) -> str:
+    """A datetime or Unix seconds as RFC 3339 in UTC with a `Z`, its fraction kept."""
+    if not isinstance(when, datetime):
+        when = datetime.fromtimestamp(when, UTC)
+    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def square_event(
+    event_type: str,
+    obj: dict[str, Any],
+    *,
+    id: str | None = None,
+    created: datetime | float | None = None,
+    rng: random.Random | None = None,
+    now: float | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A Square event (`payment.updated` around a payment), as its webhook carries it and its
+    Events API lists it: `obj` is `data.object`'s one entry, named by the type's first word."""
+    kind = event_type.split(".", 1)[0]
+    event = {
+        "merchant_id": token(13, rng).upper(),
+        "location_id": token(13, rng).upper(),
+        "type": event_type,
+        "event_id": id or uuid4(rng),
+        "created_at": rfc3339(_now(now) if created is None else created),
+        "data": {"type": kind, "id": obj.get("id", token(29, rng)), "object": {kind: obj}},
+    }
+    return event | fields
+
+
 # -- Shopify, GitHub, Standard Webhooks -----------------------------------------------------------
+
+
+def github_hook_delivery(
+    id: int,
+    *,
+    at: datetime | float | None = None,
+    guid: str | None = None,
+    status_code: int = 200,
+    event: str = "push",
+    rng: random.Random | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """One attempt of a hook's delivery, as GitHub's deliveries API lists it (no body, no
+    headers: those are in its detail). `id` orders the attempts (GitHub's grow with time);
+    `guid` is the `X-GitHub-Delivery` the attempt carried; a `status_code` other than 2xx is a
+    failed attempt, which reconcile asks GitHub to redeliver."""
+    when = datetime.fromtimestamp(_now(now), UTC) if at is None else at
+    if not isinstance(when, datetime):
+        when = datetime.fromtimestamp(when, UTC)
+    return {
+        "id": id,
+        "guid": guid or uuid4(rng),
+        "delivered_at": when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "redelivery": False,
+        "duration": 0.27,
+        "status": "OK" if 200 <= status_code < 300 else f"Invalid HTTP Response: {status_code}",
+        "status_code": status_code,
+        "event": event,
+        "action": None,
+        "installation_id": None,
+        "repository_id": 1296269,
+        "throttled_at": None,
+    }
 
 
 def shopify_order(

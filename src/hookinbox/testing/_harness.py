@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Self
 
@@ -215,6 +215,29 @@ class InboxHarness:
     def events(self, source: str | None = None) -> Iterator[Event]:
         """Every stored event (of `source`), oldest first."""
         return iter(self.inbox.store.operator.all_events(source))
+
+    def reconcile(
+        self, source: str, *, since: timedelta = timedelta(days=3), dry_run: bool = False
+    ) -> dict[str, int]:
+        """Run `hookinbox reconcile` on the copy: list `source`'s events from its provider's
+        API (a `FakeStripeAPI`, ...: the source's `api_base`) over the `since` before the copy's
+        clock (it starts at the real time, as the API's do), and store what a handler takes and
+        the copy lacks, received then (so `run_due()` finds it due).
+        The counts are `--json`'s (`listed`, `already_stored`, `missing`, `stored`, ...);
+        `run_due()` then processes what was stored."""
+        from hookinbox._operations._reconcile import reconcile
+
+        found = self.inbox.sources[source]
+        result = reconcile(
+            self.inbox.store,
+            found,
+            found.listing(),
+            since=since,
+            now=datetime.fromtimestamp(self.clock(), UTC),
+            takes=lambda event_type: self.inbox._takes(source, event_type),
+            dry_run=dry_run,
+        )
+        return result.counts()
 
     def close(self) -> None:
         """Release the copy's connections and drop its database."""

@@ -1,8 +1,9 @@
-"""A loopback imitation of Square's `POST /v2/events` (SearchEvents), as Square documents it:
-`limit` (1 to 100), `cursor`, `query.filter.created_at.start_at`/`end_at` (RFC 3339),
+"""A fake of Square's `POST /v2/events` (SearchEvents), served on loopback, as Square documents
+it: `limit` (1 to 100), `cursor`, `query.filter.created_at.start_at`/`end_at` (RFC 3339),
 `query.filter.event_types`, `query.sort.order` (`ASC` or `DESC`, by `created_at`); a wrong
 token -> 401 and bad input -> 400, each as `{"errors": [{"category", "code", "detail"}]}`.
-tests/sources/test_square_api.py holds it to the official `squareup` SDK pointed at it.
+hookinbox's tests hold it to the official `squareup` SDK pointed at it
+(tests/sources/test_square_api.py).
 
 Hostile modes (issue 45): `stuck` answers the first page again, with the same `cursor`,
 whatever the search's `cursor`; `endless` answers new events and a new `cursor` every time;
@@ -14,30 +15,14 @@ import itertools
 import json
 import threading
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from tests.support.loopback import Answer, Request
-
-TOKEN = "EAAAEOuLQPDbfOFxWUJhbNv2EJpbv4iLy9ncJq6Se5Lq47Oc7bZbbvnL4Fl9Cj8C"
-
-
-def square_event(
-    number: int, created: datetime, event_type: str = "payment.updated"
-) -> dict[str, Any]:
-    """An event as SearchEvents lists it (and a webhook carries it)."""
-    return {
-        "merchant_id": "6SSW7HV8K2ST5",
-        "location_id": "S8GWD5R9QB376",
-        "type": event_type,
-        "event_id": f"{number:08d}-65c5-4f3f-9e4d-8c2c7a1b0d9e",
-        "created_at": created.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-        "data": {"type": "payment", "id": f"KkAkhdMsgzn59SM8A89WgKwekxLZY{number}",
-                 "object": {"payment": {"id": f"pay_{number}", "status": "COMPLETED"}}},
-    }  # fmt: skip
+from hookinbox.testing._events import square_event
+from hookinbox.testing._loopback import Request, Response, ServedFake
 
 
-def _error(status: int, category: str, code: str, detail: str) -> Answer:
+def _error(status: int, category: str, code: str, detail: str) -> Response:
     body = {"errors": [{"category": category, "code": code, "detail": detail}]}
     return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
 
@@ -46,18 +31,23 @@ def _time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-@dataclass
-class SquareAPI:
+@dataclass(eq=False)
+class FakeSquareAPI(ServedFake):
+    """Square's Events API for one application: `events` (what SearchEvents finds; built with
+    `square_event`, added to at any time). `with FakeSquareAPI() as api:` serves it; configure
+    the source with `Square(secret=..., notification_url=..., access_token=api.token,
+    api_base=api.url)`. `searches` are the searches' bodies, in order."""
+
     events: list[dict[str, Any]] = field(default_factory=list)
-    token: str = TOKEN
+    token: str = "EAAAEOuLQPDbfOFxWUJhbNv2EJpbv4iLy9ncJq6Se5Lq47Oc7bZbbvnL4Fl9Cj8C"
     searches: list[dict[str, Any]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     stuck: bool = False
     endless: bool = False
     unfiltered: bool = False
-    _numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(10**7))
+    _numbers: itertools.count[int] = field(default_factory=itertools.count, repr=False)
 
-    def __call__(self, request: Request) -> Answer:
+    def __call__(self, request: Request) -> Response:
         if request.headers.get("authorization") != f"Bearer {self.token}":
             return _error(401, "AUTHENTICATION_ERROR", "UNAUTHORIZED",
                           "This request could not be authorized.")  # fmt: skip
@@ -76,9 +66,9 @@ class SquareAPI:
                           "`limit` must be between 1 and 100.")  # fmt: skip
         if self.endless:
             with self.lock:
-                numbers = [next(self._numbers) for _ in range(limit)]
-            fresh = [square_event(n, datetime.now(UTC)) for n in numbers]
-            return _page(fresh, cursor=f"c{numbers[-1]}")
+                number = next(self._numbers)
+            fresh = [square_event("payment.updated", {"id": f"pay_{n}"}) for n in range(limit)]
+            return _page(fresh, cursor=f"c{number}")
         if self.stuck:
             search = {k: v for k, v in search.items() if k != "cursor"}
         query = search.get("query") or {}
@@ -98,7 +88,7 @@ class SquareAPI:
         return _page(listed[start : start + limit], cursor=str(start + limit) if more else None)
 
 
-def _page(page: list[dict[str, Any]], cursor: str | None) -> Answer:
+def _page(page: list[dict[str, Any]], cursor: str | None) -> Response:
     body: dict[str, Any] = {"events": page, "metadata": [
         {"event_id": e.get("event_id"), "api_version": "2025-10-16"} for e in page]}  # fmt: skip
     if cursor is not None:

@@ -1,9 +1,9 @@
-"""A loopback imitation of Stripe's `GET /v1/events`, as Stripe documents it: newest first,
-`limit` (1 to 100, default 10), `starting_after` (an id on a page before; unknown -> 404
-`resource_missing`), `created[gt|gte|lt|lte]`, `type`; any other parameter -> 400; a missing
-or wrong key -> 401, each error as `{"error": {"type", "message", ...}}`. Faults can be
-queued ahead of the answers (`StripeAPI.faults`). tests/sources/test_stripe_api.py holds it
-to the official `stripe` SDK pointed at it.
+"""A fake of Stripe's `GET /v1/events`, served on loopback, as Stripe documents it: newest
+first, `limit` (1 to 100, default 10), `starting_after` (an id on a page before; unknown ->
+404 `resource_missing`), `created[gt|gte|lt|lte]`, `type`; any other parameter -> 400; a
+missing or wrong key -> 401, each error as `{"error": {"type", "message", ...}}`. Faults can
+be queued ahead of the answers (`faults`). hookinbox's tests hold it to the official `stripe`
+SDK pointed at it (tests/sources/test_stripe_api.py).
 
 Hostile modes, for the limits reconcile keeps (issue 45): `stuck` answers the first page
 again whatever `starting_after` says, with `has_more` true; `endless` answers a page of new
@@ -12,61 +12,47 @@ asks; `answer` replaces every answer (a body that drips, or never ends)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import operator
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.support.loopback import Answer, Request
+from hookinbox.testing._events import stripe_event, stripe_invoice
+from hookinbox.testing._loopback import Request, Response, ServedFake
 
-API_KEY = "sk_test_4eC39HqLyjWDarjtT1zdp7dc"
 LIST_PARAMETERS = {"limit", "starting_after", "ending_before", "type", "types"}
 _CREATED = {"created[gt]": operator.gt, "created[gte]": operator.ge,
             "created[lt]": operator.lt, "created[lte]": operator.le}  # fmt: skip
 CREATED = set(_CREATED)
 
 
-def stripe_event(number: int, created: int, event_type: str = "invoice.paid") -> dict[str, Any]:
-    """An event object as `GET /v1/events` lists it (and a webhook carries it)."""
-    return {
-        "id": f"evt_{number:024d}",
-        "object": "event",
-        "api_version": "2024-06-20",
-        "created": created,
-        "data": {"object": {"id": f"in_{number}", "object": "invoice", "amount_paid": 1200}},
-        "livemode": False,
-        "pending_webhooks": 0,
-        "request": {"id": None, "idempotency_key": None},
-        "type": event_type,
-    }
-
-
-def _error(status: int, kind: str, message: str, **extra: Any) -> Answer:
+def _error(status: int, kind: str, message: str, **extra: Any) -> Response:
     body = {"error": {"type": kind, "message": message, **extra}}
     return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
 
 
-@dataclass
-class StripeAPI:
-    """The account's events and the faults to answer first (status, headers), one a request."""
+@dataclass(eq=False)
+class FakeStripeAPI(ServedFake):
+    """Stripe's events API for one account: `events` (what `GET /v1/events` lists; add to it
+    at any time) and `faults` to answer first, one a request (`(429, {"Retry-After": "1"})`).
+    `with FakeStripeAPI() as api:` serves it; configure the source with
+    `Stripe(secret=..., api_key=api.api_key, api_base=api.url)`. `queries` are the listings'
+    query parameters, in order."""
 
     events: list[dict[str, Any]] = field(default_factory=list)
     faults: list[tuple[int, dict[str, str]]] = field(default_factory=list)
-    api_key: str = API_KEY
+    api_key: str = "sk_test_4eC39HqLyjWDarjtT1zdp7dc"
     queries: list[dict[str, str]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     stuck: bool = False
     endless: bool = False
     unfiltered: bool = False
-    answer: Callable[[], Answer] | None = None
-    _numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(10**9))
+    answer: Callable[[], Response] | None = None
 
-    def __call__(self, request: Request) -> Answer:
+    def __call__(self, request: Request) -> Response:
         url = urlsplit(request.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         with self.lock:
@@ -84,14 +70,13 @@ class StripeAPI:
         if self.answer is not None:
             return self.answer()
         if self.endless:
-            with self.lock:
-                fresh = [stripe_event(next(self._numbers), int(time.time())) for _ in range(100)]
+            fresh = [stripe_event("invoice.paid", stripe_invoice()) for _ in range(100)]
             return _page(fresh, has_more=True)
         if self.stuck:
             query = {k: v for k, v in query.items() if k != "starting_after"}
         return self._list(query)
 
-    def _list(self, query: dict[str, str]) -> Answer:
+    def _list(self, query: dict[str, str]) -> Response:
         unknown = set(query) - LIST_PARAMETERS - CREATED
         if unknown:
             name = sorted(unknown)[0]
@@ -123,6 +108,6 @@ class StripeAPI:
         return _page(listed[:limit], has_more=self.stuck or len(listed) > limit)
 
 
-def _page(events: list[dict[str, Any]], *, has_more: bool) -> Answer:
+def _page(events: list[dict[str, Any]], *, has_more: bool) -> Response:
     body = {"object": "list", "data": events, "has_more": has_more, "url": "/v1/events"}
     return 200, {"Content-Type": "application/json"}, json.dumps(body).encode()
