@@ -6,9 +6,13 @@ it removes or renames something, a deprecation (docs/api.md#deprecations).
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
 import pkgutil
 import re
+import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -216,3 +220,63 @@ def test_every_error_derives_from_the_root() -> None:
     for error in errors:
         assert issubclass(error, hookinbox.HookinboxError)
         assert str(error()) == (error.__doc__ or "").strip().splitlines()[0]
+
+
+SIGNATURE = re.compile(r"^```text\n(?P<name>\w+)\((?P<parameters>.*?)\)\n```$", re.M | re.S)
+"""A class's signature as docs/api.md writes it: a ```text block `Name(...)`."""
+SIGNED = ["Inbox", "RetryPolicy", "StoreOptions", "GroupCommit", "WorkerOptions"]
+
+
+def _written_signatures() -> dict[str, str]:
+    return {
+        match["name"]: match["parameters"] for match in SIGNATURE.finditer(API_PAGE.read_text())
+    }
+
+
+def _differences(name: str, written: str) -> list[str]:
+    """How a written parameter list differs from the class's own: names, order, keyword-only
+    or not, annotations (as written in the code) and defaults (the written expression's value)."""
+    arguments = ast.parse(f"def _({written}): pass").body[0].args  # type: ignore[attr-defined]
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults = [None] * (len(positional) - len(arguments.defaults)) + arguments.defaults
+    shown = [
+        (arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default)
+        for arg, default in zip(positional, defaults, strict=True)
+    ] + [
+        (arg, inspect.Parameter.KEYWORD_ONLY, default)
+        for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+    ]
+    names = {"timedelta": timedelta, "time": time}
+    actual = list(inspect.signature(getattr(hookinbox, name)).parameters.values())
+    found = []
+    if [arg.arg for arg, _, _ in shown] != [parameter.name for parameter in actual]:
+        found.append(f"{name}: parameters {[arg.arg for arg, _, _ in shown]}")
+    for (arg, kind, default), parameter in zip(shown, actual, strict=False):
+        annotation = ast.unparse(ast.parse(str(parameter.annotation)))
+        if arg.annotation is None or ast.unparse(arg.annotation) != annotation:
+            found.append(f"{name}.{arg.arg}: annotation, the code has {annotation}")
+        if kind is not parameter.kind:
+            found.append(f"{name}.{arg.arg}: {parameter.kind.description} in the code")
+        value = inspect.Parameter.empty if default is None else eval(ast.unparse(default), names)
+        if value != parameter.default:
+            found.append(f"{name}.{arg.arg}: default, the code has {parameter.default!r}")
+    return found
+
+
+def test_docs_api_writes_each_main_class_s_signature_as_the_code_has_it() -> None:
+    """docs/api.md shows `Inbox(...)` first, then the options' classes, each parameter with its
+    annotation and default; a change to a constructor fails here until the page follows."""
+    written = _written_signatures()
+    assert list(written) == SIGNED
+    for name, parameters in written.items():
+        assert _differences(name, parameters) == []
+
+
+def test_the_signature_check_sees_a_drift() -> None:
+    inbox = _written_signatures()["Inbox"]
+    assert _differences(
+        "Inbox", inbox.replace("body_timeout: float = 10.0", "body_timeout: float = 9.0")
+    )
+    assert _differences("Inbox", inbox.replace("    *,\n", ""))  # keyword-only no more
+    assert _differences("Inbox", inbox.replace("    clock: Callable[[], float] = time.time,\n", ""))
+    assert _differences("Inbox", inbox.replace("ack_deadline: float | None", "ack_deadline: float"))

@@ -221,10 +221,11 @@ class Terminal:
         process.send_signal(signal.SIGINT)
         try:
             process.wait(timeout=SERVER_STOP)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as late:
             process.kill()
             process.wait()
-            raise AssertionError(f"{program} ignored Ctrl-C for {SERVER_STOP} s:\n{_read(log)}")
+            message = f"{program} ignored Ctrl-C for {SERVER_STOP} s:\n{_read(log)}"
+            raise AssertionError(message) from late
         finally:
             log.close()
         assert process.returncode == 0, f"{program} stopped with {process.returncode}"
