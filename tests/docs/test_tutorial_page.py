@@ -21,6 +21,7 @@ Where the test departs from the page, and why:
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import signal
@@ -147,6 +148,7 @@ class Terminal:
     ports: dict[str, str]
     state: Path
     servers: dict[str, tuple[subprocess.Popen[str], IO[str]]] = field(default_factory=dict)
+    logged: str = ""  # what the servers stopped so far printed
 
     def localise(self, text: str) -> str:
         for page_port, port in self.ports.items():
@@ -227,6 +229,7 @@ class Terminal:
             message = f"{program} ignored Ctrl-C for {SERVER_STOP} s:\n{_read(log)}"
             raise AssertionError(message) from late
         finally:
+            self.logged += _read(log)
             log.close()
         assert process.returncode == 0, f"{program} stopped with {process.returncode}"
 
@@ -294,7 +297,9 @@ def test_the_tutorial_runs_as_written(
         detail = browser.get("/admin/event", params={"source": "stripe", "id": "evt_2"})
         assert detail.status_code == 200
         assert "processed" in detail.text and "replay" in detail.text
+        assert getpass.getuser() in detail.text  # the replay's actor: "your user's name"
     terminal.stop_all()
+    assert "KeyError: 'amount'" in terminal.logged  # "the app's terminal logged the attempt"
     if backend == "sqlite":
         assert (terminal.cwd / "shop.db").is_file()  # SQLite by default, as the page says
     else:
