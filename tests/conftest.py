@@ -103,6 +103,7 @@ LONG_TESTS = (
     "deploy/test_units_in_systemd.py",
     "processes/",
     "packaging/",
+    "docs/test_installs.py",
     "docs/test_sdist.py",
     "docs/test_site.py",
     "e2e/test_async_fastapi_storm.py",
