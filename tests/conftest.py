@@ -85,12 +85,6 @@ ASYNC_TESTS = (
 async database URL (aiosqlite, asyncpg), so on the async worker; not on MariaDB, which has no
 async driver in hookinbox (docs/async.md). They are the `long` tier's: `make test` runs each
 suite once, on the thread worker, and the async worker's own tests."""
-ASYNC_HANG = "testing/test_check_exactly_once.py"
-"""Left out of the `async` driver's run until fixed: in one full `make test-long` of three
-(2026-12-07), a check of two worker threads on aiosqlite never returned (one thread's event
-loop idle in select, awaiting a result nothing would set). A hang would hold CI for good, so
-its async cases are deselected, not skipped as passing; the sync cases run. The first thing to
-fix next (docs/testing.md says so)."""
 ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 """A database's sync URL scheme -> the async driver its `async` cases use."""
 LONG_TESTS = (
@@ -403,11 +397,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         params = callspec.params if callspec is not None else {}
         where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
         if params.get("driver") == "async":
-            if (
-                not where.startswith(ASYNC_TESTS)
-                or where.startswith(ASYNC_HANG)
-                or params.get("backend") == "mysql"
-            ):
+            if not where.startswith(ASYNC_TESTS) or params.get("backend") == "mysql":
                 deselected.append(item)
                 continue
             # The suites again on the async worker: `make test-long` (CI runs it); `make test`

@@ -10,6 +10,7 @@ through `ctx.session()` on an async URL (the async worker, issue 46).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -147,8 +148,7 @@ class AsyncShop(Shop):
     URL = "sqlite+aiosqlite:///never-opened.db"
 
     def __init__(self, handler: str, ledger_url: str) -> None:
-        # No pool: each handler's connection is opened on the event loop running it.
-        self.async_ledger = create_async_engine(async_twin(ledger_url), poolclass=sa.NullPool)
+        self.async_ledger_url = async_twin(ledger_url)
         super().__init__(handler, ledger_url)
 
     async def deliver_email(self, message: Message) -> None:  # type: ignore[override]
@@ -163,8 +163,16 @@ class AsyncShop(Shop):
 
     async def another_connection(self, event: Event, ctx: AsyncHandlerContext) -> None:  # type: ignore[override]
         payment = payment_of(event)
-        async with self.async_ledger.begin() as connection:  # not ctx.db: committed at once
-            await connection.execute(loose_orders.insert().values(payment_id=payment))
+        # An engine per call: an AsyncEngine belongs to one event loop, and the check's two
+        # worker threads run two. One engine shared by both hung now and then: SQLAlchemy
+        # guards an engine's first connect with an asyncio lock, whose release from one
+        # loop's thread never wakes the other loop waiting on it.
+        ledger = create_async_engine(self.async_ledger_url, poolclass=sa.NullPool)
+        try:
+            async with ledger.begin() as connection:  # not ctx.db: committed at once
+                await connection.execute(loose_orders.insert().values(payment_id=payment))
+        finally:
+            await ledger.dispose()
         await ctx.outbox.send("email", {"payment": payment}, key=f"email:{payment}")
 
     async def direct_call(self, event: Event, ctx: AsyncHandlerContext) -> None:  # type: ignore[override]
@@ -306,3 +314,39 @@ def test_a_worker_thread_that_never_returns_fails_the_check_naming_where_it_stan
     assert "hookinbox-check-" in message and "still running 1 s" in message
     assert "in waits_forever" in message  # the stuck thread's stack names the handler
     assert len(calls) == 1  # the worst case only: nothing was run after the hang
+
+
+def test_an_async_worker_that_waits_in_vain_is_shown_by_its_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the async worker, a stuck thread's stack shows only its idle loop: the awaiting
+    handler is found down the loop's tasks, and the message names it."""
+    monkeypatch.setattr(_check, "PROCESS_TIMEOUT", 0.2)
+    monkeypatch.setattr(_check, "JOIN_GRACE", 0.8)
+    release = threading.Event()
+    inbox = Inbox(AsyncShop.URL, sources=[Stripe(secret="whsec_check")])
+
+    @inbox.handler("stripe", "payment_intent.succeeded")
+    async def awaits_in_vain(event: Event, ctx: AsyncHandlerContext) -> None:
+        while not release.is_set():  # released below, once the check gave up on it
+            await asyncio.sleep(0.05)
+
+    try:
+        with pytest.raises(WorkerStuck) as caught:
+            check_exactly_once(
+                inbox,
+                [("stripe", stripe_event("payment_intent.succeeded", {"id": "pi_1"}))],
+                effects=lambda connection: [],
+                expected=["pi_1"],
+                examples=5,
+                seed=1,
+                max_workers=2,
+            )
+    finally:
+        release.set()
+        for thread in threading.enumerate():
+            if thread.name.startswith("hookinbox-check-"):
+                thread.join(30)
+    message = str(caught.value)
+    assert "every task of a live event loop" in message
+    assert "in awaits_in_vain" in message.split("every task of a live event loop")[1]

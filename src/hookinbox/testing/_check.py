@@ -25,6 +25,7 @@ the race cannot happen and the check cannot show it).
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sys
 import threading
@@ -151,8 +152,39 @@ class WorkerStuck(HookinboxError):
         names = ", ".join(thread.name for thread in stuck)
         super().__init__(
             f"worker thread(s) {names} still running {waited:.0f} s after they started; "
-            "where every thread stands:\n" + "\n".join(stacks)
+            "where every thread stands:\n" + "\n".join(stacks) + _awaiting_tasks()
         )
+
+
+def _awaiting_tasks() -> str:
+    """Where each task of every live event loop waits: an idle loop's thread stack shows only
+    `select`; the coroutine that waits in vain is down a task's chain of awaits."""
+    import gc
+
+    found = []
+    for loop in [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop)]:
+        if loop.is_closed():
+            continue
+        for task in list(asyncio.all_tasks(loop)):
+            found.append(f"--- task {task.get_name()} ---\n" + _await_chain(task.get_coro()))
+    if not found:
+        return ""
+    return "\n\nwhere every task of a live event loop waits:\n" + "\n".join(found)
+
+
+def _await_chain(awaited: Any) -> str:
+    """A suspended coroutine's frames down to what it awaits (a task's own stack holds only
+    its outermost frame)."""
+    lines = []
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is None:
+            lines.append(f"  awaiting {awaited!r}")
+            break
+        code = frame.f_code
+        lines.append(f"  {code.co_filename}:{frame.f_lineno} in {code.co_name}")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return "\n".join(lines)
 
 
 class _Rendezvous:
