@@ -72,8 +72,13 @@ MYSQL_TESTS = (
 MYSQL_LONG_TESTS = ("processing/", "outbox/", "operations/")
 """Of those, where the `mysql` cases are the `long` tier's: the layers above storage ask
 storage's gateways, whose every statement `make test` runs on MariaDB (storage/), as it runs
-Django's adapter, the kit and the storm there; `make test-long` (CI runs it) runs these
-suites on MariaDB too, so `make test` keeps its ten minutes."""
+the kit and the storm there; `make test-long` (CI runs it) runs these suites on MariaDB too,
+so `make test` keeps its ten minutes."""
+SERVER_LONG_TESTS = ("frameworks/test_django.py",)
+"""Where the cases on PostgreSQL and MariaDB (a `backend` parameter) are the `long` tier's:
+each starts a Django project's commands as processes, seconds apiece; `make test` runs them on
+SQLite, and Django's store on the server databases through `storage/`'s and the docs' tests
+of it; `make test-long` (CI runs it) runs them on all three."""
 ASYNC_TESTS = (
     "processing/",
     "outbox/",
@@ -98,6 +103,12 @@ LONG_TESTS = (
     "processes/",
     "packaging/",
     "docs/test_installs.py",
+    "docs/test_tutorial_page.py::test_the_tutorial_runs_as_written[postgres",
+    "docs/test_frameworks_page.py::test_the_mariadb_lines_put_that_project_on_mariadb",
+    "docs/test_testing_page.py::test_the_pytest_section_passes_under_pytest[postgres",
+    "docs/test_testing_page.py::test_the_django_section_passes_under_djangos_test_runner[postgres",
+    "cli/test_reports.py::test_demo_off_a_terminal_prints_plain_columns",
+    "reliability/test_audit_trail.py::test_cli_replays_write_who_when_why_and_what_was_reset[postgres",
     "docs/test_sdist.py",
     "docs/test_site.py",
     "e2e/test_async_fastapi_storm.py",
@@ -410,6 +421,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.mysql)
             if where.startswith(MYSQL_LONG_TESTS):
                 item.add_marker(pytest.mark.long)
+        if params.get("backend") in ("postgres", "mysql") and where.startswith(SERVER_LONG_TESTS):
+            item.add_marker(pytest.mark.long)
         if "mysql_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.mysql)
         kept.append(item)
