@@ -39,8 +39,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from bench._common import save, summary
 from hookinbox._errors import HookinboxError
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import Discord, GitHub, SendGrid, Source, StandardWebhooks, Stripe
-from hookinbox.sources._base import normalize_headers
 
 NOW = int(time.time())
 ED25519 = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"bench ed25519").digest())

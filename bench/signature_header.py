@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import SECRET, database, hookinbox_serve, save, server, summary
 from hookinbox._errors import VerificationError
+from hookinbox._headers import normalize_headers
 from hookinbox.sources import Stripe
-from hookinbox.sources._base import normalize_headers
 
 APP = "bench.peers.hookinbox_app:inbox"
 TICK = os.sysconf("SC_CLK_TCK")

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from hookinbox._storage import Store, StoreOptions
 from hookinbox.dashboard import dashboard_app
-from hookinbox.dashboard._app import OPERATOR_CONCURRENCY
+from hookinbox.dashboard._context import OPERATOR_CONCURRENCY
 from tests.dashboard.conftest import BASE, TOKEN, csrf_of
 from tests.support.workers import wait_for
 

@@ -181,7 +181,7 @@ def test_a_malformed_filter_is_a_400_that_says_why(
 def test_event_list_pages_by_keyset_newest_first(
     signed_in: Browser, shop: Shop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("hookinbox.dashboard._app.PAGE_SIZE", 2)
+    monkeypatch.setattr("hookinbox.dashboard._pages.PAGE_SIZE", 2)
     for number in range(1, 6):
         shop.deliver(customer_created(number))
 

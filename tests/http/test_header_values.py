@@ -32,8 +32,8 @@ import pytest
 from hookinbox import Inbox
 from hookinbox._storage import Store
 from hookinbox.sources import BatchSource, GitLab, Source, StandardWebhooks
-from hookinbox.sources._base import MAX_SIGNATURES
 from hookinbox.sources._gitlab import EXAMPLE_TOKEN as GITLAB_TOKEN
+from hookinbox.sources._signatures import MAX_SIGNATURES
 from hookinbox.testing import paypal_test_certificate, sendgrid_test_key, sign
 from tests.http.header_sources import (
     build_inbox,

@@ -36,7 +36,7 @@ from hookinbox._headers import normalize_headers
 from hookinbox._storage import Store
 from hookinbox._storage._schema import events
 from hookinbox.sources import StandardWebhooks, Twilio, Zoom
-from hookinbox.sources._base import UTF8_BOM
+from hookinbox.sources._identity import UTF8_BOM
 from tests.apps import basic
 from tests.reliability._report import Trial, record
 from tests.reliability._source_kinds import KINDS, NOW

@@ -46,7 +46,8 @@ from hookinbox.claims._receiver import IN_PROGRESS_STATUSES
 from hookinbox.http._app import WebhookApp
 from hookinbox.http._probes import PROBES, Probes
 from hookinbox.sources import Slack, Stripe
-from hookinbox.sources._base import Headers, Identity
+from hookinbox.sources._identity import Identity
+from hookinbox.sources._signatures import Headers
 from tests.reliability._hostile_server import (
     Server,
     hostile_server,

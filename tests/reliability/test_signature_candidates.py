@@ -33,7 +33,7 @@ from hookinbox.sources import (
     Stripe,
     WorkOS,
 )
-from hookinbox.sources._base import MAX_EXPENSIVE_CANDIDATES, MAX_SIGNATURES
+from hookinbox.sources._signatures import MAX_EXPENSIVE_CANDIDATES, MAX_SIGNATURES
 from hookinbox.testing import ed25519_test_key
 from tests.reliability._report import Trial, record
 from tests.reliability._source_kinds import KINDS, NOW, Kind, status

@@ -24,7 +24,7 @@ import pytest
 
 from hookinbox._headers import normalize_headers
 from hookinbox.sources import Source
-from hookinbox.sources._base import MAX_SIGNATURE_HEADER, MAX_SIGNATURES
+from hookinbox.sources._signatures import MAX_SIGNATURE_HEADER, MAX_SIGNATURES
 from tests.apps import basic
 from tests.reliability._report import Trial, record
 from tests.reliability._source_kinds import KINDS, NOW, Kind, status

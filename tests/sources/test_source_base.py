@@ -12,7 +12,7 @@ import pytest
 from hookinbox._errors import ConfigurationError
 from hookinbox._headers import normalize_headers, wire_text
 from hookinbox.sources import GitHub, Identity, Stripe
-from hookinbox.sources._base import parse_time
+from hookinbox.sources._identity import parse_time
 
 
 def test_normalize_headers_lower_cases_names_not_values() -> None:

@@ -17,7 +17,7 @@ import pytest
 from hookinbox import Inbox
 from hookinbox._errors import BadSignature, MissingHeader, PayloadError
 from hookinbox.sources import DocuSign
-from hookinbox.sources._base import MAX_SIGNATURES
+from hookinbox.sources._signatures import MAX_SIGNATURES
 from hookinbox.testing import sign as kit_sign
 
 SECRET = "docusign-connect-key-9Qm2"

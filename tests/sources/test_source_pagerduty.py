@@ -16,7 +16,7 @@ import pytest
 from hookinbox import Inbox
 from hookinbox._errors import BadSignature, MissingHeader, PayloadError
 from hookinbox.sources import PagerDuty
-from hookinbox.sources._base import MAX_SIGNATURES
+from hookinbox.sources._signatures import MAX_SIGNATURES
 from hookinbox.testing import sign as kit_sign
 
 SECRET = "pd-subscription-secret-8f1e"

@@ -30,7 +30,8 @@ from hookinbox._errors import (
 )
 from hookinbox._model import Status
 from hookinbox.sources import SendGrid
-from hookinbox.sources._base import MAX_BATCH_EVENTS, compact_json
+from hookinbox.sources._base import MAX_BATCH_EVENTS
+from hookinbox.sources._identity import compact_json
 from hookinbox.testing import sendgrid_test_key, sign
 
 NOW = 1_700_000_000

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
-from hookinbox.sources._base import BatchSource, Headers, Identity, Query, Source
+from hookinbox.sources._base import BatchSource, Source
 from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
 from hookinbox.sources._calendly import Calendly
@@ -19,7 +19,9 @@ from hookinbox.sources._dropbox import Dropbox
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
+from hookinbox.sources._handshakes import Query
 from hookinbox.sources._hubspot import HubSpot
+from hookinbox.sources._identity import Identity
 from hookinbox.sources._intercom import Intercom
 from hookinbox.sources._jira import Jira
 from hookinbox.sources._lemonsqueezy import LemonSqueezy
@@ -38,6 +40,7 @@ from hookinbox.sources._razorpay import Razorpay
 from hookinbox.sources._replicate import Replicate
 from hookinbox.sources._sentry import Sentry
 from hookinbox.sources._shopify import Shopify
+from hookinbox.sources._signatures import Headers
 from hookinbox.sources._slack import Slack
 from hookinbox.sources._square import Square
 from hookinbox.sources._standard_webhooks import StandardWebhooks

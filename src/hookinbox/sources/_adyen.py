@@ -26,20 +26,12 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from hookinbox._errors import BadSignature, ConfigurationError, PayloadError
-from hookinbox.sources._base import (
-    BatchSource,
-    Headers,
-    Identity,
-    event_key,
-    hmac_digest,
-    matches_any,
-    optional_text,
-    parse_time,
-    secrets_tuple,
-    signature_items,
-)
+from hookinbox.sources._base import BatchSource
+from hookinbox.sources._identity import Identity, event_key, optional_text, parse_time
 from hookinbox.sources._json_slices import JsonSlice, nested_items
 from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
+from hookinbox.sources._secrets import secrets_tuple
+from hookinbox.sources._signatures import Headers, hmac_digest, matches_any, signature_items
 
 SIGNED_FIELDS = (
     "pspReference",

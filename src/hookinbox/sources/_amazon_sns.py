@@ -45,14 +45,10 @@ from hookinbox._errors import (
     VerificationUnavailable,
 )
 from hookinbox._logging import logger
-from hookinbox.sources._base import (
-    MAX_SIGNATURE_HEADER,
-    Headers,
+from hookinbox.sources._base import Source
+from hookinbox.sources._identity import (
     Identity,
-    Source,
-    check_tolerance,
     compact_json,
-    decode_digest,
     event_key,
     optional_text,
     parse_json_object,
@@ -61,6 +57,12 @@ from hookinbox.sources._base import (
 from hookinbox.sources._keys import AllowList, Fetch, Fetcher, KeyCache, Parsed
 from hookinbox.sources._paypal_certs import certificate_names, load_pem_certificates, utc
 from hookinbox.sources._provider import provider
+from hookinbox.sources._signatures import (
+    MAX_SIGNATURE_HEADER,
+    Headers,
+    check_tolerance,
+    decode_digest,
+)
 
 if TYPE_CHECKING:
     import httpx

@@ -25,18 +25,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, MissingHeader
-from hookinbox.sources._base import (
+from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._identity import Identity, fields_identity
+from hookinbox.sources._provider import b64_mac, json_headers, provider
+from hookinbox.sources._signatures import (
     Headers,
-    Identity,
-    TimestampedSource,
     check_tolerance,
     decode_digests,
-    fields_identity,
     parse_zoned_time,
     require_header,
     require_match,
 )
-from hookinbox.sources._provider import b64_mac, json_headers, provider
 
 PRIMARY = "box-signature-primary"
 SECONDARY = "box-signature-secondary"

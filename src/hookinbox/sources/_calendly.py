@@ -12,10 +12,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import SignatureListSource
+from hookinbox.sources._identity import (
     Identity,
-    SignatureListSource,
     event_key,
     lookup,
     optional_text,
@@ -23,6 +22,7 @@ from hookinbox.sources._base import (
     parse_time,
 )
 from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import Headers
 
 ONCE_PER_RESOURCE = frozenset(
     {

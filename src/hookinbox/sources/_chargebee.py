@@ -17,8 +17,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._identity import (
     Identity,
     event_key,
     fingerprint_without,
@@ -28,6 +27,7 @@ from hookinbox.sources._base import (
 )
 from hookinbox.sources._postmark import BasicAuthSource, sign_basic
 from hookinbox.sources._provider import provider
+from hookinbox.sources._signatures import Headers
 
 DELIVERY_FIELDS = ("webhook_status", "webhooks")
 """The body's report of the delivery, not of the event."""

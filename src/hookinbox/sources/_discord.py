@@ -21,21 +21,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, ConfigurationError
-from hookinbox.sources._base import (
+from hookinbox.sources._base import Source
+from hookinbox.sources._ed25519 import Ed25519Keys, ed25519_signature, stranger_key
+from hookinbox.sources._identity import Identity, event_key, parse_json_object
+from hookinbox.sources._provider import json_headers, provider
+from hookinbox.sources._secrets import secrets_tuple
+from hookinbox.sources._signatures import (
     DEFAULT_TOLERANCE,
     Headers,
-    Identity,
-    Source,
     check_tolerance,
     decode_digests,
-    event_key,
-    parse_json_object,
     parse_timestamp,
     require_header,
-    secrets_tuple,
 )
-from hookinbox.sources._ed25519 import Ed25519Keys, ed25519_signature, stranger_key
-from hookinbox.sources._provider import json_headers, provider
 
 PING = 1
 INTERACTION_TYPES = {

@@ -21,22 +21,24 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import MissingHeader
-from hookinbox.sources._base import (
-    MAX_SIGNATURES,
-    Headers,
+from hookinbox.sources._base import SecretSource
+from hookinbox.sources._identity import (
     Identity,
-    SecretSource,
-    check_signature_count,
-    decode_digests,
     event_key,
     fingerprint_without,
     lookup,
     optional_text,
     parse_json_object,
     parse_time,
-    require_match,
 )
 from hookinbox.sources._provider import b64_mac, json_headers, provider
+from hookinbox.sources._signatures import (
+    MAX_SIGNATURES,
+    Headers,
+    check_signature_count,
+    decode_digests,
+    require_match,
+)
 
 SIGNATURE_HEADERS = tuple(f"x-docusign-signature-{n}" for n in range(1, MAX_SIGNATURES + 1))
 ATTEMPT_FIELDS = ("retryCount",)

@@ -28,19 +28,11 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import Handshake
-from hookinbox.sources._base import (
-    Headers,
-    Identity,
-    Query,
-    SecretSource,
-    challenge_text,
-    check_prefixed_hex_hmac,
-    optional_text,
-    parse_json_object,
-    parse_time,
-    query_value,
-)
+from hookinbox.sources._base import SecretSource
+from hookinbox.sources._handshakes import Query, challenge_text, query_value
+from hookinbox.sources._identity import Identity, optional_text, parse_json_object, parse_time
 from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
 
 SIGNATURE = "x-dropbox-signature"
 

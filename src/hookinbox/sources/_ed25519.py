@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._extras import importing
-from hookinbox.sources._base import distinct_signatures
+from hookinbox.sources._signatures import distinct_signatures
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey

@@ -14,22 +14,24 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from hookinbox._errors import ConfigurationError
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import Source
+from hookinbox.sources._identity import (
     Identity,
-    Source,
-    decode_digests,
     event_key,
     lookup,
     optional_text,
     parse_json,
     parse_time,
-    require_header,
-    require_match,
-    utf8_keys,
-    verify_timestamped,
 )
 from hookinbox.sources._provider import body_id, json_headers, mac, provider, secret_key
+from hookinbox.sources._secrets import utf8_keys
+from hookinbox.sources._signatures import (
+    Headers,
+    decode_digests,
+    require_header,
+    require_match,
+    verify_timestamped,
+)
 
 
 class HMACSource(Source):

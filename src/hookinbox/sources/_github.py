@@ -16,18 +16,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import ConfigurationError
-from hookinbox.sources._base import (
-    Headers,
-    Identity,
-    Source,
-    check_prefixed_hex_hmac,
-    event_key,
-    optional_text,
-    parse_json,
-    utf8_keys,
-)
+from hookinbox.sources._base import Source
 from hookinbox.sources._http import api_base_url, api_credential
+from hookinbox.sources._identity import Identity, event_key, optional_text, parse_json
 from hookinbox.sources._provider import body_id, hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._secrets import utf8_keys
+from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
 
 if TYPE_CHECKING:
     from hookinbox.sources._provider_api import Listing

@@ -25,22 +25,18 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature
-from hookinbox.sources._base import (
+from hookinbox.sources._base import Source
+from hookinbox.sources._identity import Identity, event_key, optional_text, parse_json_object
+from hookinbox.sources._provider import body_id, json_headers, provider
+from hookinbox.sources._secrets import secrets_tuple, utf8_keys
+from hookinbox.sources._signatures import (
     Headers,
-    Identity,
-    Source,
     check_signature_count,
-    event_key,
     header_values,
     matches_any,
-    optional_text,
-    parse_json_object,
-    secrets_tuple,
     signature_items,
     token_digest,
-    utf8_keys,
 )
-from hookinbox.sources._provider import body_id, json_headers, provider
 from hookinbox.sources._standard_webhooks import (
     EXAMPLE_SECRET,
     PROVIDER,

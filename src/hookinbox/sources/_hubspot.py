@@ -19,24 +19,25 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, PayloadError
-from hookinbox.sources._base import (
-    DEFAULT_TOLERANCE,
-    BatchSource,
-    Headers,
+from hookinbox.sources._base import BatchSource
+from hookinbox.sources._identity import (
     Identity,
-    check_tolerance,
-    configured_url,
-    decode_digests,
     event_key,
     fingerprint_without,
     optional_text,
     parse_time,
-    require_header,
-    require_match,
-    utf8_keys,
 )
 from hookinbox.sources._json_slices import array_items
 from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
+from hookinbox.sources._secrets import configured_url, utf8_keys
+from hookinbox.sources._signatures import (
+    DEFAULT_TOLERANCE,
+    Headers,
+    check_tolerance,
+    decode_digests,
+    require_header,
+    require_match,
+)
 
 SIGNATURE = "x-hubspot-signature-v3"
 TIMESTAMP = "x-hubspot-request-timestamp"

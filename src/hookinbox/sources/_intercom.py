@@ -12,15 +12,10 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import (
-    Headers,
-    Identity,
-    SecretSource,
-    check_prefixed_hex_hmac,
-    fields_identity,
-    fingerprint_without,
-)
+from hookinbox.sources._base import SecretSource
+from hookinbox.sources._identity import Identity, fields_identity, fingerprint_without
 from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
 
 DELIVERY_FIELDS = ("delivery_attempts", "delivery_status", "delivered_at", "first_sent_at")
 """The notification's fields about its delivery rather than its event (Intercom's webhook

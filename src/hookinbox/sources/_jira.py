@@ -17,17 +17,16 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import SecretSource
+from hookinbox.sources._identity import (
     Identity,
-    SecretSource,
-    check_prefixed_hex_hmac,
     event_key,
     optional_text,
     parse_json_object,
     parse_time,
 )
 from hookinbox.sources._provider import body_id, hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
 
 
 def milliseconds(value: object) -> object:

@@ -16,17 +16,10 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import PayloadError
-from hookinbox.sources._base import (
-    Headers,
-    Identity,
-    SecretSource,
-    check_prefixed_hex_hmac,
-    event_key,
-    lookup,
-    parse_json_object,
-    parse_time,
-)
+from hookinbox.sources._base import SecretSource
+from hookinbox.sources._identity import Identity, event_key, lookup, parse_json_object, parse_time
 from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
 
 
 def snapshot_digest(data: Any) -> str:

@@ -20,12 +20,9 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, PayloadError
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._identity import (
     Identity,
-    TimestampedSource,
-    check_prefixed_hex_hmac,
-    check_tolerance,
     event_key,
     fingerprint_without,
     optional_text,
@@ -40,6 +37,7 @@ from hookinbox.sources._provider import (
     provider,
     secret_key,
 )
+from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac, check_tolerance
 
 TIMESTAMP_FIELD = "webhookTimestamp"
 LINEAR_TOLERANCE = 60.0

@@ -20,22 +20,24 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, PayloadError
-from hookinbox.sources._base import (
-    MAX_SIGNATURE_HEADER,
-    Headers,
+from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._identity import (
     Identity,
-    TimestampedSource,
-    check_tolerance,
     event_key,
     fingerprint_without,
     lookup,
     optional_text,
     parse_json_object,
     parse_time,
+)
+from hookinbox.sources._provider import hex_mac, json_headers, json_object, provider, secret_key
+from hookinbox.sources._signatures import (
+    MAX_SIGNATURE_HEADER,
+    Headers,
+    check_tolerance,
     parse_timestamp,
     require_match,
 )
-from hookinbox.sources._provider import hex_mac, json_headers, json_object, provider, secret_key
 
 SIGNATURE_FIELDS = ("signature", "parent-signature")
 

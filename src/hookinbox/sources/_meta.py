@@ -31,25 +31,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, Handshake, PayloadError
-from hookinbox.sources._base import (
-    BatchSource,
-    Headers,
+from hookinbox.sources._base import BatchSource
+from hookinbox.sources._handshakes import Query, challenge_text, query_value
+from hookinbox.sources._identity import (
     Identity,
-    Query,
     canonical_json,
-    challenge_text,
-    check_prefixed_hex_hmac,
     event_key,
     lookup,
-    matches_secret,
     optional_text,
     parse_json_object,
     parse_time,
-    query_value,
-    utf8_keys,
 )
 from hookinbox.sources._json_slices import member_items
 from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._secrets import utf8_keys
+from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac, matches_secret
 
 SIGNATURE = "x-hub-signature-256"
 

@@ -30,20 +30,19 @@ from hookinbox._errors import (
     VerificationUnavailable,
 )
 from hookinbox._logging import logger
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import Source
+from hookinbox.sources._handshakes import Query
+from hookinbox.sources._identity import (
     Identity,
-    Query,
-    Source,
-    check_prefixed_hex_hmac,
     event_key,
     lookup,
     optional_text,
     parse_json_object,
     parse_time,
-    secrets_tuple,
 )
 from hookinbox.sources._provider import FORM, hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._secrets import secrets_tuple
+from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
 
 log = logger("hookinbox.sources._mollie")
 

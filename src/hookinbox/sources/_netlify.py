@@ -26,18 +26,16 @@ from typing import Any
 
 from hookinbox._errors import BadSignature, ConfigurationError, VerificationError
 from hookinbox.sources import _jwt
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import SecretSource
+from hookinbox.sources._identity import (
     Identity,
-    SecretSource,
-    distinct_signatures,
     event_key,
     optional_text,
     parse_json_object,
     parse_time,
-    signature_items,
 )
 from hookinbox.sources._provider import json_headers, provider, secret_key
+from hookinbox.sources._signatures import Headers, distinct_signatures, signature_items
 
 HEADER = "x-webhook-signature"
 MIN_SECRET = 32

@@ -24,21 +24,13 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, Handshake, PayloadError
-from hookinbox.sources._base import (
-    BatchSource,
-    Headers,
-    Identity,
-    Query,
-    challenge_text,
-    event_key,
-    matches_secret,
-    optional_text,
-    parse_time,
-    presented_tokens,
-    utf8_keys,
-)
+from hookinbox.sources._base import BatchSource
+from hookinbox.sources._handshakes import Query, challenge_text
+from hookinbox.sources._identity import Identity, event_key, optional_text, parse_time
 from hookinbox.sources._json_slices import member_items
 from hookinbox.sources._provider import json_headers, provider
+from hookinbox.sources._secrets import utf8_keys
+from hookinbox.sources._signatures import Headers, matches_secret, presented_tokens
 
 CHALLENGE = "x-okta-verification-challenge"
 

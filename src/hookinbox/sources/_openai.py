@@ -14,8 +14,9 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import Headers, Identity, parse_time
+from hookinbox.sources._identity import Identity, parse_time
 from hookinbox.sources._provider import provider
+from hookinbox.sources._signatures import Headers
 from hookinbox.sources._standard_webhooks import (
     EXAMPLE_SECRET,
     PROVIDER,

@@ -31,18 +31,13 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 from hookinbox._errors import BadSignature, ConfigurationError, VerificationError
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import Source
+from hookinbox.sources._identity import (
     Identity,
-    Source,
-    check_tolerance,
-    distinct_signatures,
     event_key,
     optional_text,
     parse_json_object,
     parse_time,
-    require_header,
-    signature_items,
 )
 from hookinbox.sources._paypal_api import PayPalAPI, Transmission
 from hookinbox.sources._paypal_certs import (
@@ -55,6 +50,13 @@ from hookinbox.sources._paypal_certs import (
     utc,
 )
 from hookinbox.sources._provider import provider
+from hookinbox.sources._signatures import (
+    Headers,
+    check_tolerance,
+    distinct_signatures,
+    require_header,
+    signature_items,
+)
 
 AUTH_ALGO = "SHA256withRSA"
 MAX_FIELD_LENGTH = 255

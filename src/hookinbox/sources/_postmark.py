@@ -25,21 +25,18 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, ConfigurationError
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import Source
+from hookinbox.sources._identity import (
     Identity,
-    Source,
     canonical_json,
     event_key,
-    matches_any,
     optional_text,
     parse_json_object,
     parse_time,
-    secrets_tuple,
-    signature_items,
-    utf8_key,
 )
 from hookinbox.sources._provider import json_headers, provider
+from hookinbox.sources._secrets import secrets_tuple, utf8_key
+from hookinbox.sources._signatures import Headers, matches_any, signature_items
 
 RECORD_KEYS: dict[str, tuple[str, ...]] = {
     "Bounce": ("ID",),

@@ -10,11 +10,12 @@ names the provider classes, and `hookinbox.testing`'s `providers()` gives each o
 class without one).
 
 Signers follow each provider's documented recipe with `hmac`, `hashlib` and `base64` only,
-never through the verification helpers of `_base.py`, and the tests hold every signer to the
-provider's official verifier: a mistake in a source and the same mistake in its signer cannot
-agree unseen. Ids that name the event (GitHub's delivery, Shopify's event id, a Standard
-Webhooks message id, ...) default to a digest of the body (`body_id`), so signing the same
-body twice is a redelivery of one event; ids new on each transmission are new on each call.
+never through the verification helpers of `_signatures.py`, and the tests hold every signer to
+the provider's official verifier: a mistake in a source and the same mistake in its signer
+cannot agree unseen. Ids that name the event (GitHub's delivery, Shopify's event id, a
+Standard Webhooks message id, ...) default to a digest of the body (`body_id`), so signing
+the same body twice is a redelivery of one event; ids new on each transmission are new on
+each call.
 """
 
 from __future__ import annotations

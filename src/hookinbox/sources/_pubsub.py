@@ -29,21 +29,19 @@ from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import BadSignature, ConfigurationError, PayloadError, VerificationError
 from hookinbox.sources import _jwt
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import Source
+from hookinbox.sources._identity import (
     Identity,
-    Source,
     compact_json,
-    distinct_signatures,
     event_key,
     optional_text,
     parse_json_object,
     parse_time,
-    secrets_tuple,
-    signature_items,
 )
 from hookinbox.sources._keys import AllowList, Fetcher, KeyCache, Parsed
 from hookinbox.sources._provider import provider
+from hookinbox.sources._secrets import secrets_tuple
+from hookinbox.sources._signatures import Headers, distinct_signatures, signature_items
 
 if TYPE_CHECKING:
     import httpx

@@ -26,23 +26,20 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
 
 from hookinbox._errors import BadSignature, ConfigurationError, PayloadError
-from hookinbox.sources._base import (
-    DEFAULT_TOLERANCE,
-    BatchSource,
-    Headers,
-    Identity,
-    check_tolerance,
-    distinct_signatures,
-    event_key,
-    optional_text,
-    parse_time,
-    parse_timestamp,
-    require_header,
-    secrets_tuple,
-    signature_items,
-)
+from hookinbox.sources._base import BatchSource
+from hookinbox.sources._identity import Identity, event_key, optional_text, parse_time
 from hookinbox.sources._json_slices import array_items
 from hookinbox.sources._provider import provider
+from hookinbox.sources._secrets import secrets_tuple
+from hookinbox.sources._signatures import (
+    DEFAULT_TOLERANCE,
+    Headers,
+    check_tolerance,
+    distinct_signatures,
+    parse_timestamp,
+    require_header,
+    signature_items,
+)
 
 PREHASHED = ec.ECDSA(Prehashed(hashes.SHA256()))
 SIGNATURE = "x-twilio-email-event-webhook-signature"

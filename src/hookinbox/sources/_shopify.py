@@ -15,19 +15,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import (
-    Headers,
-    Identity,
-    Source,
-    decode_digests,
-    event_key,
-    optional_text,
-    parse_json,
-    parse_time,
-    require_match,
-    utf8_keys,
-)
+from hookinbox.sources._base import Source
+from hookinbox.sources._identity import Identity, event_key, optional_text, parse_json, parse_time
 from hookinbox.sources._provider import b64_mac, body_id, iso, json_headers, provider, secret_key
+from hookinbox.sources._secrets import utf8_keys
+from hookinbox.sources._signatures import Headers, decode_digests, require_match
 
 
 class Shopify(Source):

@@ -13,20 +13,22 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import PayloadError
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._identity import (
     Identity,
-    TimestampedSource,
-    decode_digests,
     event_key,
     lookup,
     optional_text,
     parse_json_object,
     parse_time,
+)
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import (
+    Headers,
+    decode_digests,
     require_header,
     verify_timestamped,
 )
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 
 RATE_LIMITED = "app_rate_limited"
 

@@ -13,17 +13,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import ConfigurationError
-from hookinbox.sources._base import (
-    Headers,
-    Identity,
-    SecretSource,
-    configured_url,
-    decode_digests,
-    fields_identity,
-    require_match,
-)
+from hookinbox.sources._base import SecretSource
 from hookinbox.sources._http import api_base_url, api_credential
+from hookinbox.sources._identity import Identity, fields_identity
 from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
+from hookinbox.sources._secrets import configured_url
+from hookinbox.sources._signatures import Headers, decode_digests, require_match
 
 if TYPE_CHECKING:
     from hookinbox.sources._provider_api import Listing

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from hookinbox.sources._base import parse_time
+from hookinbox.sources._identity import parse_time
 from hookinbox.sources._provider_api import (
     NOT_EVENT,
     READ_TIMEOUT,

@@ -19,27 +19,28 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, ConfigurationError
-from hookinbox.sources._base import (
-    DEFAULT_TOLERANCE,
-    Headers,
+from hookinbox.sources._base import Source, TimestampedSource
+from hookinbox.sources._ed25519 import Ed25519Keys, ed25519_signature
+from hookinbox.sources._identity import (
     Identity,
-    Source,
-    TimestampedSource,
-    check_signature_count,
-    check_tolerance,
     event_key,
-    header_values,
     lookup,
     optional_text,
     parse_json_object,
     parse_time,
+)
+from hookinbox.sources._provider import b64_mac, body_id, json_headers, provider, secret_key
+from hookinbox.sources._secrets import secrets_tuple
+from hookinbox.sources._signatures import (
+    DEFAULT_TOLERANCE,
+    Headers,
+    check_signature_count,
+    check_tolerance,
+    header_values,
     parse_timestamp,
     require_header,
     require_match,
-    secrets_tuple,
 )
-from hookinbox.sources._ed25519 import Ed25519Keys, ed25519_signature
-from hookinbox.sources._provider import b64_mac, body_id, json_headers, provider, secret_key
 
 SECRET_PREFIX = "whsec_"
 PUBLIC_KEY_PREFIX = "whpk_"

@@ -12,15 +12,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import ConfigurationError
-from hookinbox.sources._base import (
-    DEFAULT_TOLERANCE,
-    Headers,
-    Identity,
-    SignatureListSource,
-    fields_identity,
-)
+from hookinbox.sources._base import SignatureListSource
 from hookinbox.sources._http import api_base_url, api_credential
+from hookinbox.sources._identity import Identity, fields_identity
 from hookinbox.sources._provider import hex_mac, provider, secret_key
+from hookinbox.sources._signatures import DEFAULT_TOLERANCE, Headers
 
 if TYPE_CHECKING:
     from hookinbox.sources._provider_api import Listing

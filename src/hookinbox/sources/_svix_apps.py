@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hookinbox.sources._base import Headers, Identity, parse_time
+from hookinbox.sources._identity import Identity, parse_time
 from hookinbox.sources._provider import provider
+from hookinbox.sources._signatures import Headers
 from hookinbox.sources._standard_webhooks import (
     EXAMPLE_SECRET,
     PROVIDER,

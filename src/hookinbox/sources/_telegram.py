@@ -21,20 +21,17 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, ConfigurationError
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import Source
+from hookinbox.sources._identity import (
     Identity,
-    Source,
     event_key,
-    matches_any,
     optional_text,
     parse_json_object,
     parse_time,
-    secrets_tuple,
-    signature_items,
-    token_digest,
 )
 from hookinbox.sources._provider import json_headers, provider
+from hookinbox.sources._secrets import secrets_tuple
+from hookinbox.sources._signatures import Headers, matches_any, signature_items, token_digest
 
 HEADER = "x-telegram-bot-api-secret-token"
 TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")

@@ -20,24 +20,26 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, ConfigurationError, PayloadError
-from hookinbox.sources._base import (
-    DEFAULT_TOLERANCE,
-    Headers,
+from hookinbox.sources._base import Source
+from hookinbox.sources._ed25519 import Ed25519Keys, ed25519_signature, stranger_key
+from hookinbox.sources._identity import (
     Identity,
-    Source,
-    check_tolerance,
     compact_json,
     event_key,
     optional_text,
     parse_json_object,
     parse_time,
+)
+from hookinbox.sources._provider import json_headers, provider
+from hookinbox.sources._secrets import secrets_tuple
+from hookinbox.sources._signatures import (
+    DEFAULT_TOLERANCE,
+    Headers,
+    check_tolerance,
     parse_timestamp,
     require_header,
-    secrets_tuple,
     signature_items,
 )
-from hookinbox.sources._ed25519 import Ed25519Keys, ed25519_signature, stranger_key
-from hookinbox.sources._provider import json_headers, provider
 
 SIGNATURE = "telnyx-signature-ed25519"
 TIMESTAMP = "telnyx-timestamp"

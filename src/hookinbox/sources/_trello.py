@@ -20,22 +20,19 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import Handshake
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import Source
+from hookinbox.sources._handshakes import Query
+from hookinbox.sources._identity import (
     Identity,
-    Query,
-    Source,
-    configured_url,
-    decode_digests,
     event_key,
     lookup,
     optional_text,
     parse_json_object,
     parse_time,
-    require_match,
-    utf8_keys,
 )
 from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
+from hookinbox.sources._secrets import configured_url, utf8_keys
+from hookinbox.sources._signatures import Headers, decode_digests, require_match
 
 SIGNATURE = "x-trello-webhook"
 

@@ -27,18 +27,11 @@ from urllib.parse import parse_qsl, quote, unquote_plus, urlparse
 
 from hookinbox._errors import BadSignature, ConfigurationError, PayloadError
 from hookinbox._payload import FORM, decode_payload, form_fields, media_type
-from hookinbox.sources._base import (
-    Headers,
-    Identity,
-    SecretSource,
-    configured_url,
-    decode_digests,
-    event_key,
-    lookup,
-    optional_text,
-    require_match,
-)
+from hookinbox.sources._base import SecretSource
+from hookinbox.sources._identity import Identity, event_key, lookup, optional_text
 from hookinbox.sources._provider import JSON, b64_mac, body_id, provider, secret_key
+from hookinbox.sources._secrets import configured_url
+from hookinbox.sources._signatures import Headers, decode_digests, require_match
 
 ALGORITHMS = {"HMAC_SHA1": "sha1", "HMAC_SHA256": "sha256"}
 # (resource id field, status fields, optional extra field, type prefix): how a status callback

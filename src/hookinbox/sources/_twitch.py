@@ -27,20 +27,22 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, PayloadError
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._identity import (
     Identity,
-    TimestampedSource,
-    check_tolerance,
-    decode_digests,
     event_key,
     lookup,
     optional_text,
     parse_json_object,
+)
+from hookinbox.sources._provider import body_id, hex_mac, iso, json_headers, provider, secret_key
+from hookinbox.sources._signatures import (
+    Headers,
+    check_tolerance,
+    decode_digests,
     require_header,
     require_match,
 )
-from hookinbox.sources._provider import body_id, hex_mac, iso, json_headers, provider, secret_key
 
 VERIFICATION = "webhook_callback_verification"
 REVOCATION = "revocation"

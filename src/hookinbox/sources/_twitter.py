@@ -28,22 +28,17 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import Handshake
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import SecretSource
+from hookinbox.sources._handshakes import Query, challenge_text, query_value
+from hookinbox.sources._identity import (
     Identity,
-    Query,
-    SecretSource,
     canonical_json,
-    challenge_text,
-    decode_digests,
     event_key,
-    hmac_digest,
     parse_json_object,
     parse_time,
-    query_value,
-    require_match,
 )
 from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import Headers, decode_digests, hmac_digest, require_match
 
 SIGNATURE = "x-twitter-webhooks-signature"
 

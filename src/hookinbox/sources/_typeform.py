@@ -9,19 +9,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import SecretSource
+from hookinbox.sources._identity import (
     Identity,
-    SecretSource,
-    decode_digests,
     event_key,
     lookup,
     optional_text,
     parse_json_object,
     parse_time,
-    require_match,
 )
 from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import Headers, decode_digests, require_match
 
 
 class Typeform(SecretSource):

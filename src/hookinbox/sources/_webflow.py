@@ -18,19 +18,21 @@ import hashlib
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._identity import (
     Identity,
-    TimestampedSource,
     canonical_json,
-    decode_digests,
     event_key,
     parse_json_object,
     parse_time,
+)
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import (
+    Headers,
+    decode_digests,
     require_header,
     verify_timestamped,
 )
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 
 SIGNATURE = "x-webflow-signature"
 TIMESTAMP = "x-webflow-timestamp"

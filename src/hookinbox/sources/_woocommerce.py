@@ -25,18 +25,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hookinbox._errors import MissingHeader
-from hookinbox.sources._base import (
-    HandshakeAnswer,
-    Headers,
-    Identity,
-    SecretSource,
-    decode_digests,
-    event_key,
-    optional_text,
-    parse_json_object,
-    require_match,
-)
+from hookinbox.sources._base import SecretSource
+from hookinbox.sources._handshakes import HandshakeAnswer
+from hookinbox.sources._identity import Identity, event_key, optional_text, parse_json_object
 from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import Headers, decode_digests, require_match
 
 SIGNATURE = "x-wc-webhook-signature"
 PING = re.compile(rb"webhook_id=[0-9]{1,20}")

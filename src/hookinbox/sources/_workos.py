@@ -11,8 +11,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import Headers, Identity, SignatureListSource, fields_identity
+from hookinbox.sources._base import SignatureListSource
+from hookinbox.sources._identity import Identity, fields_identity
 from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import Headers
 
 
 class WorkOS(SignatureListSource):

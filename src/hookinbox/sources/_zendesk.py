@@ -19,21 +19,17 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature
-from hookinbox.sources._base import (
+from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._identity import Identity, event_key, optional_text, parse_json, parse_time
+from hookinbox.sources._provider import b64_mac, body_id, iso, json_headers, provider, secret_key
+from hookinbox.sources._signatures import (
     Headers,
-    Identity,
-    TimestampedSource,
     check_tolerance,
     decode_digests,
-    event_key,
-    optional_text,
-    parse_json,
-    parse_time,
     parse_zoned_time,
     require_header,
     require_match,
 )
-from hookinbox.sources._provider import b64_mac, body_id, iso, json_headers, provider, secret_key
 
 SIGNATURE = "x-zendesk-webhook-signature"
 TIMESTAMP = "x-zendesk-webhook-signature-timestamp"

@@ -17,21 +17,23 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import PayloadError
-from hookinbox.sources._base import (
-    Headers,
+from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._identity import (
     Identity,
-    TimestampedSource,
-    decode_digests,
     event_key,
-    hmac_digest,
-    matches_any,
     optional_text,
     parse_json_object,
     parse_time,
+)
+from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._signatures import (
+    Headers,
+    decode_digests,
+    hmac_digest,
+    matches_any,
     require_header,
     verify_timestamped,
 )
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 
 URL_VALIDATION = "endpoint.url_validation"
 

@@ -1,0 +1,74 @@
+"""What an operator changes from the dashboard: replaying one event, or every failed event a
+filter matches.
+
+Each is a POST through `SignIn.checked_form` (same site, signed in, the CSRF token), and runs
+the same operator query as `hookinbox replay`, with the same rules: an event a worker holds is
+refused (409), one processed since the confirmation page was shown asks to be confirmed again
+(409), and each replay is recorded in the audit trail with the operator's reason.
+"""
+
+from __future__ import annotations
+
+from starlette.datastructures import FormData, QueryParams
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from hookinbox._records import Actor, ReplayResult
+from hookinbox.dashboard._context import Dashboard, utc_now
+from hookinbox.dashboard._forms import event_key, failed_only, filter_fields, parse_filters
+from hookinbox.dashboard._sign_in import SignIn
+
+REASON_LIMIT = 500
+"""Characters of a replay's reason kept in the audit trail (a note, not a document)."""
+
+
+def actor_of(form: FormData) -> Actor:
+    """The dashboard's one admin token names nobody: every action is by "dashboard"."""
+    reason = form.get("reason")
+    text = reason.strip()[:REASON_LIMIT] if isinstance(reason, str) else ""
+    return Actor("dashboard", text or None)
+
+
+class Actions:
+    def __init__(self, dashboard: Dashboard, sign_in: SignIn) -> None:
+        self.dashboard = dashboard
+        self.store = dashboard.store
+        self.sessions = dashboard.sessions
+        self.sign_in = sign_in
+
+    async def replay(self, request: Request) -> Response:
+        form = await self.sign_in.checked_form(request)
+        source, event_id = event_key(form)
+        force = form.get("force") == "1"
+        actor = actor_of(form)
+        result, _previous = await self.dashboard.off_loop(
+            lambda: self.store.operator.replay_one(
+                source, event_id, utc_now(), force=force, actor=actor
+            )
+        )
+        if result is ReplayResult.NOT_FOUND:
+            raise HTTPException(404, f"no event {source} {event_id}")
+        if result is ReplayResult.IN_PROGRESS:
+            raise HTTPException(
+                409, f"{source} {event_id} is held by a worker right now; replay it once it is done"
+            )
+        if result is ReplayResult.NEEDS_FORCE:
+            raise HTTPException(409, f"{source} {event_id} was processed meanwhile; confirm again")
+        response = self.dashboard.redirect(request, "/event")
+        query = QueryParams({"source": source, "id": event_id, "done": "replayed"})
+        response.headers["location"] += f"?{query}"
+        return response
+
+    async def bulk_replay(self, request: Request) -> Response:
+        form = await self.sign_in.checked_form(request)
+        filters = failed_only(parse_filters(form, utc_now()))
+        actor = actor_of(form)
+        replayed = await self.dashboard.off_loop(
+            lambda: sum(self.store.operator.replay_matching(filters, utc_now(), actor=actor))
+        )
+        session = self.sessions.read(request)
+        return self.dashboard.render(
+            request, "replay_bulk.html", session, filters=filters,
+            fields=filter_fields(filters), count=0, replayed=replayed,
+        )  # fmt: skip

@@ -1,0 +1,149 @@
+"""Reading an operator's request: a form, the event list's filters, a payload search, a page
+cursor, an event's key.
+
+Each reader refuses what it cannot use with a 400 that says why (`bad_request`), before any
+query runs: a malformed time, an unknown status, a NUL (which PostgreSQL text cannot hold), a
+cursor without a time zone. Forms are read without python-multipart: every form of the
+dashboard is URL-encoded and small.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.datastructures import FormData, QueryParams, UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from hookinbox._errors import ConfigurationError
+from hookinbox._model import Status
+from hookinbox._operations import parse_time
+from hookinbox._records import Cursor, EventFilter, PayloadMatch, search_for
+from hookinbox._text import printable
+
+URLENCODED = "application/x-www-form-urlencoded"
+
+
+def bad_request(message: str) -> HTTPException:
+    return HTTPException(400, message)
+
+
+FREE_TEXT = frozenset({"reason"})
+"""Fields kept as typed (escaped where stored and shown), whatever they hold."""
+
+
+def refuse_nul(fields: QueryParams | FormData) -> None:
+    """A 400 for a NUL in any field but free text: no stored id, type, source or value holds
+    one (PostgreSQL text cannot), and on PostgreSQL the query itself would fail (a 500)."""
+    for name, value in fields.multi_items():
+        if isinstance(value, str) and "\x00" in value and name not in FREE_TEXT:
+            raise bad_request(
+                f"{printable(name)[:40]}: a NUL character (\\x00) is never part of a filter, "
+                "a search or an event id"
+            )
+
+
+def parse_filters(params: QueryParams | FormData, now: datetime) -> EventFilter:
+    """The event list's form fields as a filter; a malformed value is a 400 that says why."""
+
+    def text(name: str) -> str | None:
+        value = params.get(name)
+        return value.strip() or None if isinstance(value, str) else None
+
+    status = text("status")
+    try:
+        chosen = Status(status) if status else None
+        since, until = (text("since"), text("until"))
+        return EventFilter(
+            status=chosen,
+            source=text("source"),
+            event_type=text("type"),
+            since=parse_time(since, now) if since else None,
+            until=parse_time(until, now) if until else None,
+            event_id=text("q"),
+        )
+    except ValueError:
+        raise bad_request(f"unknown status {status!r}") from None
+    except ConfigurationError as error:
+        raise bad_request(str(error)) from None
+
+
+def parse_search(params: QueryParams) -> PayloadMatch | None:
+    """The payload search fields (`path`, `equals`), checked; a 400 that says why otherwise."""
+    path, value = params.get("path", "").strip(), params.get("equals", "")
+    if not path:
+        return None
+    try:
+        return search_for(path, value.strip())
+    except ValueError as error:
+        raise bad_request(str(error)) from None
+
+
+MAX_FORM_BYTES = 16 * 1024
+"""The dashboard's forms hold a token and a few filter fields."""
+
+
+async def read_form(request: Request) -> FormData:
+    """A URL-encoded form (all the dashboard's forms are), parsed without python-multipart."""
+    if request.headers.get("content-type", "").split(";")[0] != URLENCODED:
+        raise HTTPException(415, f"forms must be sent as {URLENCODED}")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise HTTPException(413, "form too large")
+    try:
+        fields: list[tuple[str, str | UploadFile]] = list(
+            parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=50)
+        )
+    except (UnicodeDecodeError, ValueError):
+        raise bad_request("malformed form") from None
+    return FormData(fields)
+
+
+def encode_cursor(row: dict[str, Any]) -> str:
+    return f"{row['received_at'].isoformat()}~{row['id']}"
+
+
+def parse_cursor(text: str) -> Cursor:
+    """The `before` field: the last row's `received_at~id`, its time with its zone (as
+    `encode_cursor` writes it); a time without one is a 400, never compared as if UTC."""
+    received_at, _, row_id = text.rpartition("~")
+    try:
+        at, number = datetime.fromisoformat(received_at), int(row_id)
+    except ValueError:
+        raise bad_request(f"not a page cursor: {text!r}") from None
+    if at.tzinfo is None:
+        raise bad_request(f"not a page cursor: {text!r} (its time has no time zone)")
+    return at, number
+
+
+def filter_fields(filters: EventFilter) -> dict[str, str]:
+    """A filter as the form fields that produce it (for links and hidden inputs)."""
+    fields = {
+        "status": filters.status.value if filters.status else None,
+        "source": filters.source,
+        "type": filters.event_type,
+        "since": filters.since.isoformat() if filters.since else None,
+        "until": filters.until.isoformat() if filters.until else None,
+        "q": filters.event_id,
+    }
+    return {name: value for name, value in fields.items() if value}
+
+
+def event_key(params: QueryParams | FormData) -> tuple[str, str]:
+    """The event a page or a replay is about: its `source` and `id` fields."""
+    source, event_id = params.get("source"), params.get("id")
+    if not isinstance(source, str) or not isinstance(event_id, str) or not event_id:
+        raise bad_request("give source and id")
+    return source, event_id
+
+
+def failed_only(filters: EventFilter) -> EventFilter:
+    """Bulk replay is for failed events; a status in the request is overridden."""
+    return EventFilter(
+        Status.FAILED, filters.source, filters.event_type, filters.since, filters.until,
+        filters.event_id,
+    )  # fmt: skip

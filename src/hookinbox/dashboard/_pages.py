@@ -1,0 +1,217 @@
+"""The pages an operator reads: the overview, the charts, the event list, an event, the
+replays' confirmations, and the error page.
+
+Each reads the store off the event loop, within the dashboard's cap (`Dashboard.off_loop`),
+through the same queries as `hookinbox status`, `events` and `replay`, and renders a
+template; none changes anything (the replays themselves are `_actions.py`'s).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from importlib import resources
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from hookinbox._errors import StoreUnavailable
+from hookinbox._operations import breached_figures
+from hookinbox._records import SCAN_LIMIT, Bucket
+from hookinbox.dashboard._auth import Session
+from hookinbox.dashboard._chart import WINDOWS, percent, time_chart
+from hookinbox.dashboard._context import Dashboard, utc_now
+from hookinbox.dashboard._forms import (
+    bad_request,
+    encode_cursor,
+    event_key,
+    failed_only,
+    filter_fields,
+    parse_cursor,
+    parse_filters,
+    parse_search,
+)
+
+PAGE_SIZE = 50
+
+WORKER_GROUPS = 50
+"""Hosts-and-kinds listed on the overview; `hookinbox status` counts every one."""
+
+
+def _ratio(buckets: Sequence[Bucket]) -> float:
+    """The duplicate ratio of several sources' buckets together."""
+    deliveries = sum(b.deliveries for b in buckets)
+    return sum(b.duplicates for b in buckets) / deliveries if deliveries else 0.0
+
+
+def pretty_body(payload: Callable[[], Any], body: bytes) -> str:
+    try:
+        return json.dumps(payload(), indent=2, ensure_ascii=False, default=str, sort_keys=True)
+    except ValueError:  # neither JSON nor a form: shown as text
+        return body.decode("utf-8", "replace")
+
+
+_STYLESHEET = resources.files("hookinbox.dashboard").joinpath("static/dashboard.css").read_bytes()
+
+
+class Pages:
+    def __init__(self, dashboard: Dashboard) -> None:
+        self.dashboard = dashboard
+        self.store = dashboard.store
+        self.sessions = dashboard.sessions
+
+    async def overview(self, request: Request, session: Session) -> Response:
+        now = utc_now()
+
+        window = WINDOWS["24h"]
+        start = window.start(now)
+
+        def read() -> tuple[Any, Any, Any]:
+            with self.store.reading() as connection:
+                stats = self.store.stats
+                figures = stats.report(connection, now)
+                buckets = stats.activity(connection, start, window.width, window.buckets)
+                groups = self.store.liveness.groups(connection, WORKER_GROUPS + 1)
+                return figures, buckets, groups
+
+        figures, buckets, processes = await self.dashboard.off_loop(read)
+        ratios = [
+            _ratio([per_source[i] for per_source in buckets.values()])
+            for i in range(window.buckets)
+        ]
+        day = figures.duplicates["last day"].deliveries
+        title = (
+            "Duplicate ratio per hour over the last 24 hours, every source "
+            f"({day} deliveries in the last day)"
+        )
+        counts: dict[tuple[str, str], int] = figures.counts
+        return self.dashboard.render(
+            request,
+            "overview.html",
+            session,
+            now=now,
+            figures=figures,
+            sources=sorted({source for source, _ in counts} | set(self.dashboard.sources)),
+            counts=counts,
+            breached=breached_figures(figures.open, now, self.dashboard.thresholds),
+            chart=time_chart(title, start, window, ratios, line=True, unit=percent, floor=0.01),
+            processes=processes[:WORKER_GROUPS],
+            more_processes=len(processes) > WORKER_GROUPS,
+        )
+
+    async def charts(self, request: Request, session: Session) -> Response:
+        """Volume, failures and the duplicate ratio per source, over 24 hours or 7 days."""
+        now = utc_now()
+        key = request.query_params.get("window", "24h")
+        if key not in WINDOWS:
+            raise bad_request(f"window is one of {', '.join(WINDOWS)}")
+        window = WINDOWS[key]
+        start = window.start(now)
+
+        def read() -> dict[str, list[Bucket]]:
+            with self.store.reading() as connection:
+                return self.store.stats.activity(connection, start, window.width, window.buckets)
+
+        buckets = await self.dashboard.off_loop(read)
+        by_source = []
+        for source, series in buckets.items():
+            volume = [float(b.deliveries) for b in series]
+            failed = [float(b.failed) for b in series]
+            ratio = [b.duplicate_ratio for b in series]
+            by_source.append((source, [
+                ("volume", time_chart(f"Deliveries ({sum(volume):.0f})", start, window, volume)),
+                ("failures", time_chart(f"Events received then, failed now ({sum(failed):.0f})",
+                                        start, window, failed)),
+                ("duplicates", time_chart("Duplicate ratio", start, window, ratio, line=True,
+                                          unit=percent, floor=0.01)),
+            ]))  # fmt: skip
+        return self.dashboard.render(
+            request, "charts.html", session,
+            window=window, windows=WINDOWS, start=start, by_source=by_source,
+        )  # fmt: skip
+
+    async def event_list(self, request: Request, session: Session) -> Response:
+        filters = parse_filters(request.query_params, utc_now())
+        before_text = request.query_params.get("before")
+        before = parse_cursor(before_text) if before_text else None
+        search = parse_search(request.query_params)
+        rows = await self.dashboard.off_loop(
+            lambda: self.store.operator.list_events(
+                filters, PAGE_SIZE + 1, before=before, payload=search
+            )
+        )
+        older = encode_cursor(rows[PAGE_SIZE - 1]) if len(rows) > PAGE_SIZE else None
+        fields = filter_fields(filters)
+        searched = {"path": ".".join(search.path), "equals": search.value} if search else {}
+        return self.dashboard.render(
+            request,
+            "events.html",
+            session,
+            rows=rows[:PAGE_SIZE],
+            filters=filters,
+            fields=fields,
+            searched=searched,
+            scan_limit=SCAN_LIMIT,
+            older=older,
+            first_page=before is None,
+        )
+
+    async def event_detail(self, request: Request, session: Session) -> Response:
+        source, event_id = event_key(request.query_params)
+
+        def read() -> tuple[Any, Any, Any, Any]:
+            event = self.store.get_event(source, event_id)
+            if event is None:
+                raise HTTPException(404, f"no event {source} {event_id}")
+            operator = self.store.operator
+            history = operator.delivery_history(source, event_id)
+            messages = self.store.outbox.for_event(source, event_id)
+            return event, history, messages, operator.audit_trail(source, event_id)
+
+        event, history, messages, trail = await self.dashboard.off_loop(read)
+        return self.dashboard.render(
+            request,
+            "event.html",
+            session,
+            event=event,
+            body=pretty_body(lambda: event.payload, event.body),
+            headers=json.dumps(event.headers, indent=2, sort_keys=True),
+            history=history,
+            messages=messages,
+            trail=trail,
+            done=request.query_params.get("done"),
+        )
+
+    async def replay_confirm(self, request: Request, session: Session) -> Response:
+        source, event_id = event_key(request.query_params)
+        event = await self.dashboard.off_loop(self.store.get_event, source, event_id)
+        if event is None:
+            raise HTTPException(404, f"no event {source} {event_id}")
+        return self.dashboard.render(request, "replay_one.html", session, event=event)
+
+    async def bulk_confirm(self, request: Request, session: Session) -> Response:
+        filters = failed_only(parse_filters(request.query_params, utc_now()))
+        count = await self.dashboard.off_loop(self.store.operator.count_events, filters)
+        return self.dashboard.render(
+            request, "replay_bulk.html", session, filters=filters,
+            fields=filter_fields(filters), count=count, replayed=None,
+        )  # fmt: skip
+
+    async def stylesheet(self, _request: Request) -> Response:
+        return Response(_STYLESHEET, media_type="text/css")
+
+    async def error(self, request: Request, exc: Exception) -> Response:
+        if isinstance(exc, StoreUnavailable):
+            status, message = 503, f"database unavailable: {exc}"
+        else:
+            assert isinstance(exc, HTTPException)
+            status, message = exc.status_code, str(exc.detail)
+        session = self.sessions.read(request)
+        response = self.dashboard.render(
+            request, "error.html", session, status, code=status, message=message
+        )
+        if isinstance(exc, HTTPException) and exc.headers:
+            response.headers.update(exc.headers)  # Retry-After of a 429
+        return response
