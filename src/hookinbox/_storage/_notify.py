@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from hookinbox._logging import logger
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 CHANNEL = "hookinbox_events"
 OUTBOX_CHANNEL = "hookinbox_outbox"
@@ -42,7 +42,7 @@ class Listener(threading.Thread):
     """New outbox messages are notified here."""
 
     def __init__(
-        self, store: Store, channels: Mapping[str, threading.Event], stop: threading.Event
+        self, store: StoreSeam, channels: Mapping[str, threading.Event], stop: threading.Event
     ) -> None:
         super().__init__(name="hookinbox-listener", daemon=True)
         self._params = store.dialect.listen_params(store.engine, store.options)

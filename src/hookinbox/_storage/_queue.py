@@ -43,7 +43,7 @@ from hookinbox._storage._rows import leased_event, leased_message
 from hookinbox._storage._schema import event_queue, events, outbox, status_is
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 T = TypeVar("T")
 When = datetime | sa.BindParameter[Any]
@@ -88,7 +88,7 @@ class Shape:
 class Queue(Generic[T]):
     """One queue's statements, on one store."""
 
-    def __init__(self, store: Store, shape: Shape, to_item: ToItem[T]) -> None:
+    def __init__(self, store: StoreSeam, shape: Shape, to_item: ToItem[T]) -> None:
         self.store = store
         self.shape = shape
         self.to_item = to_item
@@ -406,7 +406,7 @@ def _lease_statements(queue: Queue[Any]) -> _LeaseStatements:
 class EventQueue(Queue[Leased]):
     """The worker's queue: events, their work in `hookinbox_event_queue`."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         shape = Shape(
             queue=event_queue,
             state="state",
@@ -464,7 +464,7 @@ class EventQueue(Queue[Leased]):
 class MessageQueue(Queue[LeasedMessage]):
     """The relay's queue: outbox messages, which are their own queue rows."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         shape = Shape(
             queue=outbox,
             state="status",
