@@ -3,8 +3,9 @@ in its own module (`_sqlite.py`, `_postgres.py`, `_mysql.py`)."""
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -25,6 +26,11 @@ if TYPE_CHECKING:
     from hookinbox._storage._batch import Group, Row
     from hookinbox._storage._options import StoreOptions
     from hookinbox._storage._transactions import Transactions
+
+
+class ListenLost(Exception):
+    """The connection a listener waits on for notifications failed or was lost (its cause is
+    the driver's error): the listener polls, and tries again after a pause."""
 
 
 class Upsert(sa.Insert):
@@ -117,6 +123,22 @@ class Dialect(ABC):
     @abstractmethod
     def listen_params(self, engine: Engine, options: StoreOptions) -> dict[str, Any]:
         """The connection parameters of a listener outside the pool (`listens` only)."""
+
+    def listen(
+        self,
+        params: Mapping[str, Any],
+        channels: Sequence[str],
+        *,
+        setup_timeout: float,
+        listening: Callable[[], None],
+        notified: Callable[[str], None],
+        stopping: threading.Event,
+    ) -> None:
+        """Wait for the database's notifications on `channels` over a connection of its own
+        (`listen_params`), until `stopping` is set: `listening()` once the channels are
+        listened to (within `setup_timeout` seconds), then `notified(channel)` for each.
+        `ListenLost` when the connection fails or is lost (`listens` only)."""
+        raise ConfigurationError(f"{self.name} has no LISTEN: its workers poll")
 
     @abstractmethod
     def scratch_database(self, url: URL) -> AbstractContextManager[str]:

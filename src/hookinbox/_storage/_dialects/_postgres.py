@@ -16,6 +16,7 @@ import contextlib
 import json
 import re
 import socket
+import threading
 import time
 import uuid
 import weakref
@@ -44,6 +45,7 @@ from hookinbox._storage._batch import (
 )
 from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
+from hookinbox._storage._dialects._postgres_listen import listen
 from hookinbox._storage._errors import key_columns, mark_deadlock
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._schema import events
@@ -142,6 +144,20 @@ class PostgreSQL(Dialect):
         _, params = engine.dialect.create_connect_args(engine.url)
         params.pop("context", None)  # SQLAlchemy's type adapters: the listener reads no rows
         return {**params, **_connect_args(engine.url, options)}
+
+    def listen(
+        self,
+        params: Mapping[str, Any],
+        channels: Sequence[str],
+        *,
+        setup_timeout: float,
+        listening: Callable[[], None],
+        notified: Callable[[str], None],
+        stopping: threading.Event,
+    ) -> None:
+        """LISTEN on a psycopg connection of its own (`_postgres_listen.py`)."""
+        listen(params, channels, setup_timeout=setup_timeout, listening=listening,
+               notified=notified, stopping=stopping)  # fmt: skip
 
     @contextlib.contextmanager
     def scratch_database(self, url: URL) -> Iterator[str]:
