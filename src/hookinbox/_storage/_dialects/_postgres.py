@@ -16,7 +16,6 @@ import contextlib
 import json
 import re
 import socket
-import threading
 import time
 import uuid
 import weakref
@@ -145,19 +144,7 @@ class PostgreSQL(Dialect):
         params.pop("context", None)  # SQLAlchemy's type adapters: the listener reads no rows
         return {**params, **_connect_args(engine.url, options)}
 
-    def listen(
-        self,
-        params: Mapping[str, Any],
-        channels: Sequence[str],
-        *,
-        setup_timeout: float,
-        listening: Callable[[], None],
-        notified: Callable[[str], None],
-        stopping: threading.Event,
-    ) -> None:
-        """LISTEN on a psycopg connection of its own (`_postgres_listen.py`)."""
-        listen(params, channels, setup_timeout=setup_timeout, listening=listening,
-               notified=notified, stopping=stopping)  # fmt: skip
+    listen = staticmethod(listen)  # LISTEN on a psycopg connection of its own
 
     @contextlib.contextmanager
     def scratch_database(self, url: URL) -> Iterator[str]:
