@@ -3,10 +3,17 @@
 A cycle makes the import order decide what works (a name not yet defined when the other half
 runs) and hides a layer that knows too much; import-linter's contracts check chosen pairs of
 layers, this test checks every pair. The graph is grimp's (the library import-linter is built
-on), read from the source: imports inside functions count, since they run; imports under
-`if TYPE_CHECKING:` do not, since they never run. A cycle is a strongly connected component of
-that graph (every module in it reaches every other); the failure names each one and one chain
-that closes it, with the line of each import.
+on), read from the source, twice:
+
+- the imports that run (module level and inside functions; not under `if TYPE_CHECKING:`):
+  no cycle at all;
+- every import, those under `if TYPE_CHECKING:` too (issue 49): a module that names another's
+  type depends on it as much as one that calls it, and lint cannot see such a knot (the
+  storage gateways and dialects all named `Store`, which imports each of them: 23 modules in
+  one). No cycle but the known remainder below, which may only shrink.
+
+A cycle is a strongly connected component of the graph (every module in it reaches every
+other); the failure names each one and one chain that closes it, with the line of each import.
 """
 
 from __future__ import annotations
@@ -24,11 +31,24 @@ PACKAGE = "hookinbox"
 # (issue 37): `_metrics` reads its figures through `Store.stats` and imports no storage module.
 KNOWN: frozenset[frozenset[str]] = frozenset()
 
+# Cycles allowed while TYPE_CHECKING imports count: a cycle found must lie within one of these
+# (so each may shrink, never grow or move). The remainder is the HTTP app and the facade:
+# `Inbox.asgi` builds the app (`http._app.create_app`, imported inside the method) and the
+# app names `BaseInbox` for its type; the HTTP layer is being reshaped below the facade
+# (issue 49 item 1), which ends it.
+KNOWN_WITH_TYPES: frozenset[frozenset[str]] = frozenset(
+    {frozenset({"hookinbox._inbox", "hookinbox.http._app"})}
+)
 
-def build() -> grimp.ImportGraph:
+
+def build(*, type_checking: bool = False) -> grimp.ImportGraph:
+    """The package's import graph; `type_checking`: imports under `if TYPE_CHECKING:` too."""
     # cache_dir=None: the test reads the tree as it is now and writes nothing into it.
     return grimp.build_graph(
-        PACKAGE, include_external_packages=False, exclude_type_checking_imports=True, cache_dir=None
+        PACKAGE,
+        include_external_packages=False,
+        exclude_type_checking_imports=not type_checking,
+        cache_dir=None,
     )
 
 
@@ -102,12 +122,22 @@ def describe(graph: grimp.ImportGraph, component: frozenset[str]) -> str:
     return f"  {len(component)} modules: {', '.join(sorted(component))}\n" + "\n".join(steps)
 
 
-def test_no_import_cycle_in_the_package() -> None:
-    graph = build()
-    cycles = [c for c in components(graph) if c not in KNOWN]
+def fail_on(graph: grimp.ImportGraph, cycles: list[frozenset[str]], which: str) -> None:
     if cycles:
         report = "\n".join(describe(graph, c) for c in sorted(cycles, key=sorted))
-        pytest.fail(f"{len(cycles)} import cycle(s) in {PACKAGE}:\n{report}", pytrace=False)
+        found = f"{len(cycles)} import cycle(s) in {PACKAGE} ({which})"
+        pytest.fail(f"{found}:\n{report}", pytrace=False)
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    graph = build()
+    fail_on(graph, [c for c in components(graph) if c not in KNOWN], "imports that run")
+
+
+def test_no_import_cycle_with_type_checking_imports_counted() -> None:
+    graph = build(type_checking=True)
+    cycles = [c for c in components(graph) if not any(c <= known for known in KNOWN_WITH_TYPES)]
+    fail_on(graph, cycles, "TYPE_CHECKING imports counted")
 
 
 def test_the_search_finds_a_cycle() -> None:

@@ -24,6 +24,7 @@ from hookinbox._errors import (
     VerificationError,
     VerificationUnavailable,
 )
+from hookinbox._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from hookinbox._inbox import BaseInbox, Inbox
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from hookinbox._receiver import Outcome, Reply
     from hookinbox._settings import ReceiverSettings, Settings
     from hookinbox._storage import GroupCommit, Store, StoreOptions
-
-__version__ = "0.2.0"
 
 # Loaded on first use (PEP 562): `import hookinbox`, and so the `hookinbox` command's start-up
 # and `--help`, does not pay for SQLAlchemy until an inbox is wanted. The errors above are

@@ -28,8 +28,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hookinbox._errors import HookinboxError, StoreUnavailable
 from hookinbox._extras import installed, require
@@ -37,7 +38,9 @@ from hookinbox._logging import logger
 from hookinbox._model import Status
 
 if TYPE_CHECKING:
-    from hookinbox._storage import Store
+    from sqlalchemy import Connection
+
+    from hookinbox._records import DuplicateRatio, OpenFigures
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -348,10 +351,29 @@ def flush_counts() -> None:
 os.register_at_fork(after_in_child=_tally.forked)
 
 
+class Figures(Protocol):
+    """The figures a scrape reads (a store's `stats` gateway)."""
+
+    def open_figures(self, connection: Connection, now: datetime) -> OpenFigures: ...
+
+    def duplicate_ratio(self, connection: Connection, since: datetime | None) -> DuplicateRatio: ...
+
+
+class GaugeSource(Protocol):
+    """What the gauges are read from: a store's read-only transaction and its figures. Named
+    here, not as `Store`, so that this module, which storage imports for its counters, imports
+    no storage module back."""
+
+    def reading(self) -> AbstractContextManager[Connection]: ...
+
+    @property
+    def stats(self) -> Figures: ...
+
+
 class StoreCollector:
     """Gauges computed from the database at scrape time."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: GaugeSource) -> None:
         self.store = store
 
     def collect(self) -> Iterator[Any]:
@@ -422,7 +444,7 @@ def _age(name: str, documentation: str, since: datetime | None, now: datetime) -
     return GaugeMetricFamily(name, documentation, value=max(0.0, seconds))
 
 
-def exposition(store: Store | None) -> tuple[bytes, str]:
+def exposition(store: GaugeSource | None) -> tuple[bytes, str]:
     """The `/metrics` body: this process's (or every process's) counters, and the gauges.
 
     Without a store (Redis claim mode keeps no events) there are counters only. Without
@@ -446,7 +468,7 @@ def exposition(store: Store | None) -> tuple[bytes, str]:
     return generate_latest(counted) + generate_latest(gauges), CONTENT_TYPE_LATEST
 
 
-def serve_metrics(store: Store, port: int, host: str = "127.0.0.1") -> None:
+def serve_metrics(store: GaugeSource, port: int, host: str = "127.0.0.1") -> None:
     """Serve this process's metrics and the gauges on `port` (a worker run on its own)."""
     require("--metrics-port", "metrics")
     from prometheus_client import REGISTRY, start_http_server

@@ -51,7 +51,7 @@ def _otel() -> SimpleNamespace | None:
             except ImportError:  # another distribution's `opentelemetry` namespace only
                 _api = False
             else:
-                from hookinbox import __version__
+                from hookinbox._version import __version__
 
                 global _UNCONFIGURED
                 _UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)

@@ -61,10 +61,10 @@ from hookinbox._logging import logger
 from hookinbox._metrics import observe_batch
 from hookinbox._model import NewDelivery, RecordedDelivery, Status
 from hookinbox._storage._errors import translate_errors
-from hookinbox._storage._ingest import INGEST
+from hookinbox._storage._ingest import INGEST, Ingest
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 log = logger("hookinbox._storage")
 T = TypeVar("T")
@@ -130,13 +130,14 @@ class GroupCommitter:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreSeam,
         options: GroupCommit | None = None,
         *,
         statement_timeout: float | None = None,
         on_new_event: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
+        self._ingest = Ingest(store)
         self.options = options or GroupCommit()
         # Called by the writer thread once per commit that stored a new event to process,
         # before the waiters hear of it: it wakes a worker in another process (`hookinbox
@@ -364,7 +365,7 @@ class GroupCommitter:
                         # A batch's transaction waits for a held row no longer than the
                         # writers' statements do (where the database can say so).
                         dialect.limit_statements(transaction, self.statement_timeout, local=True)
-                    return self.store.ingest.record_batch(transaction, deliveries)
+                    return self._ingest.record_batch(transaction, deliveries)
 
             # A deadlock's victim (MariaDB: a batch locks many rows, a rival may lock two of
             # them in the other order) is written again before its waiters hear of it.
@@ -382,7 +383,7 @@ class GroupCommitter:
                     self._local.connection = connection
                     if self.statement_timeout is not None:
                         self.store.dialect.limit_statements(connection, self.statement_timeout)
-                return self.store.ingest.record_batch(connection, deliveries)
+                return self._ingest.record_batch(connection, deliveries)
         except Exception:
             self._drop_connection()
             raise

@@ -25,7 +25,7 @@ from hookinbox._storage._schema import (
 )
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 
 def prunable(cutoff: datetime) -> list[sa.ColumnElement[bool]]:
@@ -48,7 +48,7 @@ def prunable_messages(cutoff: datetime) -> list[sa.ColumnElement[bool]]:
 
 
 class Housekeeping:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         self.store = store
 
     # -- retention ----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from hookinbox._storage._schema import (
 )
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 
 @functools.cache
@@ -117,7 +117,7 @@ INGEST = "ingest"
 class Ingest:
     """Stores deliveries and reads events back, on one store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         self.store = store
 
     def record(self, delivery: NewDelivery) -> RecordedDelivery:

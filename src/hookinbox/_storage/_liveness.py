@@ -25,14 +25,14 @@ from hookinbox._records import Beat, WorkerGroup
 from hookinbox._storage._schema import workers
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 KEPT_AFTER_EXPIRY = timedelta(hours=1)
 """How long a dead process's row stays visible (the dashboard lists it) before it is pruned."""
 
 
 class Liveness:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         self.store = store
 
     def beat(self, me: Beat, *, alive_for: timedelta, now: datetime | None = None) -> None:

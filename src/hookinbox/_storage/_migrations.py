@@ -32,6 +32,7 @@ from hookinbox._storage._compatibility import (
     read_status,
 )
 from hookinbox._storage._dialects import Dialect, dialect_named
+from hookinbox._storage._dialects._partial import partial
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._options import READ_ONLY
@@ -90,15 +91,13 @@ def _v1_events(op: Operations) -> None:
         "ix_hookinbox_events_due",
         "hookinbox_events",
         ["next_attempt_at"],
-        postgresql_where=waiting,
-        sqlite_where=waiting,
+        **partial(waiting),
     )
     op.create_index(
         "ix_hookinbox_events_leased",
         "hookinbox_events",
         ["lease_expires_at"],
-        postgresql_where=leased,
-        sqlite_where=leased,
+        **partial(leased),
     )
     op.create_index("ix_hookinbox_events_received_at", "hookinbox_events", ["received_at"])
     open_events = sa.text("status NOT IN ('processed', 'unhandled')")
@@ -106,8 +105,7 @@ def _v1_events(op: Operations) -> None:
         "ix_hookinbox_events_open",
         "hookinbox_events",
         ["status", "received_at"],
-        postgresql_where=open_events,
-        sqlite_where=open_events,
+        **partial(open_events),
     )
     op.create_table(
         "hookinbox_deliveries",
@@ -170,22 +168,19 @@ def _v2_outbox(op: Operations) -> None:
         "ix_hookinbox_outbox_due",
         "hookinbox_outbox",
         ["next_attempt_at"],
-        postgresql_where=due,
-        sqlite_where=due,
+        **partial(due),
     )
     op.create_index(
         "ix_hookinbox_outbox_leased",
         "hookinbox_outbox",
         ["lease_expires_at"],
-        postgresql_where=leased,
-        sqlite_where=leased,
+        **partial(leased),
     )
     op.create_index(
         "ix_hookinbox_outbox_ordering",
         "hookinbox_outbox",
         ["ordering_key", "id"],
-        postgresql_where=unsent,
-        sqlite_where=unsent,
+        **partial(unsent),
     )
     op.create_index("ix_hookinbox_outbox_created_at", "hookinbox_outbox", ["created_at"])
     not_delivered = sa.text("status <> 'delivered'")
@@ -193,8 +188,7 @@ def _v2_outbox(op: Operations) -> None:
         "ix_hookinbox_outbox_open",
         "hookinbox_outbox",
         ["status"],
-        postgresql_where=not_delivered,
-        sqlite_where=not_delivered,
+        **partial(not_delivered),
     )
     _dialect(op).create_notify_trigger(
         op, "hookinbox_outbox", "hookinbox_outbox", "hookinbox_notify_new_message"

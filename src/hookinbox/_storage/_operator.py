@@ -43,7 +43,7 @@ from hookinbox._storage._schema import (
 from hookinbox._storage._types import SafeText, UTCDateTime
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 LIST_COLUMNS = event_columns(without=("body", "headers", "lease_token"))
 AUDIT_COLUMNS = [c for c in audit.c if c.name not in ("id", "source", "event_id")]
@@ -107,7 +107,7 @@ def where(filters: EventFilter) -> list[sa.ColumnElement[bool]]:
 
 
 class Operator:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         self.store = store
 
     def list_events(
@@ -335,7 +335,7 @@ class Operator:
 
 
 def _replay(
-    connection: Connection, store: Store, ids: list[int], now: datetime, actor: Actor
+    connection: Connection, store: StoreSeam, ids: list[int], now: datetime, actor: Actor
 ) -> None:
     """Audit, then replay, the events `ids` (locked by the caller): each back to pending with
     its retry budget full again, its queue row made (or made due) at once; workers woken."""

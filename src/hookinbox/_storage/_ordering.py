@@ -10,11 +10,11 @@ from sqlalchemy import Connection
 from hookinbox._storage._schema import ordering
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 
 class Ordering:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         self.store = store
 
     def advance(

@@ -26,7 +26,7 @@ from hookinbox._storage._schema import outbox, status_is, status_not
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 _OPEN = [MessageStatus.PENDING.value, MessageStatus.DELIVERING.value, MessageStatus.FAILED.value]
 MESSAGE_COLUMNS = [
@@ -39,7 +39,7 @@ MESSAGE_COLUMNS = [
 class Outbox:
     """Enqueue in the caller's transaction; the backlog and an event's messages."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         self.store = store
 
     def enqueue(

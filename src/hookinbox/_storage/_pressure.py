@@ -22,7 +22,7 @@ from sqlalchemy import Connection
 from hookinbox._records import IDLE, Pressure
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._options import READ_ONLY
@@ -31,7 +31,7 @@ from hookinbox._storage._options import READ_ONLY
 class PressureGauge:
     """Samples `Pressure` on a connection of its own; `close()` when done."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         self.dialect = store.dialect
         with translate_errors():
             self._connection: Connection = store.engine.connect()

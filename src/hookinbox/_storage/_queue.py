@@ -14,7 +14,9 @@ are their own queue rows.
   leased row keeps its state (`pending`, `deferred`): the lease changes only columns no index
   covers, so PostgreSQL keeps the update on the row's page (heap-only). A row whose lease
   expired is due again; the lease that takes it hands it back as `expired` (its worker died),
-  for the owner to give back as it decides, and counts no attempt for it.
+  for the owner to give back as it decides, and counts no attempt for it. How a database
+  leases (one statement, a read then a write, or three steps) is `_leases/`'s, one module per
+  way, chosen once per queue.
 - **finish / settle / update**: every later write to a leased row is conditional on (id, token),
   found by primary key: a worker whose lease was taken over matches nothing and changes
   nothing. `finish` ends the work inside the caller's transaction (the processing transaction:
@@ -39,11 +41,12 @@ from sqlalchemy import Connection
 
 from hookinbox._model import WAITING_STATUSES, MessageStatus, Status
 from hookinbox._records import Lease, Leased, LeasedMessage, Release, Settlement
+from hookinbox._storage._leases import LeaseParts, Leasing, leasing_for
 from hookinbox._storage._rows import leased_event, leased_message
 from hookinbox._storage._schema import event_queue, events, outbox, status_is
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._seam import StoreSeam
 
 T = TypeVar("T")
 When = datetime | sa.BindParameter[Any]
@@ -88,12 +91,15 @@ class Shape:
 class Queue(Generic[T]):
     """One queue's statements, on one store."""
 
-    def __init__(self, store: Store, shape: Shape, to_item: ToItem[T]) -> None:
+    def __init__(self, store: StoreSeam, shape: Shape, to_item: ToItem[T]) -> None:
         self.store = store
         self.shape = shape
         self.to_item = to_item
         self._q = shape.queue.c
         self._finishes: dict[tuple[str, ...], tuple[sa.Executable, sa.Executable | None]] = {}
+        # How this database leases (`_leases/`), chosen once; its statements are built on the
+        # first lease.
+        self._leasing_way: type[Leasing] = leasing_for(store.dialect)
 
     # -- reads (no write lock on SQLite) ------------------------------------------------------
 
@@ -112,7 +118,7 @@ class Queue(Generic[T]):
     def has_due(self, now: datetime) -> bool:
         """A cheap read: is any row due? (Polling SQLite must not take its write lock.)"""
         with self.store.reading() as connection:
-            return connection.execute(self._leases.any_due, {"now": now}).first() is not None
+            return connection.execute(self._any_due, {"now": now}).first() is not None
 
     def next_due_at(self) -> datetime | None:
         """When the soonest waiting row that no worker holds becomes due (to sleep that long);
@@ -141,14 +147,8 @@ class Queue(Generic[T]):
         a row whose previous lease expired: its attempt was counted then)."""
         token = uuid.uuid4().hex
         parameters = {"now": now, "limit": limit, "token": token, "until": until}
-        rows: list[Mapping[Any, Any]]
         with self.store.transaction() as connection:
-            if self.store.dialect.returns_joined_rows:
-                rows = list(connection.execute(self._leases.in_one, parameters).mappings())
-            elif self.store.dialect.single_writer:
-                rows = self._lease_read_then_write(connection, parameters)
-            else:
-                rows = self._lease_in_steps(connection, parameters)
+            rows = self._leasing.lease(connection, parameters)
         # RETURNING keeps no order: back to the order they were picked in.
         rows.sort(key=lambda row: (row["queue_next_attempt_at"], row["id"]))
         fresh = [self.to_item(row, token, until) for row in rows if row["previous"] is None]
@@ -156,44 +156,28 @@ class Queue(Generic[T]):
         return Lease(token, fresh, expired)
 
     @cached_property
-    def _leases(self) -> _LeaseStatements:
-        return _lease_statements(self)
+    def _leasing(self) -> Leasing:
+        return self._leasing_way(LeaseParts(self.shape.queue, self.shape.items, self._candidates()))
 
-    def _lease_read_then_write(
-        self, connection: Connection, parameters: dict[str, Any]
-    ) -> list[Mapping[Any, Any]]:
-        """Read the items with their queue columns, then lease them: two statements, where one
-        writer at a time holds the database (SQLite: the transaction began holding the write
-        lock, so nothing changes between the two). One statement fewer than `_lease_in_steps`
-        on the worker's hot path, which SQLite's drain rate is made of."""
-        found = connection.execute(self._leases.read, parameters).mappings().all()
-        if not found:
-            return []
-        ids = [row["id"] for row in found]
-        connection.execute(self._leases.write, {**parameters, "ids": ids})
-        token, until = parameters["token"], parameters["until"]
-        rows: list[Mapping[Any, Any]] = []
-        for row in found:  # as the update left them: one more attempt unless it expired
-            attempts = row["queue_attempts"] + (1 if row["previous"] is None else 0)
-            leased: dict[Any, Any] = {**row, "queue_attempts": attempts}
-            if not self.shape.separate:
-                leased.update(attempts=attempts, lease_token=token, lease_expires_at=until)
-            rows.append(leased)
-        return rows
+    def _candidates(self) -> sa.Select[Any]:
+        """The due rows' ids and previous tokens, in the lease's order (through the due
+        index), at most `limit`; `SKIP LOCKED` where rows lock (SQLite has one writer anyway)."""
+        q = self._q
+        now = sa.bindparam("now", type_=q.next_attempt_at.type)
+        return self._in_due_order(
+            sa.select(q.id, q.lease_token.label("previous"))
+            .where(*self.due(now))
+            .order_by(q.next_attempt_at, q.id)
+            .limit(sa.bindparam("limit", type_=sa.Integer))
+            .with_for_update(skip_locked=True)
+        )
 
-    def _lease_in_steps(
-        self, connection: Connection, parameters: dict[str, Any]
-    ) -> list[Mapping[Any, Any]]:
-        """Pick, update, read: three statements in the lease's transaction (a database with
-        concurrent writers whose RETURNING cannot name another table's columns)."""
-        picked = connection.execute(self._leases.candidates, parameters)
-        previous = {row.id: row.previous for row in picked}
-        if not previous:
-            return []
-        with_ids = {**parameters, "ids": list(previous)}
-        connection.execute(self._leases.write, with_ids)
-        rows = connection.execute(self._leases.read_back, with_ids).mappings()
-        return [{**row, "previous": previous[row["id"]]} for row in rows]
+    @cached_property
+    def _any_due(self) -> sa.Select[Any]:
+        """One due row's id, if any (the pollers' cheap read), built once (parameter `now`)."""
+        q = self._q
+        now = sa.bindparam("now", type_=q.next_attempt_at.type)
+        return self._in_due_order(sa.select(q.id).where(*self.due(now)).limit(1))
 
     # -- writes to a leased row ---------------------------------------------------------------
 
@@ -332,81 +316,13 @@ def _finish_statement(
     return statement, gone
 
 
-@dataclass(frozen=True, slots=True)
-class _LeaseStatements:
-    """A queue's lease statements, built once with bound parameters (`now`, `limit`, `token`,
-    `until`, `ids`): SQLAlchemy then finds each compiled in its cache without walking a newly
-    built statement for its cache key on every lease (a tenth of a SQLite worker's CPU)."""
-
-    candidates: sa.Select[Any]
-    """The due rows' ids and previous tokens, in the lease's order."""
-    write: sa.Update
-    """The lease written to the rows `ids`."""
-    read_back: sa.Select[Any]
-    """The leased items with their queue columns, by `ids`."""
-    read: sa.Select[Any]
-    """`candidates` with the items and their queue columns (one writer: read, then write)."""
-    in_one: sa.Executable
-    """Pick, write and return the items in one statement (`returns_joined_rows`)."""
-    any_due: sa.Select[Any]
-    """One due row's id, if any (the pollers' cheap read)."""
-
-
-def _lease_statements(queue: Queue[Any]) -> _LeaseStatements:
-    q, shape = queue.shape.queue.c, queue.shape
-    now = sa.bindparam("now", type_=q.next_attempt_at.type)
-    candidates = queue._in_due_order(
-        sa.select(q.id, q.lease_token.label("previous"))
-        .where(*queue.due(now))
-        .order_by(q.next_attempt_at, q.id)
-        .limit(sa.bindparam("limit", type_=sa.Integer))
-        .with_for_update(skip_locked=True)  # where rows lock; SQLite has one writer anyway
-    )
-    values = {
-        "lease_token": sa.bindparam("token", type_=q.lease_token.type),
-        "lease_expires_at": sa.bindparam("until", type_=q.lease_expires_at.type),
-        "attempts": q.attempts + sa.case((q.lease_token.is_(None), 1), else_=0),
-    }
-    ids: sa.BindParameter[list[int]] = sa.bindparam("ids", expanding=True)
-    extra = [q.attempts.label("queue_attempts"), q.next_attempt_at.label("queue_next_attempt_at")]
-    columns = shape.items.c if shape.separate else shape.queue.c
-    read = candidates.with_only_columns(
-        *columns, q.lease_token.label("previous"), *extra, maintain_column_froms=False
-    )
-    read_back = sa.select(*columns, *extra).where(q.id.in_(ids))
-    if shape.separate:
-        joined = shape.queue.join(shape.items, shape.items.c.id == q.id)
-        read, read_back = read.select_from(joined), read_back.select_from(joined)
-    # One statement (PostgreSQL): the candidates as a CTE feeding the update, whose RETURNING
-    # names the other table's columns through a second CTE.
-    picked = candidates.cte("picked")
-    returned = [q.id, *extra, picked.c.previous]
-    update = shape.queue.update().where(q.id == picked.c.id).values(**values)
-    in_one: sa.Executable
-    if not shape.separate:
-        in_one = update.returning(*shape.queue.c, *returned[1:])
-    else:
-        leased = update.returning(*returned).cte("leased")
-        in_one = sa.select(shape.items, *(leased.c[c.name] for c in returned[1:])).join(
-            leased, shape.items.c.id == leased.c.id
-        )
-    return _LeaseStatements(
-        candidates=candidates,
-        write=shape.queue.update().where(q.id.in_(ids)).values(**values),
-        read_back=read_back,
-        read=read,
-        in_one=in_one,
-        any_due=queue._in_due_order(sa.select(q.id).where(*queue.due(now)).limit(1)),
-    )
-
-
 # -- the two queues ---------------------------------------------------------------------------
 
 
 class EventQueue(Queue[Leased]):
     """The worker's queue: events, their work in `hookinbox_event_queue`."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         shape = Shape(
             queue=event_queue,
             state="state",
@@ -464,7 +380,7 @@ class EventQueue(Queue[Leased]):
 class MessageQueue(Queue[LeasedMessage]):
     """The relay's queue: outbox messages, which are their own queue rows."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam) -> None:
         shape = Shape(
             queue=outbox,
             state="status",

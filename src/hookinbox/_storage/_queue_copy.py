@@ -43,6 +43,7 @@ from sqlalchemy.sql.expression import Executable
 from hookinbox._logging import logger
 from hookinbox._storage._dialects import Dialect, dialect_named
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
+from hookinbox._storage._dialects._partial import partial
 from hookinbox._storage._errors import is_deadlock
 from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._types import UTCDateTime
@@ -219,8 +220,7 @@ def create_queue_table(op: Operations) -> None:
         "ix_hookinbox_event_queue_due",
         "hookinbox_event_queue",
         ["next_attempt_at", "id"],
-        postgresql_where=waiting,
-        sqlite_where=waiting,
+        **partial(waiting),
         if_not_exists=True,
     )
     op.create_index(

@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 
 from hookinbox._model import WAITING_STATUSES, MessageStatus
+from hookinbox._storage._dialects._partial import partial
 from hookinbox._storage._types import LongBinary, LongText, SafeText, UTCDateTime
 
 metadata = MetaData()
@@ -125,8 +126,7 @@ Index(
     "ix_hookinbox_event_queue_due",
     event_queue.c.next_attempt_at,
     event_queue.c.id,
-    postgresql_where=_queue_waiting,
-    sqlite_where=_queue_waiting,
+    **partial(_queue_waiting),
 )
 # What operators count, list and alert on: every open event by state, oldest first.
 Index("ix_hookinbox_event_queue_open", event_queue.c.state, event_queue.c.received_at)
@@ -246,24 +246,21 @@ Index(  # in the relay's lease order, as the events' (above)
     "ix_hookinbox_outbox_due_order",
     outbox.c.next_attempt_at,
     outbox.c.id,
-    postgresql_where=_message_due,
-    sqlite_where=_message_due,
+    **partial(_message_due),
 )
 # "Is an earlier message with my ordering key still unsent?" stays an index probe.
 Index(
     "ix_hookinbox_outbox_ordering",
     outbox.c.ordering_key,
     outbox.c.id,
-    postgresql_where=_message_open,
-    sqlite_where=_message_open,
+    **partial(_message_open),
 )
 Index("ix_hookinbox_outbox_created_at", outbox.c.created_at)
 _message_not_delivered = outbox.c.status != MessageStatus.DELIVERED.value
 Index(
     "ix_hookinbox_outbox_open",
     outbox.c.status,
-    postgresql_where=_message_not_delivered,
-    sqlite_where=_message_not_delivered,
+    **partial(_message_not_delivered),
 )
 
 

@@ -22,7 +22,9 @@ from hookinbox._records import Bucket, DuplicateRatio, OpenFigures, Report
 from hookinbox._storage._schema import deliveries, event_queue, events, status_is
 
 if TYPE_CHECKING:
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._liveness import Liveness
+    from hookinbox._storage._outbox import Outbox
+    from hookinbox._storage._seam import StoreSeam
 
 NOT_READY_DEADLINE = "not_ready_deadline"
 _HELD = event_queue.c.lease_token.is_not(None)
@@ -30,8 +32,11 @@ _STATE = sa.case((_HELD, sa.literal(Status.PROCESSING.value)), else_=event_queue
 
 
 class Stats:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreSeam, outbox: Outbox, liveness: Liveness) -> None:
         self.store = store
+        # The open figures include the outbox's backlog and the live workers: their gateways'.
+        self._outbox = outbox
+        self._liveness = liveness
 
     def open_figures(self, connection: Connection, now: datetime) -> OpenFigures:
         """What is waiting, held, stuck or failed: all from the queue's table."""
@@ -60,8 +65,8 @@ class Stats:
             oldest_pending,
             oldest_deferred,
             int(deadline_failures),
-            self.store.outbox.backlog(connection),
-            self.store.liveness.live(connection),
+            self._outbox.backlog(connection),
+            self._liveness.live(connection),
         )
 
     def duplicate_ratio(

@@ -114,7 +114,7 @@ class Store:
         self.operator = Operator(self)
         self.housekeeping = Housekeeping(self)
         self.liveness = Liveness(self)
-        self.stats = Stats(self)
+        self.stats = Stats(self, self.outbox, self.liveness)
 
     @property
     def url(self) -> URL:

@@ -3,25 +3,19 @@ in its own module (`_sqlite.py`, `_postgres.py`, `_mysql.py`)."""
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._payload import search_text
-
-if TYPE_CHECKING:
-    from hookinbox._storage._dialects._mysql import MySQLUpsert
-
-Upsert: TypeAlias = "postgresql.Insert | sqlite.Insert | MySQLUpsert"
-"""An INSERT with `ON CONFLICT` (`on_conflict_do_update`, `on_conflict_do_nothing`)."""
 
 if TYPE_CHECKING:
     from alembic.operations import Operations
@@ -31,7 +25,42 @@ if TYPE_CHECKING:
     from hookinbox._records import PayloadMatch, Pressure
     from hookinbox._storage._batch import Group, Row
     from hookinbox._storage._options import StoreOptions
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._transactions import Transactions
+
+
+class ListenLost(Exception):
+    """The connection a listener waits on for notifications failed or was lost (its cause is
+    the driver's error): the listener polls, and tries again after a pause."""
+
+
+class Upsert(sa.Insert):
+    """An INSERT that says what a conflict on a unique key does, in PostgreSQL's and SQLite's
+    words: `on_conflict_do_update` (the proposed row is `excluded`), `on_conflict_do_nothing`.
+
+    Each dialect's `insert` returns a subclass of its own: SQLAlchemy's insert of that
+    database with these methods, or (a database that words the conflict otherwise, as
+    MariaDB's `ON DUPLICATE KEY UPDATE`) one that translates them, in its own module."""
+
+    inherit_cache = True
+
+    @property
+    def excluded(self) -> Any:
+        """The row the INSERT proposed, whose columns an update may read."""
+        raise NotImplementedError
+
+    def on_conflict_do_update(
+        self,
+        *,
+        index_elements: Sequence[Any] = (),
+        set_: Mapping[str, Any],
+        where: sa.ColumnElement[bool] | None = None,
+    ) -> Self:
+        """On a conflict of `index_elements`' unique key, set `set_` (where `where` holds)."""
+        raise NotImplementedError
+
+    def on_conflict_do_nothing(self, *, index_elements: Sequence[Any] = ()) -> Self:
+        """On a conflict of `index_elements`' unique key, insert nothing (no row returned)."""
+        raise NotImplementedError
 
 
 class Dialect(ABC):
@@ -95,6 +124,22 @@ class Dialect(ABC):
     def listen_params(self, engine: Engine, options: StoreOptions) -> dict[str, Any]:
         """The connection parameters of a listener outside the pool (`listens` only)."""
 
+    def listen(
+        self,
+        params: Mapping[str, Any],
+        channels: Sequence[str],
+        *,
+        setup_timeout: float,
+        listening: Callable[[], None],
+        notified: Callable[[str], None],
+        stopping: threading.Event,
+    ) -> None:
+        """Wait for the database's notifications on `channels` over a connection of its own
+        (`listen_params`), until `stopping` is set: `listening()` once the channels are
+        listened to (within `setup_timeout` seconds), then `notified(channel)` for each.
+        `ListenLost` when the connection fails or is lost (`listens` only)."""
+        raise ConfigurationError(f"{self.name} has no LISTEN: its workers poll")
+
     @abstractmethod
     def scratch_database(self, url: URL) -> AbstractContextManager[str]:
         """A throwaway, empty database reached through `url`, removed afterwards."""
@@ -102,7 +147,7 @@ class Dialect(ABC):
     # -- transactions -----------------------------------------------------------------------
 
     @abstractmethod
-    def housekeeping(self, store: Store) -> AbstractContextManager[Connection]:
+    def housekeeping(self, store: Transactions) -> AbstractContextManager[Connection]:
         """A transaction whose commit need not be durable on its own (the pruner's)."""
 
     @abstractmethod
@@ -165,7 +210,7 @@ class Dialect(ABC):
         of its own on `connection` (MariaDB's `max_allowed_packet`); most can."""
 
     @abstractmethod
-    def check_body_limit(self, store: Store, max_body_size: int) -> None:
+    def check_body_limit(self, store: Transactions, max_body_size: int) -> None:
         """Raise `ConfigurationError` if a body of `max_body_size` bytes cannot be stored in
         one statement (MariaDB's `max_allowed_packet`), asking the database where it must;
         `StoreUnavailable` if it cannot be asked now."""
@@ -214,15 +259,15 @@ class Dialect(ABC):
         """Other work on the database since `mark`."""
 
     @abstractmethod
-    def checkpoint_passive(self, store: Store) -> None:
+    def checkpoint_passive(self, store: Transactions) -> None:
         """Fold the write-ahead log back without waiting for anyone (where that is ours)."""
 
     @abstractmethod
-    def free_pages(self, store: Store) -> int:
+    def free_pages(self, store: Transactions) -> int:
         """Pages the database holds but no table uses, where they can be given back."""
 
     @abstractmethod
-    def give_back_pages(self, store: Store, pages: int) -> int:
+    def give_back_pages(self, store: Transactions, pages: int) -> int:
         """Return up to `pages` free pages to the file system; how many were returned."""
 
     # -- migrations -------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from hookinbox._storage._batch import (
     log_rows,
     upsert_parameters,
 )
-from hookinbox._storage._dialects._base import Dialect
+from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER as BORROWED
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
 from hookinbox._storage._errors import mark_deadlock, translate_errors
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
     from hookinbox._model import NewDelivery
     from hookinbox._records import PayloadMatch
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._transactions import Transactions
 
 OLD_LEASE = "hookinbox schema 9: a process of an older hookinbox tried to lease; upgrade it"
 DRIVER = "pymysql"
@@ -173,7 +173,7 @@ class MySQL(Dialect):
     # -- transactions -----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def housekeeping(self, store: Store) -> Iterator[Connection]:
+    def housekeeping(self, store: Transactions) -> Iterator[Connection]:
         with store.transaction() as connection:
             yield connection
 
@@ -240,7 +240,7 @@ class MySQL(Dialect):
         drop the connection (503, for as long as the provider retries)."""
         _fitting_row(Group([0], delivery, delivery.received_at), _packet(connection))
 
-    def check_body_limit(self, store: Store, max_body_size: int) -> None:
+    def check_body_limit(self, store: Transactions, max_body_size: int) -> None:
         """Refuse a body limit past what one statement carries on this server: its packet,
         read from a session (a lower one on some sessions is answered 413 per delivery)."""
         with translate_errors(), store.engine.connect() as connection:
@@ -327,13 +327,13 @@ class MySQL(Dialect):
 
     # Space after a prune: InnoDB reuses freed pages itself (OPTIMIZE TABLE gives it back).
 
-    def checkpoint_passive(self, store: Store) -> None:
+    def checkpoint_passive(self, store: Transactions) -> None:
         """InnoDB checkpoints on its own."""
 
-    def free_pages(self, store: Store) -> int:
+    def free_pages(self, store: Transactions) -> int:
         return 0
 
-    def give_back_pages(self, store: Store, pages: int) -> int:
+    def give_back_pages(self, store: Transactions, pages: int) -> int:
         return 0
 
     # -- migrations -------------------------------------------------------------------------
@@ -448,7 +448,7 @@ _CLOSED = "'processed', 'unhandled'"
 # -- the upsert -------------------------------------------------------------------------------
 
 
-class MySQLUpsert(mysql.Insert):
+class MySQLUpsert(mysql.Insert, Upsert):
     """`INSERT ... ON DUPLICATE KEY UPDATE`, spoken as the other dialects' `ON CONFLICT`.
 
     The conflict target is not named in MariaDB: any unique key conflicts (hookinbox's tables

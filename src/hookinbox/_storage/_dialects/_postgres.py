@@ -44,6 +44,7 @@ from hookinbox._storage._batch import (
 )
 from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
+from hookinbox._storage._dialects._postgres_listen import listen
 from hookinbox._storage._errors import key_columns, mark_deadlock
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._schema import events
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 
     from hookinbox._model import NewDelivery
     from hookinbox._records import PayloadMatch
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._transactions import Transactions
 
 OLD_LEASE = "hookinbox schema 9: a process of an older hookinbox tried to lease; upgrade it"
 REQUIRED_ENCODING = "UTF8"
@@ -143,6 +144,8 @@ class PostgreSQL(Dialect):
         params.pop("context", None)  # SQLAlchemy's type adapters: the listener reads no rows
         return {**params, **_connect_args(engine.url, options)}
 
+    listen = staticmethod(listen)  # LISTEN on a psycopg connection of its own
+
     @contextlib.contextmanager
     def scratch_database(self, url: URL) -> Iterator[str]:
         """A new schema `hookinbox_test_<random>` in that database (its user needs CREATE
@@ -168,7 +171,7 @@ class PostgreSQL(Dialect):
     # -- transactions -----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def housekeeping(self, store: Store) -> Iterator[Connection]:
+    def housekeeping(self, store: Transactions) -> Iterator[Connection]:
         with store.transaction() as connection:
             yield connection
 
@@ -227,7 +230,7 @@ class PostgreSQL(Dialect):
     # -- statements -------------------------------------------------------------------------
 
     def insert(self, table: sa.TableClause) -> Upsert:
-        return postgresql.insert(table)
+        return PostgresUpsert(table)
 
     def write_batch(
         self, connection: Connection, deliveries: Sequence[NewDelivery], groups: list[Group]
@@ -331,7 +334,7 @@ class PostgreSQL(Dialect):
     def check_row_size(self, connection: Connection, delivery: NewDelivery) -> None:
         """A row is sent as parameters, outside the statement's text: no packet to fit."""
 
-    def check_body_limit(self, store: Store, max_body_size: int) -> None:
+    def check_body_limit(self, store: Transactions, max_body_size: int) -> None:
         """Nothing asked: a body is a parameter, outside the statement's text (bytea holds
         1 GB at most, a bound not checked here)."""
 
@@ -356,13 +359,13 @@ class PostgreSQL(Dialect):
 
     # Space after a prune: autovacuum makes it reusable (docs/storage.md has what to tune).
 
-    def checkpoint_passive(self, store: Store) -> None:
+    def checkpoint_passive(self, store: Transactions) -> None:
         """PostgreSQL's checkpointer runs on its own."""
 
-    def free_pages(self, store: Store) -> int:
+    def free_pages(self, store: Transactions) -> int:
         return 0
 
-    def give_back_pages(self, store: Store, pages: int) -> int:
+    def give_back_pages(self, store: Transactions, pages: int) -> int:
         return 0
 
     # -- migrations -------------------------------------------------------------------------
@@ -773,6 +776,15 @@ def tcp_settings(timeout: float) -> dict[str, int]:
 def _several_hosts(url: URL) -> bool:
     hosts = url.query.get("host", url.host or "")
     return isinstance(hosts, tuple) or "," in hosts
+
+
+# -- the upsert -------------------------------------------------------------------------------
+
+
+class PostgresUpsert(postgresql.Insert, Upsert):
+    """PostgreSQL's own `ON CONFLICT`, as the seam's `Upsert`."""
+
+    inherit_cache = True
 
 
 # -- group commit's statement -------------------------------------------------------------------

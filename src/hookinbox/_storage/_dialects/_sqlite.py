@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
     from hookinbox._model import NewDelivery
     from hookinbox._records import PayloadMatch
-    from hookinbox._storage._store import Store
+    from hookinbox._storage._transactions import Transactions
 
 OLD_LEASE = "hookinbox schema 9: a process of an older hookinbox tried to lease; upgrade it"
 LOCK_POLL = 0.001
@@ -122,7 +122,7 @@ class SQLite(Dialect):
     # -- transactions -----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def housekeeping(self, store: Store) -> Iterator[Connection]:
+    def housekeeping(self, store: Transactions) -> Iterator[Connection]:
         """Its commit does not fsync the WAL (`synchronous=NORMAL` for that one transaction;
         the next durable commit's fsync carries its pages too), so a prune's batches add no
         fsyncs of their own to the ones deliveries wait for. WAL mode keeps the file
@@ -163,7 +163,7 @@ class SQLite(Dialect):
     # -- statements -------------------------------------------------------------------------
 
     def insert(self, table: sa.TableClause) -> Upsert:
-        return sqlite.insert(table)
+        return SQLiteUpsert(table)
 
     def read_through(self, query: sa.Select[Any], table: sa.Table, index: str) -> sa.Select[Any]:
         # Without statistics (no ANALYZE: a new database, or any that was never analysed)
@@ -240,7 +240,7 @@ class SQLite(Dialect):
     def check_row_size(self, connection: Connection, delivery: NewDelivery) -> None:
         """A row is bound as parameters, in process: no packet to fit."""
 
-    def check_body_limit(self, store: Store, max_body_size: int) -> None:
+    def check_body_limit(self, store: Transactions, max_body_size: int) -> None:
         """Nothing asked: a body is bound as a parameter, in process (SQLite's own bound
         on a value, 1 GB unless compiled otherwise, is not checked here)."""
 
@@ -261,7 +261,7 @@ class SQLite(Dialect):
         version = connection.exec_driver_sql("PRAGMA data_version").scalar_one()
         return Pressure(int(version != mark), 0)
 
-    def checkpoint_passive(self, store: Store) -> None:
+    def checkpoint_passive(self, store: Transactions) -> None:
         with translate_errors():
             raw = store.engine.raw_connection()
             try:  # outside any transaction: a checkpoint cannot run inside one
@@ -270,11 +270,11 @@ class SQLite(Dialect):
             finally:
                 raw.close()
 
-    def free_pages(self, store: Store) -> int:
+    def free_pages(self, store: Transactions) -> int:
         with translate_errors(), store.engine.connect() as connection:
             return int(connection.exec_driver_sql("PRAGMA freelist_count").scalar_one())
 
-    def give_back_pages(self, store: Store, pages: int) -> int:
+    def give_back_pages(self, store: Transactions, pages: int) -> int:
         with store.writing(), translate_errors():
             raw = store.engine.raw_connection()
             try:
@@ -515,6 +515,15 @@ def _enable_wal(cursor: Any, timeout: float, sleep: Callable[[float], None]) -> 
             if time.monotonic() >= deadline:
                 raise
             sleep(0.01)
+
+
+# -- the upsert -------------------------------------------------------------------------------
+
+
+class SQLiteUpsert(sqlite.Insert, Upsert):
+    """SQLite's own `ON CONFLICT`, as the seam's `Upsert`."""
+
+    inherit_cache = True
 
 
 # -- group commit's statements ------------------------------------------------------------------
