@@ -34,11 +34,11 @@ PARTS = (
     # (part, substrings of a frame that put a sample in it); the first part in this order with
     # a frame in the sample wins. The writer is told by its thread name.
     ("metrics (counting deliveries)", ("count_delivery", "observe_batch", "_Tally")),
-    ("verify and identify", ("BaseReceiver.verify", "normalize_raw_headers")),
-    ("the reply, its log line and spans", ("Receiver.conclude", "finish_verified", "_finish")),
+    ("verify and identify", ("BaseReceiver.verify", "_verify.py", "normalize_raw_headers")),
+    ("the reply, its log line and spans", ("Receiver.conclude", "finish_verified", "_report.py")),
     (
         "body read and deadlines",
-        ("read_body", "_read_in_time", "receive_within", "within.", "Timeout.", "CancelScope"),
+        ("read_body", "receive_within", "within.", "Timeout.", "CancelScope"),
     ),
     (
         "waiting for the commit",

@@ -78,7 +78,7 @@ PUBLIC: dict[str, list[str]] = {
         "HTTPDestination",
         "Undeliverable",
     ],
-    "hookinbox.http": ["answer_get", "health_probes", "receive_asgi", "receive_stream"],
+    "hookinbox.http": ["Request", "answer_get", "health_probes", "receive_asgi", "receive_stream"],
     "hookinbox.claims": [
         "AlreadyDone",
         "AsyncRedisClaims",

@@ -34,7 +34,7 @@ from hookinbox._processing._business import BusinessKey
 from hookinbox._processing._handlers import ANY_TYPE, Handler, is_async_function
 from hookinbox._processing._policy import RetryPolicy
 from hookinbox._processing._worker import Worker, WorkerOptions
-from hookinbox._receiver import BaseReceiver, Reply
+from hookinbox._receiver import BaseReceiver, Reply, Request
 from hookinbox._registry import Registry, check_handler_source
 from hookinbox._runtime import Runtime, StoreFactory, open_store
 from hookinbox._settings import (
@@ -151,6 +151,25 @@ class BaseInbox(ABC):
         `hookinbox.http.answer_get`.
         """
         return self._receiver().receive(source, headers, body, query=query)
+
+    def handle(self, request: Request) -> Reply:
+        """The `Reply` to one request on a source's path, blocking: what a WSGI adapter (or
+        any framework that hands over a stream) is written on.
+
+        `request.body` is the body's bytes or a blocking `read(n)`, read with the inbox's cap
+        (413 before a byte is read when Content-Length announces too much). A `POST` is
+        verified and stored; a `GET` or `HEAD` is the source's handshake (405 where it has
+        none). Errors raised by `read` itself (a client that hung up) propagate.
+        """
+        return self._receiver().handle(request)
+
+    async def ahandle(self, request: Request) -> Reply | None:
+        """`handle` on an event loop, for ASGI adapters: `request.body` may be the ASGI
+        `receive` callable, read within the inbox's `body_timeout` (408 past it); the write is
+        awaited until the ack deadline (503 past it). None: the client left before its body
+        arrived, and nobody is left to answer.
+        """
+        return await self._receiver().ahandle(request)
 
     def asgi(self, *, path: str = "/webhooks") -> ASGIApp:
         """An ASGI app: `POST {path}/{source}`, `GET /healthz`, `GET /readyz`, `GET /metrics`.

@@ -20,8 +20,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from hookinbox import BaseInbox, Reply
-from hookinbox.http import answer_get, health_probes, receive_asgi
+from hookinbox import BaseInbox, Reply, http
+from hookinbox.http import health_probes
 
 __all__ = ["handshake", "receive", "respond", "router"]
 
@@ -107,8 +107,7 @@ HANDSHAKE_ANSWERS: Answers = {
 async def handshake(inbox: BaseInbox, source: str, request: Request) -> Response:
     """A GET or HEAD on a source's path: its handshake (Meta's `hub.challenge`, X's CRC,
     ...), or 405. For a route of your own, as `respond` is for POST."""
-    query = request.scope.get("query_string", b"")
-    return _response(answer_get(inbox, source, request.headers.items(), query))
+    return _response(await inbox.ahandle(_request("GET", source, request)))
 
 
 async def receive(inbox: BaseInbox, source: str, request: Request) -> Reply | None:
@@ -117,19 +116,25 @@ async def receive(inbox: BaseInbox, source: str, request: Request) -> Reply | No
     For an endpoint of your own: it must not declare a body parameter (FastAPI would consume
     and parse the body before hookinbox could read the bytes).
     """
-    query = request.scope.get("query_string", b"")
-    return await receive_asgi(inbox, source, request.headers.raw, request.receive, query=query)
+    return await inbox.ahandle(_request("POST", source, request))
 
 
 async def respond(inbox: BaseInbox, source: str, request: Request) -> Response:
     """`receive`, answered as the provider expects: JSON body, status code and headers."""
-    reply = await receive(inbox, source, request)
-    if reply is None:
+    return _response(await receive(inbox, source, request))
+
+
+def _request(method: str, source: str, request: Request) -> http.Request:
+    """FastAPI's request as the pipeline takes it: the scope's raw headers and query string,
+    and the ASGI `receive` the body is read from (nothing read or parsed before)."""
+    scope = request.scope
+    query: bytes = scope.get("query_string", b"")
+    return http.Request(method, source, scope["headers"], query, request.receive)
+
+
+def _response(reply: Reply | None) -> Response:
+    if reply is None:  # the client left mid-body: nobody reads this answer
         return Response(status_code=CLIENT_GONE)
-    return _response(reply)
-
-
-def _response(reply: Reply) -> Response:
     return Response(
         reply.content, reply.status_code, headers=reply.headers, media_type=reply.media_type
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, request
 
 from hookinbox import BaseInbox, Reply
-from hookinbox.http import answer_get, receive_stream
+from hookinbox.http import Request
 
 __all__ = ["blueprint", "handshake", "receive", "respond"]
 
@@ -41,19 +41,23 @@ def blueprint(
 
 def handshake(inbox: BaseInbox, source: str) -> Response:
     """The current GET or HEAD request answered: the source's handshake, or 405."""
-    reply = answer_get(inbox, source, request.headers.items(), request.query_string)
-    return _response(reply)
+    return _response(inbox.handle(_request("GET", source)))
 
 
 def receive(inbox: BaseInbox, source: str) -> Reply:
     """Read the current request's raw body with the cap, verify and store it."""
-    return receive_stream(
-        inbox,
+    return inbox.handle(_request("POST", source))
+
+
+def _request(method: str, source: str) -> Request:
+    """The current request as the pipeline takes it: its stream, never `get_data()`."""
+    return Request(
+        method,
         source,
         request.headers.items(),
+        request.query_string,
         request.stream.read,
         request.headers.get("Content-Length"),
-        query=request.query_string,
     )
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from hookinbox.http._deadlines import TICK, within
+from hookinbox._receiver._deadlines import TICK, within
 
 
 async def _sleep_within(limit: float | None, sleep: float) -> str:

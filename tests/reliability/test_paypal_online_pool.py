@@ -33,7 +33,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from hookinbox.http._app import NETWORK_VERIFICATIONS
+from hookinbox._receiver._anyio import NETWORK_VERIFICATIONS
 from tests.apps import paypal_online
 from tests.reliability._report import Trial, record
 from tests.support import paypal

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_http_methods
 
 from hookinbox import BaseInbox, Reply
 from hookinbox.django._inbox import DjangoInbox
-from hookinbox.http import answer_get, receive_stream
+from hookinbox.http import Request
 
 View = Callable[[HttpRequest, str], HttpResponse]
 
@@ -31,12 +31,12 @@ def webhook_view(inbox: BaseInbox) -> View:
     @csrf_exempt
     @require_http_methods(["GET", "HEAD", "POST"])
     def receive_webhook(request: HttpRequest, source: str) -> HttpResponse:
-        query = request.META.get("QUERY_STRING", "")
-        if request.method != "POST":
-            return _response(answer_get(inbox, source, request.headers.items(), query))
-        reply = receive_stream(
-            inbox, source, request.headers.items(), request.read,
-            request.META.get("CONTENT_LENGTH"), query=query,
+        reply = inbox.handle(
+            Request(
+                request.method or "GET", source, request.headers.items(),
+                request.META.get("QUERY_STRING", ""), request.read,
+                request.META.get("CONTENT_LENGTH"),
+            )
         )  # fmt: skip
         return _response(reply)
 

@@ -1,23 +1,25 @@
 """HTTP: what a framework adapter is built on.
 
-An adapter reads the delivery's raw body with the inbox's cap and answers what the inbox
-decided; it never parses the body, never chooses a status code:
+An adapter translates, and decides nothing: it makes a `Request` of its framework's request
+(method, source name, headers, query string, and the body unread: an ASGI `receive`, or a
+stream's `read`), hands it to the inbox, and sends back the `Reply`:
 
-    reply = await receive_asgi(inbox, source, scope["headers"], receive)      # ASGI
-    reply = receive_stream(inbox, source, headers, stream.read, content_length)  # WSGI
-    reply = answer_get(inbox, source, headers, query_string)   # GET and HEAD: handshakes
+    reply = await inbox.ahandle(Request(method, source, scope["headers"], query, receive))  # ASGI
+    reply = inbox.handle(Request(method, source, headers, query, stream.read, content_length))
 
     respond(reply.status_code, reply.headers, reply.content, reply.media_type)
 
-`hookinbox.fastapi`, `hookinbox.flask` and `hookinbox.django` are written on these three
-functions only. `inbox.asgi()` is the complete ASGI app (deliveries, probes, metrics); an
-adapter that serves the probes too answers them with `health_probes(inbox)`.
+The pipeline below reads the body with the inbox's cap, verifies, stores, answers handshakes
+and chooses every status code. `receive_asgi`, `receive_stream` and `answer_get` are the same
+calls for a POST or a GET. `inbox.asgi()` is the complete ASGI app (deliveries, probes,
+metrics); an adapter that serves the probes too answers them with `health_probes(inbox)`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hookinbox._receiver import Request
 from hookinbox.http._app import receive_asgi
 from hookinbox.http._blocking import answer_get, receive_stream
 from hookinbox.http._probes import Readiness
@@ -25,7 +27,7 @@ from hookinbox.http._probes import Readiness
 if TYPE_CHECKING:
     from hookinbox._inbox import BaseInbox
 
-__all__ = ["answer_get", "health_probes", "receive_asgi", "receive_stream"]
+__all__ = ["Request", "answer_get", "health_probes", "receive_asgi", "receive_stream"]
 
 
 def health_probes(inbox: BaseInbox) -> Readiness:

@@ -1,0 +1,58 @@
+"""`Request`: one HTTP request on a source's path, as an adapter hands it to the pipeline.
+
+The pipeline's input, as `Reply` is its output: an adapter of any web framework fills one from
+its own request and sends back the `Reply` (`inbox.handle`, `await inbox.ahandle`). It holds
+what the server gave, unread and unparsed: the body's bytes stay where they are until the
+pipeline reads them with the inbox's cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hookinbox._headers import HeaderValues, normalize_headers, normalize_raw_headers
+from hookinbox._receiver._body import Read, Receive
+
+RequestHeaders = Mapping[str, str] | Iterable[tuple[str, str]] | Iterable[tuple[bytes, bytes]]
+"""A request's headers as servers hand them over: text pairs or a mapping (WSGI, Django,
+Flask), or an ASGI scope's `(bytes, bytes)` pairs."""
+
+
+# Not frozen: a frozen dataclass sets each field through `object.__setattr__`, about twice the
+# cost of building this one, and one is built for every delivery on the ASGI path.
+@dataclass(slots=True)
+class Request:
+    """One HTTP request on a source's path (`POST`, or a handshake's `GET` or `HEAD`)."""
+
+    method: str
+    """The HTTP method: `POST` delivers; `GET` and `HEAD` ask for a source's handshake (405
+    where it has none); any other is answered 405."""
+    source: str
+    """The source's name, the last segment of the path (`/webhooks/{source}`)."""
+    headers: RequestHeaders
+    """The headers as the server gave them (names in any case, values as latin-1 text or
+    bytes): each value is read as the text its bytes spell in UTF-8 (docs/ingest.md)."""
+    query: str | bytes = b""
+    """The raw query string, read only by a source that reads it (and by handshakes)."""
+    body: bytes | Receive | Read = b""
+    """The body's bytes, or where to read them: the ASGI `receive` callable (`ahandle`), or a
+    blocking stream's `read(n)` (`handle`). Read with the inbox's cap and, from `receive`,
+    within its `body_timeout`; never read for an unknown source."""
+    content_length: str | None = None
+    """The Content-Length header where `headers` lack it (a WSGI environ's `CONTENT_LENGTH`);
+    None: the one among `headers`, if any."""
+
+
+def request_headers(headers: RequestHeaders) -> HeaderValues:
+    """The headers by the one rule for header bytes, whichever form the server gave them in."""
+    if isinstance(headers, Mapping):
+        return normalize_headers(headers)
+    # Looked at twice below (the first name's type, then every pair): an iterator only once.
+    pairs: list[Any] | tuple[Any, ...] = (
+        headers if isinstance(headers, list | tuple) else list(headers)
+    )
+    if pairs and isinstance(pairs[0][0], bytes):
+        return normalize_raw_headers(pairs)
+    return normalize_headers(pairs)
