@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from hookinbox import _tracing as tracing
 from hookinbox._errors import (
@@ -32,6 +32,7 @@ from hookinbox._errors import (
     PayloadError,
     VerificationError,
 )
+from hookinbox._headers import HeaderValues
 from hookinbox._logging import logger
 from hookinbox._receiver._body import (
     BodyTimeout,
@@ -126,7 +127,7 @@ class BaseReceiver(ABC):
             if not isinstance(body, bytes):
                 declared = declared_size(request.content_length or headers.get("content-length"))
                 limit = self.max_body_size
-                receive = cast(Receive, body)
+                receive: Receive = body  # type: ignore[assignment]  # not bytes: a callable
                 try:
                     if on_asyncio:  # one timer of the loop keeps every body's deadline
                         body = await read_body(receive, declared, limit, self.body_timeout)
@@ -187,7 +188,8 @@ class BaseReceiver(ABC):
         if not isinstance(body, bytes):
             declared = declared_size(request.content_length or headers.get("content-length"))
             try:
-                body = read_capped(cast(Read, body), declared, self.max_body_size)
+                read: Read = body  # type: ignore[assignment]  # not bytes: a callable
+                body = read_capped(read, declared, self.max_body_size)
             except BodyTooLarge:
                 return self.reject_too_large(name)
         try:
@@ -233,10 +235,11 @@ class BaseReceiver(ABC):
             reply = self._too_large()
             span = tracing.start_receive(source_name, {}, len(body))
         else:
+            if type(headers) is not HeaderValues:  # the pipeline's entries read them already
+                headers = request_headers(headers)
             step = verify_delivery(
-                source, request_headers(headers), body, started, query,
-                clock=self.clock, retention=self.retention, retry_after=self.retry_after,
-                committer=self.committer_for(source_name),
+                source, headers, body, started, query, self.settings, self.retention,
+                self.committer_for(source_name),
             )  # fmt: skip
             if isinstance(step, Verified):
                 return step

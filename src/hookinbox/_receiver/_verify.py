@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,6 +32,7 @@ from hookinbox._receiver._reply import (
 )
 from hookinbox._receiver._report import span_start, wall_ns
 from hookinbox._receiver._verified import Verified
+from hookinbox._settings import ReceiverSettings
 from hookinbox.sources import Identity, Source
 from hookinbox.sources._base import BatchSource, parse_query
 
@@ -45,17 +46,15 @@ def verify_delivery(
     body: bytes,
     started: float,
     query: str | bytes | None,
-    *,
-    clock: Callable[[], float],
+    settings: ReceiverSettings,
     retention: timedelta | None,
-    retry_after: int,
     committer: GroupCommitter | None,
 ) -> tuple[Reply, Any] | Verified:
     """The verified delivery (stored through `committer`, or in a transaction of its own when
     None), or the reply that ends it here and its span."""
-    now = clock()
+    now = settings.clock()
     began = time.perf_counter()
-    identified = identify(source, headers, body, now, query, retry_after)
+    identified = identify(source, headers, body, now, query, settings)
     span = None
     if tracing.enabled():
         # The spans start now that verification has decided, at the times things
@@ -95,7 +94,7 @@ def identify(
     body: bytes,
     now: float,
     query: str | bytes | None,
-    retry_after: int,
+    settings: ReceiverSettings,
 ) -> Identity | list[Identity] | Reply:
     """The source's identity of the delivery (each event's, for a batched source), or the
     reply that ends it here. The query string is parsed only for a source that reads it."""
@@ -110,7 +109,7 @@ def identify(
     except PayloadError as error:
         return reject(400, Outcome.BAD_REQUEST, error.message)
     except VerificationUnavailable as error:
-        return unavailable(error.message, retry_after)
+        return unavailable(error.message, settings.retry_after)
     except DeliveryIgnored:
         return Reply(200, {"status": Outcome.IGNORED.value}, {}, Outcome.IGNORED)
     except Handshake as handshake:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
-from hookinbox._receiver import INTERNAL_ERROR, Reply, Request
+from hookinbox._receiver import INTERNAL_ERROR, BaseReceiver, Reply, Request
 from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_reply
 from hookinbox.http._types import ASGIApp, Receive, Scope, Send
 
@@ -54,6 +54,8 @@ class WebhookApp:
 
     def __init__(self, receiver: ReceiverSource, path: str, fallback: ASGIApp) -> None:
         self.receiver = receiver
+        # Kept once the inbox has started: it hands out the same receiver for its lifetime.
+        self.started: BaseReceiver | None = None
         self.prefix = path.rstrip("/") + "/"
         self.fallback = fallback
 
@@ -62,12 +64,14 @@ class WebhookApp:
         if source is None:
             await self.fallback(scope, receive, send)
             return
-        try:
-            receiver = self.receiver()  # the first request starts the inbox
-        except ConfigurationError as error:  # `hookinbox serve` refuses to start instead
-            log.error("the inbox cannot start: %s", error)
-            await send_reply(send, INTERNAL_ERROR)
-            return
+        receiver = self.started
+        if receiver is None:
+            try:
+                receiver = self.started = self.receiver()  # the first request starts the inbox
+            except ConfigurationError as error:  # `hookinbox serve` refuses to start instead
+                log.error("the inbox cannot start: %s", error)
+                await send_reply(send, INTERNAL_ERROR)
+                return
         request = Request(
             scope["method"], source, scope["headers"], scope.get("query_string", b""), receive
         )
