@@ -146,9 +146,8 @@ class BaseInbox(ABC):
         Pass the raw body bytes exactly as received, and the raw query string as `query`
         where a source reads it (Microsoft Graph's `validationToken`; the others ignore it).
         Answer with `reply.status_code`, `reply.content` (JSON, or a handshake's text) and
-        `reply.headers`. To read a body from a stream with the size cap, use
-        `hookinbox.http.receive_stream` instead; a GET or HEAD (a provider's handshake) is
-        `hookinbox.http.answer_get`.
+        `reply.headers`. To read a body from a stream with the size cap, or to answer a GET
+        or HEAD (a provider's handshake), hand a `hookinbox.http.Request` to `handle` instead.
         """
         return self._receiver().receive(source, headers, body, query=query)
 
