@@ -18,7 +18,7 @@ The HTTP layer and the adapters use the two entries and the two types; nothing e
 
 from hookinbox._receiver._base import BaseReceiver
 from hookinbox._receiver._reply import INTERNAL_ERROR, Outcome, Reply, batch_reply
-from hookinbox._receiver._request import Request, RequestHeaders
+from hookinbox._receiver._request import Pipeline, Request, RequestHeaders
 from hookinbox._receiver._sql import InlineProcessor, Receiver, Stored
 from hookinbox._receiver._verified import Verified, event_of
 
@@ -27,6 +27,7 @@ __all__ = [
     "BaseReceiver",
     "InlineProcessor",
     "Outcome",
+    "Pipeline",
     "Receiver",
     "Reply",
     "Request",

@@ -62,7 +62,7 @@ from hookinbox._receiver._verified import Verified
 from hookinbox._receiver._verify import verify_delivery
 from hookinbox._settings import ReceiverSettings
 from hookinbox.sources import Source
-from hookinbox.sources._base import parse_query
+from hookinbox.sources._handshakes import parse_query
 
 if TYPE_CHECKING:
     from hookinbox._storage import GroupCommitter

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from hookinbox._headers import HeaderValues, normalize_headers, normalize_raw_headers
 from hookinbox._receiver._body import Read, Receive
+from hookinbox._receiver._reply import Reply
 
 RequestHeaders = Mapping[str, str] | Iterable[tuple[str, str]] | Iterable[tuple[bytes, bytes]]
 """A request's headers as servers hand them over: text pairs or a mapping (WSGI, Django,
@@ -43,6 +44,21 @@ class Request:
     content_length: str | None = None
     """The Content-Length header where `headers` lack it (a WSGI environ's `CONTENT_LENGTH`);
     None: the one among `headers`, if any."""
+
+
+class Pipeline(Protocol):
+    """What an adapter needs of an inbox: the pipeline's two entries, nothing else. Every
+    inbox is one (`Inbox`, `ClaimInbox`), and so is every receiver; naming this rather than
+    the inbox keeps the HTTP layer below the facade, types included."""
+
+    def handle(self, request: Request) -> Reply:
+        """The reply to `request`, blocking (`body`: bytes or a `read(n)`)."""
+        ...
+
+    async def ahandle(self, request: Request) -> Reply | None:
+        """The reply to `request` on an event loop (`body`: bytes or an ASGI `receive`);
+        None if the client left before its body arrived."""
+        ...
 
 
 def request_headers(headers: RequestHeaders) -> HeaderValues:

@@ -34,7 +34,8 @@ from hookinbox._receiver._report import span_start, wall_ns
 from hookinbox._receiver._verified import Verified
 from hookinbox._settings import ReceiverSettings
 from hookinbox.sources import Identity, Source
-from hookinbox.sources._base import BatchSource, parse_query
+from hookinbox.sources._base import BatchSource
+from hookinbox.sources._handshakes import parse_query
 
 if TYPE_CHECKING:
     from hookinbox._storage import GroupCommitter

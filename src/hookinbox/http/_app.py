@@ -17,22 +17,17 @@ its own (the `dashboard` extra), is mounted at `/admin` when it is served.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
-from hookinbox._receiver import INTERNAL_ERROR, BaseReceiver, Reply, Request
+from hookinbox._receiver import INTERNAL_ERROR, BaseReceiver, Pipeline, Reply, Request
 from hookinbox.http._probes import PROBES, Probes, ReceiverSource, send_reply
 from hookinbox.http._types import ASGIApp, Receive, Scope, Send
-
-if TYPE_CHECKING:
-    from hookinbox._inbox import BaseInbox
 
 log = logger("hookinbox.http")
 
 
 async def receive_asgi(
-    inbox: BaseInbox,
+    inbox: Pipeline,
     source: str,
     headers: list[tuple[bytes, bytes]],
     receive: Receive,

@@ -9,16 +9,12 @@ messages. Status codes stay the pipeline's to choose.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
 
-from hookinbox._receiver import Reply, Request
-
-if TYPE_CHECKING:
-    from hookinbox._inbox import BaseInbox
+from hookinbox._receiver import Pipeline, Reply, Request
 
 
 def receive_stream(
-    inbox: BaseInbox,
+    inbox: Pipeline,
     source: str,
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
     read: Callable[[int], bytes],
@@ -39,7 +35,7 @@ def receive_stream(
 
 
 def answer_get(
-    inbox: BaseInbox,
+    inbox: Pipeline,
     source: str,
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
     query: str | bytes = "",
