@@ -77,6 +77,7 @@ from hookinbox.sources import (
     Webflow,
     WooCommerce,
     WorkOS,
+    Xero,
     Zendesk,
     Zoom,
 )
@@ -764,5 +765,14 @@ KINDS: tuple[Kind, ...] = (
         sign=lambda s, _b, _t: "Basic " + base64.b64encode(f"chargebee:{s}".encode()).decode(),
         assemble=lambda e, _t: {"Authorization": ", ".join(e)},
         scheme="Basic ", wrong_schemes=("Bearer ", "Basic: ", "Digest "),
+    ),
+    Kind(
+        Xero,
+        lambda s, **o: Xero(secret=s, **o),
+        ("xero_old_edge", "xero_new_edge", "xero_stranger"),
+        json_body(events=[{"tenantId": "t", "eventCategory": "INVOICE", "eventType": "UPDATE",
+                           "resourceId": "r-edge", "eventDateUtc": "2026-11-30T01:15:39.902"}]),
+        sign=lambda s, b, _t: b64_mac(s.encode(), b),
+        assemble=lambda e, _t: {"x-xero-signature": ", ".join(e)},
     ),
 )  # fmt: skip

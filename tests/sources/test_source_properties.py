@@ -94,6 +94,7 @@ from hookinbox.sources import (
     Webflow,
     WooCommerce,
     WorkOS,
+    Xero,
     Zendesk,
     Zoom,
 )
@@ -547,6 +548,10 @@ def sns_type(body: bytes, ident: str) -> dict[str, str]:
     return {"x-amz-sns-message-type": "Notification"}
 
 
+def sign_xero(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-xero-signature": _b64(_mac(SECRET.encode(), body))}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -908,6 +913,7 @@ MORE_CASES: dict[str, Case] = {
         ("authorization",),
         body_bound=False,
     ),
+    "xero": Case(lambda: Xero(secret=SECRET), sign_xero, ("x-xero-signature",)),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)

@@ -57,6 +57,7 @@ from hookinbox.sources._vercel import Vercel
 from hookinbox.sources._webflow import Webflow
 from hookinbox.sources._woocommerce import WooCommerce
 from hookinbox.sources._workos import WorkOS
+from hookinbox.sources._xero import Xero
 from hookinbox.sources._zendesk import Zendesk
 from hookinbox.sources._zoom import Zoom
 
@@ -155,6 +156,7 @@ __all__ = [
     "Webflow",
     "WooCommerce",
     "WorkOS",
+    "Xero",
     "Zendesk",
     "Zoom",
 ]
