@@ -39,6 +39,7 @@ from hookinbox.sources import (
     GitHub,
     GitLab,
     GitLabSigned,
+    GoCardless,
     HMACSource,
     HubSpot,
     Intercom,
@@ -774,5 +775,13 @@ KINDS: tuple[Kind, ...] = (
                            "resourceId": "r-edge", "eventDateUtc": "2026-11-30T01:15:39.902"}]),
         sign=lambda s, b, _t: b64_mac(s.encode(), b),
         assemble=lambda e, _t: {"x-xero-signature": ", ".join(e)},
+    ),
+    Kind(
+        GoCardless,
+        lambda s, **o: GoCardless(secret=s, **o),
+        ("gc_old_edge", "gc_new_edge", "gc_stranger"),
+        json_body(events=[{"id": "EV-edge", "resource_type": "payments", "action": "paid_out"}]),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {"Webhook-Signature": ", ".join(e)},
     ),
 )  # fmt: skip

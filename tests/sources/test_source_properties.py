@@ -52,6 +52,7 @@ from hookinbox.sources import (
     GitHub,
     GitLab,
     GitLabSigned,
+    GoCardless,
     GooglePubSub,
     HMACSource,
     HubSpot,
@@ -552,6 +553,10 @@ def sign_xero(body: bytes, ident: str) -> dict[str, str]:
     return {"x-xero-signature": _b64(_mac(SECRET.encode(), body))}
 
 
+def sign_gocardless(body: bytes, ident: str) -> dict[str, str]:
+    return {"webhook-signature": _mac(SECRET.encode(), body).hex()}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -914,6 +919,7 @@ MORE_CASES: dict[str, Case] = {
         body_bound=False,
     ),
     "xero": Case(lambda: Xero(secret=SECRET), sign_xero, ("x-xero-signature",)),
+    "gocardless": Case(lambda: GoCardless(secret=SECRET), sign_gocardless, ("webhook-signature",)),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)

@@ -19,6 +19,7 @@ from hookinbox.sources._dropbox import Dropbox
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
+from hookinbox.sources._gocardless import GoCardless
 from hookinbox.sources._handshakes import Query
 from hookinbox.sources._hubspot import HubSpot
 from hookinbox.sources._identity import Identity
@@ -108,6 +109,7 @@ __all__ = [
     "GitHub",
     "GitLab",
     "GitLabSigned",
+    "GoCardless",
     "GooglePubSub",
     "HMACSource",
     "Handshake",
