@@ -32,6 +32,7 @@ from hookinbox.sources import (
     Box,
     Calendly,
     Chargebee,
+    CheckoutCom,
     Clerk,
     Discord,
     DocuSign,
@@ -783,5 +784,13 @@ KINDS: tuple[Kind, ...] = (
         json_body(events=[{"id": "EV-edge", "resource_type": "payments", "action": "paid_out"}]),
         sign=lambda s, b, _t: hex_mac(s, b),
         assemble=lambda e, _t: {"Webhook-Signature": ", ".join(e)},
+    ),
+    Kind(
+        CheckoutCom,
+        lambda s, **o: CheckoutCom(secret=s, **o),
+        ("cko_old_edge", "cko_new_edge", "cko_stranger"),
+        json_body(id="evt_edge", type="payment_approved", created_on=iso(NOW)),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {"Cko-Signature": ", ".join(e)},
     ),
 )  # fmt: skip

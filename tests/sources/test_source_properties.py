@@ -46,6 +46,7 @@ from hookinbox.sources import (
     Box,
     Calendly,
     Chargebee,
+    CheckoutCom,
     Discord,
     DocuSign,
     Dropbox,
@@ -557,6 +558,10 @@ def sign_gocardless(body: bytes, ident: str) -> dict[str, str]:
     return {"webhook-signature": _mac(SECRET.encode(), body).hex()}
 
 
+def sign_checkout(body: bytes, ident: str) -> dict[str, str]:
+    return {"cko-signature": _mac(SECRET.encode(), body).hex()}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -920,6 +925,7 @@ MORE_CASES: dict[str, Case] = {
     ),
     "xero": Case(lambda: Xero(secret=SECRET), sign_xero, ("x-xero-signature",)),
     "gocardless": Case(lambda: GoCardless(secret=SECRET), sign_gocardless, ("webhook-signature",)),
+    "checkout": Case(lambda: CheckoutCom(secret=SECRET), sign_checkout, ("cko-signature",)),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)

@@ -13,6 +13,7 @@ from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._chargebee import Chargebee
+from hookinbox.sources._checkout import CheckoutCom
 from hookinbox.sources._discord import Discord
 from hookinbox.sources._docusign import DocuSign
 from hookinbox.sources._dropbox import Dropbox
@@ -102,6 +103,7 @@ __all__ = [
     "Box",
     "Calendly",
     "Chargebee",
+    "CheckoutCom",
     "Clerk",
     "Discord",
     "DocuSign",
