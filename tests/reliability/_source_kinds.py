@@ -34,6 +34,7 @@ from hookinbox.sources import (
     Chargebee,
     CheckoutCom,
     Clerk,
+    CoinbaseCommerce,
     Discord,
     DocuSign,
     Dropbox,
@@ -792,5 +793,13 @@ KINDS: tuple[Kind, ...] = (
         json_body(id="evt_edge", type="payment_approved", created_on=iso(NOW)),
         sign=lambda s, b, _t: hex_mac(s, b),
         assemble=lambda e, _t: {"Cko-Signature": ", ".join(e)},
+    ),
+    Kind(
+        CoinbaseCommerce,
+        lambda s, **o: CoinbaseCommerce(secret=s, **o),
+        ("cc_old_edge", "cc_new_edge", "cc_stranger"),
+        json_body(id=1, attempt_number=1, event={"id": "cc-edge", "type": "charge:created"}),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {"X-CC-Webhook-Signature": ", ".join(e)},
     ),
 )  # fmt: skip

@@ -47,6 +47,7 @@ from hookinbox.sources import (
     Calendly,
     Chargebee,
     CheckoutCom,
+    CoinbaseCommerce,
     Discord,
     DocuSign,
     Dropbox,
@@ -562,6 +563,10 @@ def sign_checkout(body: bytes, ident: str) -> dict[str, str]:
     return {"cko-signature": _mac(SECRET.encode(), body).hex()}
 
 
+def sign_coinbase(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-cc-webhook-signature": _mac(SECRET.encode(), body).hex()}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -926,6 +931,9 @@ MORE_CASES: dict[str, Case] = {
     "xero": Case(lambda: Xero(secret=SECRET), sign_xero, ("x-xero-signature",)),
     "gocardless": Case(lambda: GoCardless(secret=SECRET), sign_gocardless, ("webhook-signature",)),
     "checkout": Case(lambda: CheckoutCom(secret=SECRET), sign_checkout, ("cko-signature",)),
+    "coinbase-commerce": Case(
+        lambda: CoinbaseCommerce(secret=SECRET), sign_coinbase, ("x-cc-webhook-signature",)
+    ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)

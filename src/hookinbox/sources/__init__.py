@@ -14,6 +14,7 @@ from hookinbox.sources._box import Box
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._chargebee import Chargebee
 from hookinbox.sources._checkout import CheckoutCom
+from hookinbox.sources._coinbase_commerce import CoinbaseCommerce
 from hookinbox.sources._discord import Discord
 from hookinbox.sources._docusign import DocuSign
 from hookinbox.sources._dropbox import Dropbox
@@ -105,6 +106,7 @@ __all__ = [
     "Chargebee",
     "CheckoutCom",
     "Clerk",
+    "CoinbaseCommerce",
     "Discord",
     "DocuSign",
     "Dropbox",
