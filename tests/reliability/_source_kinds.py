@@ -35,6 +35,7 @@ from hookinbox.sources import (
     CheckoutCom,
     Clerk,
     CoinbaseCommerce,
+    CustomerIO,
     Discord,
     DocuSign,
     Dropbox,
@@ -801,5 +802,14 @@ KINDS: tuple[Kind, ...] = (
         json_body(id=1, attempt_number=1, event={"id": "cc-edge", "type": "charge:created"}),
         sign=lambda s, b, _t: hex_mac(s, b),
         assemble=lambda e, _t: {"X-CC-Webhook-Signature": ", ".join(e)},
+    ),
+    Kind(
+        CustomerIO,
+        lambda s, **o: CustomerIO(secret=s, **o),
+        ("cio_old_edge", "cio_new_edge", "cio_stranger"),
+        json_body(event_id="cio-edge", object_type="email", metric="sent", timestamp=NOW),
+        sign=lambda s, b, t: hex_mac(s, f"v0:{t}:".encode() + b),
+        assemble=lambda e, t: {"X-CIO-Signature": ", ".join(e), "X-CIO-Timestamp": str(t)},
+        timestamped=True,
     ),
 )  # fmt: skip

@@ -259,11 +259,11 @@ def _skew_cases(tolerance: float) -> Iterator[tuple[int, int]]:
 def test_clock_skew_past_and_future_with_a_configurable_tolerance() -> None:
     tally = Tally()
     timestamped = [kind for kind in KINDS if kind.timestamped]
-    # PayPal checks no window unless given one, Twitch and Box 600 s (their replay windows);
-    # the others default to 300 s.
+    # PayPal and Customer.io check no window unless given one, Twitch and Box 600 s (their
+    # replay windows); the others default to 300 s.
     for kind in timestamped:
         for tolerance, options in ((300.0, {}), (30.0, {"tolerance": 30.0})):
-            if kind.name in ("PayPal", "Twitch", "Box") and not options:
+            if kind.name in ("PayPal", "CustomerIO", "Twitch", "Box") and not options:
                 options = {"tolerance": 300.0}
             source = kind.build(kind.secrets[0], **options)
             for offset, expected in _skew_cases(tolerance):

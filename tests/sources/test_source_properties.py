@@ -48,6 +48,7 @@ from hookinbox.sources import (
     Chargebee,
     CheckoutCom,
     CoinbaseCommerce,
+    CustomerIO,
     Discord,
     DocuSign,
     Dropbox,
@@ -567,6 +568,11 @@ def sign_coinbase(body: bytes, ident: str) -> dict[str, str]:
     return {"x-cc-webhook-signature": _mac(SECRET.encode(), body).hex()}
 
 
+def sign_customerio(body: bytes, ident: str) -> dict[str, str]:
+    signature = _mac(SECRET.encode(), f"v0:{T}:".encode() + body).hex()
+    return {"x-cio-signature": signature, "x-cio-timestamp": str(T)}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -933,6 +939,9 @@ MORE_CASES: dict[str, Case] = {
     "checkout": Case(lambda: CheckoutCom(secret=SECRET), sign_checkout, ("cko-signature",)),
     "coinbase-commerce": Case(
         lambda: CoinbaseCommerce(secret=SECRET), sign_coinbase, ("x-cc-webhook-signature",)
+    ),
+    "customerio": Case(
+        lambda: CustomerIO(secret=SECRET), sign_customerio, ("x-cio-signature", "x-cio-timestamp")
     ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}

@@ -15,6 +15,7 @@ from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._chargebee import Chargebee
 from hookinbox.sources._checkout import CheckoutCom
 from hookinbox.sources._coinbase_commerce import CoinbaseCommerce
+from hookinbox.sources._customerio import CustomerIO
 from hookinbox.sources._discord import Discord
 from hookinbox.sources._docusign import DocuSign
 from hookinbox.sources._dropbox import Dropbox
@@ -107,6 +108,7 @@ __all__ = [
     "CheckoutCom",
     "Clerk",
     "CoinbaseCommerce",
+    "CustomerIO",
     "Discord",
     "DocuSign",
     "Dropbox",
