@@ -51,6 +51,7 @@ from hookinbox.sources import (
     Linear,
     Meta,
     Mollie,
+    Mux,
     Netlify,
     Okta,
     OpenAI,
@@ -811,5 +812,14 @@ KINDS: tuple[Kind, ...] = (
         sign=lambda s, b, t: hex_mac(s, f"v0:{t}:".encode() + b),
         assemble=lambda e, t: {"X-CIO-Signature": ", ".join(e), "X-CIO-Timestamp": str(t)},
         timestamped=True,
+    ),
+    Kind(
+        Mux,
+        lambda s, **o: Mux(secret=s, **o),
+        ("mux_old_edge", "mux_new_edge", "mux_stranger"),
+        json_body(id="mux-edge", type="video.asset.ready", created_at=iso(NOW)),
+        sign=lambda s, b, t: "v1=" + hex_mac(s, f"{t}.".encode() + b),
+        assemble=lambda e, t: {"Mux-Signature": ",".join([f"t={t}", *e])},
+        several=True, scheme="v1=", wrong_schemes=("v0=", "v2=", "V1="), timestamped=True,
     ),
 )  # fmt: skip

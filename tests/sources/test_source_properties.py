@@ -68,6 +68,7 @@ from hookinbox.sources import (
     Meta,
     Mollie,
     MollieClassic,
+    Mux,
     Netlify,
     Okta,
     OpenAI,
@@ -573,6 +574,11 @@ def sign_customerio(body: bytes, ident: str) -> dict[str, str]:
     return {"x-cio-signature": signature, "x-cio-timestamp": str(T)}
 
 
+def sign_mux(body: bytes, ident: str) -> dict[str, str]:
+    signature = _mac(SECRET.encode(), f"{T}.".encode() + body).hex()
+    return {"mux-signature": f"t={T},v1={signature}"}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -943,6 +949,7 @@ MORE_CASES: dict[str, Case] = {
     "customerio": Case(
         lambda: CustomerIO(secret=SECRET), sign_customerio, ("x-cio-signature", "x-cio-timestamp")
     ),
+    "mux": Case(lambda: Mux(secret=SECRET), sign_mux, ("mux-signature",)),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)

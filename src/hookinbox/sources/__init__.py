@@ -33,6 +33,7 @@ from hookinbox.sources._linear import Linear
 from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._meta import Meta
 from hookinbox.sources._mollie import Mollie, MollieClassic
+from hookinbox.sources._mux import Mux
 from hookinbox.sources._netlify import Netlify
 from hookinbox.sources._okta import Okta
 from hookinbox.sources._openai import OpenAI
@@ -131,6 +132,7 @@ __all__ = [
     "Mollie",
     "MollieAPI",
     "MollieClassic",
+    "Mux",
     "Netlify",
     "Okta",
     "OpenAI",
