@@ -44,6 +44,7 @@ from hookinbox.sources import (
     Adyen,
     AmazonSNS,
     BatchSource,
+    Braintree,
     GooglePubSub,
     Mailgun,
     MollieAPI,
@@ -61,8 +62,9 @@ SRC = Path(hookinbox.sources.__file__).resolve().parents[1]
 NO_SECRET = {MollieClassic}  # fetch-to-verify: it holds no secret, it asks Mollie's API
 # Their signatures are in the body and cover no header: their edges are in
 # test_source_mailgun.py and test_source_adyen.py (rotation, a tampered item, blank keys), and
-# test_source_amazon_sns.py (a changed field, another certificate, the topics).
-SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS}
+# test_source_amazon_sns.py (a changed field, another certificate, the topics); Braintree's
+# form fields in test_source_braintree.py (pairs, rotation, a changed payload, the XML refused).
+SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS, Braintree}
 # A signed token (JWT) rather than a signature list: their hostile cases (alg none, HS256 with a
 # public key, expired or future iat, wrong aud, a huge token) are in test_source_pubsub.py and
 # test_source_plaid.py.

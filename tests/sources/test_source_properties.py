@@ -44,6 +44,7 @@ from hookinbox.sources import (
     BatchSource,
     Bitbucket,
     Box,
+    Braintree,
     Calendly,
     Chargebee,
     CheckoutCom,
@@ -579,6 +580,18 @@ def sign_mux(body: bytes, ident: str) -> dict[str, str]:
     return {"mux-signature": f"t={T},v1={signature}"}
 
 
+def sign_braintree_body(body: bytes) -> bytes:
+    """Braintree's form: the body as `bt_payload` (base64), signed as Braintree signs it."""
+    payload = base64.encodebytes(body).decode()
+    key = hashlib.sha1(SECRET.encode()).digest()
+    signature = hmac.new(key, payload.encode(), hashlib.sha1).hexdigest()
+    return urlencode({"bt_signature": f"bt-public|{signature}", "bt_payload": payload}).encode()
+
+
+def form_headers(body: bytes, ident: str) -> dict[str, str]:
+    return {"content-type": "application/x-www-form-urlencoded"}
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -950,6 +963,14 @@ MORE_CASES: dict[str, Case] = {
         lambda: CustomerIO(secret=SECRET), sign_customerio, ("x-cio-signature", "x-cio-timestamp")
     ),
     "mux": Case(lambda: Mux(secret=SECRET), sign_mux, ("mux-signature",)),
+    "braintree": Case(
+        lambda: Braintree(public_key="bt-public", private_key=SECRET),
+        form_headers,
+        ("content-type",),
+        body_bound=False,  # the signature covers bt_payload's text, not the form around it
+        signable=lambda body: not body.endswith(b"bt_payload="),  # Braintree sends no empty one
+        prepare=sign_braintree_body,
+    ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)

@@ -11,6 +11,7 @@ from hookinbox.sources._adyen import Adyen
 from hookinbox.sources._base import BatchSource, Source
 from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
+from hookinbox.sources._braintree import Braintree
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._chargebee import Chargebee
 from hookinbox.sources._checkout import CheckoutCom
@@ -104,6 +105,7 @@ __all__ = [
     "BatchSource",
     "Bitbucket",
     "Box",
+    "Braintree",
     "Calendly",
     "Chargebee",
     "CheckoutCom",
