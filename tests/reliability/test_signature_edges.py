@@ -47,6 +47,7 @@ from hookinbox.sources import (
     Braintree,
     GooglePubSub,
     Mailgun,
+    MicrosoftGraph,
     MollieAPI,
     MollieClassic,
     PayPalAPI,
@@ -63,8 +64,9 @@ NO_SECRET = {MollieClassic}  # fetch-to-verify: it holds no secret, it asks Moll
 # Their signatures are in the body and cover no header: their edges are in
 # test_source_mailgun.py and test_source_adyen.py (rotation, a tampered item, blank keys), and
 # test_source_amazon_sns.py (a changed field, another certificate, the topics); Braintree's
-# form fields in test_source_braintree.py (pairs, rotation, a changed payload, the XML refused).
-SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS, Braintree}
+# form fields in test_source_braintree.py (pairs, rotation, a changed payload, the XML refused);
+# Microsoft Graph's clientState per notification in test_source_microsoft_graph.py.
+SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS, Braintree, MicrosoftGraph}
 # A signed token (JWT) rather than a signature list: their hostile cases (alg none, HS256 with a
 # public key, expired or future iat, wrong aud, a huge token) are in test_source_pubsub.py and
 # test_source_plaid.py.

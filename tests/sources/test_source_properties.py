@@ -67,6 +67,7 @@ from hookinbox.sources import (
     Linear,
     Mailgun,
     Meta,
+    MicrosoftGraph,
     Mollie,
     MollieClassic,
     Mux,
@@ -592,6 +593,15 @@ def form_headers(body: bytes, ident: str) -> dict[str, str]:
     return {"content-type": "application/x-www-form-urlencoded"}
 
 
+def with_client_state(body: bytes) -> bytes:
+    """A JSON object body as the one notification of Microsoft Graph's collection, carrying the
+    configured clientState; any other body as it is."""
+    value = _json_object(body)
+    if value is None:
+        return body
+    return json.dumps({"value": [{**value, "clientState": SECRET}]}).encode()
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -971,6 +981,14 @@ MORE_CASES: dict[str, Case] = {
         signable=lambda body: not body.endswith(b"bt_payload="),  # Braintree sends no empty one
         prepare=sign_braintree_body,
     ),
+    "microsoft-graph": Case(
+        lambda: MicrosoftGraph(client_state=SECRET),
+        lambda body, ident: {},
+        ("content-type",),
+        body_bound=False,  # a shared value in the body, not a signature of it
+        signable=lambda body: bool((_json_object(body) or {}).get("value")),
+        prepare=with_client_state,
+    ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)
@@ -1143,6 +1161,7 @@ event_like = st.fixed_dictionaries(
         # plain presets: Jira's webhookEvent, WooCommerce's resource, Zendesk's event time
         "webhookEvent": labels,
         "triggerType": labels,  # Webflow's
+        "subscriptionId": labels,  # Microsoft Graph's
         "update_id": labels,  # Telegram's (its `message` below: `date`)
         "message": st.fixed_dictionaries({}, optional={"date": json_values}) | json_values,
         "date_modified_gmt": json_values,

@@ -33,6 +33,7 @@ from hookinbox.sources._lemonsqueezy import LemonSqueezy
 from hookinbox.sources._linear import Linear
 from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._meta import Meta
+from hookinbox.sources._microsoft_graph import MicrosoftGraph
 from hookinbox.sources._mollie import Mollie, MollieClassic
 from hookinbox.sources._mux import Mux
 from hookinbox.sources._netlify import Netlify
@@ -131,6 +132,7 @@ __all__ = [
     "Linear",
     "Mailgun",
     "Meta",
+    "MicrosoftGraph",
     "Mollie",
     "MollieAPI",
     "MollieClassic",
