@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hookinbox._errors import VerificationError
 from hookinbox._headers import normalize_headers
 from hookinbox.sources import (
+    AzureEventGrid,
     Bitbucket,
     Box,
     Calendly,
@@ -821,5 +822,13 @@ KINDS: tuple[Kind, ...] = (
         sign=lambda s, b, t: "v1=" + hex_mac(s, f"{t}.".encode() + b),
         assemble=lambda e, t: {"Mux-Signature": ",".join([f"t={t}", *e])},
         several=True, scheme="v1=", wrong_schemes=("v0=", "v2=", "V1="), timestamped=True,
+    ),
+    Kind(
+        AzureEventGrid,
+        lambda s, **o: AzureEventGrid(secret=s, header="Authorization", **o),
+        ("eg_old_edge_value", "eg_new_edge_value", "eg_stranger_value"),
+        json.dumps([{"id": "eg-edge", "eventType": "Microsoft.Storage.BlobCreated"}]).encode(),
+        sign=lambda s, _b, _t: s,  # the header's value itself: a shared key
+        assemble=lambda e, _t: {"Authorization": ", ".join(e)},
     ),
 )  # fmt: skip

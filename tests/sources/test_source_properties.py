@@ -41,6 +41,7 @@ from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     AmazonSNS,
+    AzureEventGrid,
     BatchSource,
     Bitbucket,
     Box,
@@ -988,6 +989,12 @@ MORE_CASES: dict[str, Case] = {
         body_bound=False,  # a shared value in the body, not a signature of it
         signable=lambda body: bool((_json_object(body) or {}).get("value")),
         prepare=with_client_state,
+    ),
+    "azure-event-grid": Case(
+        lambda: AzureEventGrid(secret=SECRET, header="Authorization"),
+        lambda body, ident: {"authorization": SECRET},
+        ("authorization", "aeg-event-type"),
+        body_bound=False,  # a shared key, not a signature
     ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}

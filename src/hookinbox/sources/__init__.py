@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
+from hookinbox.sources._azure_event_grid import AzureEventGrid
 from hookinbox.sources._base import BatchSource, Source
 from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
@@ -103,6 +104,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adyen",
     "AmazonSNS",
+    "AzureEventGrid",
     "BatchSource",
     "Bitbucket",
     "Box",
