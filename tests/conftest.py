@@ -362,6 +362,7 @@ ORACLE_PACKAGES = frozenset(
     {
         "stripe", "standardwebhooks", "svix", "slack_sdk", "twilio", "mollie", "paddle_billing",
         "square", "sendgrid", "hubspot", "Adyen", "workos", "tests.testing.npm_oracles",
+        "gocardless_pro", "coinbase_commerce", "braintree",
     }
 )  # fmt: skip
 

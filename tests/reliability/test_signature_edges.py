@@ -44,8 +44,10 @@ from hookinbox.sources import (
     Adyen,
     AmazonSNS,
     BatchSource,
+    Braintree,
     GooglePubSub,
     Mailgun,
+    MicrosoftGraph,
     MollieAPI,
     MollieClassic,
     PayPalAPI,
@@ -61,8 +63,10 @@ SRC = Path(hookinbox.sources.__file__).resolve().parents[1]
 NO_SECRET = {MollieClassic}  # fetch-to-verify: it holds no secret, it asks Mollie's API
 # Their signatures are in the body and cover no header: their edges are in
 # test_source_mailgun.py and test_source_adyen.py (rotation, a tampered item, blank keys), and
-# test_source_amazon_sns.py (a changed field, another certificate, the topics).
-SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS}
+# test_source_amazon_sns.py (a changed field, another certificate, the topics); Braintree's
+# form fields in test_source_braintree.py (pairs, rotation, a changed payload, the XML refused);
+# Microsoft Graph's clientState per notification in test_source_microsoft_graph.py.
+SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS, Braintree, MicrosoftGraph}
 # A signed token (JWT) rather than a signature list: their hostile cases (alg none, HS256 with a
 # public key, expired or future iat, wrong aud, a huge token) are in test_source_pubsub.py and
 # test_source_plaid.py.
@@ -259,11 +263,11 @@ def _skew_cases(tolerance: float) -> Iterator[tuple[int, int]]:
 def test_clock_skew_past_and_future_with_a_configurable_tolerance() -> None:
     tally = Tally()
     timestamped = [kind for kind in KINDS if kind.timestamped]
-    # PayPal checks no window unless given one, Twitch and Box 600 s (their replay windows);
-    # the others default to 300 s.
+    # PayPal and Customer.io check no window unless given one, Twitch and Box 600 s (their
+    # replay windows); the others default to 300 s.
     for kind in timestamped:
         for tolerance, options in ((300.0, {}), (30.0, {"tolerance": 30.0})):
-            if kind.name in ("PayPal", "Twitch", "Box") and not options:
+            if kind.name in ("PayPal", "CustomerIO", "Twitch", "Box") and not options:
                 options = {"tolerance": 300.0}
             source = kind.build(kind.secrets[0], **options)
             for offset, expected in _skew_cases(tolerance):

@@ -41,17 +41,23 @@ from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     AmazonSNS,
+    AzureEventGrid,
     BatchSource,
     Bitbucket,
     Box,
+    Braintree,
     Calendly,
     Chargebee,
+    CheckoutCom,
+    CoinbaseCommerce,
+    CustomerIO,
     Discord,
     DocuSign,
     Dropbox,
     GitHub,
     GitLab,
     GitLabSigned,
+    GoCardless,
     GooglePubSub,
     HMACSource,
     HubSpot,
@@ -62,8 +68,10 @@ from hookinbox.sources import (
     Linear,
     Mailgun,
     Meta,
+    MicrosoftGraph,
     Mollie,
     MollieClassic,
+    Mux,
     Netlify,
     Okta,
     OpenAI,
@@ -94,6 +102,7 @@ from hookinbox.sources import (
     Webflow,
     WooCommerce,
     WorkOS,
+    Xero,
     Zendesk,
     Zoom,
 )
@@ -547,6 +556,53 @@ def sns_type(body: bytes, ident: str) -> dict[str, str]:
     return {"x-amz-sns-message-type": "Notification"}
 
 
+def sign_xero(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-xero-signature": _b64(_mac(SECRET.encode(), body))}
+
+
+def sign_gocardless(body: bytes, ident: str) -> dict[str, str]:
+    return {"webhook-signature": _mac(SECRET.encode(), body).hex()}
+
+
+def sign_checkout(body: bytes, ident: str) -> dict[str, str]:
+    return {"cko-signature": _mac(SECRET.encode(), body).hex()}
+
+
+def sign_coinbase(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-cc-webhook-signature": _mac(SECRET.encode(), body).hex()}
+
+
+def sign_customerio(body: bytes, ident: str) -> dict[str, str]:
+    signature = _mac(SECRET.encode(), f"v0:{T}:".encode() + body).hex()
+    return {"x-cio-signature": signature, "x-cio-timestamp": str(T)}
+
+
+def sign_mux(body: bytes, ident: str) -> dict[str, str]:
+    signature = _mac(SECRET.encode(), f"{T}.".encode() + body).hex()
+    return {"mux-signature": f"t={T},v1={signature}"}
+
+
+def sign_braintree_body(body: bytes) -> bytes:
+    """Braintree's form: the body as `bt_payload` (base64), signed as Braintree signs it."""
+    payload = base64.encodebytes(body).decode()
+    key = hashlib.sha1(SECRET.encode()).digest()
+    signature = hmac.new(key, payload.encode(), hashlib.sha1).hexdigest()
+    return urlencode({"bt_signature": f"bt-public|{signature}", "bt_payload": payload}).encode()
+
+
+def form_headers(body: bytes, ident: str) -> dict[str, str]:
+    return {"content-type": "application/x-www-form-urlencoded"}
+
+
+def with_client_state(body: bytes) -> bytes:
+    """A JSON object body as the one notification of Microsoft Graph's collection, carrying the
+    configured clientState; any other body as it is."""
+    value = _json_object(body)
+    if value is None:
+        return body
+    return json.dumps({"value": [{**value, "clientState": SECRET}]}).encode()
+
+
 def no_headers(body: bytes, ident: str) -> dict[str, str]:
     return {}  # Mailgun signs inside the body (sign_mailgun_body)
 
@@ -908,6 +964,38 @@ MORE_CASES: dict[str, Case] = {
         ("authorization",),
         body_bound=False,
     ),
+    "xero": Case(lambda: Xero(secret=SECRET), sign_xero, ("x-xero-signature",)),
+    "gocardless": Case(lambda: GoCardless(secret=SECRET), sign_gocardless, ("webhook-signature",)),
+    "checkout": Case(lambda: CheckoutCom(secret=SECRET), sign_checkout, ("cko-signature",)),
+    "coinbase-commerce": Case(
+        lambda: CoinbaseCommerce(secret=SECRET), sign_coinbase, ("x-cc-webhook-signature",)
+    ),
+    "customerio": Case(
+        lambda: CustomerIO(secret=SECRET), sign_customerio, ("x-cio-signature", "x-cio-timestamp")
+    ),
+    "mux": Case(lambda: Mux(secret=SECRET), sign_mux, ("mux-signature",)),
+    "braintree": Case(
+        lambda: Braintree(public_key="bt-public", private_key=SECRET),
+        form_headers,
+        ("content-type",),
+        body_bound=False,  # the signature covers bt_payload's text, not the form around it
+        signable=lambda body: not body.endswith(b"bt_payload="),  # Braintree sends no empty one
+        prepare=sign_braintree_body,
+    ),
+    "microsoft-graph": Case(
+        lambda: MicrosoftGraph(client_state=SECRET),
+        lambda body, ident: {},
+        ("content-type",),
+        body_bound=False,  # a shared value in the body, not a signature of it
+        signable=lambda body: bool((_json_object(body) or {}).get("value")),
+        prepare=with_client_state,
+    ),
+    "azure-event-grid": Case(
+        lambda: AzureEventGrid(secret=SECRET, header="Authorization"),
+        lambda body, ident: {"authorization": SECRET},
+        ("authorization", "aeg-event-type"),
+        body_bound=False,  # a shared key, not a signature
+    ),
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)
@@ -1080,6 +1168,7 @@ event_like = st.fixed_dictionaries(
         # plain presets: Jira's webhookEvent, WooCommerce's resource, Zendesk's event time
         "webhookEvent": labels,
         "triggerType": labels,  # Webflow's
+        "subscriptionId": labels,  # Microsoft Graph's
         "update_id": labels,  # Telegram's (its `message` below: `date`)
         "message": st.fixed_dictionaries({}, optional={"date": json_values}) | json_values,
         "date_modified_gmt": json_values,

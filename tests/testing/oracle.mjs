@@ -1,6 +1,6 @@
 // Official verifiers from npm, as test oracles for hookinbox.testing's signers.
 // stdin: {"provider": "github"|"shopify"|"twilio"|"mollie"|"discord"|"standard-v1a"|"twitch"|
-//         "zoom"|"linear"|"sns", "secret": "...", "headers": {...},
+//         "zoom"|"linear"|"mux"|"sns", "secret": "...", "headers": {...},
 //         "body": "<base64>", "url": "..." (twilio: the URL Twilio called),
 //         "signatures": [...] (mollie: every X-Mollie-Signature value),
 //         "certificates": {url: pem} (sns: what each SigningCertURL serves),
@@ -84,6 +84,20 @@ if (request.provider === "github") {
   let detail = "";
   try {
     valid = new LinearWebhookClient(request.secret).verify(body, header("linear-signature"));
+  } catch (error) {
+    valid = false;
+    detail = String(error.message);
+  }
+  answer = { valid, detail };
+} else if (request.provider === "mux") {
+  // Mux's SDK: webhooks.verifySignature checks Mux-Signature (t=, v1=) over "<t>.<body>" and
+  // a 5-minute window on t against the clock; it throws on any failure.
+  const { default: Mux } = await import("@mux/mux-node");
+  const mux = new Mux({ tokenId: "unused", tokenSecret: "unused", webhookSecret: request.secret });
+  let valid = true;
+  let detail = "";
+  try {
+    await mux.webhooks.verifySignature(body.toString("utf8"), request.headers, request.secret);
   } catch (error) {
     valid = false;
     detail = String(error.message);

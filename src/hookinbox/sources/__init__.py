@@ -8,17 +8,23 @@ from typing import TYPE_CHECKING, Any
 from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
+from hookinbox.sources._azure_event_grid import AzureEventGrid
 from hookinbox.sources._base import BatchSource, Source
 from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
+from hookinbox.sources._braintree import Braintree
 from hookinbox.sources._calendly import Calendly
 from hookinbox.sources._chargebee import Chargebee
+from hookinbox.sources._checkout import CheckoutCom
+from hookinbox.sources._coinbase_commerce import CoinbaseCommerce
+from hookinbox.sources._customerio import CustomerIO
 from hookinbox.sources._discord import Discord
 from hookinbox.sources._docusign import DocuSign
 from hookinbox.sources._dropbox import Dropbox
 from hookinbox.sources._generic import HMACSource
 from hookinbox.sources._github import GitHub
 from hookinbox.sources._gitlab import GitLab, GitLabSigned
+from hookinbox.sources._gocardless import GoCardless
 from hookinbox.sources._handshakes import Query
 from hookinbox.sources._hubspot import HubSpot
 from hookinbox.sources._identity import Identity
@@ -28,7 +34,9 @@ from hookinbox.sources._lemonsqueezy import LemonSqueezy
 from hookinbox.sources._linear import Linear
 from hookinbox.sources._mailgun import Mailgun
 from hookinbox.sources._meta import Meta
+from hookinbox.sources._microsoft_graph import MicrosoftGraph
 from hookinbox.sources._mollie import Mollie, MollieClassic
+from hookinbox.sources._mux import Mux
 from hookinbox.sources._netlify import Netlify
 from hookinbox.sources._okta import Okta
 from hookinbox.sources._openai import OpenAI
@@ -57,6 +65,7 @@ from hookinbox.sources._vercel import Vercel
 from hookinbox.sources._webflow import Webflow
 from hookinbox.sources._woocommerce import WooCommerce
 from hookinbox.sources._workos import WorkOS
+from hookinbox.sources._xero import Xero
 from hookinbox.sources._zendesk import Zendesk
 from hookinbox.sources._zoom import Zoom
 
@@ -95,18 +104,24 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adyen",
     "AmazonSNS",
+    "AzureEventGrid",
     "BatchSource",
     "Bitbucket",
     "Box",
+    "Braintree",
     "Calendly",
     "Chargebee",
+    "CheckoutCom",
     "Clerk",
+    "CoinbaseCommerce",
+    "CustomerIO",
     "Discord",
     "DocuSign",
     "Dropbox",
     "GitHub",
     "GitLab",
     "GitLabSigned",
+    "GoCardless",
     "GooglePubSub",
     "HMACSource",
     "Handshake",
@@ -119,9 +134,11 @@ __all__ = [
     "Linear",
     "Mailgun",
     "Meta",
+    "MicrosoftGraph",
     "Mollie",
     "MollieAPI",
     "MollieClassic",
+    "Mux",
     "Netlify",
     "Okta",
     "OpenAI",
@@ -155,6 +172,7 @@ __all__ = [
     "Webflow",
     "WooCommerce",
     "WorkOS",
+    "Xero",
     "Zendesk",
     "Zoom",
 ]
