@@ -55,6 +55,7 @@ from hookinbox.outbox._destinations import CallableDestination, Destination
 from hookinbox.sources import Source
 
 if TYPE_CHECKING:
+    from hookinbox._operations._service import Operations
     from hookinbox._processing._async_worker import AsyncWorker
     from hookinbox.http._types import ASGIApp
 
@@ -385,6 +386,11 @@ class Inbox(BaseInbox):
     def store(self) -> Store:
         """The storage, opened on first access (the schema is created on first query)."""
         return self._runtime.store
+
+    def _operations(self) -> Operations:
+        """What operators and observers ask of this inbox's data (the command line, the
+        dashboard, the test kit): the runtime's one operations service."""
+        return self._runtime.operations
 
     def worker(
         self,

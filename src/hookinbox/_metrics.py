@@ -28,8 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hookinbox._errors import HookinboxError, StoreUnavailable
@@ -38,9 +37,7 @@ from hookinbox._logging import logger
 from hookinbox._model import Status
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
-    from hookinbox._records import DuplicateRatio, OpenFigures
+    from hookinbox._records import Gauges
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -351,30 +348,19 @@ def flush_counts() -> None:
 os.register_at_fork(after_in_child=_tally.forked)
 
 
-class Figures(Protocol):
-    """The figures a scrape reads (a store's `stats` gateway)."""
-
-    def open_figures(self, connection: Connection, now: datetime) -> OpenFigures: ...
-
-    def duplicate_ratio(self, connection: Connection, since: datetime | None) -> DuplicateRatio: ...
-
-
 class GaugeSource(Protocol):
-    """What the gauges are read from: a store's read-only transaction and its figures. Named
-    here, not as `Store`, so that this module, which storage imports for its counters, imports
-    no storage module back."""
+    """What the gauges are read from: the operations service (an inbox's figures, wherever
+    they are stored), or a store (the receiver's `/metrics`). Named here, not as either, so
+    that this module, which storage imports for its counters, imports neither back."""
 
-    def reading(self) -> AbstractContextManager[Connection]: ...
-
-    @property
-    def stats(self) -> Figures: ...
+    def gauges(self, now: datetime) -> Gauges: ...
 
 
 class StoreCollector:
     """Gauges computed from the database at scrape time."""
 
-    def __init__(self, store: GaugeSource) -> None:
-        self.store = store
+    def __init__(self, source: GaugeSource) -> None:
+        self.source = source
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
@@ -382,18 +368,14 @@ class StoreCollector:
         up = GaugeMetricFamily("hookinbox_store_up", "1 if the database answered this scrape")
         try:
             now = datetime.now(UTC)
-            with self.store.reading() as connection:
-                stats = self.store.stats
-                figures = stats.open_figures(connection, now)
-                messages = figures.outbox
-                ratios = {
-                    window: stats.duplicate_ratio(connection, now - delta)
-                    for window, delta in (("1h", timedelta(hours=1)), ("1d", timedelta(days=1)))
-                }
+            read = self.source.gauges(now)
         except StoreUnavailable:
             up.add_metric([], 0)
             yield up
             return
+        figures = read.open
+        messages = figures.outbox
+        ratios = {"1h": read.last_hour, "1d": read.last_day}
         up.add_metric([], 1)
         yield up
         by_status = GaugeMetricFamily(
@@ -444,7 +426,7 @@ def _age(name: str, documentation: str, since: datetime | None, now: datetime) -
     return GaugeMetricFamily(name, documentation, value=max(0.0, seconds))
 
 
-def exposition(store: GaugeSource | None) -> tuple[bytes, str]:
+def exposition(source: GaugeSource | None) -> tuple[bytes, str]:
     """The `/metrics` body: this process's (or every process's) counters, and the gauges.
 
     Without a store (Redis claim mode keeps no events) there are counters only. Without
@@ -463,12 +445,12 @@ def exposition(store: GaugeSource | None) -> tuple[bytes, str]:
     else:
         counted = REGISTRY
     gauges = CollectorRegistry()
-    if store is not None:
-        gauges.register(StoreCollector(store))
+    if source is not None:
+        gauges.register(StoreCollector(source))
     return generate_latest(counted) + generate_latest(gauges), CONTENT_TYPE_LATEST
 
 
-def serve_metrics(store: GaugeSource, port: int, host: str = "127.0.0.1") -> None:
+def serve_metrics(source: GaugeSource, port: int, host: str = "127.0.0.1") -> None:
     """Serve this process's metrics and the gauges on `port` (a worker run on its own)."""
     require("--metrics-port", "metrics")
     from prometheus_client import REGISTRY, start_http_server
@@ -480,4 +462,4 @@ def serve_metrics(store: GaugeSource, port: int, host: str = "127.0.0.1") -> Non
         raise HookinboxError(
             f"cannot serve metrics on {host}:{port}: {error.strerror or error}"
         ) from error
-    REGISTRY.register(StoreCollector(store))
+    REGISTRY.register(StoreCollector(source))

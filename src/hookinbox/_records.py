@@ -193,6 +193,15 @@ class Report:
 
 
 @dataclass(frozen=True, slots=True)
+class Gauges:
+    """What a metrics scrape reads, in one snapshot (`Stats.gauges`): the cheap figures only."""
+
+    open: OpenFigures
+    last_hour: DuplicateRatio
+    last_day: DuplicateRatio
+
+
+@dataclass(frozen=True, slots=True)
 class Bucket:
     """One source's figures in one time bucket of `Stats.activity`."""
 

@@ -1,8 +1,9 @@
 """What an `Inbox` runs on, built in one place from its settings and registry, on first use.
 
 Nothing connects when an inbox is constructed (it is built at import time in every server
-and worker process); the store opens on first access, and the receiver, processor and relay
-are built the first time something needs them. Once the receiver or processor exists, the
+and worker process); the store opens on first access, and the operations service (what
+operators and observers ask of the store), receiver, processor and relay are built the first
+time something needs them. Once the receiver or processor exists, the
 inbox has started: the registry is checked (`Registry.check`) and sources can no longer be
 added.
 """
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import ConfigurationError, MissingExtra, StoreUnavailable
 from hookinbox._operations._prune import PruneResult
-from hookinbox._operations._prune import prune as prune_events
 from hookinbox._operations._schedule import DailyJob
+from hookinbox._operations._service import Operations
 from hookinbox._processing._loop import WorkQueue
 from hookinbox._processing._processor import Processor
 from hookinbox._processing._queues import EventQueue
@@ -52,7 +53,8 @@ def open_store(settings: Settings, registry: Registry) -> Store:
 
 
 class Runtime:
-    """The store, receiver, processor, relay and workers of one inbox; each built once."""
+    """The store, operations, receiver, processor, relay and workers of one inbox; each built
+    once."""
 
     def __init__(
         self, settings: Settings, registry: Registry, store_factory: StoreFactory = open_store
@@ -65,6 +67,7 @@ class Runtime:
         self._receiver: Receiver | None = None
         self._processor: Processor | None = None
         self._relay: Relay | None = None
+        self._operations: Operations | None = None
         self.wake = Wake()  # set on each new event: an in-process worker starts at once
         self.relay_wake = Wake()
         self._wake_worker: WakeSender | None = None
@@ -85,6 +88,16 @@ class Runtime:
                 if self._store is None:
                     self._store = self._store_factory(self.settings, self.registry)
         return self._store
+
+    @property
+    def operations(self) -> Operations:
+        """What operators and observers ask of this inbox's data: over the store, built once
+        (the one place that hands an inbox's store to the operations service)."""
+        if self._operations is None:
+            with self._lock:
+                if self._operations is None:
+                    self._operations = Operations(self.store)
+        return self._operations
 
     @property
     def is_async(self) -> bool:
@@ -277,7 +290,7 @@ class Runtime:
         jobs: list[BackgroundJob] = []
         prune_at = self.settings.prune_at
         if prune and prune_at is not None:
-            jobs.append(DailyJob(self.store, lambda stop: self.prune(stop=stop).summary(),
+            jobs.append(DailyJob(self.operations, lambda stop: self.prune(stop=stop).summary(),
                                  at=prune_at, clock=self.now))  # fmt: skip
         if reconcile_every is not None:
             jobs += self._periodic_reconciles(
@@ -314,7 +327,7 @@ class Runtime:
         handlers = self.registry.handlers
         return [
             PeriodicReconcile(
-                self.store,
+                self.operations,
                 source,
                 lambda name, event_type: bool(handlers.for_event(name, event_type)),
                 every=every,
@@ -336,12 +349,8 @@ class Runtime:
         )
 
     def prune(self, *, dry_run: bool = False, stop: threading.Event | None = None) -> PruneResult:
-        return prune_events(
-            self.store,
-            now=self.now(),
-            retention=self.settings.retention,
-            dry_run=dry_run,
-            stop=stop,
+        return self.operations.prune(
+            now=self.now(), retention=self.settings.retention, dry_run=dry_run, stop=stop
         )
 
     def now(self) -> datetime:

@@ -104,7 +104,10 @@ def test_20000_old_rows_are_pruned_while_ingest_keeps_answering(db_url: str) -> 
         load.start()
         batches: list[int] = []
         result = prune(
-            store, now=datetime.now(UTC), retention=timedelta(days=90), progress=batches.append
+            store.housekeeping,
+            now=datetime.now(UTC),
+            retention=timedelta(days=90),
+            progress=batches.append,
         )
         stop.set()
         load.join(timeout=120)
@@ -135,7 +138,10 @@ def test_each_table_s_batch_is_sized_by_the_pacer_not_their_sum(store: Store) ->
             return 0.0
 
     result = prune(
-        store, now=datetime.now(UTC), retention=timedelta(days=90), pacer=Recording(rows=300)
+        store.housekeeping,
+        now=datetime.now(UTC),
+        retention=timedelta(days=90),
+        pacer=Recording(rows=300),
     )
     assert result.events == 1_000 and result.deliveries == 1_000
     assert [done for done, _ in seen] == [300, 300, 300, 100]
@@ -155,7 +161,7 @@ def test_a_stop_ends_the_prune_between_batches_and_keeps_what_it_deleted(store: 
 
     started = clock.monotonic()
     result = prune(
-        store,
+        store.housekeeping,
         now=datetime.now(UTC),
         retention=timedelta(days=90),
         pacer=StopAfterFirst(rows=300),
@@ -178,7 +184,9 @@ def test_stopping_the_daily_job_waits_for_its_run_to_end(store: Store) -> None:
         ended.set()
         return "stopped"
 
-    daily = DailyJob(store, job, at=time(4, 0, tzinfo=UTC), clock=lambda: datetime.now(UTC))
+    daily = DailyJob(
+        store.housekeeping, job, at=time(4, 0, tzinfo=UTC), clock=lambda: datetime.now(UTC)
+    )
     daily.start()
     assert ran.wait(10)
     daily.stop()
@@ -187,14 +195,16 @@ def test_stopping_the_daily_job_waits_for_its_run_to_end(store: Store) -> None:
 
 def test_a_dry_run_deletes_nothing(store: Store) -> None:
     insert_old(store, 30, Status.UNHANDLED, "unhandled")
-    result = prune(store, now=datetime.now(UTC), retention=timedelta(days=90), dry_run=True)
+    result = prune(
+        store.housekeeping, now=datetime.now(UTC), retention=timedelta(days=90), dry_run=True
+    )
     assert (result.events, result.deliveries, result.dry_run) == (30, 30, True)
     assert count_by_status(store) == {"unhandled": 30}
 
 
 def test_recent_done_events_are_kept(store: Store) -> None:
     insert_old(store, 10, Status.PROCESSED, "old")
-    result = prune(store, now=datetime.now(UTC), retention=timedelta(days=200))
+    result = prune(store.housekeeping, now=datetime.now(UTC), retention=timedelta(days=200))
     assert result.events == 0
     assert count_by_status(store) == {"processed": 10}
 
@@ -271,8 +281,8 @@ def test_the_scheduled_job_runs_once_per_slot(store: Store) -> None:
         runs.append("ran")
         return "done"
 
-    first = DailyJob(store, job, at=time(4, 0, tzinfo=UTC), clock=lambda: now)
-    second = DailyJob(store, job, at=time(4, 0, tzinfo=UTC), clock=lambda: now)
+    first = DailyJob(store.housekeeping, job, at=time(4, 0, tzinfo=UTC), clock=lambda: now)
+    second = DailyJob(store.housekeeping, job, at=time(4, 0, tzinfo=UTC), clock=lambda: now)
     assert first.run_due() is True
     assert second.run_due() is False  # same slot, already claimed
     now += timedelta(days=1)
@@ -324,7 +334,7 @@ def test_sqlite_gives_the_pruned_space_back(tmp_path: Path) -> None:
     raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     before = path.stat().st_size
 
-    result = prune(store, now=datetime.now(UTC), retention=timedelta(days=90))
+    result = prune(store.housekeeping, now=datetime.now(UTC), retention=timedelta(days=90))
 
     raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     assert raw.execute("PRAGMA freelist_count").fetchone() == (0,)

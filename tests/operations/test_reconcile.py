@@ -51,7 +51,7 @@ def inbox(db_url: str, server: Loopback) -> Iterator[Inbox]:
 def run(inbox: Inbox, since: timedelta = timedelta(days=3), dry_run: bool = False) -> Reconciled:
     source = inbox.sources["stripe"]
     return reconcile(
-        inbox.store,
+        inbox.store.ingest,
         source,
         source.listing(),
         since=since,
@@ -150,7 +150,7 @@ def test_pages_stored_before_a_failure_stay_stored(inbox: Inbox, api: FakeStripe
     listing.pages = failing_after_the_first  # type: ignore[method-assign]
     with pytest.raises(ProviderAPIError, match=r"answered 500, 5 tries; stopped after 1 page: "
                        r"what they stored stays stored \(100 stored\)"):  # fmt: skip
-        reconcile(inbox.store, source, listing, since=timedelta(days=3),
+        reconcile(inbox.store.ingest, source, listing, since=timedelta(days=3),
                   now=datetime.now(UTC), takes=lambda t: True)  # fmt: skip
     assert served == [100] and len(inbox.store.operator.all_events()) == 100
 

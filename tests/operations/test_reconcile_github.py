@@ -53,7 +53,7 @@ class Shop:
 
     def run(self, dry_run: bool = False) -> Reconciled:
         return reconcile(
-            self.inbox.store, self.source, self.source.listing(), since=timedelta(days=3),
+            self.inbox.store.ingest, self.source, self.source.listing(), since=timedelta(days=3),
             now=datetime.now(UTC), takes=lambda t: self.inbox._takes("github", t),
             dry_run=dry_run,
         )  # fmt: skip

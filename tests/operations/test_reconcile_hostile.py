@@ -56,7 +56,8 @@ def take_all(inbox: Inbox, *sources: Stripe | Square | GitHub) -> None:
 
 def run(inbox: Inbox, name: str, since: timedelta = timedelta(days=1)) -> Reconciled:
     source = inbox.sources[name]
-    return reconcile(inbox.store, source, source.listing(), since=since, now=datetime.now(UTC),
+    return reconcile(inbox.store.ingest, source, source.listing(), since=since,
+                     now=datetime.now(UTC),
                      takes=lambda event_type: inbox._takes(name, event_type))  # fmt: skip
 
 

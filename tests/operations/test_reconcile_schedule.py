@@ -46,7 +46,7 @@ def inbox(db_url: str, server: Loopback) -> Iterator[Inbox]:
 
 def periodic(inbox: Inbox, at: list[datetime]) -> PeriodicReconcile:
     return PeriodicReconcile(
-        inbox.store, inbox.sources["stripe"], inbox._takes, every=timedelta(hours=1),
+        inbox._operations(), inbox.sources["stripe"], inbox._takes, every=timedelta(hours=1),
         clock=lambda: at[0],
     )  # fmt: skip
 

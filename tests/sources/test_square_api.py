@@ -73,7 +73,7 @@ def test_missing_events_are_stored_once(db_url: str, api: FakeSquareAPI, server:
         applied[event.id] += 1
 
     def run() -> tuple[int, int, int]:
-        result = reconcile(inbox.store, source, source.listing(), since=timedelta(hours=5),
+        result = reconcile(inbox.store.ingest, source, source.listing(), since=timedelta(hours=5),
                            now=datetime.now(UTC),
                            takes=lambda t: inbox._takes("square", t))  # fmt: skip
         return result.listed, result.stored, result.already_stored

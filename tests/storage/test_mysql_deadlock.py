@@ -186,7 +186,9 @@ def test_a_prune_batch_chosen_as_a_deadlock_victim_is_run_again(
     before = retries("prune")
     with ThreadPoolExecutor(1) as pool, rival(db_url) as heavy:
         assert heavy.lock("hookinbox_deliveries", "id = %s", last_log) == 1
-        pruned = pool.submit(prune, store, now=datetime.now(UTC), retention=timedelta(days=90))
+        pruned = pool.submit(
+            prune, store.housekeeping, now=datetime.now(UTC), retention=timedelta(days=90)
+        )
         # The batch deleted the old events and waits for the log row the rival holds.
         observer.wait_for_a_waiter(besides=(heavy.thread_id,))
         assert heavy.lock("hookinbox_events", "id = %s", event_id) == 1  # a cycle: its victim

@@ -26,6 +26,7 @@ import httpx
 from rich.console import Console
 
 from hookinbox._demo._mailbox import Mailbox
+from hookinbox._operations._service import Operations
 from hookinbox._records import Report
 from hookinbox._storage import Store
 from hookinbox.simulate import (
@@ -159,8 +160,7 @@ def run_demo(
                     wait_for_receipts(mailbox, verification_keys(simulation), drain_timeout)
             requests, sent = mailbox.snapshot()
             store = Store(database_url, auto_migrate=False)
-            with store.reading() as connection:
-                status = store.stats.report(connection, datetime.now(UTC))
+            status = Operations(store).report(datetime.now(UTC))  # `hookinbox status`'s
             store.dispose()
         finally:
             server.stop()

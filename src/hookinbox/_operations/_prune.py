@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
 from hookinbox._operations._pacing import Pacer
-from hookinbox._storage import PressureGauge, Store
+from hookinbox._storage import PressureGauge
 from hookinbox.sources import Source
 
 log = logger("hookinbox.prune")
@@ -44,6 +45,27 @@ class PruneResult:
         )
 
 
+class Retention(Protocol):
+    """What the pruner works on: a store's housekeeping gateway (`Housekeeping`), named here so
+    that the pruner depends on these members only, and the operations service chooses the
+    store."""
+
+    @property
+    def busy_batch_seconds(self) -> float: ...
+
+    def count_prunable(self, cutoff: datetime) -> tuple[int, int, int]: ...
+
+    def prune_batch(self, cutoff: datetime, batch_size: int) -> tuple[int, int, int]: ...
+
+    def pressure_gauge(self) -> PressureGauge: ...
+
+    def checkpoint_passive(self) -> None: ...
+
+    def free_pages(self) -> int: ...
+
+    def give_back_pages(self, pages: int) -> int: ...
+
+
 def check_retention(retention: timedelta, sources: Iterable[Source], *, force: bool) -> None:
     """Refuse a retention shorter than a source's redelivery window, unless forced."""
     if retention <= timedelta(0):
@@ -59,7 +81,7 @@ def check_retention(retention: timedelta, sources: Iterable[Source], *, force: b
 
 
 def prune(
-    store: Store,
+    housekeeping: Retention,
     *,
     now: datetime,
     retention: timedelta,
@@ -80,9 +102,9 @@ def prune(
     """
     cutoff = now - retention
     if dry_run:
-        return PruneResult(*store.housekeeping.count_prunable(cutoff), dry_run=True)
-    pacer = pacer or Pacer.for_dialect(store.dialect, rows=batch_size)
-    gauge = store.housekeeping.pressure_gauge()
+        return PruneResult(*housekeeping.count_prunable(cutoff), dry_run=True)
+    pacer = pacer or Pacer(rows=batch_size, busy_batch_seconds=housekeeping.busy_batch_seconds)
+    gauge = housekeeping.pressure_gauge()
     totals = [0, 0, 0]
     checkpointed = time.monotonic()
     try:
@@ -90,7 +112,7 @@ def prune(
         while stop is None or not stop.is_set():
             pressure = gauge.sample()
             started = time.perf_counter()
-            deleted = store.housekeeping.prune_batch(cutoff, pacer.rows)
+            deleted = housekeeping.prune_batch(cutoff, pacer.rows)
             took = time.perf_counter() - started
             gauge.mark()
             totals = [total + n for total, n in zip(totals, deleted, strict=True)]
@@ -100,7 +122,7 @@ def prune(
                 break
             if time.monotonic() - checkpointed >= CHECKPOINT_EVERY:
                 # SQLite: the pruner's pages, not the ingest writer's
-                store.housekeeping.checkpoint_passive()
+                housekeeping.checkpoint_passive()
                 checkpointed = time.monotonic()
             # `rows` bounds each table's deletes, not their sum: the sum, an events batch and
             # a log batch, made every batch twice the time the pacer aimed at.
@@ -110,7 +132,7 @@ def prune(
             else:
                 stop.wait(pause)
         stopped = stop is not None and stop.is_set()
-        returned = 0 if stopped else _give_back_space(store, gauge)
+        returned = 0 if stopped else _give_back_space(housekeeping, gauge)
     finally:
         gauge.close()
     result = PruneResult(totals[0], totals[1], totals[2], dry_run=False, pages_returned=returned)
@@ -132,25 +154,25 @@ pages); later steps are sized like the batches, by time (`Pacer`): 1,000-page st
 SQLite's write lock long enough to raise ingest p99 to 150-190 ms at a million rows."""
 
 
-def _give_back_space(store: Store, gauge: PressureGauge) -> int:
+def _give_back_space(housekeeping: Retention, gauge: PressureGauge) -> int:
     """SQLite: return the pages the prune freed to the file system, a step at a time, paced
     like the batches (nothing on PostgreSQL, or on a SQLite file without incremental
     auto-vacuum: docs/storage.md)."""
     returned = 0
-    busy = store.dialect.prune_busy_batch_seconds
+    busy = housekeeping.busy_batch_seconds
     pages = Pacer(rows=FIRST_PAGES_STEP, min_rows=10, busy_batch_seconds=busy)
-    while store.housekeeping.free_pages() > 0:
+    while housekeeping.free_pages() > 0:
         pressure = gauge.sample()
         started = time.perf_counter()
-        step = store.housekeeping.give_back_pages(pages.rows)
+        step = housekeeping.give_back_pages(pages.rows)
         took = time.perf_counter() - started
         gauge.mark()
         if step == 0:
             break
         returned += step
-        store.housekeeping.checkpoint_passive()
+        housekeeping.checkpoint_passive()
         time.sleep(pages.next_pause(step, took, pressure))
-    store.housekeeping.checkpoint_passive()
+    housekeeping.checkpoint_passive()
     return returned
 
 

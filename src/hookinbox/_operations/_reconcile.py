@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from hookinbox._errors import PayloadError
 from hookinbox._metrics import count_reconciled
@@ -38,12 +38,21 @@ from hookinbox.sources._provider_api import (
 )
 
 if TYPE_CHECKING:
-    from hookinbox._storage import Store
     from hookinbox.sources._base import Source
     from hookinbox.sources._provider_api import Listing
 
 Takes = Callable[[str | None], bool]
 """Whether some handler takes events of this type (from this source)."""
+
+
+class Ledger(Protocol):
+    """Where reconcile finds and stores events: a store's ingest gateway (`Ingest`), handed
+    over by the operations service, which chooses the store."""
+
+    def stored_keys(self, source: str, event_ids: Sequence[str]) -> set[str]: ...
+
+    def record_reconciled(self, events_found: Sequence[NewDelivery]) -> list[bool]: ...
+
 
 FUTURE_SKEW = timedelta(minutes=5)
 """How far past our clock an event may be dated and still be in the window: the provider's
@@ -146,7 +155,7 @@ def window_start(now: datetime, since: timedelta, window: timedelta) -> tuple[da
 
 
 def reconcile(
-    store: Store,
+    ledger: Ledger,
     source: Source,
     listing: Listing,
     *,
@@ -182,9 +191,9 @@ def reconcile(
                     result.skipped_types += 1
             before = result.stored + result.redelivery_requested
             if listing.resends:
-                _resend(store, source, listing, wanted, result, budget, dry_run=dry_run)
+                _resend(ledger, source, listing, wanted, result, budget, dry_run=dry_run)
             else:
-                _store(store, source, [event for _, event in wanted], result, dry_run=dry_run)
+                _store(ledger, source, [event for _, event in wanted], result, dry_run=dry_run)
             count_reconciled(source.name, result.stored + result.redelivery_requested - before)
     except ProviderAPIError as error:
         if not result.pages:
@@ -194,14 +203,14 @@ def reconcile(
 
 
 def _store(
-    store: Store, source: Source, wanted: list[NewDelivery], result: Reconciled, *, dry_run: bool
+    ledger: Ledger, source: Source, wanted: list[NewDelivery], result: Reconciled, *, dry_run: bool
 ) -> None:
     """Store what is missing (Stripe): the insert decides what is."""
     if dry_run:
-        stored_keys = store.ingest.stored_keys(source.name, [e.event_id for e in wanted])
+        stored_keys = ledger.stored_keys(source.name, [e.event_id for e in wanted])
         found = [e.event_id not in stored_keys for e in wanted]
     else:
-        found = store.ingest.record_reconciled(wanted) if wanted else []
+        found = ledger.record_reconciled(wanted) if wanted else []
     new = sum(found)
     result.missing += new
     result.already_stored += len(found) - new
@@ -210,7 +219,7 @@ def _store(
 
 
 def _resend(
-    store: Store,
+    ledger: Ledger,
     source: Source,
     listing: Listing,
     wanted: list[tuple[Listed, NewDelivery]],
@@ -220,7 +229,7 @@ def _resend(
     dry_run: bool,
 ) -> None:
     """Ask for a redelivery of what is missing and failed (GitHub): it arrives signed."""
-    stored_keys = store.ingest.stored_keys(source.name, [e.event_id for _, e in wanted])
+    stored_keys = ledger.stored_keys(source.name, [e.event_id for _, e in wanted])
     for listed, event in wanted:
         if event.event_id in stored_keys:
             result.already_stored += 1

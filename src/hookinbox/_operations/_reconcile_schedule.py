@@ -5,7 +5,7 @@ Each source that can reconcile has a thread of its own (`PeriodicReconcile`), so
 whose API hangs or pages slowly holds up no other: each run is bounded by its own `Limits`
 (a deadline per request and per run, a page cap), and until it ends only that source waits.
 The run of a period is claimed in the database per source, as the daily pruner's day is (a
-compare-and-set on the source's row of `hookinbox_jobs`, `Housekeeping.claim_job`): of all
+compare-and-set on the source's row of `hookinbox_jobs`, `Operations.claim_job`): of all
 the workers on the database, one runs it, the others see it claimed. A run that outlasts its
 period can overlap the next one's (another worker claims it); that only lists again, since
 the insert decides what is stored. Each run logs one line with its counts; a run that found
@@ -20,13 +20,16 @@ import hashlib
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hookinbox._errors import HookinboxError
 from hookinbox._logging import logger
-from hookinbox._operations._reconcile import Reconciled, reconcile
-from hookinbox._storage import Store
+from hookinbox._operations._reconcile import Reconciled
 from hookinbox.sources._base import Source
 from hookinbox.sources._provider_api import Limits
+
+if TYPE_CHECKING:
+    from hookinbox._operations._service import Operations
 
 log = logger("hookinbox.reconcile")
 
@@ -64,7 +67,7 @@ class PeriodicReconcile(threading.Thread):
 
     def __init__(
         self,
-        store: Store,
+        operations: Operations,
         source: Source,
         takes: SourceTakes,
         *,
@@ -73,7 +76,7 @@ class PeriodicReconcile(threading.Thread):
         limits: Limits | None = None,
     ) -> None:
         super().__init__(name=f"hookinbox-reconcile-{source.name}", daemon=True)
-        self.store = store
+        self.operations = operations
         self.source = source
         self.takes = takes
         self.every = every
@@ -86,12 +89,12 @@ class PeriodicReconcile(threading.Thread):
         another process has the period, or the run failed)."""
         now = self.clock()
         name = job_name(self.source.name)
-        if not self.store.housekeeping.claim_job(name, current_period(now, self.every), now):
+        if not self.operations.claim_job(name, current_period(now, self.every), now):
             return None
         source = self.source.name
         try:
-            result = reconcile(
-                self.store, self.source, self.source.listing(), since=SINCE, now=now,
+            result = self.operations.reconcile(
+                self.source, self.source.listing(), since=SINCE, now=now,
                 takes=lambda event_type: self.takes(source, event_type), limits=self.limits,
                 stop=self._stop_event,
             )  # fmt: skip
@@ -100,7 +103,7 @@ class PeriodicReconcile(threading.Thread):
                 log.info("reconcile of %s stopped with the worker: %s", source, error)
                 return None
             log.error("reconcile of %s failed: %s", source, error)
-            self.store.housekeeping.record_job_result(name, f"failed: {error}"[:1000])
+            self.operations.record_job_result(name, f"failed: {error}"[:1000])
             return None
         counts = ", ".join(f"{k} {v}" for k, v in result.shown().items())
         unasked = result.unasked_summary()
@@ -111,7 +114,7 @@ class PeriodicReconcile(threading.Thread):
             log.info("reconciled %s: %s", source, counts)
         if unasked is not None:
             log.warning("reconcile of %s: %s", source, unasked)
-        self.store.housekeeping.record_job_result(name, f"{result.missing} missing")
+        self.operations.record_job_result(name, f"{result.missing} missing")
         return result
 
     def stop(self) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, time, timedelta
+from typing import Protocol
 
 from hookinbox._errors import ConfigurationError, HookinboxError
 from hookinbox._logging import logger
-from hookinbox._storage import Store
 
 log = logger("hookinbox.prune")
 
@@ -37,13 +37,22 @@ def current_slot(now: datetime, at: time) -> datetime:
     return today if today <= now else today - timedelta(days=1)
 
 
+class JobClaims(Protocol):
+    """Where scheduled jobs are claimed, slot by slot (the operations service; a store's
+    housekeeping gateway answers the same)."""
+
+    def claim_job(self, name: str, slot: datetime, now: datetime) -> bool: ...
+
+    def record_job_result(self, name: str, result: str) -> None: ...
+
+
 class DailyJob(threading.Thread):
     """Runs `job(stop)` once per daily slot, across all processes sharing the database;
     `stop` is set when the worker stops, and the job ends at its next check of it."""
 
     def __init__(
         self,
-        store: Store,
+        claims: JobClaims,
         job: Callable[[threading.Event], str],
         *,
         at: time,
@@ -51,7 +60,7 @@ class DailyJob(threading.Thread):
         name: str = JOB_NAME,
     ) -> None:
         super().__init__(name=f"hookinbox-{name}", daemon=True)
-        self.store = store
+        self.claims = claims
         self.job = job
         self.at = at
         self.clock = clock
@@ -61,14 +70,14 @@ class DailyJob(threading.Thread):
     def run_due(self) -> bool:
         """Run the job if this process wins the current slot; True if it ran."""
         now = self.clock()
-        if not self.store.housekeeping.claim_job(self.job_name, current_slot(now, self.at), now):
+        if not self.claims.claim_job(self.job_name, current_slot(now, self.at), now):
             return False
         try:
             result = self.job(self._stop_event)
         except HookinboxError as error:
             result = f"failed: {error}"
             log.error("scheduled %s failed: %s", self.job_name, error)
-        self.store.housekeeping.record_job_result(self.job_name, result)
+        self.claims.record_job_result(self.job_name, result)
         return True
 
     def stop(self) -> None:

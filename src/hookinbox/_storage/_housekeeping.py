@@ -111,6 +111,12 @@ class Housekeeping:
                 connection.execute(outbox.delete().where(outbox.c.id.in_(message_ids)))
         return len(event_ids), len(delivery_ids), len(message_ids)
 
+    @property
+    def busy_batch_seconds(self) -> float:
+        """What a prune batch should take while others use the database (the dialect's
+        `prune_busy_batch_seconds`: the pruner's pacing)."""
+        return self.store.dialect.prune_busy_batch_seconds
+
     def pressure_gauge(self) -> PressureGauge:
         """How busy the database is with other work (the pruner's pacing); `close()` it."""
         return PressureGauge(self.store)

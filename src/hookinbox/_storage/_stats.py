@@ -6,7 +6,7 @@ are not done), the deliveries log by time, or a partial index of the outbox, so 
 when processed events number in the millions. The per-source counts of every event (`status`
 without `--check`) scan the events: they are for an operator at a prompt, not for a monitor
 every 15 seconds. Each method reads on the caller's connection, so that one report is one
-snapshot.
+snapshot; `gauges`, a scrape's, opens its own.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from hookinbox._model import WAITING_STATUSES, Status
-from hookinbox._records import Bucket, DuplicateRatio, OpenFigures, Report
+from hookinbox._records import Bucket, DuplicateRatio, Gauges, OpenFigures, Report
 from hookinbox._storage._schema import deliveries, event_queue, events, status_is
 
 if TYPE_CHECKING:
@@ -103,6 +103,16 @@ class Stats:
             counts=self.counts_by_source(connection) if full else {},
             duplicates=ratios,
         )
+
+    def gauges(self, now: datetime) -> Gauges:
+        """The figures of a metrics scrape, read in one transaction of their own: the open
+        figures, then the duplicate ratio over the last hour and the last day."""
+        with self.store.reading() as connection:
+            return Gauges(
+                self.open_figures(connection, now),
+                self.duplicate_ratio(connection, now - timedelta(hours=1)),
+                self.duplicate_ratio(connection, now - timedelta(days=1)),
+            )
 
     def waiting_count(self, connection: Connection) -> int:
         waiting = [s.value for s in WAITING_STATUSES]

@@ -43,9 +43,13 @@ def app_from_environment() -> ASGIApp:
     token = os.environ.get(ADMIN_TOKEN_ENV)
     if not token or not isinstance(inbox, Inbox):
         return inbox.asgi()  # the dashboard is off: /admin answers 404 like any unknown path
-    from hookinbox.dashboard import dashboard_app  # the [dashboard] extra: only when it is on
+    from hookinbox._extras import importing
 
-    admin = dashboard_app(
-        inbox.store, token, sources=sorted(inbox.sources), thresholds=Thresholds.from_environment()
-    )
+    with importing("hookinbox.dashboard", "dashboard"):  # the extra: only when it is on
+        from hookinbox.dashboard._app import dashboard_for
+
+    admin = dashboard_for(  # over the inbox's own operations, as its pool is the inbox's
+        inbox._operations(), token, sources=sorted(inbox.sources),
+        thresholds=Thresholds.from_environment(),
+    )  # fmt: skip
     return create_app(inbox._receiver, admin=admin)

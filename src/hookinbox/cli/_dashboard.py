@@ -72,12 +72,12 @@ def dashboard(
     from starlette.routing import Mount, Route
 
     from hookinbox.cli._target import opened
-    from hookinbox.dashboard import dashboard_app
+    from hookinbox.dashboard._app import dashboard_for
     from hookinbox.http._probes import ADMIN_PATH
 
     with opened(app, database_url) as target:
         sources = sorted(target.inbox.sources) if target.inbox else []
-        admin = dashboard_app(target.store, token, sources=sources, thresholds=thresholds)
+        admin = dashboard_for(target.operations, token, sources=sources, thresholds=thresholds)
 
         async def to_dashboard(_request: Request) -> Response:
             return RedirectResponse(ADMIN_PATH + "/", 303)

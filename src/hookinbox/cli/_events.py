@@ -82,7 +82,7 @@ def list_command(
     after = None if since is None else parse_time(since, now)
     filters = EventFilter(Status(state) if state else None, source, event_type, after)
     with opened(app, database_url) as target:
-        rows = target.store.operator.list_events(filters, limit)
+        rows = target.operations.list_events(filters, limit)
         if not rows:
             target.check_source(source)
     documents = [event_summary(row) for row in rows]
@@ -136,15 +136,13 @@ def show_command(
     app, (source, event_id) = split_app(arguments, ("SOURCE", "EVENT_ID"))
     app = resolve_app(app, app_option, explicit=len(arguments) == 3)
     with opened(app, database_url) as target:
-        event = target.store.get_event(source, event_id)
-        if event is None:
+        record = target.operations.event_record(source, event_id)
+        if record is None:
             target.check_source(source)
             raise click.ClickException(f"no event {source} {event_id}")
-        history = [
-            delivery_document(row)
-            for row in target.store.operator.delivery_history(source, event_id)
-        ]
-        trail = [audit_document(row) for row in target.store.operator.audit_trail(source, event_id)]
+    event = record.event
+    history = [delivery_document(row) for row in record.deliveries]
+    trail = [audit_document(row) for row in record.audit]
     fields = event_document(event)
     try:
         body: Any = event.payload

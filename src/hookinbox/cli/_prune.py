@@ -74,7 +74,6 @@ def prune(
         parse_duration,
         time_ago,
     )
-    from hookinbox._operations import prune as prune_events
     from hookinbox.cli._target import opened
 
     app = resolve_app(app, app_option, explicit=from_command_line("app"))
@@ -96,8 +95,8 @@ def prune(
             )
         started = time.monotonic()
         with progress("pruning", None) as advance:
-            result = prune_events(
-                target.store, now=now, retention=retention, dry_run=dry_run, progress=advance
+            result = target.operations.prune(
+                now=now, retention=retention, dry_run=dry_run, progress=advance
             )
         seconds = time.monotonic() - started
     rate = result.events / seconds if seconds > 0 and not dry_run else None

@@ -110,7 +110,6 @@ def reconcile(
     --run-timeout, --max-pages) or the database is unavailable (what earlier pages stored
     stays stored); 2 bad usage or configuration.
     """
-    from hookinbox._operations._reconcile import reconcile as run
     from hookinbox.cli._target import did_you_mean, opened
     from hookinbox.sources._provider_api import Limits, ProviderAPIError
 
@@ -140,8 +139,7 @@ def reconcile(
                 err=True,
             )
         try:
-            result = run(
-                target.store,
+            result = target.operations.reconcile(
                 source,
                 listing,
                 since=window,

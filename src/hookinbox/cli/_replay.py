@@ -115,7 +115,7 @@ def replay(
             return
         chosen = Status(state)
         filters = EventFilter(chosen, source_filter, event_type, since_time)
-        total = target.store.operator.count_events(filters)
+        total = target.operations.count_events(filters)
         if total == 0:
             target.check_source(source_filter)
         if not dry_run and total > confirm_above and not yes:
@@ -123,7 +123,7 @@ def replay(
         replayed = 0
         if not dry_run:
             with progress("replaying", total) as advance:
-                for batch in target.store.operator.replay_matching(filters, now, actor=actor):
+                for batch in target.operations.replay_matching(filters, now, actor=actor):
                     replayed += batch
                     advance(batch)
     if as_json:
@@ -154,22 +154,13 @@ def _replay_one(
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    from hookinbox._model import Status
     from hookinbox._records import ReplayResult
 
+    operations = target.operations
     if dry_run:  # the same refusals as a replay, read without a write
-        event = target.store.get_event(source, event_id)
-        previous = None if event is None else event.status
-        if previous is None:
-            result = ReplayResult.NOT_FOUND
-        elif previous is Status.PROCESSING:
-            result = ReplayResult.IN_PROGRESS
-        elif previous is Status.PROCESSED and not force:
-            result = ReplayResult.NEEDS_FORCE
-        else:
-            result = ReplayResult.REPLAYED
+        result, previous = operations.would_replay(source, event_id, force=force)
     else:
-        result, previous = target.store.operator.replay_one(
+        result, previous = operations.replay_one(
             source, event_id, datetime.now(UTC), force=force, actor=actor
         )
     if result is ReplayResult.NOT_FOUND:

@@ -116,8 +116,8 @@ def status(
         min_workers=min_workers,
     )
     now = datetime.now(UTC)
-    with opened(app, database_url) as target, target.store.reading() as connection:
-        figures = target.store.stats.report(connection, now, full=not check)
+    with opened(app, database_url) as target:
+        figures = target.operations.report(now, full=not check)
     found = breaches(figures.open, now, thresholds)
     if check:
         if as_json:

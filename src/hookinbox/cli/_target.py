@@ -12,13 +12,20 @@ from hookinbox._errors import ConfigurationError
 
 if TYPE_CHECKING:
     from hookinbox._inbox import Inbox
+    from hookinbox._operations._service import Operations
     from hookinbox._storage import Store
 
 
 @dataclass
 class Target:
+    """The database an operator command reads, and the app (APP) when one was given.
+
+    `operations` is what the commands ask of its data; `store` itself only serves what is
+    the schema's (`migrate --check`) and is released when the command ends."""
+
     store: Store
     inbox: Inbox | None
+    operations: Operations
 
     def check_source(self, name: str | None) -> None:
         """Refuse a source name neither the app nor the database knows, with a hint.
@@ -34,14 +41,13 @@ class Target:
         configured = set(self.inbox.sources) if self.inbox else set()
         if name in configured or self.store_has(name):
             return
-        known = configured | set(self.store.operator.known_sources())
+        known = configured | set(self.operations.known_sources())
         hint = did_you_mean(name, known)
         if self.inbox is not None or hint.startswith(" (did you mean"):
             raise ConfigurationError(f"no source is named {name!r}{hint}")
 
     def store_has(self, source: str) -> bool:
-
-        return self.store.operator.source_exists(source)
+        return self.operations.source_exists(source)
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -57,19 +63,22 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 def opened(app: str | None, database_url: str | None) -> Iterator[Target]:
     """The inbox's database, as it is: operator commands never create or upgrade a schema, so
     a mistyped URL is an error, not a fresh empty inbox that reports itself healthy."""
+    from hookinbox._operations._service import Operations
     from hookinbox._storage import Store
     from hookinbox.cli._loading import load_inbox
 
+    inbox: Inbox | None = None
     if app:
         inbox = load_inbox(app, database_url=database_url)
         url = inbox.settings.database_url
         _require_existing(url)
-        target = Target(Store(url, inbox.settings.store_options, auto_migrate=False), inbox)
+        store = Store(url, inbox.settings.store_options, auto_migrate=False)
     elif database_url:
         _require_existing(database_url)
-        target = Target(Store(database_url, auto_migrate=False), None)
+        store = Store(database_url, auto_migrate=False)
     else:
         raise ConfigurationError("give APP (or set HOOKINBOX_APP) or --database-url")
+    target = Target(store, inbox, Operations(store))
     try:
         yield target
     finally:

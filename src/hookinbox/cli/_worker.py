@@ -230,7 +230,7 @@ def run_until_stopped(inbox: Inbox, worker: Worker | AsyncWorker, metrics_port: 
 
     try:
         if metrics_port is not None:
-            serve_metrics(inbox.store, metrics_port)  # a busy port: one line, exit 1
+            serve_metrics(inbox._operations(), metrics_port)  # a busy port: one line, exit 1
         with explained(inbox.settings.database_url):
             if isinstance(worker, AsyncWorker):
                 drained = run_on_own_loop(inbox, worker)

@@ -2,7 +2,7 @@
 filter matches.
 
 Each is a POST through `SignIn.checked_form` (same site, signed in, the CSRF token), and runs
-the same operator query as `hookinbox replay`, with the same rules: an event a worker holds is
+the same operation as `hookinbox replay`, with the same rules: an event a worker holds is
 refused (409), one processed since the confirmation page was shown asks to be confirmed again
 (409), and each replay is recorded in the audit trail with the operator's reason.
 """
@@ -33,7 +33,7 @@ def actor_of(form: FormData) -> Actor:
 class Actions:
     def __init__(self, dashboard: Dashboard, sign_in: SignIn) -> None:
         self.dashboard = dashboard
-        self.store = dashboard.store
+        self.operations = dashboard.operations
         self.sessions = dashboard.sessions
         self.sign_in = sign_in
 
@@ -43,7 +43,7 @@ class Actions:
         force = form.get("force") == "1"
         actor = actor_of(form)
         result, _previous = await self.dashboard.off_loop(
-            lambda: self.store.operator.replay_one(
+            lambda: self.operations.replay_one(
                 source, event_id, utc_now(), force=force, actor=actor
             )
         )
@@ -65,7 +65,7 @@ class Actions:
         filters = failed_only(parse_filters(form, utc_now()))
         actor = actor_of(form)
         replayed = await self.dashboard.off_loop(
-            lambda: sum(self.store.operator.replay_matching(filters, utc_now(), actor=actor))
+            lambda: sum(self.operations.replay_matching(filters, utc_now(), actor=actor))
         )
         session = self.sessions.read(request)
         return self.dashboard.render(

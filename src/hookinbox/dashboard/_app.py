@@ -1,13 +1,14 @@
-"""The operator dashboard: an ASGI app of server-rendered pages over the operator queries.
+"""The operator dashboard: an ASGI app of server-rendered pages over the operations service.
 
-Every figure comes from the same storage functions as `hookinbox status`, `events` and `replay`;
-the dashboard only parses requests, checks the session and renders templates. Pages work without
-JavaScript (there is none); state changes are POST forms carrying a CSRF token.
+Every figure comes from the same operations as `hookinbox status`, `events` and `replay`
+(`_operations/_service.py`); the dashboard only parses requests, checks the session and renders
+templates. Pages work without JavaScript (there is none); state changes are POST forms carrying
+a CSRF token.
 
 This module only puts the app together; each idea has a module of its own: reading requests
 (`_forms.py`), signing in and the gate before every page and form (`_sign_in.py`, over the
 cookie and CSRF of `_auth.py`), the pages (`_pages.py`), the replays (`_actions.py`), the
-headers every answer carries (`_security_headers.py`), and what they all share: the store
+headers every answer carries (`_security_headers.py`), and what they all share: the operations
 behind the dashboard's cap and the templates (`_context.py`, `_templates.py`).
 """
 
@@ -22,6 +23,7 @@ from starlette.types import ASGIApp
 
 from hookinbox._errors import StoreUnavailable
 from hookinbox._operations import Thresholds
+from hookinbox._operations._service import Operations
 from hookinbox._storage import Store
 from hookinbox.dashboard._actions import Actions
 from hookinbox.dashboard._context import Dashboard
@@ -38,7 +40,19 @@ def dashboard_app(
     thresholds: Thresholds | None = None,
 ) -> ASGIApp:
     """The dashboard over `store`, signed in with `token`; mount it (at `/admin`)."""
-    dashboard = Dashboard(store, token, sources, thresholds or Thresholds())
+    return dashboard_for(Operations(store), token, sources=sources, thresholds=thresholds)
+
+
+def dashboard_for(
+    operations: Operations,
+    token: str,
+    *,
+    sources: Sequence[str] = (),
+    thresholds: Thresholds | None = None,
+) -> ASGIApp:
+    """`dashboard_app` over an operations service built already (`serve`'s, the inbox's; the
+    `dashboard` command's, its database's), not a second one over the same store."""
+    dashboard = Dashboard(operations, token, sources, thresholds or Thresholds())
     sign_in = SignIn(dashboard)
     pages = Pages(dashboard)
     actions = Actions(dashboard, sign_in)

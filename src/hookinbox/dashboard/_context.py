@@ -1,6 +1,6 @@
-"""What every handler of one dashboard shares: the store behind the dashboard's own cap, the
-sessions, the sources and thresholds it shows, and its two kinds of answer (a page, a
-redirect)."""
+"""What every handler of one dashboard shares: the operations service (what it asks of the
+inbox's data) behind the dashboard's own cap, the sessions, the sources and thresholds it
+shows, and its two kinds of answer (a page, a redirect)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 
 from hookinbox._operations import Thresholds
-from hookinbox._storage import Store
+from hookinbox._operations._service import Operations
 from hookinbox.dashboard._auth import Session, Sessions, mount_path
 from hookinbox.dashboard._templates import render
 
@@ -34,17 +34,17 @@ def utc_now() -> datetime:
 
 class Dashboard:
     def __init__(
-        self, store: Store, token: str, sources: Sequence[str], thresholds: Thresholds
+        self, operations: Operations, token: str, sources: Sequence[str], thresholds: Thresholds
     ) -> None:
-        self.store = store
+        self.operations = operations
         self.sessions = Sessions(token)
         self.sources = list(sources)
         self.thresholds = thresholds
         self.limiter = CapacityLimiter(OPERATOR_CONCURRENCY)
 
     async def off_loop(self, function: Callable[..., T], *args: Any) -> T:
-        """Storage is synchronous SQLAlchemy: it runs in a worker thread, off the event loop,
-        within the dashboard's own cap (`OPERATOR_CONCURRENCY`)."""
+        """Operations are synchronous SQLAlchemy: each runs in a worker thread, off the event
+        loop, within the dashboard's own cap (`OPERATOR_CONCURRENCY`)."""
         return await anyio.to_thread.run_sync(function, *args, limiter=self.limiter)
 
     def render(

@@ -1,9 +1,10 @@
 """The pages an operator reads: the overview, the charts, the event list, an event, the
 replays' confirmations, and the error page.
 
-Each reads the store off the event loop, within the dashboard's cap (`Dashboard.off_loop`),
-through the same queries as `hookinbox status`, `events` and `replay`, and renders a
-template; none changes anything (the replays themselves are `_actions.py`'s).
+Each reads the inbox's data off the event loop, within the dashboard's cap
+(`Dashboard.off_loop`), through the same operations as `hookinbox status`, `events` and
+`replay`, and renders a template; none changes anything (the replays themselves are
+`_actions.py`'s).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ _STYLESHEET = resources.files("hookinbox.dashboard").joinpath("static/dashboard.
 class Pages:
     def __init__(self, dashboard: Dashboard) -> None:
         self.dashboard = dashboard
-        self.store = dashboard.store
+        self.operations = dashboard.operations
         self.sessions = dashboard.sessions
 
     async def overview(self, request: Request, session: Session) -> Response:
@@ -67,16 +68,10 @@ class Pages:
 
         window = WINDOWS["24h"]
         start = window.start(now)
-
-        def read() -> tuple[Any, Any, Any]:
-            with self.store.reading() as connection:
-                stats = self.store.stats
-                figures = stats.report(connection, now)
-                buckets = stats.activity(connection, start, window.width, window.buckets)
-                groups = self.store.liveness.groups(connection, WORKER_GROUPS + 1)
-                return figures, buckets, groups
-
-        figures, buckets, processes = await self.dashboard.off_loop(read)
+        read = await self.dashboard.off_loop(
+            self.operations.overview, now, start, window.width, window.buckets, WORKER_GROUPS + 1
+        )
+        figures, buckets, processes = read.report, read.activity, read.workers
         ratios = [
             _ratio([per_source[i] for per_source in buckets.values()])
             for i in range(window.buckets)
@@ -110,11 +105,9 @@ class Pages:
         window = WINDOWS[key]
         start = window.start(now)
 
-        def read() -> dict[str, list[Bucket]]:
-            with self.store.reading() as connection:
-                return self.store.stats.activity(connection, start, window.width, window.buckets)
-
-        buckets = await self.dashboard.off_loop(read)
+        buckets = await self.dashboard.off_loop(
+            self.operations.activity, start, window.width, window.buckets
+        )
         by_source = []
         for source, series in buckets.items():
             volume = [float(b.deliveries) for b in series]
@@ -138,7 +131,7 @@ class Pages:
         before = parse_cursor(before_text) if before_text else None
         search = parse_search(request.query_params)
         rows = await self.dashboard.off_loop(
-            lambda: self.store.operator.list_events(
+            lambda: self.operations.list_events(
                 filters, PAGE_SIZE + 1, before=before, payload=search
             )
         )
@@ -161,16 +154,12 @@ class Pages:
     async def event_detail(self, request: Request, session: Session) -> Response:
         source, event_id = event_key(request.query_params)
 
-        def read() -> tuple[Any, Any, Any, Any]:
-            event = self.store.get_event(source, event_id)
-            if event is None:
-                raise HTTPException(404, f"no event {source} {event_id}")
-            operator = self.store.operator
-            history = operator.delivery_history(source, event_id)
-            messages = self.store.outbox.for_event(source, event_id)
-            return event, history, messages, operator.audit_trail(source, event_id)
-
-        event, history, messages, trail = await self.dashboard.off_loop(read)
+        record = await self.dashboard.off_loop(
+            lambda: self.operations.event_record(source, event_id, with_messages=True)
+        )
+        if record is None:
+            raise HTTPException(404, f"no event {source} {event_id}")
+        event = record.event
         return self.dashboard.render(
             request,
             "event.html",
@@ -178,22 +167,22 @@ class Pages:
             event=event,
             body=pretty_body(lambda: event.payload, event.body),
             headers=json.dumps(event.headers, indent=2, sort_keys=True),
-            history=history,
-            messages=messages,
-            trail=trail,
+            history=record.deliveries,
+            messages=record.messages,
+            trail=record.audit,
             done=request.query_params.get("done"),
         )
 
     async def replay_confirm(self, request: Request, session: Session) -> Response:
         source, event_id = event_key(request.query_params)
-        event = await self.dashboard.off_loop(self.store.get_event, source, event_id)
+        event = await self.dashboard.off_loop(self.operations.event, source, event_id)
         if event is None:
             raise HTTPException(404, f"no event {source} {event_id}")
         return self.dashboard.render(request, "replay_one.html", session, event=event)
 
     async def bulk_confirm(self, request: Request, session: Session) -> Response:
         filters = failed_only(parse_filters(request.query_params, utc_now()))
-        count = await self.dashboard.off_loop(self.store.operator.count_events, filters)
+        count = await self.dashboard.off_loop(self.operations.count_events, filters)
         return self.dashboard.render(
             request, "replay_bulk.html", session, filters=filters,
             fields=filter_fields(filters), count=count, replayed=None,

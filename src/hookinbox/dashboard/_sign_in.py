@@ -38,7 +38,7 @@ Handler = Callable[[Request], Awaitable[Response]]
 class SignIn:
     def __init__(self, dashboard: Dashboard) -> None:
         self.dashboard = dashboard
-        self.store = dashboard.store
+        self.operations = dashboard.operations
         self.sessions = dashboard.sessions
         self.sign_ins = SignInLimiter()
 
@@ -48,7 +48,7 @@ class SignIn:
         session = self.sessions.read(request)
         if session is None or not session.authenticated:
             return session
-        if await self.dashboard.off_loop(self.store.operator.session_revoked, session.sid):
+        if await self.dashboard.off_loop(self.operations.session_revoked, session.sid):
             return None
         return session
 
@@ -114,7 +114,7 @@ class SignIn:
         # from now on, in every process; deleting the cookie only tidies this browser.
         until, sid = now + timedelta(seconds=SESSION_SECONDS), session.sid
         await self.dashboard.off_loop(
-            lambda: self.store.operator.revoke_session(sid, expires_at=until, now=now)
+            lambda: self.operations.revoke_session(sid, expires_at=until, now=now)
         )
         response = self.dashboard.redirect(request, "/login")
         response.delete_cookie(COOKIE, path=mount_path(request) + "/")

@@ -92,7 +92,7 @@ class InboxHarness:
         """Start from an empty inbox: a TransactionTestCase's flush leaves hookinbox's tables
         (they belong to no Django model), so one test's events would be the next one's
         duplicates. Inside a TestCase this is rolled back with the test."""
-        self.inbox.store.housekeeping.empty()
+        self.inbox._operations().empty()
 
     def _copy(self, inbox: Inbox, **settings: Any) -> Inbox:
         return inbox.with_settings(**settings)
@@ -210,11 +210,11 @@ class InboxHarness:
 
     def event(self, source: str, event_id: str) -> Event | None:
         """The stored event, with its status, attempts and delivery count."""
-        return self.inbox.store.get_event(source, event_id)
+        return self.inbox._operations().event(source, event_id)
 
     def events(self, source: str | None = None) -> Iterator[Event]:
         """Every stored event (of `source`), oldest first."""
-        return iter(self.inbox.store.operator.all_events(source))
+        return iter(self.inbox._operations().all_events(source))
 
     def reconcile(
         self, source: str, *, since: timedelta = timedelta(days=3), dry_run: bool = False
@@ -225,11 +225,8 @@ class InboxHarness:
         the copy lacks, received then (so `run_due()` finds it due).
         The counts are `--json`'s (`listed`, `already_stored`, `missing`, `stored`, ...);
         `run_due()` then processes what was stored."""
-        from hookinbox._operations._reconcile import reconcile
-
         found = self.inbox.sources[source]
-        result = reconcile(
-            self.inbox.store,
+        result = self.inbox._operations().reconcile(
             found,
             found.listing(),
             since=since,

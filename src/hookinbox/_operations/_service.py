@@ -1,0 +1,251 @@
+"""`Operations`: what operators and observers ask of an inbox's data, asked in one place.
+
+The command line (`status`, `events`, `replay`, `prune`, `reconcile`, `dashboard`), the
+dashboard, the gauges of a worker's `--metrics-port`, the worker's scheduled jobs, the demo
+and the test kit ask here, never a store's gateways. So this is the one module among them
+that knows an inbox keeps its data in exactly one store. Were it several (shards, a queue
+database of its own), a listing would be merged here, a replay sent to the store that holds
+its event, the figures summed, and one store chosen to keep the scheduled jobs' claims; none
+of the callers would change.
+
+Each method means what the gateway it asks means (its docstring says what): a read is one
+reading transaction, a write one transaction, as there. What is this layer's own: the
+snapshots a page or a scrape reads in one transaction (`overview`, `report`, `gauges`), what
+a replay would do, read without a write (`would_replay`), and handing the pruner and
+reconcile the parts of the store they work on.
+
+Built once per store, where the store is built: `Runtime.operations` for an inbox,
+`cli._target.opened` for the database an operator command reads, `dashboard_app` for a
+store it is handed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from hookinbox._model import Event, Status
+from hookinbox._operations._prune import PruneResult, prune
+from hookinbox._records import (
+    Actor,
+    Bucket,
+    Cursor,
+    EventFilter,
+    Gauges,
+    PayloadMatch,
+    ReplayResult,
+    Report,
+    WorkerGroup,
+)
+
+if TYPE_CHECKING:
+    from hookinbox._operations._reconcile import Reconciled, Takes
+    from hookinbox._storage import Store
+    from hookinbox.sources._base import Source
+    from hookinbox.sources._provider_api import Limits, Listing
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One event and what happened to it: what `events show` and the event's page show."""
+
+    event: Event
+    deliveries: list[Row]
+    """Every delivery of it, oldest first: when, whether a duplicate, whether a key conflict."""
+    audit: list[Row]
+    """The operators' actions on it (replays), oldest first."""
+    messages: list[Row] = field(default_factory=list)
+    """The outbox messages its handlers wrote, oldest first: read only when asked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """The dashboard's first page, read in one snapshot."""
+
+    report: Report
+    activity: dict[str, list[Bucket]]
+    """Per source, its buckets from the start asked for (`Stats.activity`)."""
+    workers: list[WorkerGroup]
+
+
+class Operations:
+    """What operators and observers ask of one inbox's data (see the module's docstring)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    # -- events -------------------------------------------------------------------------------
+
+    def list_events(
+        self,
+        filters: EventFilter,
+        limit: int,
+        *,
+        before: Cursor | None = None,
+        payload: PayloadMatch | None = None,
+    ) -> list[Row]:
+        """Newest first, no bodies; a keyset page (`before`), searched in bodies (`payload`)
+        among the newest `SCAN_LIMIT` matches of the rest (`Operator.list_events`)."""
+        return self._store.operator.list_events(filters, limit, before=before, payload=payload)
+
+    def count_events(self, filters: EventFilter) -> int:
+        return self._store.operator.count_events(filters)
+
+    def all_events(self, source: str | None = None) -> list[Event]:
+        """Every stored event (of `source`), oldest first, bodies included: for test kits and
+        small inboxes."""
+        return self._store.operator.all_events(source)
+
+    def event(self, source: str, event_id: str) -> Event | None:
+        """The event stored under (source, event_id), as it is now."""
+        return self._store.get_event(source, event_id)
+
+    def event_record(
+        self, source: str, event_id: str, *, with_messages: bool = False
+    ) -> EventRecord | None:
+        """The event with its deliveries and audit trail (and its outbox messages, if asked
+        for); None when no such event is stored. Each part is read on its own."""
+        event = self._store.get_event(source, event_id)
+        if event is None:
+            return None
+        operator = self._store.operator
+        deliveries = operator.delivery_history(source, event_id)
+        messages = self._store.outbox.for_event(source, event_id) if with_messages else []
+        audit = operator.audit_trail(source, event_id)
+        return EventRecord(event, deliveries, audit, messages)
+
+    def known_sources(self) -> list[str]:
+        """Every source name with stored events (a scan of an index: for hints only)."""
+        return self._store.operator.known_sources()
+
+    def source_exists(self, source: str) -> bool:
+        """Whether any event of `source` is stored (one index look-up)."""
+        return self._store.operator.source_exists(source)
+
+    # -- replays ------------------------------------------------------------------------------
+
+    def replay_one(
+        self, source: str, event_id: str, now: datetime, *, force: bool, actor: Actor
+    ) -> tuple[ReplayResult, Status | None]:
+        """Back to pending with its retry budget full again, and an audit row by `actor`;
+        refused, with no write, when missing, held by a worker (never waited for), or
+        processed without `force`. The result and the status it had."""
+        return self._store.operator.replay_one(source, event_id, now, force=force, actor=actor)
+
+    def would_replay(
+        self, source: str, event_id: str, *, force: bool
+    ) -> tuple[ReplayResult, Status | None]:
+        """What `replay_one` would answer now, read without a write (a dry run): the same
+        refusals, from the event as it is; the status it has."""
+        event = self._store.get_event(source, event_id)
+        if event is None:
+            return ReplayResult.NOT_FOUND, None
+        previous = event.status
+        if previous is Status.PROCESSING:
+            return ReplayResult.IN_PROGRESS, previous
+        if previous is Status.PROCESSED and not force:
+            return ReplayResult.NEEDS_FORCE, previous
+        return ReplayResult.REPLAYED, previous
+
+    def replay_matching(
+        self, filters: EventFilter, now: datetime, *, actor: Actor
+    ) -> Iterator[int]:
+        """Replay every event matching `filters` (a status other than processing), batch by
+        batch, each replay audited; yields each batch's size. Only events that still match
+        when their batch runs are touched."""
+        return self._store.operator.replay_matching(filters, now, actor=actor)
+
+    # -- figures ------------------------------------------------------------------------------
+
+    def report(self, now: datetime, *, full: bool = True) -> Report:
+        """Everything `hookinbox status` shows, in one snapshot; without `full`, only the
+        cheap figures (`status --check`: no scan of the events)."""
+        with self._store.reading() as connection:
+            return self._store.stats.report(connection, now, full=full)
+
+    def activity(self, start: datetime, width: timedelta, buckets: int) -> dict[str, list[Bucket]]:
+        """Per source, `buckets` buckets of `width` from `start`: deliveries, duplicates and
+        failed events."""
+        with self._store.reading() as connection:
+            return self._store.stats.activity(connection, start, width, buckets)
+
+    def overview(
+        self, now: datetime, start: datetime, width: timedelta, buckets: int, worker_groups: int
+    ) -> Overview:
+        """The report, the activity from `start` and at most `worker_groups` groups of
+        processes (by host and kind), in one snapshot."""
+        with self._store.reading() as connection:
+            stats = self._store.stats
+            report = stats.report(connection, now)
+            activity = stats.activity(connection, start, width, buckets)
+            workers = self._store.liveness.groups(connection, worker_groups)
+        return Overview(report, activity, workers)
+
+    def gauges(self, now: datetime) -> Gauges:
+        """What a metrics scrape reads, in one snapshot (`_metrics.GaugeSource`)."""
+        return self._store.stats.gauges(now)
+
+    # -- the dashboard's sessions -------------------------------------------------------------
+
+    def session_revoked(self, session_id: str) -> bool:
+        """Whether `session_id` was signed out (a primary-key read on every signed-in request)."""
+        return self._store.operator.session_revoked(session_id)
+
+    def revoke_session(self, session_id: str, *, expires_at: datetime, now: datetime) -> None:
+        """Record `session_id` as signed out until `expires_at` (again is fine), forgetting
+        revocations expired by `now`."""
+        self._store.operator.revoke_session(session_id, expires_at=expires_at, now=now)
+
+    # -- housekeeping -------------------------------------------------------------------------
+
+    def prune(
+        self,
+        *,
+        now: datetime,
+        retention: timedelta,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> PruneResult:
+        """Delete done events (with the delivery log and delivered messages) received before
+        `now - retention`, paced by what the database says (`_prune.prune`); with `dry_run`,
+        count them."""
+        return prune(self._store.housekeeping, now=now, retention=retention, dry_run=dry_run,
+                     progress=progress, stop=stop)  # fmt: skip
+
+    def claim_job(self, name: str, slot: datetime, now: datetime) -> bool:
+        """Claim the run of scheduled job `name` for the slot starting at `slot`: of every
+        process asking for the same slot, exactly one is answered True."""
+        return self._store.housekeeping.claim_job(name, slot, now)
+
+    def record_job_result(self, name: str, result: str) -> None:
+        self._store.housekeeping.record_job_result(name, result)
+
+    def reconcile(
+        self,
+        source: Source,
+        listing: Listing,
+        *,
+        since: timedelta,
+        now: datetime,
+        takes: Takes,
+        dry_run: bool = False,
+        limits: Limits | None = None,
+        stop: threading.Event | None = None,
+    ) -> Reconciled:
+        """List `source`'s events from its provider's API and store those a handler takes and
+        the inbox lacks (`_reconcile.reconcile`), stored as a delivery's are."""
+        from hookinbox._operations._reconcile import reconcile
+
+        return reconcile(self._store.ingest, source, listing, since=since, now=now, takes=takes,
+                         dry_run=dry_run, limits=limits, stop=stop)  # fmt: skip
+
+    def empty(self) -> None:
+        """Delete every row of hookinbox's tables but the schema's version (a test's fresh
+        start where the tables cannot be dropped)."""
+        self._store.housekeeping.empty()
