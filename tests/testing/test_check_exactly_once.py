@@ -277,6 +277,28 @@ def test_without_hypothesis_random_schedules_catch_it_too(
     assert doubled_only(caught.value), caught.value
 
 
+def stuck_message(inbox: Inbox, release: threading.Event) -> str:
+    """`WorkerStuck`'s message for a check of one payment whose handler waits until `release`
+    is set (set here once the check gave up, and the check's threads let finish)."""
+    try:
+        with pytest.raises(WorkerStuck) as caught:
+            check_exactly_once(
+                inbox,
+                [("stripe", stripe_event("payment_intent.succeeded", {"id": "pi_1"}))],
+                effects=lambda connection: [],
+                expected=["pi_1"],
+                examples=5,
+                seed=1,
+                max_workers=2,
+            )
+    finally:
+        release.set()
+        for thread in threading.enumerate():  # let them finish before the test ends
+            if thread.name.startswith("hookinbox-check-"):
+                thread.join(30)
+    return str(caught.value)
+
+
 def test_a_worker_thread_that_never_returns_fails_the_check_naming_where_it_stands(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -294,23 +316,7 @@ def test_a_worker_thread_that_never_returns_fails_the_check_naming_where_it_stan
         calls.append(event.id)
         release.wait(30)  # released below, once the check gave up on it
 
-    try:
-        with pytest.raises(WorkerStuck) as caught:
-            check_exactly_once(
-                inbox,
-                [("stripe", stripe_event("payment_intent.succeeded", {"id": "pi_1"}))],
-                effects=lambda connection: [],
-                expected=["pi_1"],
-                examples=5,
-                seed=1,
-                max_workers=2,
-            )
-    finally:
-        release.set()
-        for thread in threading.enumerate():  # let them finish before the test ends
-            if thread.name.startswith("hookinbox-check-"):
-                thread.join(30)
-    message = str(caught.value)
+    message = stuck_message(inbox, release)
     assert "hookinbox-check-" in message and "still running 1 s" in message
     assert "in waits_forever" in message  # the stuck thread's stack names the handler
     assert len(calls) == 1  # the worst case only: nothing was run after the hang
@@ -331,22 +337,6 @@ def test_an_async_worker_that_waits_in_vain_is_shown_by_its_task(
         while not release.is_set():  # released below, once the check gave up on it
             await asyncio.sleep(0.05)
 
-    try:
-        with pytest.raises(WorkerStuck) as caught:
-            check_exactly_once(
-                inbox,
-                [("stripe", stripe_event("payment_intent.succeeded", {"id": "pi_1"}))],
-                effects=lambda connection: [],
-                expected=["pi_1"],
-                examples=5,
-                seed=1,
-                max_workers=2,
-            )
-    finally:
-        release.set()
-        for thread in threading.enumerate():
-            if thread.name.startswith("hookinbox-check-"):
-                thread.join(30)
-    message = str(caught.value)
+    message = stuck_message(inbox, release)
     assert "every task of a live event loop" in message
     assert "in awaits_in_vain" in message.split("every task of a live event loop")[1]
