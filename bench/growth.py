@@ -78,7 +78,7 @@ from bench._common import (
     wrk,
 )
 from hookinbox._model import NewDelivery, Status
-from hookinbox._operations import prune
+from hookinbox._operations._service import Operations
 from hookinbox._records import EventFilter, Leased, Release
 from hookinbox._storage import Store
 from hookinbox._storage._schema import jobs
@@ -694,8 +694,8 @@ class Pruner(threading.Thread):
     def run(self) -> None:
         self.started_at = time.monotonic()
         try:
-            self.result = prune(
-                self.store, now=self.now, retention=RETENTION,
+            self.result = Operations(self.store).prune(
+                now=self.now, retention=RETENTION,
                 progress=lambda n: self.batches.append((time.monotonic(), n)),
             )  # fmt: skip
         except BaseException as error:  # reported by the caller

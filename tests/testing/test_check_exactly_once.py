@@ -277,6 +277,19 @@ def test_without_hypothesis_random_schedules_catch_it_too(
     assert doubled_only(caught.value), caught.value
 
 
+class LazyProxy:
+    """An object whose `__class__` evaluates something, as Django's unconfigured `settings`
+    raises on it: what `isinstance` asks for, and the report must not."""
+
+    def __init__(self) -> None:
+        self.evaluated = 0
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        self.evaluated += 1
+        raise RuntimeError("a lazy proxy was evaluated")
+
+
 def stuck_message(inbox: Inbox, release: threading.Event) -> str:
     """`WorkerStuck`'s message for a check of one payment whose handler waits until `release`
     is set (set here once the check gave up, and the check's threads let finish)."""
@@ -337,6 +350,8 @@ def test_an_async_worker_that_waits_in_vain_is_shown_by_its_task(
         while not release.is_set():  # released below, once the check gave up on it
             await asyncio.sleep(0.05)
 
+    touchy = LazyProxy()  # alive while the message is made: found by gc, never evaluated
     message = stuck_message(inbox, release)
+    assert touchy.evaluated == 0
     assert "every task of a live event loop" in message
     assert "in awaits_in_vain" in message.split("every task of a live event loop")[1]

@@ -162,7 +162,9 @@ def _awaiting_tasks() -> str:
     import gc
 
     found = []
-    for loop in [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop)]:
+    # By type, not isinstance: a lazy proxy (Django's settings) would evaluate itself.
+    loops = [o for o in gc.get_objects() if issubclass(type(o), asyncio.AbstractEventLoop)]
+    for loop in loops:
         if loop.is_closed():
             continue
         for task in list(asyncio.all_tasks(loop)):
