@@ -113,7 +113,7 @@ LONG_TESTS = (
     "frameworks/test_django.py::test_the_system_check_wants_immediate_sqlite_transactions",
     "frameworks/test_django.py::test_the_worker_keeps_the_projects_logging",
     "frameworks/test_django.py::test_the_worker_logs_to_stderr_without_logging_settings",
-    "frameworks/test_django.py::test_a_business_key_written_through_ctx_db_is_named_on_django",
+    "frameworks/test_django.py::test_a_business_key_written_through_ctx_db_is_named_on_django_connection",
     "frameworks/test_django.py::test_a_worker_killed_after_the_orm_write_commits_neither",
     "processing/test_out_of_order.py::test_the_ordering_guard_is_race_safe",
     "reliability/test_audit_trail.py::test_cli_replays_write_who_when_why_and_what_was_reset",
