@@ -57,6 +57,7 @@ from hookinbox.sources import Source
 if TYPE_CHECKING:
     from hookinbox._operations._service import Operations
     from hookinbox._processing._async_worker import AsyncWorker
+    from hookinbox.http._probes import Readiness
     from hookinbox.http._types import ASGIApp
 
 log = logger("hookinbox.worker")
@@ -74,6 +75,7 @@ class BaseInbox(ABC):
     """
 
     _registry: Registry
+    _readiness: Readiness | None = None
 
     SETTINGS: ClassVar[frozenset[str]] = frozenset({
         "database_url", "store_options", "max_body_size", "body_timeout", "retry_after",
@@ -170,6 +172,18 @@ class BaseInbox(ABC):
         arrived, and nobody is left to answer.
         """
         return await self._receiver().ahandle(request)
+
+    async def readiness(self) -> Reply:
+        """Whether the inbox can take a delivery now, as `GET /readyz` answers: 200 when its
+        database takes a write within the ack deadline (3 s without one), else 503 with
+        `Retry-After` (so too when the inbox cannot start: its configuration is wrong). The
+        first call starts the inbox. One database check at a time, however often it is asked:
+        a database gone silent holds one check, not one per probe."""
+        if self._readiness is None:
+            from hookinbox.http._probes import Readiness
+
+            self._readiness = Readiness(self._receiver)
+        return await self._readiness.readiness()
 
     def asgi(self, *, path: str = "/webhooks") -> ASGIApp:
         """An ASGI app: `POST {path}/{source}`, `GET /healthz`, `GET /readyz`, `GET /metrics`.

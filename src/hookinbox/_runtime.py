@@ -144,6 +144,7 @@ class Runtime:
                         on_new_event=self._on_new_event,
                         retention=settings.retention,
                         committer=committer,
+                        gauges=self.operations,
                     )
         return self._receiver
 

@@ -10,7 +10,7 @@ behave as Starlette's routing makes them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio.to_thread
 
@@ -70,6 +70,22 @@ class Readiness:
             loop = asyncio.get_running_loop()
             self._ping = loop.run_in_executor(None, receiver.ping)
         return self._ping
+
+
+class HealthProbes:
+    """`hookinbox.http.health_probes(inbox)`: the same answers, readiness asked of the inbox's
+    public `readiness()` (an adapter reads no private member of the inbox)."""
+
+    def __init__(self, ready: Callable[[], Awaitable[Reply]]) -> None:
+        self._ready = ready
+
+    async def health(self) -> Reply:
+        """200 while the process runs: it asks nothing of the inbox or the database."""
+        return HEALTHY
+
+    async def readiness(self) -> Reply:
+        """200 when the database takes a write within the ack deadline, else 503."""
+        return await self._ready()
 
 
 class Probes:
