@@ -10,7 +10,8 @@ behave as Starlette's routing makes them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import Protocol
 
 import anyio.to_thread
 
@@ -72,12 +73,21 @@ class Readiness:
         return self._ping
 
 
+class Ready(Protocol):
+    """What `health_probes` needs of an inbox (every `BaseInbox` is one): naming this rather
+    than the inbox keeps the HTTP layer below the facade, types included."""
+
+    async def readiness(self) -> Reply:
+        """The answer of `GET /readyz`."""
+        ...
+
+
 class HealthProbes:
     """`hookinbox.http.health_probes(inbox)`: the same answers, readiness asked of the inbox's
     public `readiness()` (an adapter reads no private member of the inbox)."""
 
-    def __init__(self, ready: Callable[[], Awaitable[Reply]]) -> None:
-        self._ready = ready
+    def __init__(self, inbox: Ready) -> None:
+        self._inbox = inbox
 
     async def health(self) -> Reply:
         """200 while the process runs: it asks nothing of the inbox or the database."""
@@ -85,7 +95,7 @@ class HealthProbes:
 
     async def readiness(self) -> Reply:
         """200 when the database takes a write within the ack deadline, else 503."""
-        return await self._ready()
+        return await self._inbox.readiness()
 
 
 class Probes:
