@@ -171,9 +171,12 @@ async def send_body(
 ) -> None:
     raw = [
         (b"content-type", content_type.encode("latin-1")),
-        (b"content-length", str(len(body)).encode()),
-        *((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()),
+        (b"content-length", b"%d" % len(body)),
     ]
+    if headers:  # most answers have none: no generator to build for them
+        raw += [
+            (name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
+        ]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
 
