@@ -29,6 +29,7 @@ from hookinbox._errors import VerificationError
 from hookinbox._headers import normalize_headers
 from hookinbox.sources import (
     AzureEventGrid,
+    AzureEventGridCloudEvents,
     Bitbucket,
     Box,
     Calendly,
@@ -828,6 +829,14 @@ KINDS: tuple[Kind, ...] = (
         lambda s, **o: AzureEventGrid(secret=s, header="Authorization", **o),
         ("eg_old_edge_value", "eg_new_edge_value", "eg_stranger_value"),
         json.dumps([{"id": "eg-edge", "eventType": "Microsoft.Storage.BlobCreated"}]).encode(),
+        sign=lambda s, _b, _t: s,  # the header's value itself: a shared key
+        assemble=lambda e, _t: {"Authorization": ", ".join(e)},
+    ),
+    Kind(
+        AzureEventGridCloudEvents,
+        lambda s, **o: AzureEventGridCloudEvents(secret=s, header="Authorization", **o),
+        ("egce_old_edge_value", "egce_new_edge_value", "egce_stranger_value"),
+        json.dumps({"id": "egce-edge", "source": "/topics/shop", "type": "shop.paid"}).encode(),
         sign=lambda s, _b, _t: s,  # the header's value itself: a shared key
         assemble=lambda e, _t: {"Authorization": ", ".join(e)},
     ),

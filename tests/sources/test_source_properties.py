@@ -42,6 +42,7 @@ from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     AmazonSNS,
     AzureEventGrid,
+    AzureEventGridCloudEvents,
     BatchSource,
     Bitbucket,
     Box,
@@ -995,6 +996,12 @@ MORE_CASES: dict[str, Case] = {
         lambda: AzureEventGrid(secret=SECRET, header="Authorization"),
         lambda body, ident: {"authorization": SECRET},
         ("authorization", "aeg-event-type"),
+        body_bound=False,  # a shared key, not a signature
+    ),
+    "azure-event-grid-cloudevents": Case(
+        lambda: AzureEventGridCloudEvents(secret=SECRET, header="Authorization"),
+        lambda body, ident: {"authorization": SECRET},
+        ("authorization",),
         body_bound=False,  # a shared key, not a signature
     ),
 }

@@ -9,6 +9,7 @@ from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
 from hookinbox.sources._azure_event_grid import AzureEventGrid
+from hookinbox.sources._azure_event_grid_cloudevents import AzureEventGridCloudEvents
 from hookinbox.sources._base import BatchSource, Source
 from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
@@ -105,6 +106,7 @@ __all__ = [
     "Adyen",
     "AmazonSNS",
     "AzureEventGrid",
+    "AzureEventGridCloudEvents",
     "BatchSource",
     "Bitbucket",
     "Box",

@@ -98,6 +98,9 @@ class Source(ABC):
     answers_get: ClassVar[bool] = False
     """True for a source whose provider sends a GET or HEAD to its path (`answer_get`); the
     others answer both 405, as every other method but POST."""
+    answers_options: ClassVar[bool] = False
+    """True for a source whose provider validates its path with an OPTIONS request
+    (`answer_options`: Event Grid's CloudEvents schema); the others answer it 405."""
     reads_query: ClassVar[bool] = False
     """True for a source whose POSTs are judged with their query string (`check_query`): only
     for these does the receiver parse it, so the others pay nothing for it."""
@@ -145,6 +148,14 @@ class Source(ABC):
         `VerificationError` for a request that does not prove itself (a wrong verify token:
         answered 403) and `PayloadError` for one that is not the provider's (400). None, the
         default, answers 405 as for a source without one.
+        """
+        return None
+
+    def answer_options(self, query: Query, headers: Headers) -> HandshakeAnswer | None:
+        """The answer to an OPTIONS on the source's path, for a source that sets
+        `answers_options` (CloudEvents' abuse protection: `WebHook-Request-Origin` answered
+        with `WebHook-Allowed-Origin`). Raised and answered as `answer_get`'s: a
+        `VerificationError` is 403, a `PayloadError` 400, None 405; nothing is stored.
         """
         return None
 
