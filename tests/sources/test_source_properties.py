@@ -70,6 +70,7 @@ from hookinbox.sources import (
     Mailgun,
     Meta,
     MicrosoftGraph,
+    MicrosoftGraphRich,
     Mollie,
     MollieClassic,
     Mux,
@@ -989,6 +990,14 @@ MORE_CASES: dict[str, Case] = {
         lambda body, ident: {},
         ("content-type",),
         body_bound=False,  # a shared value in the body, not a signature of it
+        signable=lambda body: bool((_json_object(body) or {}).get("value")),
+        prepare=with_client_state,
+    ),
+    "microsoft-graph-rich": Case(
+        lambda: MicrosoftGraphRich(client_state=SECRET, app_id="property-app"),
+        lambda body, ident: {},
+        ("content-type",),
+        body_bound=False,  # a shared value in the body (tokens: test_source_microsoft_graph_rich)
         signable=lambda body: bool((_json_object(body) or {}).get("value")),
         prepare=with_client_state,
     ),

@@ -72,6 +72,7 @@ from hookinbox.sources._zoom import Zoom
 
 if TYPE_CHECKING:
     from hookinbox.sources._amazon_sns import AmazonSNS
+    from hookinbox.sources._microsoft_graph_rich import MicrosoftGraphRich
     from hookinbox.sources._mollie_api import MollieAPI
     from hookinbox.sources._paypal import PayPal
     from hookinbox.sources._paypal_api import PayPalAPI
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "AmazonSNS": ("hookinbox.sources._amazon_sns", "keys"),
     "GooglePubSub": ("hookinbox.sources._pubsub", "keys"),
+    "MicrosoftGraphRich": ("hookinbox.sources._microsoft_graph_rich", "keys"),
     "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
     "PayPal": ("hookinbox.sources._paypal", "paypal"),
     "PayPalAPI": ("hookinbox.sources._paypal_api", "paypal"),
@@ -137,6 +139,7 @@ __all__ = [
     "Mailgun",
     "Meta",
     "MicrosoftGraph",
+    "MicrosoftGraphRich",
     "Mollie",
     "MollieAPI",
     "MollieClassic",
