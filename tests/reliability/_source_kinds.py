@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hookinbox._errors import VerificationError
 from hookinbox._headers import normalize_headers
 from hookinbox.sources import (
+    Asana,
     AzureEventGrid,
     AzureEventGridCloudEvents,
     Bitbucket,
@@ -694,6 +695,14 @@ KINDS: tuple[Kind, ...] = (
             "Sentry-Hook-Signature": ", ".join(e), "Request-ID": "req-edge",
             "Sentry-Hook-Resource": "issue",
         },
+    ),
+    Kind(
+        Asana,
+        lambda s, **o: Asana(secret=s, **o),
+        ("asana_old_edge_secret", "asana_new_edge_secret", "asana_stranger_secret"),
+        json_body(events=[{"action": "changed", "resource": {"gid": "1"}}]),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {"X-Hook-Signature": ", ".join(e)},
     ),
     Kind(
         Paystack,

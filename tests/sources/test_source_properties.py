@@ -41,6 +41,7 @@ from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     AmazonSNS,
+    Asana,
     AzureEventGrid,
     AzureEventGridCloudEvents,
     BatchSource,
@@ -437,6 +438,10 @@ def sign_bitbucket(body: bytes, ident: str) -> dict[str, str]:
         "x-request-uuid": ident,
         "x-event-key": "repo:push",
     }
+
+
+def sign_asana(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-hook-signature": _mac(SECRET.encode(), body, "sha256").hex()}
 
 
 def sign_vercel(body: bytes, ident: str) -> dict[str, str]:
@@ -950,6 +955,7 @@ MORE_CASES: dict[str, Case] = {
         ("x-hub-signature", "x-request-uuid", "x-event-key"),
     ),
     "vercel": Case(lambda: Vercel(secret=SECRET), sign_vercel, ("x-vercel-signature",)),
+    "asana": Case(lambda: Asana(secret=SECRET), sign_asana, ("x-hook-signature",)),
     "webflow": Case(
         lambda: Webflow(secret=SECRET),
         sign_webflow,

@@ -353,6 +353,28 @@ def _v12_min_code_version(op: Operations) -> None:
     )
 
 
+def _v13_learned_secrets(op: Operations) -> None:
+    """`hookinbox_learned_secrets` and `hookinbox_trust_windows`: the secrets a source learns
+    from a first handshake (Asana's `X-Hook-Secret`), and the windows an operator opens for
+    one. Two new tables, which older code never reads; each created only if missing: a
+    rollback before schema 12 deletes this version's row and leaves them (docs/upgrading.md),
+    and the step runs again."""
+    existing = sa.inspect(op.get_bind())
+    if not existing.has_table("hookinbox_learned_secrets"):
+        op.create_table(
+            "hookinbox_learned_secrets",
+            sa.Column("source", sa.String(64), primary_key=True),
+            sa.Column("secret", sa.String(255), primary_key=True),
+            sa.Column("learned_at", UTCDateTime, nullable=False),
+        )
+    if not existing.has_table("hookinbox_trust_windows"):
+        op.create_table(
+            "hookinbox_trust_windows",
+            sa.Column("source", sa.String(64), primary_key=True),
+            sa.Column("closes_at", UTCDateTime, nullable=False),
+        )
+
+
 def _dialect(op: Operations) -> Dialect:
     return dialect_named(op.get_context().dialect.name)
 
@@ -370,6 +392,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_v10_room_for_processing, EXPAND, "fill factors: room for processing"),
     Migration(_v11_received_via, EXPAND, "received_via"),
     Migration(_v12_min_code_version, EXPAND, "the oldest code each version runs with"),
+    Migration(_v13_learned_secrets, EXPAND, "secrets learned on first use; trust windows"),
 )
 """Step N (1-based) brings a database from version N-1 to version N. Each is classified
 (docs/upgrading.md): a contract step is one after which code of an older schema no longer

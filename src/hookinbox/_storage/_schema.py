@@ -263,6 +263,23 @@ Index(
     **partial(_message_not_delivered),
 )
 
+# Trust on first use (Asana's `X-Hook-Secret`): the secrets a source learned from a first
+# handshake, and the window an operator opened for one (`hookinbox trust`). In the database
+# because every HTTP process of `serve` must see what one learned, after a restart too.
+learned_secrets = Table(
+    "hookinbox_learned_secrets",
+    metadata,
+    Column("source", String(64), primary_key=True),
+    Column("secret", String(255), primary_key=True),
+    Column("learned_at", UTCDateTime, nullable=False),
+)
+trust_windows = Table(
+    "hookinbox_trust_windows",
+    metadata,
+    Column("source", String(64), primary_key=True),
+    Column("closes_at", UTCDateTime, nullable=False),
+)
+
 
 _CONSTANT = re.compile(r"[a-z_]+")
 

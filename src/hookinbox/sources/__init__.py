@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
+from hookinbox.sources._asana import Asana
 from hookinbox.sources._azure_event_grid import AzureEventGrid
 from hookinbox.sources._azure_event_grid_cloudevents import AzureEventGridCloudEvents
 from hookinbox.sources._base import BatchSource, Source
@@ -107,6 +108,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adyen",
     "AmazonSNS",
+    "Asana",
     "AzureEventGrid",
     "AzureEventGridCloudEvents",
     "BatchSource",
