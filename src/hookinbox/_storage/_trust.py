@@ -64,13 +64,11 @@ class Trust:
             )
             if not taken.rowcount:
                 return False
-            known = connection.execute(
-                sa.select(learned_secrets.c.secret).where(learned_secrets.c.source == source)
-            ).scalars()
-            kept = set(known)
-            if secret in kept:
+            mine = learned_secrets.c.source == source
+            count = sa.select(sa.func.count()).select_from(learned_secrets)
+            if connection.execute(count.where(mine, learned_secrets.c.secret == secret)).scalar():
                 return True  # the same handshake again: believed once already
-            if len(kept) >= MAX_LEARNED:
+            if (connection.execute(count.where(mine)).scalar() or 0) >= MAX_LEARNED:
                 return False
             connection.execute(
                 learned_secrets.insert().values(source=source, secret=secret, learned_at=now)

@@ -59,6 +59,8 @@ from hookinbox.sources._signatures import (
 SECRET = re.compile(r"[A-Za-z0-9]{16,255}")
 """An `X-Hook-Secret` hookinbox believes: Asana's are 64 hex digits; letters and digits only,
 so it can be echoed in a header and kept as it is."""
+LEARNED_ONLY: tuple[str, ...] = ()
+"""`secret`'s default: no secret configured, each learned on first use."""
 REFRESH_INTERVAL = 1.0
 """Seconds between two reads of the learned secrets after a signature matched none."""
 
@@ -71,10 +73,11 @@ class Asana(BatchSource):
     verifies_over_network: ClassVar[bool] = True  # may read the learned secrets
     learns_secrets: ClassVar[bool] = True
 
-    def __init__(self, *, secret: str | Sequence[str] | None = None, name: str | None = None):
-        """`secret`: secrets you hold already (none: every secret is learned on first use)."""
+    def __init__(self, *, secret: str | Sequence[str] = LEARNED_ONLY, name: str | None = None):
+        """`secret`: secrets you hold already; left out, every secret is learned on first use
+        (a blank one, or None, is refused as for every source)."""
         super().__init__(name=name)
-        self._keys = utf8_keys(secret) if secret is not None else []
+        self._keys = [] if secret is LEARNED_ONLY else utf8_keys(secret)
         self._book: SecretBook | None = None
         self._learned: list[bytes] = []
         self._read_at = float("-inf")
