@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -104,8 +105,8 @@ class Asana(BatchSource):
             raise BadSignature("X-Hook-Secret is not one secret of 16 to 255 letters and digits")
         try:
             believed = self._book is not None and self._book.learn(self.name, offered[0])
-        except StoreUnavailable as exc:
-            raise VerificationUnavailable(f"the secret cannot be kept: {exc}") from exc
+        except StoreUnavailable as exc:  # its message could quote the statement's values
+            raise VerificationUnavailable("the database cannot keep the secret now") from exc
         if not believed:
             raise BadSignature(
                 "a first handshake (X-Hook-Secret) outside a trust window: open one with "
@@ -121,22 +122,24 @@ class Asana(BatchSource):
         # read again only when none matches: a webhook established in another process.
         if _matches([*self._keys, *self._learned], body, candidates):
             return
-        if self._refresh(now) and _matches(self._learned, body, candidates):
+        if self._refresh() and _matches(self._learned, body, candidates):
             return
         raise BadSignature("X-Hook-Signature matches no secret of this source")
 
-    def _refresh(self, now: float) -> bool:
+    def _refresh(self) -> bool:
         """Read the learned secrets again, at most once per `REFRESH_INTERVAL`."""
         if self._book is None:
             return False
+        # Paced by this process's own time, not the inbox's clock (a test's frozen one).
+        at = time.monotonic()
         with self._lock:
-            if abs(now - self._read_at) < REFRESH_INTERVAL:
+            if at - self._read_at < REFRESH_INTERVAL:
                 return False
-            self._read_at = now
+            self._read_at = at
         try:
             learned = [value.encode() for value in self._book.secrets(self.name)]
         except StoreUnavailable as exc:  # the provider retries: never a 401 for our outage
-            raise VerificationUnavailable(f"the learned secrets cannot be read: {exc}") from exc
+            raise VerificationUnavailable("the database cannot give the learned secrets") from exc
         with self._lock:
             self._learned = learned
         return True
