@@ -268,3 +268,18 @@ def test_options_reaches_only_a_source_that_answers_it_and_stores_nothing(
     assert options("/webhooks/meta")[1]["allow"] == "GET, HEAD, POST"
     assert options("/webhooks/nobody")[0] == 405
     assert _stored(inbox) == 0
+
+
+def test_options_reaches_the_source_on_every_framework_entry(call: Any, inbox: Inbox) -> None:
+    if isinstance(call, Neutral):
+        return  # `answer_get` is GET's; the neutral entry for OPTIONS is `inbox.handle` (above)
+    inbox.add_source(AzureEventGridCloudEvents(secret="eg-key"))
+    origin = {"WebHook-Request-Origin": "eventgrid.azure.net"}
+    status, headers, _ = call(
+        "OPTIONS", "/webhooks/azure-event-grid-cloudevents?key=eg-key", origin
+    )
+    assert (status, headers["webhook-allowed-origin"]) == (200, "eventgrid.azure.net")
+    assert call("OPTIONS", "/webhooks/azure-event-grid-cloudevents", origin)[0] == 403
+    status, headers, _ = call("OPTIONS", "/webhooks/stripe", origin)
+    assert status == 405 and "webhook-allowed-origin" not in headers
+    assert _stored(inbox) == 0
