@@ -28,6 +28,7 @@ from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._mysql import MySQL
 from hookinbox._storage._dialects._postgres import PostgreSQL
 from hookinbox._storage._dialects._sqlite import SQLite
+from hookinbox._storage._errors import read_errors_of
 
 if TYPE_CHECKING:
     from hookinbox._storage._options import StoreOptions
@@ -52,6 +53,7 @@ _DIALECTS: dict[str, Dialect] = {}
 def _register(dialect: Dialect, *aliases: str) -> None:
     for name in (dialect.name, *aliases):
         _DIALECTS[name] = dialect
+    read_errors_of(dialect.errors)
 
 
 def dialect_named(name: str) -> Dialect:

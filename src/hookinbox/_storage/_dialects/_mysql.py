@@ -54,7 +54,7 @@ from hookinbox._storage._batch import (
 from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER as BORROWED
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
-from hookinbox._storage._errors import mark_deadlock, translate_errors
+from hookinbox._storage._errors import mark_deadlock, name_unique_violation, translate_errors
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._schema import events
 from hookinbox._storage._types import LongBinary, LongText, UTCDateTime
@@ -600,7 +600,7 @@ def _name_the_key(context: ExceptionContext) -> None:
                 (table[1], key[1]),
             )
             columns = frozenset(str(row[0]) for row in cursor.fetchall())
-        setattr(error, "hookinbox_unique", (table[1], columns, key[1]))  # noqa: B010
+        name_unique_violation(error, table[1], columns, key[1])
 
 
 def check_server(

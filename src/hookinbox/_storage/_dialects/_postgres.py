@@ -32,7 +32,7 @@ from sqlalchemy.engine import URL, ExceptionContext
 
 from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._extras import require
-from hookinbox._records import Pressure
+from hookinbox._records import Pressure, UniqueViolation
 from hookinbox._storage._batch import (
     EVENT_COLUMNS,
     ON_CONFLICT,
@@ -45,7 +45,14 @@ from hookinbox._storage._batch import (
 from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
 from hookinbox._storage._dialects._postgres_listen import listen
-from hookinbox._storage._errors import key_columns, mark_deadlock
+from hookinbox._storage._errors import (
+    NOT_MINE,
+    ErrorReader,
+    NotMine,
+    ReadsNothing,
+    mark_deadlock,
+    name_unique_violation,
+)
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 from hookinbox._storage._schema import events
 
@@ -83,6 +90,30 @@ _DJANGO_OPTIONS = frozenset(
 )
 
 
+_KEY_DETAIL = re.compile(r"Key \((?P<columns>.+?)\)=")
+
+
+def key_columns(detail: str | None) -> frozenset[str]:
+    """The columns a unique violation's DETAIL names ("Key (a, b)=(1, 2) ...")."""
+    match = _KEY_DETAIL.search(detail or "")
+    return frozenset(c.strip() for c in match["columns"].split(",")) if match else frozenset()
+
+
+class PostgresErrors(ReadsNothing):
+    """What psycopg's errors mean (asyncpg's are named by the engine's error handler,
+    `_name_unique_violation`, while its own error is at hand)."""
+
+    def unique_violation(self, original: BaseException) -> UniqueViolation | NotMine | None:
+        """psycopg's `diag` names the table and constraint, its DETAIL the columns."""
+        diag = getattr(original, "diag", None)
+        if diag is None:
+            return NOT_MINE
+        if getattr(original, "sqlstate", None) != UNIQUE_VIOLATION:
+            return None
+        columns = key_columns(diag.message_detail)
+        return UniqueViolation(diag.table_name, columns, diag.constraint_name)
+
+
 class PostgreSQL(Dialect):
     name: ClassVar[str] = "postgresql"
     single_writer: ClassVar[bool] = False
@@ -91,6 +122,7 @@ class PostgreSQL(Dialect):
     autocommit_batches: ClassVar[bool] = True
     prune_busy_batch_seconds: ClassVar[float] = 0.02
     django_vendors: ClassVar[tuple[str, ...]] = ("postgresql",)
+    errors: ClassVar[ErrorReader] = PostgresErrors()
     # asyncpg, or psycopg's own async mode; hookinbox's own work stays on psycopg (sync).
     async_drivers: ClassVar[Mapping[str, str]] = {
         "asyncpg": "asyncpg",
@@ -646,7 +678,7 @@ def _name_unique_violation(original: BaseException) -> None:
     if cause is None or table is None:
         return
     columns = key_columns(getattr(cause, "detail", None))
-    original.hookinbox_unique = (table, columns, getattr(cause, "constraint_name", None))  # type: ignore[attr-defined]
+    name_unique_violation(original, table, columns, getattr(cause, "constraint_name", None))
 
 
 def _check_psycopg(connection: Any) -> None:

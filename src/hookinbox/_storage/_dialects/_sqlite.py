@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,7 +32,7 @@ from sqlalchemy.engine.interfaces import Dialect as SQLAlchemyDialect
 from sqlalchemy.types import DateTime
 
 from hookinbox._errors import ConfigurationError
-from hookinbox._records import Pressure
+from hookinbox._records import Pressure, UniqueViolation
 from hookinbox._storage._awaiting import sleep_in_event_loop
 from hookinbox._storage._batch import (
     EVENT_COLUMNS,
@@ -43,7 +44,13 @@ from hookinbox._storage._batch import (
 )
 from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._borrowed import DRIVER, OwnsNoTransactions
-from hookinbox._storage._errors import translate_errors
+from hookinbox._storage._errors import (
+    NOT_MINE,
+    ErrorReader,
+    NotMine,
+    ReadsNothing,
+    translate_errors,
+)
 from hookinbox._storage._options import HIDE_PARAMETERS, READ_ONLY, StoreOptions
 from hookinbox._storage._schema import events
 
@@ -61,6 +68,38 @@ LOCK_POLL = 0.001
 SQLITE_BUSY = 5
 SQLITE_READONLY = 8
 """The primary result code of "attempt to write a readonly database" and its extended codes."""
+SQLITE_CORRUPT = 11
+SQLITE_NOTADB = 26
+_UNIQUE_MESSAGE = re.compile(r"UNIQUE constraint failed: (?P<targets>.+)$")
+
+
+class SQLiteErrors(ReadsNothing):
+    """What sqlite3's errors mean (aiosqlite raises sqlite3's classes)."""
+
+    def unique_violation(self, original: BaseException) -> UniqueViolation | NotMine | None:
+        """The table and columns sqlite3's message names (it names no constraint)."""
+        if not isinstance(original, sqlite3.Error):
+            return NOT_MINE
+        match = _UNIQUE_MESSAGE.search(str(original))
+        if not match:
+            return None
+        targets = [t.strip() for t in match["targets"].split(",")]
+        tables = {t.rpartition(".")[0] for t in targets}
+        columns = frozenset(t.rpartition(".")[2] for t in targets)
+        return UniqueViolation(tables.pop() if len(tables) == 1 else None, columns, None)
+
+    def unavailable(self, original: BaseException) -> bool:
+        """A file that is damaged or is not a database at all: sqlite3 raises a plain
+        DatabaseError for it, yet nothing can be stored or read until an operator restores
+        it."""
+        code = getattr(original, "sqlite_errorcode", None)
+        return code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)
+
+    def detail(self, original: BaseException) -> str | None:
+        """The extended result code (SQLITE_IOERR_WRITE, SQLITE_FULL, SQLITE_READONLY, ...):
+        a write refused by a read-only or immutable file reads "disk I/O error" alone."""
+        name = getattr(original, "sqlite_errorname", None)
+        return str(name) if name else None
 
 
 class SQLite(Dialect):
@@ -73,6 +112,7 @@ class SQLite(Dialect):
     prune_busy_batch_seconds: ClassVar[float] = 0.005
     django_vendors: ClassVar[tuple[str, ...]] = ("sqlite",)
     async_drivers: ClassVar[Mapping[str, str]] = {"aiosqlite": "aiosqlite"}
+    errors: ClassVar[ErrorReader] = SQLiteErrors()
 
     # -- engines and URLs -------------------------------------------------------------------
 
