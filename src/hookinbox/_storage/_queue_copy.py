@@ -44,6 +44,7 @@ from hookinbox._logging import logger
 from hookinbox._storage._dialects import Dialect, dialect_named
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
 from hookinbox._storage._dialects._partial import partial
+from hookinbox._storage._dialects._table_options import row_id_type
 from hookinbox._storage._errors import is_deadlock
 from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._types import UTCDateTime
@@ -202,7 +203,7 @@ def sweep_batch(connection: Connection, rows: int) -> int | None:
 def create_queue_table(op: Operations) -> None:
     """Schema 9's queue table and its indexes, as released, each unless it exists."""
     dialect = dialect_named(op.get_context().dialect.name)
-    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    row_id = row_id_type()
     op.create_table(
         "hookinbox_event_queue",
         sa.Column("id", row_id, primary_key=True, autoincrement=False),
