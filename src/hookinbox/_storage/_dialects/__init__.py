@@ -7,9 +7,11 @@ database is, what space a prune frees, what a readiness probe writes. A database
 not know is refused at start-up, in one line, by `dialect_named` (through `parse_url` or a
 store built on an engine of its own, as Django's is).
 
-Each database is one module (`_sqlite.py`, `_postgres.py`, `_mysql.py`); these are the only
-modules that import `sqlalchemy.dialects.*` (a contract in pyproject.toml) or compare a
-database's name.
+Each database is one package (`_sqlite/`, `_postgres/`, `_mysql/`), one concern a module: the
+engine and sessions, the statements, the database's own state, the migrations' DDL, its
+driver's errors, Django's connections; these are the only modules that import
+`sqlalchemy.dialects.*` (a contract in pyproject.toml) or compare a database's name. Another
+database plugs in with `register` (a test's fixture dialect does: tests/storage/fourth_dialect/).
 """
 
 from __future__ import annotations

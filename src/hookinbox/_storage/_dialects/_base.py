@@ -1,5 +1,5 @@
 """The questions the storage seam asks every database (`Dialect`); answered once per database
-in its own module (`_sqlite.py`, `_postgres.py`, `_mysql.py`)."""
+in its own package (`_sqlite/`, `_postgres/`, `_mysql/`)."""
 
 from __future__ import annotations
 
