@@ -31,7 +31,7 @@ from hookinbox._storage._compatibility import (
     oldest_code,
     read_status,
 )
-from hookinbox._storage._dialects import Dialect, dialect_named
+from hookinbox._storage._dialects import Dialect, dialect_of
 from hookinbox._storage._dialects._partial import partial
 from hookinbox._storage._dialects._table_options import row_id_type
 from hookinbox._storage._errors import translate_errors
@@ -355,7 +355,7 @@ def _v12_min_code_version(op: Operations) -> None:
 
 
 def _dialect(op: Operations) -> Dialect:
-    return dialect_named(op.get_context().dialect.name)
+    return dialect_of(op.get_context().dialect)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -425,7 +425,7 @@ def _apply(
     engine: Engine, after: Sequence[AfterMigrate], target: int, wait: float | None
 ) -> tuple[int, int]:
     with engine.begin() as connection:
-        dialect = dialect_named(connection.dialect.name)
+        dialect = dialect_of(connection)
         dialect.lock_for_migration(connection)
         if wait is not None:
             dialect.limit_lock_waits(connection, wait)
