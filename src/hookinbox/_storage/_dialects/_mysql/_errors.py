@@ -17,6 +17,7 @@ ER_OPTION_PREVENTS_STATEMENT = 1290
 """The server runs with --read-only (a replica, or set by an operator)."""
 ER_READ_ONLY_MODE = 1836
 ABORTED = "hookinbox_aborted"
+"""Set in a connection's `info` when a deadlock rolled its transaction back (`refuse_aborted`)."""
 
 _WRITTEN_TABLE = re.compile(
     r"^\s*(?:INSERT|UPDATE|REPLACE)\s+(?:IGNORE\s+)?(?:INTO\s+)?`?(\w+)`?", re.I

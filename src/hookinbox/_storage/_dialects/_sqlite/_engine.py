@@ -21,9 +21,7 @@ from hookinbox._storage._awaiting import sleep_in_event_loop
 from hookinbox._storage._dialects._base import Dialect
 from hookinbox._storage._dialects._borrowed import DRIVER
 from hookinbox._storage._dialects._sqlite._errors import is_read_only_error
-from hookinbox._storage._errors import (
-    translate_errors,
-)
+from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._options import HIDE_PARAMETERS, READ_ONLY, StoreOptions
 
 if TYPE_CHECKING:

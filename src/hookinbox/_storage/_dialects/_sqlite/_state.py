@@ -10,9 +10,7 @@ from sqlalchemy import Connection
 
 from hookinbox._records import Pressure
 from hookinbox._storage._dialects._base import Dialect
-from hookinbox._storage._errors import (
-    translate_errors,
-)
+from hookinbox._storage._errors import translate_errors
 
 if TYPE_CHECKING:
     from hookinbox._storage._transactions import Transactions
