@@ -120,6 +120,7 @@ class Runtime:
             with self._lock:
                 if self._receiver is None:
                     self.registry.check()
+                    self.prepare_schema()
                     self.check_body_limit()
                     settings = self.settings
                     registry = self.registry
@@ -149,6 +150,17 @@ class Runtime:
                         committer=committer,
                     )
         return self._receiver
+
+    def prepare_schema(self) -> None:
+        """Migrate (or check the version) when receiving starts, before any delivery's ack
+        deadline runs: a first delivery to a new database would otherwise spend its deadline
+        on the tables and be answered 503. A schema this code cannot run on stops the start
+        with its one line (`ConfigurationError`), as the lifespan shows it; a database that
+        cannot be asked now is not refused for it: the first delivery tries again (503)."""
+        try:
+            self.store.ensure_schema()
+        except StoreUnavailable:
+            return
 
     def check_body_limit(self) -> None:
         """Refuse, when receiving starts, a body limit the database cannot store in one

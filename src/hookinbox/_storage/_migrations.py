@@ -31,8 +31,9 @@ from hookinbox._storage._compatibility import (
     oldest_code,
     read_status,
 )
-from hookinbox._storage._dialects import Dialect, dialect_named
+from hookinbox._storage._dialects import Dialect, dialect_of
 from hookinbox._storage._dialects._partial import partial
+from hookinbox._storage._dialects._table_options import row_id_type
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._options import READ_ONLY
@@ -58,7 +59,7 @@ _FIRST_VERSIONS = sa.Table(
 
 
 def _v1_events(op: Operations) -> None:
-    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    row_id = row_id_type()
     op.create_table(
         "hookinbox_events",
         sa.Column("id", row_id, primary_key=True, autoincrement=True),
@@ -139,7 +140,7 @@ def _v1_events(op: Operations) -> None:
 
 
 def _v2_outbox(op: Operations) -> None:
-    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    row_id = row_id_type()
     op.create_table(
         "hookinbox_outbox",
         sa.Column("id", row_id, primary_key=True, autoincrement=True),
@@ -205,7 +206,7 @@ def _v3_sessions_and_forced_replays(op: Operations) -> None:
 
 
 def _v4_audit(op: Operations) -> None:
-    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    row_id = row_id_type()
     op.create_table(
         "hookinbox_audit",
         sa.Column("id", row_id, primary_key=True, autoincrement=True),
@@ -376,7 +377,7 @@ def _v13_learned_secrets(op: Operations) -> None:
 
 
 def _dialect(op: Operations) -> Dialect:
-    return dialect_named(op.get_context().dialect.name)
+    return dialect_of(op.get_context().dialect)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -447,7 +448,7 @@ def _apply(
     engine: Engine, after: Sequence[AfterMigrate], target: int, wait: float | None
 ) -> tuple[int, int]:
     with engine.begin() as connection:
-        dialect = dialect_named(connection.dialect.name)
+        dialect = dialect_of(connection)
         dialect.lock_for_migration(connection)
         if wait is not None:
             dialect.limit_lock_waits(connection, wait)
