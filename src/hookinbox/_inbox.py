@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -525,6 +525,18 @@ class Inbox(BaseInbox):
         finally:
             worker.stop()
             await task
+
+    def trust(self, source: str, *, window: timedelta = timedelta(minutes=10)) -> datetime:
+        """Believe `source`'s next first handshake for `window` (at most a day): a source that
+        learns its secret on first use (Asana) keeps the secret of the first one, then the
+        window closes. Call it right before creating the webhook; returns when it closes.
+        `hookinbox trust [APP] SOURCE --for 10m` is the same from the command line."""
+        found = self.sources.get(source)
+        if found is None or not found.learns_secrets:
+            raise ConfigurationError(f"no source named {source!r} learns a secret on first use")
+        if not timedelta(0) < window <= timedelta(days=1):
+            raise ConfigurationError("window must be more than 0 and at most a day")
+        return self._operations().open_trust_window(source, window)
 
     def prune(self, *, dry_run: bool = False) -> PruneResult:
         """Delete done events older than the retention, in small batches."""

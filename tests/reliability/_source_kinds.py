@@ -28,7 +28,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hookinbox._errors import VerificationError
 from hookinbox._headers import normalize_headers
 from hookinbox.sources import (
+    Asana,
     AzureEventGrid,
+    AzureEventGridCloudEvents,
     Bitbucket,
     Box,
     Calendly,
@@ -695,6 +697,14 @@ KINDS: tuple[Kind, ...] = (
         },
     ),
     Kind(
+        Asana,
+        lambda s, **o: Asana(secret=s, **o),
+        ("asana_old_edge_secret", "asana_new_edge_secret", "asana_stranger_secret"),
+        json_body(events=[{"action": "changed", "resource": {"gid": "1"}}]),
+        sign=lambda s, b, _t: hex_mac(s, b),
+        assemble=lambda e, _t: {"X-Hook-Signature": ", ".join(e)},
+    ),
+    Kind(
         Paystack,
         lambda s, **o: Paystack(secret=s, **o),
         ("sk_test_old_edge", "sk_test_new_edge", "sk_test_stranger"),
@@ -828,6 +838,14 @@ KINDS: tuple[Kind, ...] = (
         lambda s, **o: AzureEventGrid(secret=s, header="Authorization", **o),
         ("eg_old_edge_value", "eg_new_edge_value", "eg_stranger_value"),
         json.dumps([{"id": "eg-edge", "eventType": "Microsoft.Storage.BlobCreated"}]).encode(),
+        sign=lambda s, _b, _t: s,  # the header's value itself: a shared key
+        assemble=lambda e, _t: {"Authorization": ", ".join(e)},
+    ),
+    Kind(
+        AzureEventGridCloudEvents,
+        lambda s, **o: AzureEventGridCloudEvents(secret=s, header="Authorization", **o),
+        ("egce_old_edge_value", "egce_new_edge_value", "egce_stranger_value"),
+        json.dumps({"id": "egce-edge", "source": "/topics/shop", "type": "shop.paid"}).encode(),
         sign=lambda s, _b, _t: s,  # the header's value itself: a shared key
         assemble=lambda e, _t: {"Authorization": ", ".join(e)},
     ),

@@ -41,7 +41,9 @@ from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
     AmazonSNS,
+    Asana,
     AzureEventGrid,
+    AzureEventGridCloudEvents,
     BatchSource,
     Bitbucket,
     Box,
@@ -69,6 +71,7 @@ from hookinbox.sources import (
     Mailgun,
     Meta,
     MicrosoftGraph,
+    MicrosoftGraphRich,
     Mollie,
     MollieClassic,
     Mux,
@@ -435,6 +438,10 @@ def sign_bitbucket(body: bytes, ident: str) -> dict[str, str]:
         "x-request-uuid": ident,
         "x-event-key": "repo:push",
     }
+
+
+def sign_asana(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-hook-signature": _mac(SECRET.encode(), body, "sha256").hex()}
 
 
 def sign_vercel(body: bytes, ident: str) -> dict[str, str]:
@@ -948,6 +955,7 @@ MORE_CASES: dict[str, Case] = {
         ("x-hub-signature", "x-request-uuid", "x-event-key"),
     ),
     "vercel": Case(lambda: Vercel(secret=SECRET), sign_vercel, ("x-vercel-signature",)),
+    "asana": Case(lambda: Asana(secret=SECRET), sign_asana, ("x-hook-signature",)),
     "webflow": Case(
         lambda: Webflow(secret=SECRET),
         sign_webflow,
@@ -991,10 +999,24 @@ MORE_CASES: dict[str, Case] = {
         signable=lambda body: bool((_json_object(body) or {}).get("value")),
         prepare=with_client_state,
     ),
+    "microsoft-graph-rich": Case(
+        lambda: MicrosoftGraphRich(client_state=SECRET, app_id="property-app"),
+        lambda body, ident: {},
+        ("content-type",),
+        body_bound=False,  # a shared value in the body (tokens: test_source_microsoft_graph_rich)
+        signable=lambda body: bool((_json_object(body) or {}).get("value")),
+        prepare=with_client_state,
+    ),
     "azure-event-grid": Case(
         lambda: AzureEventGrid(secret=SECRET, header="Authorization"),
         lambda body, ident: {"authorization": SECRET},
         ("authorization", "aeg-event-type"),
+        body_bound=False,  # a shared key, not a signature
+    ),
+    "azure-event-grid-cloudevents": Case(
+        lambda: AzureEventGridCloudEvents(secret=SECRET, header="Authorization"),
+        lambda body, ident: {"authorization": SECRET},
+        ("authorization",),
         body_bound=False,  # a shared key, not a signature
     ),
 }

@@ -43,6 +43,7 @@ from hookinbox._storage._ordering import Ordering
 from hookinbox._storage._outbox import Outbox
 from hookinbox._storage._queue import EventQueue, MessageQueue
 from hookinbox._storage._stats import Stats
+from hookinbox._storage._trust import Trust
 
 log = logger("hookinbox._storage")
 T = TypeVar("T")
@@ -114,6 +115,7 @@ class Store:
         self.operator = Operator(self)
         self.housekeeping = Housekeeping(self)
         self.liveness = Liveness(self)
+        self.trust = Trust(self)
         self.stats = Stats(self, self.outbox, self.liveness)
 
     @property
