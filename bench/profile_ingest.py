@@ -53,8 +53,9 @@ OTHER = "other"
 
 
 def part_of(stack: str) -> str:
-    frames = stack.split(";")
-    if any("group-commit" in frame for frame in frames[:2]):  # the process, then the thread
+    # With --subprocesses, py-spy names the processes first (serve, then granian's worker).
+    frames = [frame for frame in stack.split(";") if not frame.startswith("process ")]
+    if "group-commit" in frames[0]:
         return WRITER
     for part, markers in PARTS:  # in order: uvicorn's own frames surround every other part
         if any(marker in frame for frame in frames for marker in markers):
