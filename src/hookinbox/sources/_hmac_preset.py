@@ -172,6 +172,7 @@ def declare(
     event: Callable[[str], Any],
     example: Callable[[ExampleKeys], Any] | None = None,
     headers: ExtraHeaders | None = None,
+    new_each_delivery: bool = False,
 ) -> Provider:
     """`provider(...)` for a preset source: its signer and signature header from the preset,
     its example a source with the secret `<default name>-example` unless `example` is given."""
@@ -182,4 +183,5 @@ def declare(
         example=example or (lambda keys: source(secret=secret)),
         event=event,
         signature_header=source.preset.signature_header,
+        new_each_delivery=new_each_delivery,
     )
