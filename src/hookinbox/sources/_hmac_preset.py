@@ -3,11 +3,12 @@
 Most HMAC providers differ only in facts: the header, what is signed (the body, or a
 timestamp header's value and the body in a template such as `v0:{timestamp}:{body}`), the
 digest, hex or base64, a prefix (`sha256=`). `HMACPreset` holds those facts, and a source
-class that names one (`HMACPresetSource`, `TimestampedHMACPresetSource`) verifies with the
-shared helpers of `_signatures.py`, reads its signature headers from it, and gets the test
-kit's signer from `declare`. What stays in the provider's module is what no two providers
-share: where the event's key, type and time are (`identify`), its redelivery window, the
-headers it keeps, and its example event; see docs/development.md, "Adding a provider".
+class that names one (`HMACPresetSource`, `TimestampedHMACPresetSource`, and
+`BatchHMACPresetSource` for a batch) verifies with the shared helpers of `_signatures.py`,
+reads its signature headers from it, and gets the test kit's signer from `declare`. What
+stays in the provider's module is what no two providers share: where the event's key, type
+and time are (`identify`), its redelivery window, the headers it keeps, and its example
+event; see docs/development.md, "Adding a provider".
 
 The signer `declare` builds follows the same facts with `hmac` and `base64` only, never the
 helpers that verify (as `_provider.py` asks of every signer); it is held to the provider's
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from hookinbox.sources._base import SecretSource, TimestampedSource
+from hookinbox.sources._base import BatchSource, SecretSource, TimestampedSource
 from hookinbox.sources._provider import ExampleKeys, Provider, json_headers, mac, provider
 from hookinbox.sources._provider import secret_key as signing_key
 from hookinbox.sources._signatures import (
@@ -106,6 +107,15 @@ class HMACPreset:
         )
 
 
+def _adopt(cls: type[HMACPresetSource | TimestampedHMACPresetSource]) -> None:
+    """A class naming its preset verifies with its headers (bounded before `verify`), and
+    keeps them unless it names more."""
+    if "preset" in cls.__dict__:
+        cls.signature_headers = cls.preset.headers
+        if "stored_headers" not in cls.__dict__:
+            cls.stored_headers = cls.preset.headers
+
+
 class HMACPresetSource(SecretSource):
     """A source whose signature is its class's `preset`, over the body alone."""
 
@@ -132,13 +142,8 @@ class TimestampedHMACPresetSource(TimestampedSource):
         self.preset.verify(self._keys, headers, body, now=now, tolerance=self.tolerance)
 
 
-def _adopt(cls: type[HMACPresetSource | TimestampedHMACPresetSource]) -> None:
-    """A class naming its preset verifies with its headers (bounded before `verify`), and
-    keeps them unless it names more."""
-    if "preset" in cls.__dict__:
-        cls.signature_headers = cls.preset.headers
-        if "stored_headers" not in cls.__dict__:
-            cls.stored_headers = cls.preset.headers
+class BatchHMACPresetSource(BatchSource, HMACPresetSource):
+    """A `BatchSource` (several events in one delivery) signed by its class's `preset`."""
 
 
 PresetSource = HMACPresetSource | TimestampedHMACPresetSource
@@ -173,6 +178,7 @@ def declare(
     example: Callable[[ExampleKeys], Any] | None = None,
     headers: ExtraHeaders | None = None,
     new_each_delivery: bool = False,
+    batch_key: Callable[[Any], str] | None = None,
 ) -> Provider:
     """`provider(...)` for a preset source: its signer and signature header from the preset,
     its example a source with the secret `<default name>-example` unless `example` is given."""
@@ -184,4 +190,5 @@ def declare(
         event=event,
         signature_header=source.preset.signature_header,
         new_each_delivery=new_each_delivery,
+        batch_key=batch_key,
     )
