@@ -11,8 +11,6 @@ marked [U] there. This module only gathers them, named by the source's default n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import hookinbox.sources
 from hookinbox.sources import Source
 from hookinbox.sources._provider import Simulation, provider_of
@@ -21,26 +19,7 @@ ProviderName = str
 """A simulated provider's name: its source's default name (one of `PROVIDERS`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Provider:
-    name: ProviderName
-    source: type[Source]
-    simulation: Simulation
-
-    @property
-    def retry_delays(self) -> tuple[float, ...]:
-        return self.simulation.retry_delays
-
-    @property
-    def ack_timeout(self) -> float:
-        return self.simulation.ack_timeout
-
-    @property
-    def signs_timestamp(self) -> bool:
-        return self.simulation.signs_timestamp
-
-
-def _declared() -> dict[ProviderName, Provider]:
+def _declared() -> dict[ProviderName, tuple[type[Source], Simulation]]:
     # The classes `import hookinbox.sources` loads; those behind an extra (PayPal, ...) are
     # not simulated, and asking for them would need their extra.
     loaded = vars(hookinbox.sources)
@@ -48,10 +27,13 @@ def _declared() -> dict[ProviderName, Provider]:
     for name in hookinbox.sources.__all__:
         declared = provider_of(cls) if isinstance(cls := loaded.get(name), type) else None
         if declared is not None and declared.simulation is not None:
-            source = declared.source
-            found[source.default_name] = Provider(source.default_name, source, declared.simulation)
+            found[declared.source.default_name] = (declared.source, declared.simulation)
     return found
 
 
-PROFILES: dict[ProviderName, Provider] = _declared()
+_DECLARED = _declared()
+PROFILES: dict[ProviderName, Simulation] = {name: p for name, (_, p) in _DECLARED.items()}
+"""Each simulated provider's retry schedule, answer timeout and signed headers."""
+SOURCES: dict[ProviderName, type[Source]] = {name: s for name, (s, _) in _DECLARED.items()}
+"""Each simulated provider's source class, which the simulator signs for."""
 PROVIDERS: tuple[ProviderName, ...] = tuple(PROFILES)

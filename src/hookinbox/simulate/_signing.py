@@ -15,7 +15,7 @@ import random
 from collections.abc import Mapping
 
 from hookinbox._errors import ConfigurationError
-from hookinbox.simulate._providers import PROFILES, ProviderName
+from hookinbox.simulate._providers import PROFILES, SOURCES, ProviderName
 from hookinbox.testing._signing import sign
 
 STANDARD_SECRET_PREFIX = "whsec_"
@@ -40,8 +40,7 @@ class Signer:
         self.provider = provider
         if provider == "standard":
             standard_key(secret)  # the simulator's own message for a malformed secret
-        self._profile = PROFILES[provider]
-        self._source = self._profile.source(secret=secret)  # type: ignore[call-arg]
+        self._source = SOURCES[provider](secret=secret)  # type: ignore[call-arg]
 
     def sign(self, headers: Mapping[str, str], body: bytes, timestamp: int) -> dict[str, str]:
         """The signature headers for `body` sent at `timestamp` (Unix seconds), in lower case.
@@ -51,7 +50,7 @@ class Signer:
         """
         fields = {"message_id": headers["webhook-id"]} if self.provider == "standard" else {}
         signed, _ = sign(self._source, body, at=timestamp, **fields)
-        wanted = self._profile.simulation.signature_headers
+        wanted = PROFILES[self.provider].signature_headers
         return {name.lower(): value for name, value in signed.items() if name.lower() in wanted}
 
 

@@ -107,7 +107,7 @@ class HMACPreset:
         )
 
 
-def _adopt(cls: type[HMACPresetSource | TimestampedHMACPresetSource]) -> None:
+def _adopt(cls: type[HMACPresetSource]) -> None:
     """A class naming its preset verifies with its headers (bounded before `verify`), and
     keeps them unless it names more."""
     if "preset" in cls.__dict__:
@@ -129,14 +129,8 @@ class HMACPresetSource(SecretSource):
         self.preset.verify(self._keys, headers, body, now=now)
 
 
-class TimestampedHMACPresetSource(TimestampedSource):
+class TimestampedHMACPresetSource(HMACPresetSource, TimestampedSource):
     """A source whose `preset` signs a timestamp with the body, held within `tolerance`."""
-
-    preset: ClassVar[HMACPreset]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        _adopt(cls)
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         self.preset.verify(self._keys, headers, body, now=now, tolerance=self.tolerance)
@@ -146,7 +140,6 @@ class BatchHMACPresetSource(BatchSource, HMACPresetSource):
     """A `BatchSource` (several events in one delivery) signed by its class's `preset`."""
 
 
-PresetSource = HMACPresetSource | TimestampedHMACPresetSource
 ExtraHeaders = Callable[[Any, bytes, int, dict[str, Any]], dict[str, str]]
 """`(source, body, unix seconds, fields) -> headers` the provider sends beside the signature
 (an id, a topic); pops the `sign` fields it reads."""
@@ -155,7 +148,7 @@ ExtraHeaders = Callable[[Any, bytes, int, dict[str, Any]], dict[str, str]]
 def preset_signer(preset: HMACPreset, extra: ExtraHeaders | None = None) -> Any:
     """The test kit's signer for `preset`: its recipe with `hmac` and `base64`."""
 
-    def sign(source: PresetSource, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    def sign(source: Any, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
         stamp = str(t * preset.per_second)
         message = preset.message.removesuffix(BODY).replace(TIMESTAMP, stamp).encode() + body
         digest = mac(signing_key(source, fields), message, preset.algorithm)
@@ -172,7 +165,7 @@ def preset_signer(preset: HMACPreset, extra: ExtraHeaders | None = None) -> Any:
 
 
 def declare(
-    source: type[PresetSource],
+    source: type[HMACPresetSource],
     *,
     event: Callable[[str], Any],
     example: Callable[[ExampleKeys], Any] | None = None,
