@@ -89,6 +89,7 @@ CHECKED_BY_COMMAND = {
     "verify_url": ("simulate", ["--provider", "stripe", "--secret", "s", "--target", "{target}"]),
     "admin_token": ("dashboard", ["--database-url", "{url}"]),
     "target": ("simulate", ["--provider", "stripe", "--secret", "s"]),
+    "length": ("trust", ["--database-url", "{url}", "asana"]),
 }
 """String parameters checked by the command's body before it touches anything."""
 
