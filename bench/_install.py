@@ -8,11 +8,14 @@ stays within its budget); both count and weigh alike. Standard library only.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,13 +70,23 @@ def normalise(name: str) -> str:
 
 
 def build_wheel(tree: Path, into: Path) -> Path:
-    """`pip wheel` of the project at `tree`: the file a release would upload."""
+    """`pip wheel` of the project at `tree`: the file a release would upload.
+
+    setuptools builds inside the tree (`build/`, the egg-info), so two builds of one tree at
+    once (two test workers) spoil each other: one at a time per tree, under a file lock."""
     into.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(into), str(tree)],
-        check=True,
-        capture_output=True,
-    )
+    digest = hashlib.sha256(str(tree.resolve()).encode()).hexdigest()[:16]
+    lock_path = Path(tempfile.gettempdir()) / f"hookinbox-wheel-{digest}.lock"
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(into),
+             str(tree)],
+            capture_output=True,
+            text=True,
+        )  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(f"pip wheel {tree} failed:\n{result.stderr[-3000:]}")
     (wheel,) = into.glob("hookinbox-*.whl")
     return wheel
 
