@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hookinbox._metrics import exposition
+from hookinbox._operations._service import Operations
 from hookinbox._storage._schema import event_queue, events
 from tests.apps import orders
 from tests.support.server import run_cli
@@ -52,7 +53,7 @@ def test_a_killed_worker_goes_stale_and_the_check_alarms(db_url: str) -> None:
         )
         healthy = run_cli(*check)
         assert (healthy.returncode, json.loads(healthy.stdout)) == (0, {"ok": True, "breaches": []})
-        metrics = exposition(store)[0].decode()
+        metrics = exposition(Operations(store))[0].decode()
         assert f'hookinbox_live_workers{{host="{HOST}",kind="worker"}} 1.0' in metrics
 
         worker.kill()
@@ -77,7 +78,7 @@ def test_a_killed_worker_goes_stale_and_the_check_alarms(db_url: str) -> None:
         assert report["ok"] is False
         assert report["breaches"][0].startswith("live workers: 0 (threshold: at least 1")
         assert report["breaches"][1].startswith("oldest pending event is 2.")
-        metrics = exposition(store)[0].decode()
+        metrics = exposition(Operations(store))[0].decode()
         assert f'hookinbox_live_workers{{host="{HOST}",kind="worker"}}' not in metrics
         assert "hookinbox_oldest_pending_age_seconds 1" in metrics  # 120 s and a bit
 

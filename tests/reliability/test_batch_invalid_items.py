@@ -31,6 +31,7 @@ from hookinbox import Event, HandlerContext, Inbox
 from hookinbox._metrics import exposition
 from hookinbox._model import Status
 from hookinbox._operations import Thresholds
+from hookinbox._operations._service import Operations
 from hookinbox._storage._schema import events
 from hookinbox.dashboard import dashboard_app
 from hookinbox.http._app import create_app
@@ -156,7 +157,7 @@ def test_valid_events_are_kept_and_unusable_ones_held_as_invalid(
     invalid_total = sum(len(reasons) for _, _, reasons in BATCHES.values())
     assert inbox.store.get_event("hubspot", "9:1").status is Status.PROCESSED
 
-    metrics, _ = exposition(inbox.store)
+    metrics, _ = exposition(Operations(inbox.store))
     assert f'hookinbox_events{{status="invalid"}} {float(invalid_total)}' in metrics.decode()
 
     listed = run_cli("events", "list", "--database-url", db_url, "--status", "invalid", "--json")
