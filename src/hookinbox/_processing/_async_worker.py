@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from types import CodeType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookinbox import _ranges as ranges
 from hookinbox._logging import logger
@@ -31,7 +31,9 @@ from hookinbox._processing._service import Processing
 from hookinbox._processing._wakeup import Wake, WakeSocket
 from hookinbox._processing._watchdog import LoopWatchdog
 from hookinbox._processing._worker import SQLITE_POLL, WOKEN_POLL, BackgroundJob, WorkerOptions
-from hookinbox._storage import AsyncStore
+
+if TYPE_CHECKING:
+    from hookinbox._storage import AsyncStore
 
 log = logger("hookinbox.worker")
 
