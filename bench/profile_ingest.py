@@ -46,13 +46,15 @@ PARTS = (
     ),
     ("sending the answer (uvicorn's send)", ("send_reply", "send_body")),
     ("uvicorn's HTTP protocol and task", ("httptools_impl", "uvicorn")),
+    ("granian's ASGI callbacks", ("granian",)),
 )
 WRITER = "the group-commit writer thread"
 OTHER = "other"
 
 
 def part_of(stack: str) -> str:
-    frames = stack.split(";")
+    # With --subprocesses, py-spy names the processes first (serve, then granian's worker).
+    frames = [frame for frame in stack.split(";") if not frame.startswith("process ")]
     if "group-commit" in frames[0]:
         return WRITER
     for part, markers in PARTS:  # in order: uvicorn's own frames surround every other part
@@ -75,6 +77,11 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return found
 
 
+def threads_cpu(pids: list[int]) -> dict[str, float]:
+    """`thread_cpu` of each process."""
+    return {f"{pid}/{tid}": used for pid in pids for tid, used in thread_cpu(pid).items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -82,14 +89,18 @@ def main() -> None:
     parser.add_argument("--backend", default="postgres", choices=("postgres", "sqlite", "mysql"))
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--keep", type=Path, help="save py-spy's raw collapsed stacks here")
+    parser.add_argument("--server", help="serve's --server (uvicorn, granian); serve's default")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(spy).exists():
         raise SystemExit("py-spy is not installed: pip install py-spy")
     raw = args.keep or Path(tempfile.mkstemp(suffix=".txt")[1])
+    command = hookinbox_serve(APP, "{url}", 1) + (["--server", args.server] if args.server else [])
     with (
         database(args.backend) as url,
-        server(hookinbox_serve(APP, url, 1), env={"BENCH_DATABASE_URL": url}) as running,
+        server(
+            [p.replace("{url}", url) for p in command], env={"BENCH_DATABASE_URL": url}
+        ) as running,
     ):
         target = f"{running.base_url}/webhooks/stripe"
         warmup = request_file(300)
@@ -98,14 +109,15 @@ def main() -> None:
         requests = request_file(max(20_000, 9_000 * args.seconds))
         pid = running.process.pid
         recorder = subprocess.Popen(
-            [spy, "record", "--pid", str(pid), "--gil", "--threads", "--rate", "250",
-             "--duration", str(args.seconds), "--format", "raw", "-o", str(raw)],
+            [spy, "record", "--pid", str(pid), "--gil", "--threads", "--subprocesses",
+             "--rate", "250", "--duration", str(args.seconds), "--format", "raw", "-o", str(raw)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         time.sleep(0.5)
-        before, started = thread_cpu(pid), time.monotonic()
+        pids = running.pids  # granian serves in a child process
+        before, started = threads_cpu(pids), time.monotonic()
         load = wrk(target, requests, seconds=args.seconds)
-        after, elapsed = thread_cpu(pid), time.monotonic() - started
+        after, elapsed = threads_cpu(pids), time.monotonic() - started
         recorder.wait()
         requests.unlink()
     served = load.rate * elapsed
@@ -115,7 +127,7 @@ def main() -> None:
     for tid, seconds in sorted(after.items(), key=lambda item: before.get(item[0], 0) - item[1]):
         used = seconds - before.get(tid, 0.0)
         if used > 0.05 * elapsed:
-            print(f"  thread {tid}: {used / served * 1e6:.0f} us per request")
+            print(f"  thread {tid} (process/thread): {used / served * 1e6:.0f} us per request")
     samples: collections.Counter[str] = collections.Counter()
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")

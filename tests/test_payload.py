@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from hookinbox import Event, Status
+from hookinbox import Event, Status, _payload
 from hookinbox._payload import decode_payload, form_fields, media_type, search_text
 
 FORM = "application/x-www-form-urlencoded"
@@ -81,3 +85,49 @@ def test_search_text_reads_as_handlers_do(
     body: bytes, path: tuple[str, ...], text: str | None
 ) -> None:
     assert search_text(body, path) == text
+
+
+JSON_CASES = [
+    b'{"id":"evt_1","type":"a.b","created":1700000000,"data":{"object":{"amount":4200}}}',
+    b'{"a":1,"a":2}',  # the last value of a repeated key
+    b'{"n":123456789012345678901234567890}',  # an integer past 64 bits stays an integer
+    b'{"f":0.1,"g":-0.0,"h":1e-400,"i":1.7976931348623157e308}',
+    b'{"nan":NaN,"inf":Infinity}',  # json reads them; msgspec refuses
+    b'{"big":1e400}',  # json: inf; msgspec refuses
+    b'{"s":"\\ud800"}',  # a lone surrogate: json keeps it; msgspec refuses
+    b'\xef\xbb\xbf{"bom":1}',
+    '{"utf16":1}'.encode("utf-16"),
+    b'{"e":"\\u00e9\xc3\xa9\\/"}',
+    b"[1,]",
+    b"01",
+    b'{"a": 1} x',
+    b'"a\tb"',
+    b"\xff",
+    b"[" * 1100 + b"]" * 1100,
+    b"",
+]
+
+
+def _outcome(parse: Any, body: bytes) -> tuple[str, Any]:
+    try:
+        value = parse(body)
+    except Exception as error:  # the kind of error: what callers catch
+        return ("error", isinstance(error, ValueError | RecursionError))
+    return ("value", repr(value))  # repr: nan == nan, and -0.0 apart from 0.0
+
+
+@pytest.mark.parametrize("body", JSON_CASES)
+def test_loads_reads_json_exactly_as_the_json_module(body: bytes) -> None:
+    """With msgspec installed (the `server` extra) `loads` parses with it; without, with json:
+    the same value or the same kind of error either way."""
+    assert _payload._compiled_decoder() is not None  # the test extra installs msgspec
+    assert _outcome(_payload.loads, body) == _outcome(json.loads, body)
+
+
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+))  # fmt: skip
+def test_loads_agrees_with_json_on_any_document(document: Any) -> None:
+    body = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    assert _outcome(_payload.loads, body) == _outcome(json.loads, body)

@@ -28,6 +28,7 @@ class Extra:
 
 EXTRAS: dict[str, Extra] = {
     "server": Extra("the HTTP server (uvicorn)", ("uvicorn",)),
+    "granian": Extra("the Granian HTTP server (granian)", ("granian",)),
     "postgres": Extra("the PostgreSQL driver (psycopg)", ("psycopg",)),
     "mysql": Extra("the MariaDB driver (PyMySQL)", ("pymysql",)),
     # The async worker's drivers: SQLAlchemy's asyncio support (greenlet) and the driver; an

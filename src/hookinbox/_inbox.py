@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -57,6 +57,7 @@ from hookinbox.sources import Source
 if TYPE_CHECKING:
     from hookinbox._operations._service import Operations
     from hookinbox._processing._async_worker import AsyncWorker
+    from hookinbox.http._probes import Readiness
     from hookinbox.http._types import ASGIApp
 
 log = logger("hookinbox.worker")
@@ -74,6 +75,7 @@ class BaseInbox(ABC):
     """
 
     _registry: Registry
+    _readiness: Readiness | None = None
 
     SETTINGS: ClassVar[frozenset[str]] = frozenset({
         "database_url", "store_options", "max_body_size", "body_timeout", "retry_after",
@@ -170,6 +172,18 @@ class BaseInbox(ABC):
         arrived, and nobody is left to answer.
         """
         return await self._receiver().ahandle(request)
+
+    async def readiness(self) -> Reply:
+        """Whether the inbox can take a delivery now, as `GET /readyz` answers: 200 when its
+        database takes a write within the ack deadline (3 s without one), else 503 with
+        `Retry-After` (so too when the inbox cannot start: its configuration is wrong). The
+        first call starts the inbox. One database check at a time, however often it is asked:
+        a database gone silent holds one check, not one per probe."""
+        if self._readiness is None:
+            from hookinbox.http._probes import Readiness
+
+            self._readiness = Readiness(self._receiver)
+        return await self._readiness.readiness()
 
     def asgi(self, *, path: str = "/webhooks") -> ASGIApp:
         """An ASGI app: `POST {path}/{source}`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
@@ -511,6 +525,18 @@ class Inbox(BaseInbox):
         finally:
             worker.stop()
             await task
+
+    def trust(self, source: str, *, window: timedelta = timedelta(minutes=10)) -> datetime:
+        """Believe `source`'s next first handshake for `window` (at most a day): a source that
+        learns its secret on first use (Asana) keeps the secret of the first one, then the
+        window closes. Call it right before creating the webhook; returns when it closes.
+        `hookinbox trust [APP] SOURCE --for 10m` is the same from the command line."""
+        found = self.sources.get(source)
+        if found is None or not found.learns_secrets:
+            raise ConfigurationError(f"no source named {source!r} learns a secret on first use")
+        if not timedelta(0) < window <= timedelta(days=1):
+            raise ConfigurationError("window must be more than 0 and at most a day")
+        return self._operations().open_trust_window(source, window)
 
     def prune(self, *, dry_run: bool = False) -> PruneResult:
         """Delete done events older than the retention, in small batches."""

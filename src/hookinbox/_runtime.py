@@ -134,6 +134,7 @@ class Runtime:
             with self._lock:
                 if self._receiver is None:
                     self.registry.check()
+                    self.prepare_schema()
                     self.check_body_limit()
                     settings = self.settings
                     registry = self.registry
@@ -150,6 +151,9 @@ class Runtime:
                         if settings.group_commit
                         else None
                     )
+                    for source in registry.sources.values():
+                        if source.learns_secrets:  # Asana: kept where every process reads
+                            source.attach_secrets(self.store.trust)
                     self._receiver = Receiver(
                         self.store,
                         registry.sources,
@@ -158,8 +162,20 @@ class Runtime:
                         on_new_event=self._on_new_event,
                         retention=settings.retention,
                         committer=committer,
+                        gauges=self.operations,
                     )
         return self._receiver
+
+    def prepare_schema(self) -> None:
+        """Migrate (or check the version) when receiving starts, before any delivery's ack
+        deadline runs: a first delivery to a new database would otherwise spend its deadline
+        on the tables and be answered 503. A schema this code cannot run on stops the start
+        with its one line (`ConfigurationError`), as the lifespan shows it; a database that
+        cannot be asked now is not refused for it: the first delivery tries again (503)."""
+        try:
+            self.store.ensure_schema()
+        except StoreUnavailable:
+            return
 
     def check_body_limit(self) -> None:
         """Refuse, when receiving starts, a body limit the database cannot store in one

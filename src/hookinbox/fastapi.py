@@ -93,6 +93,9 @@ def router(
     )  # fmt: skip
     api.add_api_route("/{source}", partial(handshake, inbox), methods=["HEAD"],
                       include_in_schema=False)  # fmt: skip
+    # Event Grid's CloudEvents validation (405 for a source without one).
+    api.add_api_route("/{source}", partial(_options, inbox), methods=["OPTIONS"],
+                      include_in_schema=False)  # fmt: skip
     return api
 
 
@@ -108,6 +111,10 @@ async def handshake(inbox: BaseInbox, source: str, request: Request) -> Response
     """A GET or HEAD on a source's path: its handshake (Meta's `hub.challenge`, X's CRC,
     ...), or 405. For a route of your own, as `respond` is for POST."""
     return _response(await inbox.ahandle(_request("GET", source, request)))
+
+
+async def _options(inbox: BaseInbox, source: str, request: Request) -> Response:
+    return _response(await inbox.ahandle(_request("OPTIONS", source, request)))
 
 
 async def receive(inbox: BaseInbox, source: str, request: Request) -> Reply | None:

@@ -3,7 +3,8 @@
     app.register_blueprint(hookinbox.flask.blueprint(inbox))     # POST /webhooks/<source>
 
 `GET` (and `HEAD`) `/webhooks/<source>` answer the handshake of a source whose provider sends
-one over GET (Meta, Dropbox, X, Okta, Trello), 405 for the others (`handshake`).
+one over GET (Meta, Dropbox, X, Okta, Trello), 405 for the others (`handshake`); `OPTIONS`
+that of a source which answers one (Event Grid's CloudEvents validation), 405 otherwise.
 
 The body is read from `request.stream`, never from `request.get_data()` or `request.json`: a
 body whose Content-Length passes the inbox's cap is refused (413) before a byte is read, and a
@@ -28,13 +29,19 @@ def blueprint(
     (Flask adds `HEAD`) for their handshakes."""
     webhooks = Blueprint(name, __name__, url_prefix=url_prefix.rstrip("/"))
 
-    @webhooks.post("/<source>")
+    # Flask would answer OPTIONS itself on every route: the inbox answers it instead (Event
+    # Grid's CloudEvents validation; 405 for a source without one).
+    @webhooks.post("/<source>", provide_automatic_options=False)
     def receive_webhook(source: str) -> Response:
         return respond(inbox, source)
 
-    @webhooks.get("/<source>")
+    @webhooks.get("/<source>", provide_automatic_options=False)
     def answer_handshake(source: str) -> Response:
         return handshake(inbox, source)
+
+    @webhooks.route("/<source>", methods=["OPTIONS"], provide_automatic_options=False)
+    def answer_options(source: str) -> Response:
+        return _response(inbox.handle(_request("OPTIONS", source)))
 
     return webhooks
 

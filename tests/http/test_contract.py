@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -183,6 +184,19 @@ def test_an_unavailable_database_is_503_with_retry_after() -> None:
     assert "Traceback" not in response.text
     assert ready.status_code == 503
     assert health.status_code == 200  # the process is up; only readiness depends on the database
+
+
+def test_the_inbox_answers_readiness_itself(inbox: Inbox, client: ASGIClient) -> None:
+    """`inbox.readiness()`: the answer `/readyz` gives, without an HTTP app."""
+    ready = asyncio.run(inbox.readiness())
+    assert (ready.status_code, ready.content) == (200, client.get("/readyz").content)
+    down = build(
+        "postgresql://postgres@127.0.0.1:1/none", store_options=StoreOptions(connect_timeout=1)
+    )
+    refused = asyncio.run(down.readiness())
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "5"
+    down.close()
 
 
 def test_mounting_under_a_prefix(db_url: str) -> None:

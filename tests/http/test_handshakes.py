@@ -23,8 +23,18 @@ import hookinbox.fastapi
 import hookinbox.flask
 from hookinbox import Inbox
 from hookinbox._storage._schema import events
-from hookinbox.http import answer_get
-from hookinbox.sources import Dropbox, Meta, Okta, Query, Source, Stripe, Trello, Twitter
+from hookinbox.http import Request, answer_get
+from hookinbox.sources import (
+    AzureEventGridCloudEvents,
+    Dropbox,
+    Meta,
+    Okta,
+    Query,
+    Source,
+    Stripe,
+    Trello,
+    Twitter,
+)
 from tests.support.asgi import ASGIClient
 
 VERIFY = "hub.mode=subscribe&hub.verify_token=vt-1&hub.challenge=1158201444"
@@ -226,3 +236,50 @@ def test_a_stripe_delivery_ignores_its_query_string(tmp_path: Path) -> None:
         assert reply.body == {"status": "accepted", "event_id": "evt_q"}
     finally:
         inbox.close()
+
+
+@pytest.mark.parametrize("entry", ["asgi", "handle"])
+def test_options_reaches_only_a_source_that_answers_it_and_stores_nothing(
+    inbox: Inbox, entry: str
+) -> None:
+    inbox.add_source(AzureEventGridCloudEvents(secret="eg-key"))
+    origin = {"webhook-request-origin": "eventgrid.azure.net"}
+
+    def options(path: str) -> tuple[int, Any]:
+        if entry == "asgi":
+            response = ASGIClient(inbox.asgi()).request("OPTIONS", path, headers=origin)
+            return response.status_code, response.headers
+        source_path, _, query = path.partition("?")
+        reply = inbox.handle(
+            Request("OPTIONS", source_path.rsplit("/", 1)[1], origin, query.encode(), b"")
+        )
+        return reply.status_code, reply.headers
+
+    allowed = options("/webhooks/azure-event-grid-cloudevents?key=eg-key")
+    replayed = options("/webhooks/azure-event-grid-cloudevents?key=eg-key")
+    assert allowed[0] == replayed[0] == 200
+    assert allowed[1]["webhook-allowed-origin"] == "eventgrid.azure.net"
+    keyless = options("/webhooks/azure-event-grid-cloudevents")
+    assert keyless[0] == 403 and "webhook-allowed-origin" not in keyless[1]
+    assert (options("/webhooks/stripe")[0], options("/webhooks/stripe")[1]["allow"]) == (
+        405,
+        "POST",
+    )
+    assert options("/webhooks/meta")[1]["allow"] == "GET, HEAD, POST"
+    assert options("/webhooks/nobody")[0] == 405
+    assert _stored(inbox) == 0
+
+
+def test_options_reaches_the_source_on_every_framework_entry(call: Any, inbox: Inbox) -> None:
+    if isinstance(call, Neutral):
+        return  # `answer_get` is GET's; the neutral entry for OPTIONS is `inbox.handle` (above)
+    inbox.add_source(AzureEventGridCloudEvents(secret="eg-key"))
+    origin = {"WebHook-Request-Origin": "eventgrid.azure.net"}
+    status, headers, _ = call(
+        "OPTIONS", "/webhooks/azure-event-grid-cloudevents?key=eg-key", origin
+    )
+    assert (status, headers["webhook-allowed-origin"]) == (200, "eventgrid.azure.net")
+    assert call("OPTIONS", "/webhooks/azure-event-grid-cloudevents", origin)[0] == 403
+    status, headers, _ = call("OPTIONS", "/webhooks/stripe", origin)
+    assert status == 405 and "webhook-allowed-origin" not in headers
+    assert _stored(inbox) == 0

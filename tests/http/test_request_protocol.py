@@ -106,7 +106,7 @@ ADAPTERS = ["fastapi.py", "flask.py", "django/views.py", "http/__init__.py", "ht
 
 @pytest.mark.parametrize("path", ADAPTERS)
 def test_adapters_use_no_private_member_of_the_inbox_on_the_delivery_path(path: str) -> None:
-    """`inbox._anything` nowhere in an adapter, but `health_probes`' own (the probes' path)."""
+    """`inbox._anything` nowhere in an adapter (the probes ask the public `inbox.readiness()`)."""
     tree = ast.parse((SRC / path).read_text())
     private = [
         (node.lineno, node.attr)
@@ -116,8 +116,7 @@ def test_adapters_use_no_private_member_of_the_inbox_on_the_delivery_path(path: 
         and node.value.id == "inbox"
         and node.attr.startswith("_")
     ]
-    allowed = [(line, "_receiver") for line, _ in private] if path == "http/__init__.py" else []
-    assert private == allowed
+    assert private == []
 
 
 def test_the_http_layer_uses_at_most_five_members_of_the_receiver() -> None:

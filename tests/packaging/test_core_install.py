@@ -25,7 +25,7 @@ MAX_MEGABYTES = 40.0
 EXTRAS_ONLY = {
     "uvicorn", "uvloop", "httptools", "rich", "pygments", "starlette", "jinja2", "itsdangerous",
     "httpx", "httpcore", "cryptography", "cffi", "psycopg", "psycopg-binary", "prometheus-client",
-    "redis", "fastapi", "flask", "django", "watchfiles", "websockets",
+    "redis", "fastapi", "flask", "django", "watchfiles", "websockets", "msgspec",
 }  # fmt: skip
 APP = """
 import sqlalchemy as sa

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from hookinbox._storage import Store
 from tests.apps import orders
-from tests.support.server import running_server
+from tests.support.server import free_port, hookinbox_command, running_server, serving_process
 from tests.support.signing import stripe_delivery
 from tests.support.workers import (
     APP,
@@ -101,3 +101,25 @@ def test_serve_no_worker_only_receives_and_a_separate_worker_processes(db_url: s
         assert _order_for(store, 1)[0].event_id == "evt_1"
         [applied] = read_all(store, sa.select(orders.applied_checkouts))
         assert applied.worker_pid == worker.pid
+
+
+def test_serve_with_granian_receives_processes_probes_and_stops_cleanly(db_url: str) -> None:
+    """`--server granian`: the same app, probes and worker under another server; SIGTERM
+    stops it with exit 0 (the server, then its worker)."""
+    orders.create_tables(db_url)
+    port = free_port()
+    command = hookinbox_command(
+        "serve", APP, "--database-url", db_url, "--port", str(port), "--server", "granian",
+        "--log-level", "warning",
+    )  # fmt: skip
+    with opened_store(db_url) as store, serving_process(command, port) as (process, base_url):
+        _post_checkout(base_url, 7)
+        assert httpx.get(f"{base_url}/healthz").json() == {"status": "ok"}
+        assert "hookinbox_deliveries_total" in httpx.get(f"{base_url}/metrics").text
+        wait_for(
+            lambda: event_row(store, "evt_7").status == "processed",
+            timeout=15,
+            what="serve's worker to process evt_7 under granian",
+        )
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0

@@ -48,6 +48,7 @@ from hookinbox.sources import (
     GooglePubSub,
     Mailgun,
     MicrosoftGraph,
+    MicrosoftGraphRich,
     MollieAPI,
     MollieClassic,
     PayPalAPI,
@@ -70,7 +71,7 @@ SIGNED_IN_BODY = {Mailgun, Adyen, AmazonSNS, Braintree, MicrosoftGraph}
 # A signed token (JWT) rather than a signature list: their hostile cases (alg none, HS256 with a
 # public key, expired or future iat, wrong aud, a huge token) are in test_source_pubsub.py and
 # test_source_plaid.py.
-TOKENS = {GooglePubSub, Plaid}
+TOKENS = {GooglePubSub, Plaid, MicrosoftGraphRich}  # Graph's: test_source_microsoft_graph_rich.py
 
 
 def test_every_signed_source_class_is_covered() -> None:

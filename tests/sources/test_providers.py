@@ -40,7 +40,7 @@ def test_every_exported_source_class_is_declared_by_its_module() -> None:
         declared = provider_of(cls)
         assert declared is not None and declared.source is cls, cls.__name__
         assert cls.__module__.startswith("hookinbox.sources._"), cls.__name__
-    assert len(classes) == len(set(classes)) == 65
+    assert len(classes) == len(set(classes)) == 68
 
 
 @pytest.mark.parametrize("declared", PROVIDERS, ids=lambda p: p.source.__name__)

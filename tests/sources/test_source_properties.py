@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from tests.conftest import FAST_TIER
+from tests.support import hmac_presets as presets
 from tests.support.pki import paypal_signing
 
 from hookinbox._errors import (
@@ -40,35 +41,32 @@ from hookinbox._errors import (
 from hookinbox._headers import normalize_headers, wire_text
 from hookinbox._payload import decode_payload
 from hookinbox.sources import (
+    Adyen,
     AmazonSNS,
+    Asana,
     AzureEventGrid,
+    AzureEventGridCloudEvents,
     BatchSource,
-    Bitbucket,
     Box,
     Braintree,
     Calendly,
     Chargebee,
-    CheckoutCom,
-    CoinbaseCommerce,
-    CustomerIO,
+    Clerk,
     Discord,
     DocuSign,
-    Dropbox,
     GitHub,
     GitLab,
     GitLabSigned,
-    GoCardless,
     GooglePubSub,
     HMACSource,
     HubSpot,
     Identity,
-    Intercom,
-    Jira,
     LemonSqueezy,
     Linear,
     Mailgun,
     Meta,
     MicrosoftGraph,
+    MicrosoftGraphRich,
     Mollie,
     MollieClassic,
     Mux,
@@ -78,13 +76,11 @@ from hookinbox.sources import (
     Paddle,
     PagerDuty,
     PayPal,
-    Paystack,
     Plaid,
     Postmark,
-    Razorpay,
     Replicate,
+    Resend,
     SendGrid,
-    Sentry,
     Shopify,
     Slack,
     Source,
@@ -96,17 +92,14 @@ from hookinbox.sources import (
     Trello,
     Twilio,
     Twitch,
-    Twitter,
-    Typeform,
-    Vercel,
-    Webflow,
     WooCommerce,
     WorkOS,
-    Xero,
     Zendesk,
     Zoom,
 )
 from hookinbox.sources._mollie import RESOURCE_ID
+from hookinbox.sources._provider import Provider
+from hookinbox.testing._signing import providers
 
 T = 1_700_000_000
 NOW = float(T)
@@ -335,14 +328,6 @@ def sign_calendly(body: bytes, ident: str) -> dict[str, str]:
     return {"calendly-webhook-signature": f"t={T},v1={signature}"}
 
 
-def sign_intercom(body: bytes, ident: str) -> dict[str, str]:
-    return {"x-hub-signature": "sha1=" + _mac(SECRET.encode(), body, "sha1").hex()}
-
-
-def sign_typeform(body: bytes, ident: str) -> dict[str, str]:
-    return {"typeform-signature": "sha256=" + _b64(_mac(SECRET.encode(), body))}
-
-
 def sign_linear(body: bytes, ident: str) -> dict[str, str]:
     # `body` went through stamp_linear: its webhookTimestamp is signed with it.
     return {"linear-signature": _mac(SECRET.encode(), body).hex(), "linear-delivery": ident}
@@ -353,13 +338,6 @@ def sign_postmark(body: bytes, ident: str) -> dict[str, str]:
 
 
 # -- issue 47, round three ----------------------------------------------------------------------
-
-
-def sign_razorpay(body: bytes, ident: str) -> dict[str, str]:
-    return {
-        "x-razorpay-signature": _mac(SECRET.encode(), body).hex(),
-        "x-razorpay-event-id": ident,
-    }
 
 
 # -- issue 47, round three: several signatures per delivery ------------------------------------
@@ -388,26 +366,6 @@ def sign_docusign(body: bytes, ident: str) -> dict[str, str]:
 # -- issue 47, round three: plain HMAC presets --------------------------------------------------
 
 
-def sign_jira(body: bytes, ident: str) -> dict[str, str]:
-    return {
-        "x-hub-signature": "sha256=" + _mac(SECRET.encode(), body).hex(),
-        "x-atlassian-webhook-identifier": ident,
-    }
-
-
-def sign_sentry(body: bytes, ident: str) -> dict[str, str]:
-    return {
-        "sentry-hook-signature": _mac(SECRET.encode(), body).hex(),
-        "request-id": ident,
-        "sentry-hook-resource": "issue",
-        "sentry-hook-timestamp": str(T),
-    }
-
-
-def sign_paystack(body: bytes, ident: str) -> dict[str, str]:
-    return {"x-paystack-signature": _mac(SECRET.encode(), body, "sha512").hex()}
-
-
 def sign_woocommerce(body: bytes, ident: str) -> dict[str, str]:
     return {
         "x-wc-webhook-signature": _b64(_mac(SECRET.encode(), body)),
@@ -429,24 +387,8 @@ def sign_zendesk(body: bytes, ident: str) -> dict[str, str]:
 # -- issue 47, round three: plain HMAC presets, round two ---------------------------------------
 
 
-def sign_bitbucket(body: bytes, ident: str) -> dict[str, str]:
-    return {
-        "x-hub-signature": "sha256=" + _mac(SECRET.encode(), body).hex(),
-        "x-request-uuid": ident,
-        "x-event-key": "repo:push",
-    }
-
-
-def sign_vercel(body: bytes, ident: str) -> dict[str, str]:
-    return {"x-vercel-signature": _mac(SECRET.encode(), body, "sha1").hex()}
-
-
-def sign_webflow(body: bytes, ident: str) -> dict[str, str]:
-    signed = b"%d:" % (T * 1000) + body
-    return {
-        "x-webflow-signature": _mac(SECRET.encode(), signed).hex(),
-        "x-webflow-timestamp": str(T * 1000),
-    }
+def sign_asana(body: bytes, ident: str) -> dict[str, str]:
+    return {"x-hook-signature": _mac(SECRET.encode(), body, "sha256").hex()}
 
 
 def sign_telegram(body: bytes, ident: str) -> dict[str, str]:
@@ -459,14 +401,6 @@ def sign_chargebee(body: bytes, ident: str) -> dict[str, str]:
 
 def sign_meta(body: bytes, ident: str) -> dict[str, str]:
     return {"x-hub-signature-256": "sha256=" + _mac(SECRET.encode(), body).hex()}
-
-
-def sign_dropbox(body: bytes, ident: str) -> dict[str, str]:
-    return {"x-dropbox-signature": _mac(SECRET.encode(), body).hex()}
-
-
-def sign_twitter(body: bytes, ident: str) -> dict[str, str]:
-    return {"x-twitter-webhooks-signature": "sha256=" + _b64(_mac(SECRET.encode(), body))}
 
 
 def sign_okta(body: bytes, ident: str) -> dict[str, str]:
@@ -555,27 +489,6 @@ def sign_netlify(body: bytes, ident: str) -> dict[str, str]:
 
 def sns_type(body: bytes, ident: str) -> dict[str, str]:
     return {"x-amz-sns-message-type": "Notification"}
-
-
-def sign_xero(body: bytes, ident: str) -> dict[str, str]:
-    return {"x-xero-signature": _b64(_mac(SECRET.encode(), body))}
-
-
-def sign_gocardless(body: bytes, ident: str) -> dict[str, str]:
-    return {"webhook-signature": _mac(SECRET.encode(), body).hex()}
-
-
-def sign_checkout(body: bytes, ident: str) -> dict[str, str]:
-    return {"cko-signature": _mac(SECRET.encode(), body).hex()}
-
-
-def sign_coinbase(body: bytes, ident: str) -> dict[str, str]:
-    return {"x-cc-webhook-signature": _mac(SECRET.encode(), body).hex()}
-
-
-def sign_customerio(body: bytes, ident: str) -> dict[str, str]:
-    signature = _mac(SECRET.encode(), f"v0:{T}:".encode() + body).hex()
-    return {"x-cio-signature": signature, "x-cio-timestamp": str(T)}
 
 
 def sign_mux(body: bytes, ident: str) -> dict[str, str]:
@@ -822,19 +735,12 @@ MORE_CASES: dict[str, Case] = {
     "calendly": Case(
         lambda: Calendly(secret=SECRET), sign_calendly, ("calendly-webhook-signature",)
     ),
-    "intercom": Case(lambda: Intercom(secret=SECRET), sign_intercom, ("x-hub-signature",)),
-    "typeform": Case(lambda: Typeform(secret=SECRET), sign_typeform, ("typeform-signature",)),
     "linear": Case(
         lambda: Linear(secret=SECRET),
         sign_linear,
         ("linear-signature", "linear-delivery", "linear-event"),
         signable=_is_json_object,
         prepare=stamp_linear,
-    ),
-    "razorpay": Case(
-        lambda: Razorpay(secret=SECRET),
-        sign_razorpay,
-        ("x-razorpay-signature", "x-razorpay-event-id"),
     ),
     "openai": Case(
         lambda: OpenAI(secret=SW_SECRET),
@@ -848,10 +754,6 @@ MORE_CASES: dict[str, Case] = {
     ),
     "meta": Case(
         lambda: Meta(secret=SECRET, verify_token="vt"), sign_meta, ("x-hub-signature-256",)
-    ),
-    "dropbox": Case(lambda: Dropbox(secret=SECRET), sign_dropbox, ("x-dropbox-signature",)),
-    "twitter": Case(
-        lambda: Twitter(secret=SECRET), sign_twitter, ("x-twitter-webhooks-signature",)
     ),
     "okta": Case(lambda: Okta(secret=SECRET), sign_okta, ("authorization",), body_bound=False),
     "trello": Case(lambda: Trello(secret=SECRET, url=HOOK_URL), sign_trello, ("x-trello-webhook",)),
@@ -917,17 +819,6 @@ MORE_CASES: dict[str, Case] = {
         sign_docusign,
         ("x-docusign-signature-1", "x-docusign-signature-2"),
     ),
-    "jira": Case(
-        lambda: Jira(secret=SECRET),
-        sign_jira,
-        ("x-hub-signature", "x-atlassian-webhook-identifier"),
-    ),
-    "sentry": Case(
-        lambda: Sentry(secret=SECRET),
-        sign_sentry,
-        ("sentry-hook-signature", "request-id", "sentry-hook-resource", "sentry-hook-timestamp"),
-    ),
-    "paystack": Case(lambda: Paystack(secret=SECRET), sign_paystack, ("x-paystack-signature",)),
     "woocommerce": Case(
         lambda: WooCommerce(secret=SECRET),
         sign_woocommerce,
@@ -942,17 +833,7 @@ MORE_CASES: dict[str, Case] = {
             "x-zendesk-webhook-invocation-id",
         ),
     ),
-    "bitbucket": Case(
-        lambda: Bitbucket(secret=SECRET),
-        sign_bitbucket,
-        ("x-hub-signature", "x-request-uuid", "x-event-key"),
-    ),
-    "vercel": Case(lambda: Vercel(secret=SECRET), sign_vercel, ("x-vercel-signature",)),
-    "webflow": Case(
-        lambda: Webflow(secret=SECRET),
-        sign_webflow,
-        ("x-webflow-signature", "x-webflow-timestamp"),
-    ),
+    "asana": Case(lambda: Asana(secret=SECRET), sign_asana, ("x-hook-signature",)),
     "telegram": Case(
         lambda: Telegram(secret_token="tg_property-token"),
         sign_telegram,
@@ -964,15 +845,6 @@ MORE_CASES: dict[str, Case] = {
         sign_chargebee,
         ("authorization",),
         body_bound=False,
-    ),
-    "xero": Case(lambda: Xero(secret=SECRET), sign_xero, ("x-xero-signature",)),
-    "gocardless": Case(lambda: GoCardless(secret=SECRET), sign_gocardless, ("webhook-signature",)),
-    "checkout": Case(lambda: CheckoutCom(secret=SECRET), sign_checkout, ("cko-signature",)),
-    "coinbase-commerce": Case(
-        lambda: CoinbaseCommerce(secret=SECRET), sign_coinbase, ("x-cc-webhook-signature",)
-    ),
-    "customerio": Case(
-        lambda: CustomerIO(secret=SECRET), sign_customerio, ("x-cio-signature", "x-cio-timestamp")
     ),
     "mux": Case(lambda: Mux(secret=SECRET), sign_mux, ("mux-signature",)),
     "braintree": Case(
@@ -991,12 +863,51 @@ MORE_CASES: dict[str, Case] = {
         signable=lambda body: bool((_json_object(body) or {}).get("value")),
         prepare=with_client_state,
     ),
+    "microsoft-graph-rich": Case(
+        lambda: MicrosoftGraphRich(client_state=SECRET, app_id="property-app"),
+        lambda body, ident: {},
+        ("content-type",),
+        body_bound=False,  # a shared value in the body (tokens: test_source_microsoft_graph_rich)
+        signable=lambda body: bool((_json_object(body) or {}).get("value")),
+        prepare=with_client_state,
+    ),
     "azure-event-grid": Case(
         lambda: AzureEventGrid(secret=SECRET, header="Authorization"),
         lambda body, ident: {"authorization": SECRET},
         ("authorization", "aeg-event-type"),
         body_bound=False,  # a shared key, not a signature
     ),
+    "azure-event-grid-cloudevents": Case(
+        lambda: AzureEventGridCloudEvents(secret=SECRET, header="Authorization"),
+        lambda body, ident: {"authorization": SECRET},
+        ("authorization",),
+        body_bound=False,  # a shared key, not a signature
+    ),
+}
+
+
+def _preset_case(declared: Provider) -> Case:
+    """A provider declared as an HMAC preset, signed from its declared facts
+    (tests/support/hmac_presets.py), its id (`ident`) where the provider sends one."""
+    cls = declared.source
+    preset = presets.preset_of(cls)
+    source = cls(secret=SECRET)
+
+    def sign(body: bytes, ident: str) -> dict[str, str]:
+        entry = presets.entry(preset, SECRET, body, T)
+        return presets.delivery(source, [entry], body, T, event_id=ident)
+
+    names = tuple(dict.fromkeys((*cls.signature_headers, *cls.stored_headers)))
+    return Case(lambda: cls(secret=SECRET), sign, names)
+
+
+# The HMAC presets not written out above (Slack and Lemon Squeezy are, with more examples;
+# Meta, built with its verify token).
+_WRITTEN = {type(case.make()) for case in (*CASES.values(), *MORE_CASES.values())}
+MORE_CASES |= {
+    declared.source.default_name: _preset_case(declared)
+    for declared in presets.preset_providers()
+    if declared.source not in _WRITTEN
 }
 ALL_CASES = {**CASES, **MORE_CASES}
 MORE_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=60)
@@ -1009,6 +920,21 @@ body_bound_sources = pytest.mark.parametrize(
     [case for case in ALL_CASES.values() if case.body_bound],
     ids=[name for name, case in ALL_CASES.items() if case.body_bound],
 )
+
+
+ELSEWHERE = {
+    MollieClassic,  # it fetches rather than verifies: test_classic_calls_raise_only_our_errors
+    Adyen,  # signed per item in the body: tests/sources/test_source_adyen.py's properties
+    Resend,  # Standard Webhooks renamed (verify and identify are StandardWebhooks')
+    Clerk,
+}
+
+
+def test_every_provider_class_has_a_case() -> None:
+    """The cases cover `hookinbox.sources.__all__`'s providers: one added without a case (a
+    preset has its own, derived) fails here instead of being left out silently."""
+    covered = {type(case.make()) for case in ALL_CASES.values()}
+    assert covered | ELSEWHERE == {declared.source for declared in providers()}
 
 
 # -- strategies ----------------------------------------------------------------------------------

@@ -10,8 +10,6 @@ an injected request. Google's key set is served by a real HTTPS server on loopba
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import time
 from collections.abc import Iterator
@@ -20,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from google.auth import exceptions as google_exceptions
 from google.oauth2 import id_token
 from jwt.algorithms import RSAAlgorithm
+from tests.support.jws import compact_jws
 from tests.support.key_hosts import KeyHost, key_host
 from tests.support.loopback import Answer, Request
 from tests.support.pki import issue, make_root, rsa_key
@@ -76,15 +75,7 @@ def token(claims: dict[str, Any] | None = None, *, header: dict[str, Any] | None
         **(claims or {}),
     }  # fmt: skip
     head = {"alg": "HS256" if secret is not None else "RS256", "kid": KID, "typ": "JWT"}
-    encoded_head = b64url(json.dumps({**head, **(header or {})}).encode())
-    signing_input = f"{encoded_head}.{b64url(json.dumps(body).encode())}"
-    if secret is not None:
-        signature = hmac.new(secret, signing_input.encode(), hashlib.sha256).digest()
-    elif (header or {}).get("alg") == "none":
-        signature = b""
-    else:
-        signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
-    return f"{signing_input}.{b64url(signature)}"
+    return compact_jws({**head, **(header or {})}, body, key=key, secret=secret)
 
 
 def jwks(*keys: tuple[str, Any]) -> bytes:

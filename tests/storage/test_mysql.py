@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._storage import Store
-from hookinbox._storage._dialects._mysql import check_server
+from hookinbox._storage._dialects._mysql._server import check_server
 from hookinbox._storage._schema import events
 from tests.storage.test_deliveries import delivery
 

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from hookinbox import ConfigurationError, Inbox
-from hookinbox._storage._dialects._mysql import largest_body
+from hookinbox._storage._dialects._mysql._packet import largest_body
 from hookinbox._storage._schema import events
 from hookinbox.sources import Stripe
 from tests.support.large_bodies import backslash_delivery

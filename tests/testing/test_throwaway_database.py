@@ -7,7 +7,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from hookinbox._storage._dialects import _postgres
+from hookinbox._storage._dialects._postgres import _scratch
 from hookinbox.testing._databases import throwaway_database
 from tests.conftest import POSTGRES_URL
 
@@ -27,7 +27,7 @@ def test_a_session_left_in_a_transaction_does_not_hold_the_drop_forever(
     schema: the drop waits its lock timeout, ends that session and drops the schema."""
     if not POSTGRES_URL:
         pytest.skip("HOOKINBOX_TEST_POSTGRES_URL is not set")
-    monkeypatch.setattr(_postgres, "SCRATCH_DROP_WAIT", "1s")
+    monkeypatch.setattr(_scratch, "SCRATCH_DROP_WAIT", "1s")
     admin = sa.create_engine(POSTGRES_URL, poolclass=sa.NullPool)
     with throwaway_database(POSTGRES_URL) as url:
         name = sa.make_url(url).query["options"].split("search_path=")[1]

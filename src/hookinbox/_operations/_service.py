@@ -201,6 +201,25 @@ class Operations:
         revocations expired by `now`."""
         self._store.operator.revoke_session(session_id, expires_at=expires_at, now=now)
 
+    # -- trust on first use ------------------------------------------------------------------
+
+    def open_trust_window(self, source: str, length: timedelta) -> datetime:
+        """Believe `source`'s next first handshake (Asana's `X-Hook-Secret`) for `length`;
+        when the window closes (by the database's clock). It closes at the first one."""
+        return self._store.trust.open_window(source, length)
+
+    def close_trust_window(self, source: str) -> bool:
+        """Close `source`'s window; whether one was open."""
+        return self._store.trust.close_window(source)
+
+    def forget_learned_secrets(self, source: str) -> int:
+        """Drop the secrets `source` learned on first use; how many."""
+        return self._store.trust.forget(source)
+
+    def learned_secret_count(self, source: str) -> int:
+        """How many secrets `source` learned (never the secrets)."""
+        return len(self._store.trust.secrets(source))
+
     # -- housekeeping -------------------------------------------------------------------------
 
     def prune(

@@ -310,11 +310,14 @@ class BaseReceiver(ABC):
     # -- handshakes -----------------------------------------------------------------------
 
     def answer_handshake(self, request: Request) -> Reply:
-        """A request other than `POST`: a `GET` or `HEAD` is the source's handshake, any other
-        method 405. Nothing is read from a body and nothing is stored."""
-        if request.method not in ("GET", "HEAD"):
+        """A request other than `POST`: a `GET` or `HEAD` is the source's handshake, and so is
+        an `OPTIONS` (CloudEvents' abuse protection), any other method 405. Nothing is read
+        from a body and nothing is stored."""
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
             return self.method_not_allowed(request.source)
         try:
+            if request.method == "OPTIONS":
+                return self.answer_options(request.source, request.headers, request.query)
             return self.answer_get(request.source, request.headers, request.query)
         except Exception:  # a bug in hookinbox: log it, answer without the traceback
             log.exception("unexpected error answering a handshake")
@@ -329,12 +332,26 @@ class BaseReceiver(ABC):
         A request that does not prove itself (a wrong verify token) is 403, one that is not
         the provider's handshake 400; both are logged and counted as deliveries refused, the
         handshakes as `handshake`."""
+        return self._answer_bodiless(source_name, headers, query, options=False)
+
+    def answer_options(
+        self, source_name: str, headers: RequestHeaders, query: str | bytes | None = None
+    ) -> Reply:
+        """The answer to an OPTIONS on a source's path (`Source.answer_options`: Event Grid's
+        CloudEvents validation), with `answer_get`'s statuses; 405 where there is none."""
+        return self._answer_bodiless(source_name, headers, query, options=True)
+
+    def _answer_bodiless(
+        self, source_name: str, headers: RequestHeaders, query: str | bytes | None, *,
+        options: bool,
+    ) -> Reply:  # fmt: skip
         source = self.sources.get(source_name)
-        if source is None or not source.answers_get:
+        if source is None or not (source.answers_options if options else source.answers_get):
             return self.method_not_allowed(source_name)
         started = time.perf_counter()
+        answering = source.answer_options if options else source.answer_get
         try:
-            answer = source.answer_get(parse_query(query), request_headers(headers))
+            answer = answering(parse_query(query), request_headers(headers))
         except VerificationError as error:
             reply = reject(403, Outcome.INVALID_SIGNATURE, error.message)
         except PayloadError as error:
@@ -350,7 +367,9 @@ class BaseReceiver(ABC):
         """405 for a method the source's path does not take, naming those it does."""
         source = self.sources.get(source_name)
         answers_get = source is not None and source.answers_get
-        return method_not_allowed("GET, HEAD, POST" if answers_get else "POST")
+        answers_options = source is not None and source.answers_options
+        allow = ("GET, HEAD, " if answers_get else "") + ("OPTIONS, " if answers_options else "")
+        return method_not_allowed(allow + "POST")
 
     # -- the answers ----------------------------------------------------------------------
 

@@ -54,6 +54,9 @@ class _LoopDeadlines:
 _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopDeadlines] = (
     weakref.WeakKeyDictionary()
 )
+_last: _LoopDeadlines | None = None
+"""The deadlines of the loop that set one last: nearly always the process's only loop, found
+without the weak dictionary's lookup (Python code, twice per delivery)."""
 
 
 class within:
@@ -68,13 +71,17 @@ class within:
     async def __aenter__(self) -> None:
         if self._seconds is None:
             return
-        task = asyncio.current_task()
+        global _last
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("within() must be used inside a task")
-        loop = asyncio.get_running_loop()
-        deadlines = _loops.get(loop)
-        if deadlines is None:
-            deadlines = _loops[loop] = _LoopDeadlines(loop)
+        deadlines = _last
+        if deadlines is None or deadlines.loop is not loop:
+            deadlines = _loops.get(loop)
+            if deadlines is None:
+                deadlines = _loops[loop] = _LoopDeadlines(loop)
+            _last = deadlines
         self._task, self._deadlines = task, deadlines
         deadlines.add(task, self._seconds)
 

@@ -18,7 +18,7 @@ from sqlalchemy import Connection
 
 from hookinbox._errors import BodyTooLarge, NotReady, StoreUnavailable
 from hookinbox._logging import logger
-from hookinbox._metrics import exposition
+from hookinbox._metrics import GaugeSource, exposition
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status
 from hookinbox._receiver._base import BaseReceiver
 from hookinbox._receiver._reply import Outcome, Reply, batch_reply, reject
@@ -50,6 +50,7 @@ class Receiver(BaseReceiver):
         on_new_event: Callable[[], None] | None = None,
         retention: timedelta | None = None,
         committer: GroupCommitter | None = None,
+        gauges: GaugeSource | None = None,
     ) -> None:
         self.store = store
         self.sources = sources
@@ -58,6 +59,9 @@ class Receiver(BaseReceiver):
         self.inline = inline or {}
         self.on_new_event = on_new_event
         self.retention = retention
+        # What `/metrics` reads its gauges from: the inbox's operations service, handed over
+        # by the runtime (None: the counters only).
+        self.gauges = gauges
 
     def ping(self) -> None:
         self.store.ping()
@@ -70,7 +74,7 @@ class Receiver(BaseReceiver):
         }
 
     def metrics(self) -> tuple[bytes, str]:
-        return exposition(self.store)
+        return exposition(self.gauges)
 
     def committer_for(self, source_name: str) -> GroupCommitter | None:
         """The group committer that stores the source's deliveries, or None to store each in

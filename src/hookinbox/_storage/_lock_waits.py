@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from hookinbox._logging import logger
-from hookinbox._storage._dialects import dialect_named
+from hookinbox._storage._dialects import dialect_of
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
 
 log = logger("hookinbox._storage")
@@ -45,7 +45,7 @@ wait are stored, and the transactions holding the table may end."""
 def patiently(engine: Engine, attempt: Callable[[float | None], T]) -> T:
     """`attempt(wait)` in a transaction of its own, each lock wait in it bounded by `wait`
     seconds (None: unbounded), tried again while a wait runs out."""
-    dialect = dialect_named(engine.dialect.name)
+    dialect = dialect_of(engine)
     if isinstance(engine.dialect, OwnsNoTransactions):
         return attempt(None)
     wait = FIRST_WAIT

@@ -31,8 +31,9 @@ from hookinbox._storage._compatibility import (
     oldest_code,
     read_status,
 )
-from hookinbox._storage._dialects import Dialect, dialect_named
+from hookinbox._storage._dialects import Dialect, dialect_of
 from hookinbox._storage._dialects._partial import partial
+from hookinbox._storage._dialects._table_options import row_id_type
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._options import READ_ONLY
@@ -58,7 +59,7 @@ _FIRST_VERSIONS = sa.Table(
 
 
 def _v1_events(op: Operations) -> None:
-    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    row_id = row_id_type()
     op.create_table(
         "hookinbox_events",
         sa.Column("id", row_id, primary_key=True, autoincrement=True),
@@ -139,7 +140,7 @@ def _v1_events(op: Operations) -> None:
 
 
 def _v2_outbox(op: Operations) -> None:
-    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    row_id = row_id_type()
     op.create_table(
         "hookinbox_outbox",
         sa.Column("id", row_id, primary_key=True, autoincrement=True),
@@ -205,7 +206,7 @@ def _v3_sessions_and_forced_replays(op: Operations) -> None:
 
 
 def _v4_audit(op: Operations) -> None:
-    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    row_id = row_id_type()
     op.create_table(
         "hookinbox_audit",
         sa.Column("id", row_id, primary_key=True, autoincrement=True),
@@ -353,8 +354,30 @@ def _v12_min_code_version(op: Operations) -> None:
     )
 
 
+def _v13_learned_secrets(op: Operations) -> None:
+    """`hookinbox_learned_secrets` and `hookinbox_trust_windows`: the secrets a source learns
+    from a first handshake (Asana's `X-Hook-Secret`), and the windows an operator opens for
+    one. Two new tables, which older code never reads; each created only if missing: a
+    rollback before schema 12 deletes this version's row and leaves them (docs/upgrading.md),
+    and the step runs again."""
+    existing = sa.inspect(op.get_bind())
+    if not existing.has_table("hookinbox_learned_secrets"):
+        op.create_table(
+            "hookinbox_learned_secrets",
+            sa.Column("source", sa.String(64), primary_key=True),
+            sa.Column("secret", sa.String(255), primary_key=True),
+            sa.Column("learned_at", UTCDateTime, nullable=False),
+        )
+    if not existing.has_table("hookinbox_trust_windows"):
+        op.create_table(
+            "hookinbox_trust_windows",
+            sa.Column("source", sa.String(64), primary_key=True),
+            sa.Column("closes_at", UTCDateTime, nullable=False),
+        )
+
+
 def _dialect(op: Operations) -> Dialect:
-    return dialect_named(op.get_context().dialect.name)
+    return dialect_of(op.get_context().dialect)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -370,6 +393,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_v10_room_for_processing, EXPAND, "fill factors: room for processing"),
     Migration(_v11_received_via, EXPAND, "received_via"),
     Migration(_v12_min_code_version, EXPAND, "the oldest code each version runs with"),
+    Migration(_v13_learned_secrets, EXPAND, "secrets learned on first use; trust windows"),
 )
 """Step N (1-based) brings a database from version N-1 to version N. Each is classified
 (docs/upgrading.md): a contract step is one after which code of an older schema no longer
@@ -424,7 +448,7 @@ def _apply(
     engine: Engine, after: Sequence[AfterMigrate], target: int, wait: float | None
 ) -> tuple[int, int]:
     with engine.begin() as connection:
-        dialect = dialect_named(connection.dialect.name)
+        dialect = dialect_of(connection)
         dialect.lock_for_migration(connection)
         if wait is not None:
             dialect.limit_lock_waits(connection, wait)

@@ -41,9 +41,10 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.sql.expression import Executable
 
 from hookinbox._logging import logger
-from hookinbox._storage._dialects import Dialect, dialect_named
+from hookinbox._storage._dialects import Dialect, dialect_of
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
 from hookinbox._storage._dialects._partial import partial
+from hookinbox._storage._dialects._table_options import row_id_type
 from hookinbox._storage._errors import is_deadlock
 from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._types import UTCDateTime
@@ -201,8 +202,8 @@ def sweep_batch(connection: Connection, rows: int) -> int | None:
 
 def create_queue_table(op: Operations) -> None:
     """Schema 9's queue table and its indexes, as released, each unless it exists."""
-    dialect = dialect_named(op.get_context().dialect.name)
-    row_id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+    dialect = dialect_of(op.get_context().dialect)
+    row_id = row_id_type()
     op.create_table(
         "hookinbox_event_queue",
         sa.Column("id", row_id, primary_key=True, autoincrement=False),
@@ -235,7 +236,7 @@ def finish_copy(op: Operations) -> None:
     """The copy's end, inside the step (under its lock): the open events above the position
     (all of them when no copy ran before), then no tombstone and no mirroring trigger."""
     connection = op.get_bind()
-    dialect = dialect_named(connection.dialect.name)
+    dialect = dialect_of(connection)
     low = _position(connection)
     # First: were the step cut short where each statement commits (MariaDB), the next run
     # copies everything again rather than trust a position without its triggers.
@@ -289,7 +290,7 @@ def _forget_position(connection: Connection) -> None:
 
 
 def _dialect(connection: Connection) -> Dialect:
-    return dialect_named(connection.dialect.name)
+    return dialect_of(connection)
 
 
 def _retrying(batch: Callable[[Connection, int], T], connection: Connection, rows: int) -> T:

@@ -23,12 +23,13 @@ from sqlalchemy import (
 
 from hookinbox._model import WAITING_STATUSES, MessageStatus
 from hookinbox._storage._dialects._partial import partial
+from hookinbox._storage._dialects._table_options import fill_factor, row_id_type
 from hookinbox._storage._types import LongBinary, LongText, SafeText, UTCDateTime
 
 metadata = MetaData()
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY (its rowid); PostgreSQL gets a bigint.
-RowId = BigInteger().with_variant(Integer(), "sqlite")
+RowId = row_id_type()
 
 schema_versions = Table(
     "hookinbox_schema_versions",
@@ -90,7 +91,7 @@ events = Table(
     # reconciled event is no delivery, so the inserts on the delivery path need not name it.
     Column("received_via", String(16), nullable=False, server_default=RECEIVED_VIA_WEBHOOK),
     UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
-    postgresql_with={"fillfactor": EVENTS_FILLFACTOR},
+    **fill_factor(EVENTS_FILLFACTOR),
 )
 
 # The events table is written at ingest and once more when the event's work ends (schema 9).
@@ -117,7 +118,7 @@ event_queue = Table(
     Column("attempts", Integer, nullable=False),  # live; copied to the event when it ends
     Column("lease_token", String(32)),  # set while a worker holds the event
     Column("lease_expires_at", UTCDateTime),
-    postgresql_with={"fillfactor": QUEUE_FILLFACTOR},
+    **fill_factor(QUEUE_FILLFACTOR),
 )
 _queue_waiting = event_queue.c.state.in_([s.value for s in WAITING_STATUSES])
 # In the lease's order, (next_attempt_at, id): a lease reads the first due rows and stops
@@ -261,6 +262,23 @@ Index(
     "ix_hookinbox_outbox_open",
     outbox.c.status,
     **partial(_message_not_delivered),
+)
+
+# Trust on first use (Asana's `X-Hook-Secret`): the secrets a source learned from a first
+# handshake, and the window an operator opened for one (`hookinbox trust`). In the database
+# because every HTTP process of `serve` must see what one learned, after a restart too.
+learned_secrets = Table(
+    "hookinbox_learned_secrets",
+    metadata,
+    Column("source", String(64), primary_key=True),
+    Column("secret", String(255), primary_key=True),
+    Column("learned_at", UTCDateTime, nullable=False),
+)
+trust_windows = Table(
+    "hookinbox_trust_windows",
+    metadata,
+    Column("source", String(64), primary_key=True),
+    Column("closes_at", UTCDateTime, nullable=False),
 )
 
 

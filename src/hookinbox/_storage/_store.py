@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Protocol, TypeVar
 
 import sqlalchemy as sa
@@ -31,7 +30,6 @@ from hookinbox._errors import StoreUnavailable
 from hookinbox._logging import logger
 from hookinbox._metrics import count_deadlock_retry
 from hookinbox._model import Event
-from hookinbox._records import Gauges
 from hookinbox._storage import _migrations
 from hookinbox._storage._compatibility import Planned, SchemaStatus
 from hookinbox._storage._dialects import Dialect, build_engine, dialect_of
@@ -45,6 +43,7 @@ from hookinbox._storage._ordering import Ordering
 from hookinbox._storage._outbox import Outbox
 from hookinbox._storage._queue import EventQueue, MessageQueue
 from hookinbox._storage._stats import Stats
+from hookinbox._storage._trust import Trust
 
 log = logger("hookinbox._storage")
 T = TypeVar("T")
@@ -116,6 +115,7 @@ class Store:
         self.operator = Operator(self)
         self.housekeeping = Housekeeping(self)
         self.liveness = Liveness(self)
+        self.trust = Trust(self)
         self.stats = Stats(self, self.outbox, self.liveness)
 
     @property
@@ -269,11 +269,6 @@ class Store:
     def get_event(self, source: str, event_id: str) -> Event | None:
         """The event stored under (source, event_id), as it is now (`ingest.get_event`)."""
         return self.ingest.get_event(source, event_id)
-
-    def gauges(self, now: datetime) -> Gauges:
-        """This store's figures for a metrics scrape (`stats.gauges`): what `/metrics` reads
-        (`_metrics.GaugeSource`, which the operations service answers for the whole inbox)."""
-        return self.stats.gauges(now)
 
     def dispose(self) -> None:
         self.engine.dispose()

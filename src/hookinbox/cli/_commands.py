@@ -53,6 +53,10 @@ COMMANDS: dict[str, Entry] = {
         "hookinbox.cli._reconcile:reconcile",
         "Store the events a provider's API lists that never arrived.",
     ),
+    "trust": Entry(
+        "hookinbox.cli._trust:trust",
+        "Believe a source's first handshake for a while (Asana).",
+    ),
     "dashboard": Entry(
         "hookinbox.cli._dashboard:dashboard",
         "Serve the operator dashboard on its own.",

@@ -1,4 +1,5 @@
-"""`hookinbox serve APP`: the HTTP server (uvicorn, `hookinbox[server]`) and its worker."""
+"""`hookinbox serve APP`: the HTTP server (uvicorn, `hookinbox[server]`, or Granian with
+`--server granian`, `hookinbox[granian]`) and its worker."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ from hookinbox.cli._options import (
 from hookinbox.cli._ports import check_port_free
 from hookinbox.cli._types import Host, number
 
+SERVERS = ("uvicorn", "granian")
+FACTORY = "hookinbox.cli._asgi:app_from_environment"
+"""What each server process imports and calls for its app (`--workers N` spawns them)."""
+
 
 @click.command(short_help=short_help("serve"))
 @app_argument(required=True)
@@ -68,6 +73,17 @@ from hookinbox.cli._types import Host, number
     envvar="HOOKINBOX_WORKERS",
     show_envvar=True,
     help="HTTP server processes.",
+)
+@click.option(
+    "--server",
+    "server_name",
+    type=click.Choice(SERVERS),
+    default="uvicorn",
+    show_default=True,
+    envvar="HOOKINBOX_SERVER",
+    show_envvar=True,
+    help="The HTTP server: uvicorn (hookinbox[server]), or granian (hookinbox[granian]), "
+    "which parses HTTP and serves sockets in Rust threads, outside Python's lock.",
 )
 @log_level_option
 @log_format_option
@@ -116,6 +132,7 @@ def serve(
     host: str,
     port: int,
     workers: int,
+    server_name: str,
     log_level: str,
     log_format: str,
     no_worker: bool,
@@ -139,6 +156,8 @@ def serve(
     taken; 2 bad usage or configuration (APP, a missing extra).
     """
     require("hookinbox serve", "server")
+    if server_name == "granian":
+        require("hookinbox serve --server granian", "granian")
     worker_arguments = [
         app,
         "--concurrency", str(concurrency),
@@ -221,16 +240,21 @@ def serve(
     for stop_signal in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop_signal, lambda _signum, _frame: None)
     try:
-        uvicorn.run(
-            "hookinbox.cli._asgi:app_from_environment",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            access_log=False,  # hookinbox logs one line per delivery itself
-            log_config=logging_config(log_level.upper(), log_format),
-            timeout_graceful_shutdown=10,
-        )
+        if server_name == "granian":
+            from hookinbox.cli._granian import run_granian
+
+            run_granian(FACTORY, host, port, workers, logging_config(log_level.upper(), log_format))
+        else:
+            uvicorn.run(
+                FACTORY,
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                access_log=False,  # hookinbox logs one line per delivery itself
+                log_config=logging_config(log_level.upper(), log_format),
+                timeout_graceful_shutdown=10,
+            )
     except SystemExit as stopped:  # uvicorn's own exit codes (3: startup failed) are not ours
         if stopped.code not in (0, None):
             raise HookinboxError(

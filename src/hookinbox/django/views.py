@@ -23,13 +23,14 @@ def webhook_view(inbox: BaseInbox) -> View:
     The body is read from the request stream with the inbox's cap (413 from Content-Length
     before a byte is read), never through `request.body`, and verified as it came. Providers
     sign their deliveries, so the view is exempt from CSRF. A GET or HEAD is the source's
-    handshake (405 where it has none), any other method 405. It is never wrapped in
+    handshake (405 where it has none), and so is an OPTIONS (Event Grid's CloudEvents
+    validation), any other method 405. It is never wrapped in
     ATOMIC_REQUESTS' transaction: the 200 must follow the commit of the delivery's own
     transaction, not precede the request's.
     """
 
     @csrf_exempt
-    @require_http_methods(["GET", "HEAD", "POST"])
+    @require_http_methods(["GET", "HEAD", "OPTIONS", "POST"])
     def receive_webhook(request: HttpRequest, source: str) -> HttpResponse:
         reply = inbox.handle(
             Request(

@@ -17,22 +17,17 @@ metrics); an adapter that serves the probes too answers them with `health_probes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from hookinbox._receiver import Request
 from hookinbox.http._app import receive_asgi
 from hookinbox.http._blocking import answer_get, receive_stream
-from hookinbox.http._probes import Readiness
-
-if TYPE_CHECKING:
-    from hookinbox._inbox import BaseInbox
+from hookinbox.http._probes import HealthProbes, Ready
 
 __all__ = ["Request", "answer_get", "health_probes", "receive_asgi", "receive_stream"]
 
 
-def health_probes(inbox: BaseInbox) -> Readiness:
+def health_probes(inbox: Ready) -> HealthProbes:
     """The answers of `GET /healthz` and `GET /readyz`, as `inbox.asgi()` gives them:
     `await probes.health()` and `await probes.readiness()` return a `Reply` (200, or 503 with
-    `Retry-After` while the database does not take a write). Keep one per route: it asks the
-    database at most once at a time, however often the probe is asked."""
-    return Readiness(inbox._receiver)
+    `Retry-After` while the database does not take a write: `inbox.readiness()`, which asks
+    the database at most once at a time, however often the probe is asked)."""
+    return HealthProbes(inbox)

@@ -7,8 +7,9 @@ from urllib.parse import urlsplit
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._ranges import DAY, HOUR, Range, seconds, whole
-from hookinbox.simulate._providers import PROFILES, PROVIDERS, Provider, ProviderName
+from hookinbox.simulate._providers import PROFILES, PROVIDERS, ProviderName
 from hookinbox.simulate._signing import standard_key
+from hookinbox.sources._provider import Simulation
 
 DUPLICATE_RATE = 0.00312
 """Seed 000: 312 of 100,000 Stripe events arrived two or three times in 14 months."""
@@ -112,7 +113,7 @@ class SimulationConfig:
                 limits.check(name, getattr(self, name))
 
     @property
-    def profile(self) -> Provider:
+    def profile(self) -> Simulation:
         return PROFILES[self.provider]
 
     @property

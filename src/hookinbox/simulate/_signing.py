@@ -1,6 +1,7 @@
 """The simulator signs with `hookinbox.testing`'s signers: one registry for the simulator, the
 tests and users' tests, each signer checked against the provider's official verifier
-(tests/testing/test_signers.py).
+(tests/testing/test_signers.py). Which of a signer's headers are sent (the signature and its
+time; the plan makes the others) is declared with the provider (`Simulation`).
 
 A signer is built once per run (the key is decoded once) and called at send time, so that a
 retry carries a fresh timestamp as the provider's retries do.
@@ -14,24 +15,10 @@ import random
 from collections.abc import Mapping
 
 from hookinbox._errors import ConfigurationError
-from hookinbox.simulate._providers import ProviderName
-from hookinbox.sources import GitHub, Shopify, Source, StandardWebhooks, Stripe
+from hookinbox.simulate._providers import PROFILES, SOURCES, ProviderName
 from hookinbox.testing._signing import sign
 
 STANDARD_SECRET_PREFIX = "whsec_"
-SOURCES: dict[ProviderName, type[Source]] = {
-    "stripe": Stripe,
-    "shopify": Shopify,
-    "github": GitHub,
-    "standard": StandardWebhooks,
-}
-
-SIGNATURE_HEADERS: dict[ProviderName, frozenset[str]] = {
-    "stripe": frozenset({"stripe-signature"}),
-    "shopify": frozenset({"x-shopify-hmac-sha256"}),
-    "github": frozenset({"x-hub-signature-256", "x-hub-signature"}),
-    "standard": frozenset({"webhook-timestamp", "webhook-signature"}),
-}
 
 
 def standard_key(secret: str) -> bytes:
@@ -63,7 +50,7 @@ class Signer:
         """
         fields = {"message_id": headers["webhook-id"]} if self.provider == "standard" else {}
         signed, _ = sign(self._source, body, at=timestamp, **fields)
-        wanted = SIGNATURE_HEADERS[self.provider]
+        wanted = PROFILES[self.provider].signature_headers
         return {name.lower(): value for name, value in signed.items() if name.lower() in wanted}
 
 

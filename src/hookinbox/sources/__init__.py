@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 from hookinbox._errors import Handshake
 from hookinbox._extras import importing
 from hookinbox.sources._adyen import Adyen
+from hookinbox.sources._asana import Asana
 from hookinbox.sources._azure_event_grid import AzureEventGrid
+from hookinbox.sources._azure_event_grid_cloudevents import AzureEventGridCloudEvents
 from hookinbox.sources._base import BatchSource, Source
 from hookinbox.sources._bitbucket import Bitbucket
 from hookinbox.sources._box import Box
@@ -71,6 +73,7 @@ from hookinbox.sources._zoom import Zoom
 
 if TYPE_CHECKING:
     from hookinbox.sources._amazon_sns import AmazonSNS
+    from hookinbox.sources._microsoft_graph_rich import MicrosoftGraphRich
     from hookinbox.sources._mollie_api import MollieAPI
     from hookinbox.sources._paypal import PayPal
     from hookinbox.sources._paypal_api import PayPalAPI
@@ -85,6 +88,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "AmazonSNS": ("hookinbox.sources._amazon_sns", "keys"),
     "GooglePubSub": ("hookinbox.sources._pubsub", "keys"),
+    "MicrosoftGraphRich": ("hookinbox.sources._microsoft_graph_rich", "keys"),
     "MollieAPI": ("hookinbox.sources._mollie_api", "mollie"),
     "PayPal": ("hookinbox.sources._paypal", "paypal"),
     "PayPalAPI": ("hookinbox.sources._paypal_api", "paypal"),
@@ -104,7 +108,9 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adyen",
     "AmazonSNS",
+    "Asana",
     "AzureEventGrid",
+    "AzureEventGridCloudEvents",
     "BatchSource",
     "Bitbucket",
     "Box",
@@ -135,6 +141,7 @@ __all__ = [
     "Mailgun",
     "Meta",
     "MicrosoftGraph",
+    "MicrosoftGraphRich",
     "Mollie",
     "MollieAPI",
     "MollieClassic",

@@ -20,8 +20,8 @@ Deliveries are batches, a JSON array of events (one by default; up to the subscr
 `id`, which Event Grid repeats on every retry; the type is `eventType`, the time `eventTime`.
 
 Only the Event Grid schema: a subscription with the CloudEvents schema is validated with an
-HTTP OPTIONS request (`WebHook-Request-Origin`), which hookinbox's receiver does not route to
-a source.
+HTTP OPTIONS request (`WebHook-Request-Origin`): `AzureEventGridCloudEvents`
+(`_azure_event_grid_cloudevents.py`).
 """
 
 from __future__ import annotations

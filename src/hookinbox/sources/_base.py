@@ -45,7 +45,7 @@ from hookinbox._errors import (
     TimestampOutOfTolerance,
     VerificationError,
 )
-from hookinbox.sources._handshakes import HandshakeAnswer, Query
+from hookinbox.sources._handshakes import HandshakeAnswer, Query, SecretBook
 
 # `_receiver.py` imports parse_query from here: its home is `_handshakes.py`.
 from hookinbox.sources._handshakes import parse_query as parse_query
@@ -98,6 +98,12 @@ class Source(ABC):
     answers_get: ClassVar[bool] = False
     """True for a source whose provider sends a GET or HEAD to its path (`answer_get`); the
     others answer both 405, as every other method but POST."""
+    answers_options: ClassVar[bool] = False
+    """True for a source whose provider validates its path with an OPTIONS request
+    (`answer_options`: Event Grid's CloudEvents schema); the others answer it 405."""
+    learns_secrets: ClassVar[bool] = False
+    """True for a source that learns its secret from a first handshake (Asana): the receiver
+    hands it where such secrets are kept (`attach_secrets`) when it starts."""
     reads_query: ClassVar[bool] = False
     """True for a source whose POSTs are judged with their query string (`check_query`): only
     for these does the receiver parse it, so the others pay nothing for it."""
@@ -147,6 +153,18 @@ class Source(ABC):
         default, answers 405 as for a source without one.
         """
         return None
+
+    def answer_options(self, query: Query, headers: Headers) -> HandshakeAnswer | None:
+        """The answer to an OPTIONS on the source's path, for a source that sets
+        `answers_options` (CloudEvents' abuse protection: `WebHook-Request-Origin` answered
+        with `WebHook-Allowed-Origin`). Raised and answered as `answer_get`'s: a
+        `VerificationError` is 403, a `PayloadError` 400, None 405; nothing is stored.
+        """
+        return None
+
+    def attach_secrets(self, book: SecretBook) -> None:
+        """For a source that `learns_secrets`: keep and read them in `book`."""
+        raise TypeError(f"{type(self).__name__} learns no secrets")
 
     def check_query(self, query: Query, headers: Headers, body: bytes) -> HandshakeAnswer | None:
         """For a source that `reads_query`: judge a POST's query string before anything else.

@@ -16,13 +16,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import SecretSource
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import Identity, event_key, optional_text, parse_json_object
-from hookinbox.sources._provider import body_id, hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
+from hookinbox.sources._provider import body_id
+from hookinbox.sources._signatures import Headers
 
 
-class Bitbucket(SecretSource):
+class Bitbucket(HMACPresetSource):
     default_name = "bitbucket"
     # Retried at once, twice, on a 5xx; a request can be resent by hand from the request log
     # (for how long is not confirmed): 3 days, the default.
@@ -34,10 +34,8 @@ class Bitbucket(SecretSource):
         "x-hook-uuid",
         "x-attempt-number",
     )
-    signature_headers = ("x-hub-signature",)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(headers, body, self._keys, prefix="sha256=", name="X-Hub-Signature")
+    # Bitbucket's recipe: `sha256=` and the hex HMAC-SHA256 of the raw body.
+    preset = HMACPreset("X-Hub-Signature", prefix="sha256=")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -49,27 +47,21 @@ class Bitbucket(SecretSource):
         )
 
 
-def sign(source: Bitbucket, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Bitbucket's recipe: `sha256=` and the hex HMAC-SHA256 of the raw body.
-    signature = hex_mac(secret_key(source, fields), body)
+def sent_headers(source: Bitbucket, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
     return {
-        **json_headers(fields),
         "X-Request-UUID": fields.pop("event_id", None) or body_id(source, body),
         "X-Event-Key": fields.pop("event_type", "repo:push"),
         "X-Hook-UUID": "{8c1f3c5e-2f0b-4a61-9d7e-1b2a3c4d5e6f}",
         "X-Attempt-Number": "1",
-        "X-Hub-Signature": f"sha256={signature}",
     }
 
 
-PROVIDER = provider(
+PROVIDER = declare(
     Bitbucket,
-    sign=sign,
-    example=lambda keys: Bitbucket(secret="bitbucket-example"),
+    headers=sent_headers,
     event=lambda tag: {
         "actor": {"type": "user", "display_name": "Ada"},
         "repository": {"type": "repository", "full_name": "team/shop"},
         "push": {"changes": [{"new": {"type": "branch", "name": "main", "target": {"hash": tag}}}]},
     },
-    signature_header="X-Hub-Signature",
 )

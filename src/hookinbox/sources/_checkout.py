@@ -13,39 +13,26 @@ a webhook (it sends "at least once"). The type is `type` (`payment_approved`), t
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from hookinbox.sources._base import SecretSource
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import Identity, fields_identity
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
-
-SIGNATURE = "cko-signature"
+from hookinbox.sources._signatures import Headers
 
 
-class CheckoutCom(SecretSource):
+class CheckoutCom(HMACPresetSource):
     default_name = "checkout"
     # 8 automatic resends over about 31 hours (5, 10, 15, 30 minutes, 1, 4, 12, 12 hours),
     # and resends by hand from the dashboard or the API (their window not confirmed).
     redelivery_window = timedelta(days=3)
-    stored_headers = (SIGNATURE,)
-    signature_headers = (SIGNATURE,)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(headers, body, self._keys, prefix="", name="Cko-Signature")
+    # Checkout.com's recipe: the hex HMAC-SHA256 of the raw body, keyed with the webhook's key.
+    preset = HMACPreset("Cko-Signature")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         return fields_identity(body, id_field="id", type_field="type", time_field="created_on")
 
 
-def sign(source: CheckoutCom, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Checkout.com's recipe: the hex HMAC-SHA256 of the raw body, keyed with the webhook's key.
-    return {**json_headers(fields), "Cko-Signature": hex_mac(secret_key(source, fields), body)}
-
-
-PROVIDER = provider(
+PROVIDER = declare(
     CheckoutCom,
-    sign=sign,
     example=lambda keys: CheckoutCom(secret="checkout-example-key"),
     event=lambda tag: {
         "id": f"evt_{tag}",
@@ -54,5 +41,4 @@ PROVIDER = provider(
         "created_on": "2026-11-30T12:00:00.000Z",
         "data": {"id": f"pay_{tag}", "amount": 1000, "currency": "GBP"},
     },
-    signature_header="Cko-Signature",
 )

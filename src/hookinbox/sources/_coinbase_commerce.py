@@ -14,10 +14,9 @@ by the event alone (`Identity.fingerprint`).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from hookinbox._errors import PayloadError
-from hookinbox.sources._base import SecretSource
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     canonical_json,
@@ -26,21 +25,15 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
-
-SIGNATURE = "x-cc-webhook-signature"
+from hookinbox.sources._signatures import Headers
 
 
-class CoinbaseCommerce(SecretSource):
+class CoinbaseCommerce(HMACPresetSource):
     default_name = "coinbase-commerce"
     # Exponential backoff for up to 3 days (an hour apart at most); a day's margin.
     redelivery_window = timedelta(days=4)
-    stored_headers = (SIGNATURE,)
-    signature_headers = (SIGNATURE,)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(headers, body, self._keys, prefix="", name="X-CC-Webhook-Signature")
+    # Coinbase Commerce's recipe: the hex HMAC-SHA256 of the raw body, keyed with the secret.
+    preset = HMACPreset("X-CC-Webhook-Signature")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -56,16 +49,8 @@ class CoinbaseCommerce(SecretSource):
         )
 
 
-def sign(source: CoinbaseCommerce, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Coinbase Commerce's recipe: the hex HMAC-SHA256 of the raw body, keyed with the secret.
-    signature = hex_mac(secret_key(source, fields), body)
-    return {**json_headers(fields), "X-CC-Webhook-Signature": signature}
-
-
-PROVIDER = provider(
+PROVIDER = declare(
     CoinbaseCommerce,
-    sign=sign,
-    example=lambda keys: CoinbaseCommerce(secret="coinbase-commerce-example"),
     event=lambda tag: {
         "id": 1,
         "attempt_number": 1,
@@ -79,5 +64,4 @@ PROVIDER = provider(
             "data": {"code": f"C{tag}", "name": "coffee"},
         },
     },
-    signature_header="X-CC-Webhook-Signature",
 )

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
-from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._hmac_preset import HMACPreset, TimestampedHMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     event_key,
@@ -27,24 +26,17 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import (
-    Headers,
-    decode_digests,
-    require_header,
-    verify_timestamped,
-)
-
-SIGNATURE = "x-cio-signature"
-TIMESTAMP = "x-cio-timestamp"
+from hookinbox.sources._signatures import Headers
 
 
-class CustomerIO(TimestampedSource):
+class CustomerIO(TimestampedHMACPresetSource):
     default_name = "customerio"
     # Retries over 7 days, with exponential backoff; a day's margin.
     redelivery_window = timedelta(days=8)
-    stored_headers = (SIGNATURE, TIMESTAMP)
-    signature_headers = (SIGNATURE, TIMESTAMP)
+    # Customer.io's recipe: the hex HMAC-SHA256 of "v0:<timestamp>:<body>" with the signing key.
+    preset = HMACPreset(
+        "X-CIO-Signature", message="v0:{timestamp}:{body}", timestamp_header="X-CIO-Timestamp"
+    )
 
     def __init__(
         self,
@@ -54,20 +46,6 @@ class CustomerIO(TimestampedSource):
         tolerance: float | None = None,
     ) -> None:
         super().__init__(secret=secret, name=name, tolerance=tolerance)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        timestamp = require_header(headers, TIMESTAMP)
-        candidates = decode_digests(headers, SIGNATURE, what="X-CIO-Signature")
-        verify_timestamped(
-            self._keys,
-            candidates,
-            timestamp,
-            body,
-            now=now,
-            tolerance=self.tolerance,
-            prefix=b"v0:",
-            separator=b":",
-        )
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -81,19 +59,8 @@ class CustomerIO(TimestampedSource):
         )
 
 
-def sign(source: CustomerIO, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Customer.io's recipe: the hex HMAC-SHA256 of "v0:<timestamp>:<body>" with the signing key.
-    signed = f"v0:{t}:".encode() + body
-    return {
-        **json_headers(fields),
-        "X-CIO-Timestamp": str(t),
-        "X-CIO-Signature": hex_mac(secret_key(source, fields), signed),
-    }
-
-
-PROVIDER = provider(
+PROVIDER = declare(
     CustomerIO,
-    sign=sign,
     example=lambda keys: CustomerIO(secret="customerio-example-signing-key"),
     event=lambda tag: {
         "event_id": f"01E4C4CT6YDC7Y5M7FE1{tag}",
@@ -102,5 +69,4 @@ PROVIDER = provider(
         "timestamp": 1_700_000_000,
         "data": {"customer_id": "42", "delivery_id": f"dlv-{tag}", "recipient": "a@b.example"},
     },
-    signature_header="X-CIO-Signature",
 )

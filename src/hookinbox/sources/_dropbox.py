@@ -25,32 +25,25 @@ import hashlib
 import math
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 from hookinbox._errors import Handshake
-from hookinbox.sources._base import SecretSource
 from hookinbox.sources._handshakes import Query, challenge_text, query_value
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import Identity, optional_text, parse_json_object, parse_time
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
-
-SIGNATURE = "x-dropbox-signature"
+from hookinbox.sources._signatures import Headers
 
 
-class Dropbox(SecretSource):
+class Dropbox(HMACPresetSource):
     default_name = "dropbox"
     # Retried with backoff over about ten minutes, then reported as failed.
     redelivery_window = timedelta(days=1)
-    stored_headers = (SIGNATURE,)
-    signature_headers = (SIGNATURE,)
+    # Dropbox's recipe: the hex HMAC-SHA256 of the raw body, keyed with the app secret.
+    preset = HMACPreset("X-Dropbox-Signature")
     answers_get = True
 
     def answer_get(self, query: Query, headers: Headers) -> Handshake:
         challenge = challenge_text(query_value(query, "challenge"), "challenge")
         return Handshake(challenge, headers={"x-content-type-options": "nosniff"})
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(headers, body, self._keys, prefix="", name="X-Dropbox-Signature")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -71,19 +64,9 @@ class Dropbox(SecretSource):
         return replace(identity, event_id=key, occurred_at=parse_time(now))
 
 
-def sign(source: Dropbox, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Dropbox's recipe: the hex HMAC-SHA256 of the raw body, keyed with the app secret.
-    return {
-        **json_headers(fields),
-        "X-Dropbox-Signature": hex_mac(secret_key(source, fields), body),
-    }
-
-
-PROVIDER = provider(
+PROVIDER = declare(
     Dropbox,
-    sign=sign,
     example=lambda keys: Dropbox(secret="dropbox-app-secret"),
     event=lambda tag: {"list_folder": {"accounts": [f"dbid:{tag}"]}, "delta": {"users": [12]}},
-    signature_header="X-Dropbox-Signature",
     new_each_delivery=True,
 )

@@ -19,7 +19,15 @@ from hookinbox._errors import ConfigurationError
 from hookinbox.sources._base import Source
 from hookinbox.sources._http import api_base_url, api_credential
 from hookinbox.sources._identity import Identity, event_key, optional_text, parse_json
-from hookinbox.sources._provider import body_id, hex_mac, json_headers, provider, secret_key
+from hookinbox.sources._provider import (
+    HOUR,
+    Simulation,
+    body_id,
+    hex_mac,
+    json_headers,
+    provider,
+    secret_key,
+)
 from hookinbox.sources._secrets import utf8_keys
 from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
 
@@ -131,4 +139,12 @@ PROVIDER = provider(
     example=lambda keys: GitHub(secret="gh-example"),
     event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
     signature_header="X-Hub-Signature-256",
+    # GitHub retries nothing by itself; failed deliveries are redelivered by hand (or by the
+    # script GitHub documents) within 3 days. Modelled as one redelivery an hour later [U].
+    simulation=Simulation(
+        retry_delays=(HOUR,),
+        ack_timeout=10.0,
+        signs_timestamp=False,
+        signature_headers=frozenset({"x-hub-signature-256", "x-hub-signature"}),
+    ),
 )

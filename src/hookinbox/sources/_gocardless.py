@@ -11,35 +11,23 @@ webhook or when it is retried by hand. The type is `<resource_type>.<action>`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import PayloadError
-from hookinbox.sources._base import BatchSource
+from hookinbox.sources._hmac_preset import BatchHMACPresetSource, HMACPreset, declare
 from hookinbox.sources._identity import Identity, event_key, optional_text, parse_time
 from hookinbox.sources._json_slices import member_items
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._secrets import utf8_keys
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
-
-SIGNATURE = "webhook-signature"
+from hookinbox.sources._signatures import Headers
 
 
-class GoCardless(BatchSource):
+class GoCardless(BatchHMACPresetSource):
     default_name = "gocardless"
     # Up to 8 retries at increasing intervals, and a retry by hand from the dashboard or the
     # API (its window not confirmed): a week.
     redelivery_window = timedelta(days=7)
-    stored_headers = (SIGNATURE,)
-    signature_headers = (SIGNATURE,)
-
-    def __init__(self, *, secret: str | Sequence[str], name: str | None = None) -> None:
-        super().__init__(name=name)
-        self._keys = utf8_keys(secret)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(headers, body, self._keys, prefix="", name="Webhook-Signature")
+    # GoCardless's recipe: the hex HMAC-SHA256 of the raw body, keyed with the endpoint secret.
+    preset = HMACPreset("Webhook-Signature")
 
     def identify_batch(self, headers: Headers, body: bytes) -> list[Identity]:
         return self.identify_items(member_items(body, "events"), _event)
@@ -58,18 +46,9 @@ def _event(item: Any) -> Identity:
     )
 
 
-def sign(source: GoCardless, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # GoCardless's recipe: the hex HMAC-SHA256 of the raw body, keyed with the endpoint secret.
-    return {
-        **json_headers(fields),
-        "User-Agent": "gocardless-webhook-service/1.1",
-        "Webhook-Signature": hex_mac(secret_key(source, fields), body),
-    }
-
-
-PROVIDER = provider(
+PROVIDER = declare(
     GoCardless,
-    sign=sign,
+    headers=lambda source, body, t, fields: {"User-Agent": "gocardless-webhook-service/1.1"},
     example=lambda keys: GoCardless(secret="gocardless-example-secret"),
     event=lambda tag: {
         "events": [
@@ -85,6 +64,5 @@ PROVIDER = provider(
         ],
         "meta": {"webhook_id": f"WB{tag}"},
     },
-    signature_header="Webhook-Signature",
     batch_key=lambda body: str(body["events"][0]["id"]),
 )

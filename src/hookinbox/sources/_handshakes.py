@@ -11,7 +11,7 @@ with a `HandshakeAnswer`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from hookinbox._errors import Handshake, PayloadError
@@ -19,6 +19,20 @@ from hookinbox._errors import Handshake, PayloadError
 HandshakeAnswer = dict[str, Any] | str | Handshake
 """What `Source.handshake` may answer: JSON, text, or a `Handshake` with its own content type
 or status."""
+
+
+class SecretBook(Protocol):
+    """Where secrets learned on first use are kept (Asana's `X-Hook-Secret`): the receiver's
+    store (its `trust` gateway), handed to a source that `learns_secrets`."""
+
+    def secrets(self, source: str) -> list[str]:
+        """The secrets `source` learned."""
+        ...
+
+    def learn(self, source: str, secret: str) -> bool:
+        """Keep `secret` if a window is open for `source` (and close it); else False."""
+        ...
+
 
 Query = Mapping[str, Sequence[str]]
 """A request's query string, parsed: every value of each name, in order (`parse_query`)."""

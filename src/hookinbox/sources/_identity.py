@@ -18,6 +18,7 @@ from typing import Any
 
 from hookinbox._errors import PayloadError
 from hookinbox._model import MAX_KEY_LENGTH
+from hookinbox._payload import loads
 from hookinbox.sources._json_slices import JsonSlice
 
 
@@ -96,7 +97,7 @@ def refuse_other_encodings(body: bytes) -> None:
 def parse_json(body: bytes) -> Any:
     """Parse the body, turning every way JSON can fail into `PayloadError`."""
     try:
-        return json.loads(body)
+        return loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise PayloadError("body is not valid JSON") from exc
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import SecretSource
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     event_key,
@@ -25,8 +25,8 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import body_id, hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
+from hookinbox.sources._provider import body_id
+from hookinbox.sources._signatures import Headers
 
 
 def milliseconds(value: object) -> object:
@@ -36,7 +36,7 @@ def milliseconds(value: object) -> object:
     return value
 
 
-class Jira(SecretSource):
+class Jira(HMACPresetSource):
     default_name = "jira"
     # Retried on failures (the schedule is not confirmed); 3 days is the default.
     redelivery_window = timedelta(days=3)
@@ -46,10 +46,8 @@ class Jira(SecretSource):
         "x-atlassian-webhook-retry",
         "x-atlassian-webhook-flow",
     )
-    signature_headers = ("x-hub-signature",)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(headers, body, self._keys, prefix="sha256=", name="X-Hub-Signature")
+    # Atlassian's recipe (WebSub): `sha256=` and the hex HMAC-SHA256 of the raw body.
+    preset = HMACPreset("X-Hub-Signature", prefix="sha256=")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -62,27 +60,20 @@ class Jira(SecretSource):
         )
 
 
-def sign(source: Jira, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Atlassian's recipe (WebSub): `sha256=` and the hex HMAC-SHA256 of the raw body.
-    signature = hex_mac(secret_key(source, fields), body)
-    identifier = fields.pop("event_id", None) or body_id(source, body)
+def sent_headers(source: Jira, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
     return {
-        **json_headers(fields),
-        "X-Atlassian-Webhook-Identifier": identifier,
+        "X-Atlassian-Webhook-Identifier": fields.pop("event_id", None) or body_id(source, body),
         "X-Atlassian-Webhook-Flow": "Primary",
-        "X-Hub-Signature": f"sha256={signature}",
     }
 
 
-PROVIDER = provider(
+PROVIDER = declare(
     Jira,
-    sign=sign,
-    example=lambda keys: Jira(secret="jira-example"),
+    headers=sent_headers,
     event=lambda tag: {
         "timestamp": 1_700_000_000_000,
         "webhookEvent": "jira:issue_created",
         "issue_event_type_name": "issue_created",
         "issue": {"id": tag, "key": f"PRJ-{tag}"},
     },
-    signature_header="X-Hub-Signature",
 )

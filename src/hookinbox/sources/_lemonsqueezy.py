@@ -16,10 +16,9 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import PayloadError
-from hookinbox.sources._base import SecretSource
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import Identity, event_key, lookup, parse_json_object, parse_time
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
+from hookinbox.sources._signatures import Headers
 
 
 def snapshot_digest(data: Any) -> str:
@@ -31,15 +30,12 @@ def snapshot_digest(data: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-class LemonSqueezy(SecretSource):
+class LemonSqueezy(HMACPresetSource):
     default_name = "lemonsqueezy"
     # Three automatic retries within minutes; a resend from the dashboard has no stated limit.
     redelivery_window = timedelta(days=3)
     stored_headers = ("x-signature", "x-event-name")
-    signature_headers = ("x-signature",)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(headers, body, self._keys, prefix="", name="X-Signature")
+    preset = HMACPreset("X-Signature")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -61,26 +57,24 @@ class LemonSqueezy(SecretSource):
         )
 
 
-def sign(source: LemonSqueezy, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    headers = {**json_headers(fields), "X-Signature": hex_mac(secret_key(source, fields), body)}
+def sent_headers(
+    source: LemonSqueezy, body: bytes, t: int, fields: dict[str, Any]
+) -> dict[str, str]:
     event_name = fields.pop("event_name", None)
     if event_name is None:
         try:
             event_name = json.loads(body)["meta"]["event_name"]
         except (ValueError, KeyError, TypeError):
             event_name = None
-    if event_name is not None:
-        headers["X-Event-Name"] = str(event_name)
-    return headers
+    return {} if event_name is None else {"X-Event-Name": str(event_name)}
 
 
-PROVIDER = provider(
+PROVIDER = declare(
     LemonSqueezy,
-    sign=sign,
+    headers=sent_headers,
     example=lambda keys: LemonSqueezy(secret="lemon-example"),
     event=lambda tag: {
         "meta": {"event_name": "order_created"},
         "data": {"type": "orders", "id": tag},
     },
-    signature_header="X-Signature",
 )

@@ -31,8 +31,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hookinbox._errors import BadSignature, Handshake, PayloadError
-from hookinbox.sources._base import BatchSource
 from hookinbox.sources._handshakes import Query, challenge_text, query_value
+from hookinbox.sources._hmac_preset import BatchHMACPresetSource, HMACPreset, declare
 from hookinbox.sources._identity import (
     Identity,
     canonical_json,
@@ -43,19 +43,16 @@ from hookinbox.sources._identity import (
     parse_time,
 )
 from hookinbox.sources._json_slices import member_items
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
 from hookinbox.sources._secrets import utf8_keys
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac, matches_secret
-
-SIGNATURE = "x-hub-signature-256"
+from hookinbox.sources._signatures import Headers, matches_secret
 
 
-class Meta(BatchSource):
+class Meta(BatchHMACPresetSource):
     default_name = "meta"
     # WhatsApp retries a delivery that was not answered 200 for up to 7 days.
     redelivery_window = timedelta(days=8)
-    stored_headers = (SIGNATURE,)
-    signature_headers = (SIGNATURE,)
+    # Meta's recipe: "sha256=" and the hex HMAC-SHA256 of the raw body with the app secret.
+    preset = HMACPreset("X-Hub-Signature-256", prefix="sha256=")
     answers_get = True
 
     def __init__(
@@ -65,8 +62,7 @@ class Meta(BatchSource):
         verify_token: str | Sequence[str],
         name: str | None = None,
     ) -> None:
-        super().__init__(name=name)
-        self._keys = utf8_keys(secret)
+        super().__init__(secret=secret, name=name)
         self._verify_tokens = utf8_keys(verify_token)
 
     def answer_get(self, query: Query, headers: Headers) -> Handshake:
@@ -80,11 +76,6 @@ class Meta(BatchSource):
             raise PayloadError("hub.mode is not subscribe")
         challenge = challenge_text(query_value(query, "hub.challenge"), "hub.challenge")
         return Handshake(challenge)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(
-            headers, body, self._keys, prefix="sha256=", name="X-Hub-Signature-256"
-        )
 
     def identify_batch(self, headers: Headers, body: bytes) -> list[Identity]:
         items = member_items(body, "entry")
@@ -151,12 +142,6 @@ def _entry_time(value: Any) -> datetime | None:
     return parse_time(value)
 
 
-def sign(source: Meta, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Meta's recipe: "sha256=" and the hex HMAC-SHA256 of the raw body with the app secret.
-    digest = hex_mac(secret_key(source, fields), body)
-    return {**json_headers(fields), "X-Hub-Signature-256": f"sha256={digest}"}
-
-
 def _event(tag: str) -> dict[str, Any]:
     message: dict[str, Any] = {"from": "15550001111", "id": f"wamid.{tag}", "type": "text"}
     message |= {"timestamp": "1700000000", "text": {"body": "hello"}}
@@ -168,11 +153,9 @@ def _event(tag: str) -> dict[str, Any]:
     }
 
 
-PROVIDER = provider(
+PROVIDER = declare(
     Meta,
-    sign=sign,
     example=lambda keys: Meta(secret="meta-app-secret", verify_token="meta-verify-token"),
     event=_event,
-    signature_header="X-Hub-Signature-256",
     batch_key=lambda event: str(event["entry"][0]["changes"][0]["value"]["messages"][0]["id"]),
 )

@@ -20,8 +20,9 @@ Each is stored under `<subscriptionId>:<id>` where Graph gives the notification 
 which a renewal between two attempts changes, and without `clientState`). The type is the
 `changeType` or the `lifecycleEvent`.
 
-Not checked: the `validationTokens` (JWTs) of rich notifications, whose resource data is
-encrypted with your certificate; such a delivery is checked by its `clientState` as any other.
+The `validationTokens` (JWTs) of rich notifications, whose resource data is encrypted with
+your certificate, are not checked here (such a delivery is checked by its `clientState` as any
+other): `MicrosoftGraphRich` (`_microsoft_graph_rich.py`) checks them.
 """
 
 from __future__ import annotations

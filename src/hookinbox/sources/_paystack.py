@@ -13,9 +13,8 @@ type is `event`, the time `data.paid_at`, else `data.created_at`.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from hookinbox.sources._base import SecretSource
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     event_key,
@@ -24,21 +23,15 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
+from hookinbox.sources._signatures import Headers
 
 
-class Paystack(SecretSource):
+class Paystack(HMACPresetSource):
     default_name = "paystack"
     # Live mode: every 3 minutes for the first 4 tries, then hourly for 72 hours.
     redelivery_window = timedelta(days=4)
-    stored_headers = ("x-paystack-signature",)
-    signature_headers = stored_headers
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(
-            headers, body, self._keys, prefix="", name="x-paystack-signature", algorithm="sha512"
-        )
+    # Paystack's recipe: the hex HMAC-SHA512 of the raw body, keyed with the secret key.
+    preset = HMACPreset("x-paystack-signature", algorithm="sha512")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -53,15 +46,8 @@ class Paystack(SecretSource):
         )
 
 
-def sign(source: Paystack, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Paystack's recipe: the hex HMAC-SHA512 of the raw body, keyed with the secret key.
-    signature = hex_mac(secret_key(source, fields), body, "sha512")
-    return {**json_headers(fields), "x-paystack-signature": signature}
-
-
-PROVIDER = provider(
+PROVIDER = declare(
     Paystack,
-    sign=sign,
     example=lambda keys: Paystack(secret="sk_test_paystack_example"),
     event=lambda tag: {
         "event": "charge.success",
@@ -72,5 +58,4 @@ PROVIDER = provider(
             "paid_at": "2023-11-14T22:13:20.000Z",
         },
     },
-    signature_header="x-paystack-signature",
 )

@@ -4,8 +4,10 @@ A provider's module (`_stripe.py`, ...) holds everything hookinbox knows about
 it: the source (verify, identify, the dedup key, a handshake), and, registered here with
 `provider(...)`, the signer `hookinbox.testing.sign` and the simulator use, and an example (a
 source configured with made-up secrets, an event naming a tag, the header its signature
-travels in) from which the tests derive their lists of sources. `hookinbox.sources.__all__`
-names the provider classes, and `hookinbox.testing`'s `providers()` gives each one's
+travels in) from which the tests derive their lists of sources, and, for the providers
+`hookinbox simulate` copies, how the provider sends and resends (`Simulation`).
+`hookinbox.sources.__all__` names the provider classes, and `hookinbox.testing`'s
+`providers()` gives each one's
 `Provider`, so no list of providers is kept by hand anywhere else (a test refuses an exported
 class without one).
 
@@ -42,9 +44,11 @@ inside the body (a signature block, a timestamp in the signed body, a batch's it
 Signer = Callable[[Any, bytes, int, dict[str, Any]], Signed]
 """`(source, body, unix seconds, fields) -> Signed`; pops the fields it understands."""
 
-__all__ = ["FORM", "JSON", "ExampleKeys", "Provider", "provider", "provider_of"]
+__all__ = ["FORM", "JSON", "ExampleKeys", "Provider", "Simulation", "provider", "provider_of"]
 
 JSON = "application/json"
+MINUTE = 60.0
+HOUR = 3600.0
 _NAMESPACE = uuid.UUID("6f1c1e8e-51f3-4a4e-9d0c-2b9a4f7f0b11")
 
 
@@ -60,6 +64,24 @@ class ExampleKeys:
     """Base64 DER, as SendGrid shows its verification key."""
     paypal_pem: str
     """A PayPal signing certificate."""
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    """What `hookinbox simulate` copies from a provider: its redelivery schedule, its
+    patience, and which of its signer's headers are the signature (the plan makes the rest).
+
+    Retry delays are real-world seconds (the sender divides them by its `retry_compression`);
+    the acknowledgement timeout is never compressed, as it measures the receiver."""
+
+    retry_delays: tuple[float, ...]
+    """Seconds before each automatic retry (the first retry waits `retry_delays[0]`)."""
+    ack_timeout: float
+    """Seconds the provider waits for an answer before it counts the attempt as failed."""
+    signs_timestamp: bool
+    """Whether a timestamp is signed: without one, a delivery cannot be 'expired'."""
+    signature_headers: frozenset[str]
+    """The signer's headers (lower case) the simulator sends: the signature and its time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +111,8 @@ class Provider:
     new_each_delivery: bool = False
     """Each delivery is an event of its own, a retry too: a wake-up that names no change and
     has no id (Dropbox), whose handler reads what changed from the provider."""
+    simulation: Simulation | None = None
+    """How `hookinbox simulate` sends as this provider; None where it does not."""
 
     @property
     def signed(self) -> bool:
@@ -112,6 +136,7 @@ def provider(
     forgery: Callable[[], dict[str, Any]] | None = None,
     signed_in_body: bool = False,
     new_each_delivery: bool = False,
+    simulation: Simulation | None = None,
 ) -> Provider:
     """Declare `source`'s provider (once, in its module)."""
     if source in _PROVIDERS:
@@ -126,6 +151,7 @@ def provider(
         batch_key,
         signed_in_body=signed_in_body,
         new_each_delivery=new_each_delivery,
+        simulation=simulation,
     )
     if forgery is not None:
         declared = dataclasses.replace(declared, forgery=forgery)

@@ -20,7 +20,6 @@ says so.
 
 from __future__ import annotations
 
-import json
 import re
 import ssl
 from collections.abc import Sequence
@@ -38,7 +37,8 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._keys import AllowList, Fetcher, KeyCache, Parsed
+from hookinbox.sources._jwks import PublishedKeySet, pinned_keys
+from hookinbox.sources._keys import AllowList
 from hookinbox.sources._provider import provider
 from hookinbox.sources._secrets import secrets_tuple
 from hookinbox.sources._signatures import Headers, distinct_signatures, signature_items
@@ -88,21 +88,17 @@ class GooglePubSub(Source):
         )
         _jwt.jwt_module("hookinbox.sources.GooglePubSub")
         self._pinned = _pinned(keys, self.rules) if keys is not None else None
-        self._keys: KeyCache[dict[str, Any]] | None = None
-        if keys is None:
-            fetcher = Fetcher(
-                feature="hookinbox.sources.GooglePubSub",
-                timeout=timeout,
-                ssl_context=ssl_context,
-                transport=transport,
-            )
-            self._keys = KeyCache(
-                GOOGLE_KEYS,
-                lambda body: Parsed(_read_key_set(body, self.rules)),
-                fetcher,
-                default_max_age=KEY_SET_AGE,
-                cache_size=1,
-            )
+        self._keys = PublishedKeySet(
+            GOOGLE_KEYS,
+            GOOGLE_CERTS,
+            self.rules,
+            pinned=self._pinned,
+            feature="hookinbox.sources.GooglePubSub",
+            default_max_age=KEY_SET_AGE,
+            timeout=timeout,
+            ssl_context=ssl_context,
+            transport=transport,
+        )
 
     def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
         # A repeated Authorization header (joined with "," by a WSGI server) gives one
@@ -136,12 +132,7 @@ class GooglePubSub(Source):
             raise BadSignature("the Pub/Sub token's email is not verified")
 
     def _key(self, kid: str, now: float) -> Any:
-        if self._pinned is not None:
-            keys = self._pinned
-        else:
-            assert self._keys is not None
-            keys = self._keys.get(GOOGLE_CERTS, now=now, want=lambda found: kid in found)
-        key = keys.get(kid, keys.get("*"))
+        key = self._keys.key(kid, now=now)
         if key is None:
             raise BadSignature("the Pub/Sub token's key is not one of Google's")
         return key
@@ -164,30 +155,15 @@ class GooglePubSub(Source):
         )
 
 
-def _read_key_set(body: bytes, rules: _jwt.Rules) -> dict[str, Any]:
-    try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadSignature("Google's key set is not JSON") from exc
-    keys = _jwt.key_set(document, rules, usable=lambda jwk: jwk.get("kty") == "RSA")
-    if not keys:
-        raise BadSignature("Google's key set holds no RS256 key")
-    return keys
-
-
 def _pinned(keys: str | dict[str, Any], rules: _jwt.Rules) -> dict[str, Any]:
     """Keys given instead of fetched: a JWK Set (dict or JSON text), or one PEM public key or
     certificate, used whatever `kid` a token names."""
-    try:
-        if isinstance(keys, str) and keys.lstrip().startswith("-----BEGIN"):
+    if isinstance(keys, str) and keys.lstrip().startswith("-----BEGIN"):
+        try:
             return {"*": _pem_key(keys)}
-        document = json.loads(keys) if isinstance(keys, str) else keys
-        found = _jwt.key_set(document, rules, usable=lambda jwk: jwk.get("kty") == "RSA")
-    except (ValueError, BadSignature) as exc:
-        raise ConfigurationError("keys= is a JWK Set or a PEM RSA public key") from exc
-    if not found:
-        raise ConfigurationError("keys= holds no RS256 key")
-    return found
+        except ValueError as exc:
+            raise ConfigurationError("keys= is a JWK Set or a PEM RSA public key") from exc
+    return pinned_keys(keys, rules)
 
 
 def _pem_key(pem: str) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import SecretSource
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     event_key,
@@ -24,20 +24,18 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import body_id, hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
+from hookinbox.sources._provider import body_id
+from hookinbox.sources._signatures import Headers
 
 
-class Razorpay(SecretSource):
+class Razorpay(HMACPresetSource):
     default_name = "razorpay"
     # Retried with exponential backoff for 24 hours after the event was created; then the
     # webhook is disabled until re-enabled by hand.
     redelivery_window = timedelta(days=2)
     stored_headers = ("x-razorpay-signature", "x-razorpay-event-id")
-    signature_headers = ("x-razorpay-signature",)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(headers, body, self._keys, prefix="", name="X-Razorpay-Signature")
+    # Razorpay's recipe: the hex HMAC-SHA256 of the raw body, keyed with the webhook secret.
+    preset = HMACPreset("X-Razorpay-Signature")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -49,21 +47,13 @@ class Razorpay(SecretSource):
         )
 
 
-def sign(source: Razorpay, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Razorpay's recipe: the hex HMAC-SHA256 of the raw body, keyed with the webhook secret.
-    key = secret_key(source, fields)
-    event_id = fields.pop("event_id", None) or body_id(source, body)
-    return {
-        **json_headers(fields),
-        "X-Razorpay-Event-Id": event_id,
-        "X-Razorpay-Signature": hex_mac(key, body),
-    }
+def sent_headers(source: Razorpay, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
+    return {"X-Razorpay-Event-Id": fields.pop("event_id", None) or body_id(source, body)}
 
 
-PROVIDER = provider(
+PROVIDER = declare(
     Razorpay,
-    sign=sign,
-    example=lambda keys: Razorpay(secret="razorpay-example"),
+    headers=sent_headers,
     event=lambda tag: {
         "entity": "event",
         "event": "payment.captured",
@@ -71,5 +61,4 @@ PROVIDER = provider(
         "payload": {"payment": {"entity": {"id": f"pay_{tag}", "status": "captured"}}},
         "created_at": 1_700_000_000,
     },
-    signature_header="X-Razorpay-Signature",
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hookinbox.sources._base import SecretSource
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     event_key,
@@ -22,11 +22,11 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import body_id, hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
+from hookinbox.sources._provider import body_id
+from hookinbox.sources._signatures import Headers
 
 
-class Sentry(SecretSource):
+class Sentry(HMACPresetSource):
     default_name = "sentry"
     # Sentry's retries are not confirmed; a day keeps a key past any quick resend.
     redelivery_window = timedelta(days=1)
@@ -36,10 +36,8 @@ class Sentry(SecretSource):
         "sentry-hook-timestamp",
         "request-id",
     )
-    signature_headers = ("sentry-hook-signature",)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(headers, body, self._keys, prefix="", name="Sentry-Hook-Signature")
+    # Sentry's recipe: the hex HMAC-SHA256 of the body, keyed with the client secret.
+    preset = HMACPreset("Sentry-Hook-Signature")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -57,27 +55,21 @@ class Sentry(SecretSource):
         )
 
 
-def sign(source: Sentry, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Sentry's recipe: the hex HMAC-SHA256 of the body, keyed with the client secret.
-    signature = hex_mac(secret_key(source, fields), body)
+def sent_headers(source: Sentry, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
     return {
-        **json_headers(fields),
         "Request-ID": fields.pop("event_id", None) or body_id(source, body),
         "Sentry-Hook-Resource": fields.pop("resource", "issue"),
         "Sentry-Hook-Timestamp": str(t),
-        "Sentry-Hook-Signature": signature,
     }
 
 
-PROVIDER = provider(
+PROVIDER = declare(
     Sentry,
-    sign=sign,
-    example=lambda keys: Sentry(secret="sentry-example"),
+    headers=sent_headers,
     event=lambda tag: {
         "action": "created",
         "installation": {"uuid": "7a485448-a9e2-4c85-8a3c-4f44175783c9"},
         "data": {"issue": {"id": tag, "title": "ZeroDivisionError"}},
         "actor": {"type": "application", "id": "sentry", "name": "Sentry"},
     },
-    signature_header="Sentry-Hook-Signature",
 )

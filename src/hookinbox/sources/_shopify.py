@@ -17,7 +17,17 @@ from typing import Any
 
 from hookinbox.sources._base import Source
 from hookinbox.sources._identity import Identity, event_key, optional_text, parse_json, parse_time
-from hookinbox.sources._provider import b64_mac, body_id, iso, json_headers, provider, secret_key
+from hookinbox.sources._provider import (
+    HOUR,
+    MINUTE,
+    Simulation,
+    b64_mac,
+    body_id,
+    iso,
+    json_headers,
+    provider,
+    secret_key,
+)
 from hookinbox.sources._secrets import utf8_keys
 from hookinbox.sources._signatures import Headers, decode_digests, require_match
 
@@ -98,4 +108,12 @@ PROVIDER = provider(
     example=lambda keys: Shopify(secret="shpss_example"),
     event=lambda tag: {"id": f"evt_{tag}", "type": "order.paid", "created": 1_700_000_000},
     signature_header="X-Shopify-Hmac-Sha256",
+    # 8 retries over 4 h (documented since Sept 2024); the intervals are not published [U].
+    # Shopify gives up on an answer after 5 s.
+    simulation=Simulation(
+        retry_delays=(10, 30, MINUTE, 5 * MINUTE, 15 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR),
+        ack_timeout=5.0,
+        signs_timestamp=False,
+        signature_headers=frozenset({"x-shopify-hmac-sha256"}),
+    ),
 )

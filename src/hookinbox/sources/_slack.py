@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import PayloadError
-from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._hmac_preset import HMACPreset, TimestampedHMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     event_key,
@@ -22,18 +22,12 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import (
-    Headers,
-    decode_digests,
-    require_header,
-    verify_timestamped,
-)
+from hookinbox.sources._signatures import Headers
 
 RATE_LIMITED = "app_rate_limited"
 
 
-class Slack(TimestampedSource):
+class Slack(TimestampedHMACPresetSource):
     default_name = "slack"
     # Three retries, the last about 5 minutes after the first attempt; no manual resend.
     redelivery_window = timedelta(hours=1)
@@ -43,23 +37,12 @@ class Slack(TimestampedSource):
         "x-slack-retry-num",
         "x-slack-retry-reason",
     )
-    signature_headers = ("x-slack-signature", "x-slack-request-timestamp")
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        candidates = decode_digests(
-            headers, "x-slack-signature", what="X-Slack-Signature", prefix="v0="
-        )
-        timestamp_text = require_header(headers, "x-slack-request-timestamp")
-        verify_timestamped(
-            self._keys,
-            candidates,
-            timestamp_text,
-            body,
-            now=now,
-            tolerance=self.tolerance,
-            prefix=b"v0:",
-            separator=b":",
-        )
+    preset = HMACPreset(
+        "X-Slack-Signature",
+        message="v0:{timestamp}:{body}",
+        timestamp_header="X-Slack-Request-Timestamp",
+        prefix="v0=",
+    )
 
     def handshake(self, headers: Headers, body: bytes) -> dict[str, Any] | None:
         if b"url_verification" not in body:  # spare every event a second parse
@@ -91,27 +74,19 @@ class Slack(TimestampedSource):
         )
 
 
-def sign(source: Slack, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    digest = hex_mac(secret_key(source, fields), f"v0:{t}:".encode() + body)
-    headers = {
-        **json_headers(fields),
-        "X-Slack-Signature": f"v0={digest}",
-        "X-Slack-Request-Timestamp": str(t),
-    }
+def sent_headers(source: Slack, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
     retry = fields.pop("retry", 0)
     if retry:
-        headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
-    return headers
+        return {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+    return {}
 
 
-PROVIDER = provider(
+PROVIDER = declare(
     Slack,
-    sign=sign,
-    example=lambda keys: Slack(secret="slack-example"),
+    headers=sent_headers,
     event=lambda tag: {
         "event_id": f"Ev{tag}",
         "type": "event_callback",
         "event": {"type": "message"},
     },
-    signature_header="X-Slack-Signature",
 )

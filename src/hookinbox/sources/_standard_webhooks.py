@@ -29,7 +29,16 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import b64_mac, body_id, json_headers, provider, secret_key
+from hookinbox.sources._provider import (
+    HOUR,
+    MINUTE,
+    Simulation,
+    b64_mac,
+    body_id,
+    json_headers,
+    provider,
+    secret_key,
+)
 from hookinbox.sources._secrets import secrets_tuple
 from hookinbox.sources._signatures import (
     DEFAULT_TOLERANCE,
@@ -207,4 +216,11 @@ PROVIDER = provider(
     event=example_event,
     signature_header="webhook-signature",
     forgery=lambda: {"secret": "whsec_" + base64.b64encode(b"another key").decode()},
+    # Svix: 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h; 15 s to answer.
+    simulation=Simulation(
+        retry_delays=(5, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, 10 * HOUR, 10 * HOUR),
+        ack_timeout=15.0,
+        signs_timestamp=True,
+        signature_headers=frozenset({"webhook-timestamp", "webhook-signature"}),
+    ),
 )

@@ -15,7 +15,7 @@ from hookinbox._errors import ConfigurationError
 from hookinbox.sources._base import SignatureListSource
 from hookinbox.sources._http import api_base_url, api_credential
 from hookinbox.sources._identity import Identity, fields_identity
-from hookinbox.sources._provider import hex_mac, provider, secret_key
+from hookinbox.sources._provider import HOUR, MINUTE, Simulation, hex_mac, provider, secret_key
 from hookinbox.sources._signatures import DEFAULT_TOLERANCE, Headers
 
 if TYPE_CHECKING:
@@ -85,4 +85,13 @@ PROVIDER = provider(
     example=lambda keys: Stripe(secret="whsec_example"),
     event=lambda tag: {"id": f"evt_{tag}", "type": "invoice.paid", "created": 1_700_000_000},
     signature_header="Stripe-Signature",
+    # Seed 000: 5 s, 5 min, 30 min, 2 h, 5 h, "..." for 3 days; after 5 h we continue every
+    # 10 h [U], which spends 11 retries inside the 72 h. Ack timeout: seed 000 names a cold
+    # start "over 10 s" as a cause of retries [U].
+    simulation=Simulation(
+        retry_delays=(5, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, *(10 * HOUR,) * 6),
+        ack_timeout=10.0,
+        signs_timestamp=True,
+        signature_headers=frozenset({"stripe-signature"}),
+    ),
 )

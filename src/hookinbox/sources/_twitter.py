@@ -28,8 +28,8 @@ from datetime import timedelta
 from typing import Any
 
 from hookinbox._errors import Handshake
-from hookinbox.sources._base import SecretSource
 from hookinbox.sources._handshakes import Query, challenge_text, query_value
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     canonical_json,
@@ -37,18 +37,18 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, decode_digests, hmac_digest, require_match
+from hookinbox.sources._signatures import Headers, hmac_digest
 
 SIGNATURE = "x-twitter-webhooks-signature"
 
 
-class Twitter(SecretSource):
+class Twitter(HMACPresetSource):
     default_name = "twitter"
     # X retries a failed delivery a few times over minutes (not confirmed); a day's margin.
     redelivery_window = timedelta(days=1)
-    stored_headers = (SIGNATURE,)
-    signature_headers = (SIGNATURE,)
+    # X's recipe: "sha256=" and the base64 HMAC-SHA256 of the raw body, keyed with the app's
+    # consumer secret.
+    preset = HMACPreset(SIGNATURE, encoding="base64", prefix="sha256=")
     answers_get = True
 
     def answer_get(self, query: Query, headers: Headers) -> Handshake:
@@ -56,13 +56,6 @@ class Twitter(SecretSource):
         digest = hmac_digest(self._keys[0], token.encode())
         answer = {"response_token": "sha256=" + base64.b64encode(digest).decode()}
         return Handshake(answer)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        candidates = decode_digests(
-            headers, SIGNATURE, what="x-twitter-webhooks-signature", encoding="base64",
-            prefix="sha256=",
-        )  # fmt: skip
-        require_match(self._keys, candidates, body)
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -106,16 +99,8 @@ def _milliseconds(value: Any) -> Any:
     return None
 
 
-def sign(source: Twitter, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # X's recipe: "sha256=" and the base64 HMAC-SHA256 of the raw body, keyed with the app's
-    # consumer secret.
-    digest = b64_mac(secret_key(source, fields), body)
-    return {**json_headers(fields), "x-twitter-webhooks-signature": f"sha256={digest}"}
-
-
-PROVIDER = provider(
+PROVIDER = declare(
     Twitter,
-    sign=sign,
     example=lambda keys: Twitter(secret="x-consumer-secret"),
     event=lambda tag: {
         "for_user_id": "2244994945",
@@ -123,5 +108,4 @@ PROVIDER = provider(
             {"id": f"fav-{tag}", "timestamp_ms": "1700000000000", "favorited_status": {}}
         ],
     },
-    signature_header="x-twitter-webhooks-signature",
 )

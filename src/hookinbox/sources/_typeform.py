@@ -7,9 +7,8 @@ response's `form_response.submitted_at`. Typeform signs no timestamp.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from hookinbox.sources._base import SecretSource
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     event_key,
@@ -18,26 +17,14 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, decode_digests, require_match
+from hookinbox.sources._signatures import Headers
 
 
-class Typeform(SecretSource):
+class Typeform(HMACPresetSource):
     default_name = "typeform"
     # Retries for about 10 hours (not confirmed from Typeform's own pages).
     redelivery_window = timedelta(days=1)
-    stored_headers = ("typeform-signature",)
-    signature_headers = stored_headers
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        candidates = decode_digests(
-            headers,
-            "typeform-signature",
-            what="Typeform-Signature",
-            encoding="base64",
-            prefix="sha256=",
-        )
-        require_match(self._keys, candidates, body)
+    preset = HMACPreset("Typeform-Signature", encoding="base64", prefix="sha256=")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -49,15 +36,4 @@ class Typeform(SecretSource):
         )
 
 
-def sign(source: Typeform, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    signature = b64_mac(secret_key(source, fields), body)
-    return {**json_headers(fields), "Typeform-Signature": f"sha256={signature}"}
-
-
-PROVIDER = provider(
-    Typeform,
-    sign=sign,
-    example=lambda keys: Typeform(secret="typeform-example"),
-    event=lambda tag: {"event_id": tag, "event_type": "form_response"},
-    signature_header="Typeform-Signature",
-)
+PROVIDER = declare(Typeform, event=lambda tag: {"event_id": tag, "event_type": "form_response"})

@@ -13,9 +13,8 @@ milliseconds).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from hookinbox.sources._base import SecretSource
+from hookinbox.sources._hmac_preset import HMACPreset, HMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     event_key,
@@ -23,21 +22,15 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import Headers, check_prefixed_hex_hmac
+from hookinbox.sources._signatures import Headers
 
 
-class Vercel(SecretSource):
+class Vercel(HMACPresetSource):
     default_name = "vercel"
     # Vercel's retries are not confirmed; a day keeps a key past any quick retry.
     redelivery_window = timedelta(days=1)
-    stored_headers = ("x-vercel-signature",)
-    signature_headers = ("x-vercel-signature",)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        check_prefixed_hex_hmac(
-            headers, body, self._keys, prefix="", name="x-vercel-signature", algorithm="sha1"
-        )
+    # Vercel's recipe: the hex HMAC-SHA1 of the raw body, keyed with the webhook's secret.
+    preset = HMACPreset("x-vercel-signature", algorithm="sha1")
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -52,18 +45,8 @@ class Vercel(SecretSource):
         )
 
 
-def sign(source: Vercel, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Vercel's recipe: the hex HMAC-SHA1 of the raw body, keyed with the webhook's secret.
-    return {
-        **json_headers(fields),
-        "x-vercel-signature": hex_mac(secret_key(source, fields), body, "sha1"),
-    }
-
-
-PROVIDER = provider(
+PROVIDER = declare(
     Vercel,
-    sign=sign,
-    example=lambda keys: Vercel(secret="vercel-example"),
     event=lambda tag: {
         "id": f"uwh_{tag}",
         "type": "deployment.succeeded",
@@ -71,5 +54,4 @@ PROVIDER = provider(
         "region": "iad1",
         "payload": {"deployment": {"id": f"dpl_{tag}"}, "project": {"id": "prj_shop"}},
     },
-    signature_header="x-vercel-signature",
 )

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
-from typing import Any
 
-from hookinbox.sources._base import TimestampedSource
+from hookinbox.sources._hmac_preset import HMACPreset, TimestampedHMACPresetSource, declare
 from hookinbox.sources._identity import (
     Identity,
     canonical_json,
@@ -26,37 +25,22 @@ from hookinbox.sources._identity import (
     parse_json_object,
     parse_time,
 )
-from hookinbox.sources._provider import hex_mac, json_headers, provider, secret_key
-from hookinbox.sources._signatures import (
-    Headers,
-    decode_digests,
-    require_header,
-    verify_timestamped,
-)
+from hookinbox.sources._signatures import Headers
 
-SIGNATURE = "x-webflow-signature"
 TIMESTAMP = "x-webflow-timestamp"
 
 
-class Webflow(TimestampedSource):
+class Webflow(TimestampedHMACPresetSource):
     default_name = "webflow"
     # Webflow's retries are not confirmed; a day keeps a key past any quick retry.
     redelivery_window = timedelta(days=1)
-    stored_headers = (SIGNATURE, TIMESTAMP)
-    signature_headers = (SIGNATURE, TIMESTAMP)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        candidates = decode_digests(headers, SIGNATURE, what="x-webflow-signature")
-        verify_timestamped(
-            self._keys,
-            candidates,
-            require_header(headers, TIMESTAMP),
-            body,
-            now=now,
-            tolerance=self.tolerance,
-            separator=b":",
-            per_second=1000,
-        )
+    # Webflow's recipe: the hex HMAC-SHA256 of `<timestamp in ms>:<body>`.
+    preset = HMACPreset(
+        "x-webflow-signature",
+        message="{timestamp}:{body}",
+        timestamp_header=TIMESTAMP,
+        per_second=1000,
+    )
 
     def identify(self, headers: Headers, body: bytes) -> Identity:
         payload = parse_json_object(body)
@@ -76,21 +60,8 @@ class Webflow(TimestampedSource):
         )
 
 
-def sign(source: Webflow, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Webflow's recipe: the hex HMAC-SHA256 of `<timestamp in ms>:<body>`.
-    timestamp = str(t * 1000)
-    signature = hex_mac(secret_key(source, fields), timestamp.encode() + b":" + body)
-    return {
-        **json_headers(fields),
-        "x-webflow-timestamp": timestamp,
-        "x-webflow-signature": signature,
-    }
-
-
-PROVIDER = provider(
+PROVIDER = declare(
     Webflow,
-    sign=sign,
-    example=lambda keys: Webflow(secret="webflow-example"),
     event=lambda tag: {
         "triggerType": "form_submission",
         "payload": {
@@ -101,5 +72,4 @@ PROVIDER = provider(
             "id": f"6321a{tag}",
         },
     },
-    signature_header="x-webflow-signature",
 )

@@ -20,12 +20,11 @@ written without a zone).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, ClassVar
 
 from hookinbox._errors import Handshake, PayloadError
-from hookinbox.sources._base import BatchSource
+from hookinbox.sources._hmac_preset import BatchHMACPresetSource, HMACPreset, declare
 from hookinbox.sources._identity import (
     Identity,
     event_key,
@@ -34,28 +33,16 @@ from hookinbox.sources._identity import (
     parse_time,
 )
 from hookinbox.sources._json_slices import member_items
-from hookinbox.sources._provider import b64_mac, json_headers, provider, secret_key
-from hookinbox.sources._secrets import utf8_keys
-from hookinbox.sources._signatures import Headers, decode_digests, require_match
-
-SIGNATURE = "x-xero-signature"
+from hookinbox.sources._signatures import Headers
 
 
-class Xero(BatchSource):
+class Xero(BatchHMACPresetSource):
     default_name = "xero"
     # Xero retries "with decreasing frequency for up to 24 hours", then disables the webhook.
     redelivery_window = timedelta(days=2)
-    stored_headers = (SIGNATURE,)
-    signature_headers = (SIGNATURE,)
+    # Xero's recipe: the base64 HMAC-SHA256 of the raw body, keyed with the webhooks key.
+    preset = HMACPreset("x-xero-signature", encoding="base64")
     acknowledgement: ClassVar[str | None] = ""  # "there is no body in the response"
-
-    def __init__(self, *, secret: str | Sequence[str], name: str | None = None) -> None:
-        super().__init__(name=name)
-        self._keys = utf8_keys(secret)
-
-    def verify(self, headers: Headers, body: bytes, *, now: float) -> None:
-        candidates = decode_digests(headers, SIGNATURE, what=SIGNATURE, encoding="base64")
-        require_match(self._keys, candidates, body)
 
     def handshake(self, headers: Headers, body: bytes) -> Handshake | None:
         # Intent to receive: a signed body without events. Answered 200 with no body.
@@ -83,11 +70,6 @@ def _event(item: Any) -> Identity:
     )
 
 
-def sign(source: Xero, body: bytes, t: int, fields: dict[str, Any]) -> dict[str, str]:
-    # Xero's recipe: the base64 HMAC-SHA256 of the raw body, keyed with the webhooks key.
-    return {**json_headers(fields), "x-xero-signature": b64_mac(secret_key(source, fields), body)}
-
-
 def _event_of(tag: str) -> dict[str, Any]:
     return {
         "resourceUrl": f"https://api.xero.com/api.xro/2.0/Invoices/{tag}",
@@ -100,9 +82,8 @@ def _event_of(tag: str) -> dict[str, Any]:
     }
 
 
-PROVIDER = provider(
+PROVIDER = declare(
     Xero,
-    sign=sign,
     example=lambda keys: Xero(secret="xero-example-webhooks-key"),
     event=lambda tag: {
         "events": [_event_of(tag)],
@@ -110,7 +91,6 @@ PROVIDER = provider(
         "lastEventSequence": 1,
         "entropy": "QWERTYUIOPASDFGHJKLZ",
     },
-    signature_header="x-xero-signature",
     batch_key=lambda body: ":".join(
         str(body["events"][0][name])
         for name in ("tenantId", "eventCategory", "eventType", "resourceId", "eventDateUtc")

@@ -7,9 +7,11 @@ database is, what space a prune frees, what a readiness probe writes. A database
 not know is refused at start-up, in one line, by `dialect_named` (through `parse_url` or a
 store built on an engine of its own, as Django's is).
 
-Each database is one module (`_sqlite.py`, `_postgres.py`, `_mysql.py`); these are the only
-modules that import `sqlalchemy.dialects.*` (a contract in pyproject.toml) or compare a
-database's name.
+Each database is one package (`_sqlite/`, `_postgres/`, `_mysql/`), one concern a module: the
+engine and sessions, the statements, the database's own state, the migrations' DDL, its
+driver's errors, Django's connections; these are the only modules that import
+`sqlalchemy.dialects.*` (a contract in pyproject.toml) or compare a database's name. Another
+database plugs in with `register` (a test's fixture dialect does: tests/storage/fourth_dialect/).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine.interfaces import Dialect as SQLAlchemyDialect
 from sqlalchemy.exc import ArgumentError
 
 from hookinbox._errors import ConfigurationError
@@ -28,6 +31,7 @@ from hookinbox._storage._dialects._base import Dialect, Upsert
 from hookinbox._storage._dialects._mysql import MySQL
 from hookinbox._storage._dialects._postgres import PostgreSQL
 from hookinbox._storage._dialects._sqlite import SQLite
+from hookinbox._storage._errors import read_errors_of
 
 if TYPE_CHECKING:
     from hookinbox._storage._options import StoreOptions
@@ -43,15 +47,26 @@ __all__ = [
     "dialect_of",
     "dialects",
     "parse_url",
+    "register",
 ]
 
 # The registry, filled in below: SQLAlchemy's dialect name (and aliases) -> the dialect.
 _DIALECTS: dict[str, Dialect] = {}
 
+SERVED_BY = "hookinbox_dialect"
+"""A SQLAlchemy dialect class that sets this attribute is served by the hookinbox dialect of
+that name (a variant of a database SQLAlchemy knows, keeping SQLAlchemy's name for it so that
+its compiler, alembic and the tables' variants still apply); any other by the one registered
+under SQLAlchemy's name."""
 
-def _register(dialect: Dialect, *aliases: str) -> None:
+
+def register(dialect: Dialect, *aliases: str) -> None:
+    """Make `dialect` known by its name and `aliases` (the URL schemes it takes), and its
+    driver's errors read (`_errors.py`): hookinbox's three below, or one plugged in by an
+    application or a test (docs/development.md, "Adding a database")."""
     for name in (dialect.name, *aliases):
         _DIALECTS[name] = dialect
+    read_errors_of(dialect.errors)
 
 
 def dialect_named(name: str) -> Dialect:
@@ -64,8 +79,10 @@ def dialect_named(name: str) -> Dialect:
     return dialect
 
 
-def dialect_of(engine: Engine) -> Dialect:
-    return dialect_named(engine.dialect.name)
+def dialect_of(bind: Engine | Connection | SQLAlchemyDialect) -> Dialect:
+    """The dialect that serves an engine, a connection or SQLAlchemy's dialect of either."""
+    driver = bind.dialect if isinstance(bind, Engine | Connection) else bind
+    return dialect_named(getattr(driver, SERVED_BY, None) or driver.name)
 
 
 def dialect_for_django(connection: Any) -> Dialect:
@@ -169,6 +186,6 @@ def _without_password(url: str | URL) -> str:
     return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
 
 
-_register(SQLite())
-_register(PostgreSQL(), "postgres")
-_register(MySQL(), "mariadb")
+register(SQLite())
+register(PostgreSQL(), "postgres")
+register(MySQL(), "mariadb")

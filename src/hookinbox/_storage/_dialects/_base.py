@@ -1,5 +1,5 @@
 """The questions the storage seam asks every database (`Dialect`); answered once per database
-in its own module (`_sqlite.py`, `_postgres.py`, `_mysql.py`)."""
+in its own package (`_sqlite/`, `_postgres/`, `_mysql/`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from sqlalchemy.engine import URL
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._payload import search_text
+from hookinbox._storage._errors import ErrorReader, ReadsNothing
 
 if TYPE_CHECKING:
     from alembic.operations import Operations
@@ -85,6 +86,9 @@ class Dialect(ABC):
     async_drivers: ClassVar[Mapping[str, str]] = {}
     """The async drivers the async worker runs on (SQLAlchemy's driver name -> the extra that
     installs it); `normalize_url` turns each into the sync driver of hookinbox's own work."""
+    errors: ClassVar[ErrorReader] = ReadsNothing()
+    """What its driver's errors mean, read where they are caught (`_errors.py` asks every
+    registered dialect's in turn): on every engine, a framework's too."""
 
     # -- engines and URLs -------------------------------------------------------------------
 
