@@ -2,8 +2,9 @@
 
 Nothing connects when an inbox is constructed (it is built at import time in every server
 and worker process); the store opens on first access, and the operations service (what
-operators and observers ask of the store), receiver, processor and relay are built the first
-time something needs them. Once the receiver or processor exists, the
+operators and observers ask of the store), the processing service (what the worker and the
+relay ask of it), receiver, processor and relay are built the first time something needs
+them. Once the receiver or processor exists, the
 inbox has started: the registry is checked (`Registry.check`) and sources can no longer be
 added.
 """
@@ -24,6 +25,7 @@ from hookinbox._operations._service import Operations
 from hookinbox._processing._loop import WorkQueue
 from hookinbox._processing._processor import Processor
 from hookinbox._processing._queues import EventQueue
+from hookinbox._processing._service import Processing
 from hookinbox._processing._wakeup import Wake, WakeSender
 from hookinbox._processing._watchdog import code_names
 from hookinbox._processing._worker import BackgroundJob, Worker, WorkerOptions
@@ -53,8 +55,8 @@ def open_store(settings: Settings, registry: Registry) -> Store:
 
 
 class Runtime:
-    """The store, operations, receiver, processor, relay and workers of one inbox; each built
-    once."""
+    """The store, its operations and processing services, receiver, processor, relay and
+    workers of one inbox; each built once."""
 
     def __init__(
         self, settings: Settings, registry: Registry, store_factory: StoreFactory = open_store
@@ -68,6 +70,7 @@ class Runtime:
         self._processor: Processor | None = None
         self._relay: Relay | None = None
         self._operations: Operations | None = None
+        self._processing: Processing | None = None
         self.wake = Wake()  # set on each new event: an in-process worker starts at once
         self.relay_wake = Wake()
         self._wake_worker: WakeSender | None = None
@@ -98,6 +101,17 @@ class Runtime:
                 if self._operations is None:
                     self._operations = Operations(self.store)
         return self._operations
+
+    @property
+    def processing(self) -> Processing:
+        """What the worker and the relay ask of this inbox's data: over the store, built once
+        (the one place that hands an inbox's store to the processing service; an async
+        worker's store gets its own, `async_worker`)."""
+        if self._processing is None:
+            with self._lock:
+                if self._processing is None:
+                    self._processing = Processing(self.store)
+        return self._processing
 
     @property
     def is_async(self) -> bool:
@@ -186,7 +200,7 @@ class Runtime:
         if self._processor is None:
             with self._lock:
                 if self._processor is None:
-                    self._processor = self._processor_on(self.store)
+                    self._processor = self._processor_on(self.processing)
         return self._processor
 
     @property
@@ -195,7 +209,7 @@ class Runtime:
             with self._lock:
                 if self._relay is None:
                     self._relay = Relay(
-                        self.store,
+                        self.processing,
                         self.registry.destinations,
                         policy=self.settings.outbox_retry,
                         clock=self.settings.clock,
@@ -223,7 +237,7 @@ class Runtime:
             queues.append((queue, options.relay_concurrency, self.relay_wake))
             channels[Listener.OUTBOX] = self.relay_wake
         jobs = self._jobs(prune, reconcile_every, reconcile_timeout, reconcile_page_timeout)
-        return Worker(self.store, queues, options, jobs=jobs, channels=channels)
+        return Worker(self.processing, queues, options, jobs=jobs, channels=channels)
 
     def async_worker(
         self,
@@ -241,7 +255,8 @@ class Runtime:
         from hookinbox._processing._async_worker import AsyncWorker
 
         astore = self.new_async_store()
-        processor = self._processor_on(astore.store)
+        processing = Processing(astore.store)  # its calls run through the bridge
+        processor = self._processor_on(processing)
         leasing = EventQueue(processor, options.lease_seconds)
         queues: list[tuple[AsyncQueue[Any], int, Wake]] = [
             (AsyncEventQueue(leasing, AsyncProcessor(processor, astore)), options.concurrency,
@@ -249,33 +264,38 @@ class Runtime:
         ]  # fmt: skip
         channels: dict[str, threading.Event] = {Listener.EVENTS: self.wake}
         if relay:
-            queues.append((self._async_messages(options, astore), options.relay_concurrency,
-                           self.relay_wake))  # fmt: skip
+            queues.append((self._async_messages(options, astore, processing),
+                           options.relay_concurrency, self.relay_wake))  # fmt: skip
             channels[Listener.OUTBOX] = self.relay_wake
         jobs = self._jobs(prune, reconcile_every, reconcile_timeout, reconcile_page_timeout)
-        return AsyncWorker(astore, queues, options, jobs=jobs, channels=channels,
+        return AsyncWorker(astore, queues, options, processing=processing,
+                           in_threads=self.processing, jobs=jobs, channels=channels,
                            code_names=self._code_names())  # fmt: skip
 
     def async_relay_only(self, options: WorkerOptions) -> AsyncWorker:
         from hookinbox._processing._async_worker import AsyncWorker
 
         astore = self.new_async_store()
-        queue = self._async_messages(options, astore)
+        processing = Processing(astore.store)
+        queue = self._async_messages(options, astore, processing)
         return AsyncWorker(astore, [(queue, options.relay_concurrency, self.relay_wake)],
-                           options, channels={Listener.OUTBOX: self.relay_wake},
+                           options, processing=processing, in_threads=self.processing,
+                           channels={Listener.OUTBOX: self.relay_wake},
                            code_names=self._code_names())  # fmt: skip
 
-    def _async_messages(self, options: WorkerOptions, astore: AsyncStore) -> AsyncQueue[Any]:
+    def _async_messages(
+        self, options: WorkerOptions, astore: AsyncStore, processing: Processing
+    ) -> AsyncQueue[Any]:
         from hookinbox.outbox._async_relay import AsyncMessageQueue
 
-        relay = Relay(astore.store, self.registry.destinations, policy=self.settings.outbox_retry,
+        relay = Relay(processing, self.registry.destinations, policy=self.settings.outbox_retry,
                       clock=self.settings.clock)  # fmt: skip
         return AsyncMessageQueue(MessageQueue(relay, options.lease_seconds), astore)
 
-    def _processor_on(self, store: Store) -> Processor:
+    def _processor_on(self, processing: Processing) -> Processor:
         self.registry.check()
         return Processor(
-            store,
+            processing,
             self.registry.handlers,
             policy=self.settings.retry,
             source_policies=self.registry.source_retry,
@@ -358,7 +378,7 @@ class Runtime:
             raise ConfigurationError(_ASYNC_URL)
         queue = MessageQueue(self.relay, options.lease_seconds)
         return Worker(
-            self.store,
+            self.processing,
             [(queue, options.relay_concurrency, self.relay_wake)],
             options,
             channels={Listener.OUTBOX: self.relay_wake},

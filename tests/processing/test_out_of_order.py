@@ -20,6 +20,7 @@ from hookinbox import (
     Status,
 )
 from hookinbox._processing import Processor, Schedule
+from hookinbox._processing._service import Processing
 from hookinbox._storage import Store
 from hookinbox._storage._schema import ordering
 from hookinbox.sources import Stripe
@@ -100,7 +101,7 @@ def test_not_ready_is_tried_again_soon_then_gently_less_often(
     1.5 times longer each time, spread by the jitter (from the processor's injected rng), up
     to 5 minutes."""
     processor = Processor(
-        inbox.store,
+        Processing(inbox.store),
         inbox._registry.handlers,
         policy=inbox.settings.retry,
         source_policies=inbox._registry.source_retry,
@@ -237,6 +238,7 @@ def _advance_many(url: str, seed: int, results: multiprocessing.Queue[tuple[int,
     from hookinbox._processing._context import Ordering
 
     store = Store(url)
+    processing = Processing(store)
     rng = random.Random(seed)
     event = Event(
         0,
@@ -254,7 +256,7 @@ def _advance_many(url: str, seed: int, results: multiprocessing.Queue[tuple[int,
     for _ in range(40):
         position = rng.randrange(1_000_000)
         with store.transaction() as connection:
-            applied = Ordering(store, connection, event, lambda: 0.0).advance("obj", position)
+            applied = Ordering(processing, connection, event, lambda: 0.0).advance("obj", position)
         results.put((position, applied))
     store.dispose()
 

@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from hookinbox._errors import StoreUnavailable
 from hookinbox._logging import logger
@@ -30,7 +30,9 @@ from hookinbox._processing._loop import PREFETCH, WorkQueue
 from hookinbox._processing._queues import EventQueue
 from hookinbox._processing._wakeup import Wake
 from hookinbox._records import Leased
-from hookinbox._storage import Store
+
+if TYPE_CHECKING:
+    from hookinbox._processing._service import Processing
 
 log = logger("hookinbox.worker")
 
@@ -52,8 +54,9 @@ class AsyncQueue(Protocol[T]):
 
     def process(self, item: T) -> Awaitable[object]: ...
 
-    def give_back(self, store: Store, item: T) -> bool:
-        """Give `item` back on `store` (sync code: through the bridge, or from a thread)."""
+    def give_back(self, processing: Processing, item: T) -> bool:
+        """Give `item` back through `processing` (sync code: the async store's through the
+        bridge, or the inbox's own from a thread)."""
 
 
 class AsyncEventQueue:
@@ -68,10 +71,9 @@ class AsyncEventQueue:
     def process(self, item: Leased) -> Awaitable[str]:
         return self.processor.process(item)
 
-    def give_back(self, store: Store, item: Leased) -> bool:
-        event = item.event
+    def give_back(self, processing: Processing, item: Leased) -> bool:
         now = datetime.fromtimestamp(self.processor.processor.clock(), UTC)
-        return store.events.give_back(event.row_id, item.token, now)
+        return processing.give_back_event(item.event.row_id, item.token, now)
 
 
 class AsyncLeaseLoop(Generic[T]):
@@ -79,20 +81,20 @@ class AsyncLeaseLoop(Generic[T]):
         self,
         queue: AsyncQueue[T],
         run: Callable[..., Awaitable[Any]],
-        store: Store,
+        processing: Processing,
         *,
         concurrency: int,
         poll: float,
         wake: Wake,
         stopping: asyncio.Event,
     ) -> None:
-        """`run`: the async store's bridge (`AsyncStore.run`); `store`: the store it runs
-        sync code on."""
+        """`run`: the async store's bridge (`AsyncStore.run`); `processing`: the processing
+        service over the store it runs sync code on."""
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.queue = queue
         self.run_sync = run
-        self.store = store
+        self.processing = processing
         self.concurrency = concurrency
         self.poll = poll
         self.wake = wake
@@ -221,7 +223,7 @@ class AsyncLeaseLoop(Generic[T]):
         given = 0
         for item in items:
             try:
-                run = self.run_sync(self.queue.give_back, self.store, item)
+                run = self.run_sync(self.queue.give_back, self.processing, item)
                 given += bool(await asyncio.wait_for(run, ABANDON_TIMEOUT))
             except (StoreUnavailable, TimeoutError) as error:
                 log.warning("could not give back a %s item at shutdown: %s", self.queue.name,

@@ -2,13 +2,15 @@
 
 Everything but the waiting is `Processor`'s: which handlers run, the schedule, what a failure
 or a `NotReady` leaves behind (`Processor.failed`), the release, the span, the metric and the
-log line (`Processor.observed`). The statements are the store's gateways, run on the
-connection's sync facade (`run_sync`) or through `AsyncStore.run`.
+log line (`Processor.observed`). The statements are the processing service's
+(`processor.processing`, over the async store's sync facade), run on the connection's sync
+facade (`run_sync`) or through `AsyncStore.run`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hookinbox import _tracing as tracing
 from hookinbox._processing._execute import run_handlers_async
@@ -21,11 +23,13 @@ from hookinbox._processing._processor import (
     Processor,
 )
 from hookinbox._records import Leased, Release
-from hookinbox._storage import AsyncStore
+
+if TYPE_CHECKING:
+    from hookinbox._storage import AsyncStore
 
 
 class AsyncProcessor:
-    """`Processor`'s decisions, awaited: `processor.store` is `astore.store`."""
+    """`Processor`'s decisions, awaited: `processor.processing` is over `astore.store`."""
 
     def __init__(self, processor: Processor, astore: AsyncStore) -> None:
         self.processor = processor
@@ -47,24 +51,29 @@ class AsyncProcessor:
         self, leased: Leased, handlers: Sequence[Handler], schedule: Schedule
     ) -> AttemptResult:
         processor = self.processor
-        store = processor.store
+        processing = processor.processing
         event = leased.event
         status, expected = processor.expectation(handlers)
         try:
             async with self.astore.transaction() as connection:
                 with tracing.step("claim", processor.claim_attributes()):
                     claimed = await connection.run_sync(
-                        store.events.claim, leased, status, processor.now(), expected
+                        processing.claim, leased, status, processor.now(), expected
                     )
                 if not claimed:
                     return AttemptResult(LOST_LEASE, TAKEN_OVER)
                 result = await run_handlers_async(
-                    store, connection, event, handlers, processor.clock, processor.destinations
+                    processing,
+                    connection,
+                    event,
+                    handlers,
+                    processor.clock,
+                    processor.destinations,
                 )
                 outcome = result.outcome
                 if outcome != expected:
-                    await connection.run_sync(store.events.set_outcome, event.row_id, outcome)
-                await connection.run_sync(store.refuse_aborted)
+                    await connection.run_sync(processing.set_outcome, event.row_id, outcome)
+                await connection.run_sync(processing.refuse_aborted)
             if result.messages:
                 processor.on_messages()  # committed: the relay may send them now
         except Exception as error:

@@ -21,16 +21,19 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from types import CodeType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookinbox import _ranges as ranges
 from hookinbox._logging import logger
 from hookinbox._processing._async_loop import AsyncLeaseLoop, AsyncQueue
 from hookinbox._processing._heartbeat import Heartbeat
+from hookinbox._processing._service import Processing
 from hookinbox._processing._wakeup import Wake, WakeSocket
 from hookinbox._processing._watchdog import LoopWatchdog
 from hookinbox._processing._worker import SQLITE_POLL, WOKEN_POLL, BackgroundJob, WorkerOptions
-from hookinbox._storage import AsyncStore, Listener
+
+if TYPE_CHECKING:
+    from hookinbox._storage import AsyncStore
 
 log = logger("hookinbox.worker")
 
@@ -48,19 +51,26 @@ class AsyncWorker:
         queues: Sequence[tuple[AsyncQueue[Any], int, Wake]],
         options: WorkerOptions | None = None,
         *,
+        processing: Processing,
+        in_threads: Processing,
         jobs: Sequence[BackgroundJob] = (),
         channels: Mapping[str, threading.Event] | None = None,
         code_names: Mapping[CodeType, str] | None = None,
     ) -> None:
-        """`queues`: (queue, concurrency, wake-up) for each loop; `channels`: PostgreSQL NOTIFY
-        channel -> the wake-up it sets; `code_names`: the handlers' code, for the watchdog."""
+        """`queues`: (queue, concurrency, wake-up) for each loop; `processing`: the service
+        over `astore.store`, whose calls the loops run through the bridge; `in_threads`: the
+        one over the inbox's own store (`astore.sync`), for what runs in threads (the
+        heartbeat, LISTEN, the watchdog's give-backs); `channels`: PostgreSQL NOTIFY channel
+        -> the wake-up it sets; `code_names`: the handlers' code, for the watchdog."""
         self.astore = astore
+        self.processing = processing
+        self.in_threads = in_threads
         self.options = options or WorkerOptions()
         self._queues = list(queues)
         default_poll = WOKEN_POLL if astore.dialect.listens else SQLITE_POLL
         self._poll = self.options.poll_interval or default_poll
         kind = "worker" if any(queue.name == "events" for queue, _, _ in queues) else "relay"
-        self.heartbeat = Heartbeat(astore.sync, kind, self.options.heartbeat_interval)
+        self.heartbeat = Heartbeat(in_threads, kind, self.options.heartbeat_interval)
         self._jobs = [self.heartbeat, *jobs]
         self._channels = dict(channels or {})
         self._code_names = dict(code_names or {})
@@ -68,7 +78,7 @@ class AsyncWorker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self.loops: list[AsyncLeaseLoop[Any]] = [
-            AsyncLeaseLoop(queue, astore.run, astore.store, concurrency=concurrency,
+            AsyncLeaseLoop(queue, astore.run, processing, concurrency=concurrency,
                            poll=self._poll, wake=wake, stopping=asyncio.Event())
             for queue, concurrency, wake in self._queues
         ]  # fmt: skip
@@ -105,7 +115,7 @@ class AsyncWorker:
         restore = self._install_signal_handlers(loop)
         listener = None
         if self.astore.dialect.listens and self._channels:
-            listener = Listener(self.astore.sync, self._channels, self._stop_asked)
+            listener = self.in_threads.listener(self._channels, self._stop_asked)
             listener.start()
         wake_socket = self._wake_socket()
         for job in self._jobs:
@@ -157,7 +167,7 @@ class AsyncWorker:
         await self.astore.ensure_schema()
         stopping = asyncio.Event()
         loops = [
-            AsyncLeaseLoop(queue, self.astore.run, self.astore.store, concurrency=concurrency,
+            AsyncLeaseLoop(queue, self.astore.run, self.processing, concurrency=concurrency,
                            poll=self._poll, wake=wake, stopping=stopping)
             for queue, concurrency, wake in self._queues
         ]  # fmt: skip
@@ -185,7 +195,7 @@ class AsyncWorker:
                 except IndexError:
                     break
                 try:
-                    given += bool(each.queue.give_back(self.astore.sync, item))
+                    given += bool(each.queue.give_back(self.in_threads, item))
                 except Exception as error:  # the database, or SQLite's lock the handler holds
                     log.warning("could not give back a held %s item: %s", each.queue.name, error)
         log.warning(

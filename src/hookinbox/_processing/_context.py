@@ -24,10 +24,11 @@ from hookinbox import _tracing as tracing
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
 from hookinbox._model import MAX_KEY_LENGTH, Event
-from hookinbox._storage import Store
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+    from hookinbox._processing._service import Processing
 
 log = logger("hookinbox.handler")
 
@@ -43,8 +44,8 @@ class _OrderingBase:
     that later fails leaves no mark, and concurrent events for one object serialise on its row.
     """
 
-    def __init__(self, store: Store, event: Event, clock: Callable[[], float]) -> None:
-        self._store = store
+    def __init__(self, processing: Processing, event: Event, clock: Callable[[], float]) -> None:
+        self._processing = processing
         self._event = event
         self._clock = clock
 
@@ -55,7 +56,7 @@ class _OrderingBase:
             position = round(position.timestamp() * 1_000_000)
         elif isinstance(position, bool) or not isinstance(position, int):
             raise TypeError("an ordering position is an int (a version, a Unix time) or a datetime")
-        return self._store.ordering.advance(
+        return self._processing.advance(
             connection,
             object_key=key,
             position=position,
@@ -69,9 +70,13 @@ class Ordering(_OrderingBase):
     __doc__ = _OrderingBase.__doc__
 
     def __init__(
-        self, store: Store, connection: Connection, event: Event, clock: Callable[[], float]
+        self,
+        processing: Processing,
+        connection: Connection,
+        event: Event,
+        clock: Callable[[], float],
     ) -> None:
-        super().__init__(store, event, clock)
+        super().__init__(processing, event, clock)
         self._connection = connection
 
     def advance(self, key: str, position: int | datetime) -> bool:
@@ -87,9 +92,13 @@ class AsyncOrdering(_OrderingBase):
     )
 
     def __init__(
-        self, store: Store, connection: AsyncConnection, event: Event, clock: Callable[[], float]
+        self,
+        processing: Processing,
+        connection: AsyncConnection,
+        event: Event,
+        clock: Callable[[], float],
     ) -> None:
-        super().__init__(store, event, clock)
+        super().__init__(processing, event, clock)
         self._connection = connection
 
     async def advance(self, key: str, position: int | datetime) -> bool:
@@ -108,13 +117,13 @@ class _OutboxBase:
 
     def __init__(
         self,
-        store: Store,
+        processing: Processing,
         event: Event,
         handler_name: str,
         destinations: Collection[str],
         clock: Callable[[], float],
     ) -> None:
-        self._store = store
+        self._processing = processing
         self._event = event
         self._handler_name = handler_name
         self._destinations = destinations
@@ -142,7 +151,7 @@ class _OutboxBase:
         if ordering_key is not None and not 0 < len(ordering_key) <= MAX_KEY_LENGTH:
             # Checked here, not by the column: MariaDB's INSERT IGNORE would cut it short.
             raise ValueError(f"an outbox ordering key is 1 to {MAX_KEY_LENGTH} characters")
-        self._store.outbox.enqueue(
+        self._processing.enqueue(
             connection,
             destination=destination,
             key=key,
@@ -162,14 +171,14 @@ class Outbox(_OutboxBase):
 
     def __init__(
         self,
-        store: Store,
+        processing: Processing,
         connection: Connection,
         event: Event,
         handler_name: str,
         destinations: Collection[str],
         clock: Callable[[], float],
     ) -> None:
-        super().__init__(store, event, handler_name, destinations, clock)
+        super().__init__(processing, event, handler_name, destinations, clock)
         self._connection = connection
 
     def send(
@@ -197,14 +206,14 @@ class AsyncOutbox(_OutboxBase):
 
     def __init__(
         self,
-        store: Store,
+        processing: Processing,
         connection: AsyncConnection,
         event: Event,
         handler_name: str,
         destinations: Collection[str],
         clock: Callable[[], float],
     ) -> None:
-        super().__init__(store, event, handler_name, destinations, clock)
+        super().__init__(processing, event, handler_name, destinations, clock)
         self._connection = connection
 
     async def send(
@@ -298,7 +307,7 @@ def _fields(event: Event) -> dict[str, Any]:
 
 
 def handler_context(
-    store: Store,
+    processing: Processing,
     connection: Connection,
     event: Event,
     handler_name: str,
@@ -308,15 +317,15 @@ def handler_context(
     return HandlerContext(
         db=connection,
         event=event,
-        ordering=Ordering(store, connection, event, clock),
+        ordering=Ordering(processing, connection, event, clock),
         attempt=event.attempts,
         log=logging.LoggerAdapter(log, _fields(event)),
-        outbox=Outbox(store, connection, event, handler_name, destinations, clock),
+        outbox=Outbox(processing, connection, event, handler_name, destinations, clock),
     )
 
 
 def async_handler_context(
-    store: Store,
+    processing: Processing,
     connection: AsyncConnection,
     event: Event,
     handler_name: str,
@@ -326,8 +335,8 @@ def async_handler_context(
     return AsyncHandlerContext(
         db=connection,
         event=event,
-        ordering=AsyncOrdering(store, connection, event, clock),
+        ordering=AsyncOrdering(processing, connection, event, clock),
         attempt=event.attempts,
         log=logging.LoggerAdapter(log, _fields(event)),
-        outbox=AsyncOutbox(store, connection, event, handler_name, destinations, clock),
+        outbox=AsyncOutbox(processing, connection, event, handler_name, destinations, clock),
     )

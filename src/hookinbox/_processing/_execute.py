@@ -16,10 +16,12 @@ from hookinbox._logging import logger
 from hookinbox._model import Event
 from hookinbox._processing._context import async_handler_context, handler_context
 from hookinbox._processing._handlers import Handler
-from hookinbox._storage import Store, unique_violation
+from hookinbox._storage import unique_violation
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from hookinbox._processing._service import Processing
 
 log = logger("hookinbox.worker")
 
@@ -55,7 +57,7 @@ class HandlersResult:
 
 
 def run_handlers(
-    store: Store,
+    processing: Processing,
     connection: Connection,
     event: Event,
     handlers: Sequence[Handler],
@@ -73,7 +75,7 @@ def run_handlers(
     outcome = HANDLED
     messages = 0
     for handler in handlers:
-        context = handler_context(store, connection, event, handler.name, destinations, clock)
+        context = handler_context(processing, connection, event, handler.name, destinations, clock)
         if not handler.business_keys:
             call_handler(handler, event, context)
             messages += context.outbox.sent
@@ -93,7 +95,7 @@ def run_handlers(
 
 
 async def run_handlers_async(
-    store: Store,
+    processing: Processing,
     connection: AsyncConnection,
     event: Event,
     handlers: Sequence[Handler],
@@ -110,11 +112,13 @@ async def run_handlers_async(
     messages = 0
     for handler in handlers:
         if not handler.business_keys:
-            messages += await _call_async(store, connection, event, handler, clock, destinations)
+            messages += await _call_async(
+                processing, connection, event, handler, clock, destinations
+            )
             continue
         savepoint = await connection.begin_nested()
         try:
-            sent = await _call_async(store, connection, event, handler, clock, destinations)
+            sent = await _call_async(processing, connection, event, handler, clock, destinations)
         except IntegrityError as error:
             await savepoint.rollback()
             if not business_duplicate(error, handler, event):
@@ -134,7 +138,7 @@ async def run_handlers_async(
 
 
 async def _call_async(
-    store: Store,
+    processing: Processing,
     connection: AsyncConnection,
     event: Event,
     handler: Handler,
@@ -145,12 +149,14 @@ async def _call_async(
     if not handler.is_async:
 
         def in_transaction(sync: Connection) -> int:
-            context = handler_context(store, sync, event, handler.name, destinations, clock)
+            context = handler_context(processing, sync, event, handler.name, destinations, clock)
             call_handler(handler, event, context)
             return context.outbox.sent
 
         return await connection.run_sync(in_transaction)
-    context = async_handler_context(store, connection, event, handler.name, destinations, clock)
+    context = async_handler_context(
+        processing, connection, event, handler.name, destinations, clock
+    )
     with tracing.step(f"handler {handler.name}", {"code.function.name": handler.name}):
         await handler.function(event, context)
     return context.outbox.sent

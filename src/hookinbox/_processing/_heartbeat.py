@@ -13,11 +13,14 @@ import socket
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hookinbox._errors import StoreUnavailable
 from hookinbox._logging import logger
 from hookinbox._records import Beat
-from hookinbox._storage import Store
+
+if TYPE_CHECKING:
+    from hookinbox._processing._service import Processing
 
 log = logger("hookinbox.worker")
 
@@ -28,8 +31,8 @@ MISSED_BEATS = 3
 class Heartbeat:
     """Beats every `interval` seconds from `start()` to `stop()`; `forget()` deletes the row."""
 
-    def __init__(self, store: Store, kind: str, interval: float) -> None:
-        self.store = store
+    def __init__(self, processing: Processing, kind: str, interval: float) -> None:
+        self.processing = processing
         self.interval = interval
         self.me = Beat(
             worker_id=uuid.uuid4().hex,
@@ -55,13 +58,13 @@ class Heartbeat:
         """A clean stop: delete the row. Not after a cut-off shutdown: on SQLite the attempts
         still running hold the write lock, and the row expires on its own anyway."""
         try:
-            self.store.liveness.forget(self.me.worker_id)
+            self.processing.forget(self.me.worker_id)
         except StoreUnavailable as error:
             log.warning("could not remove this worker's heartbeat: %s", error)
 
     def beat_once(self) -> None:
         alive_for = timedelta(seconds=self.interval * MISSED_BEATS)
-        self.store.liveness.beat(self.me, alive_for=alive_for)  # at the database's time
+        self.processing.beat(self.me, alive_for=alive_for)  # at the database's time
 
     def _run(self) -> None:
         while True:

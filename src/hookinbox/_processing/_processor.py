@@ -22,9 +22,9 @@ from hookinbox._model import Event, Status
 from hookinbox._processing._execute import BUSINESS_DUPLICATE, HANDLED, NO_HANDLER, run_handlers
 from hookinbox._processing._handlers import Handler, HandlerRegistry
 from hookinbox._processing._policy import RetryPolicy, Schedule
+from hookinbox._processing._service import Processing
 from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._records import Leased, Release
-from hookinbox._storage import Store
 
 log = logger("hookinbox.worker")
 
@@ -100,11 +100,14 @@ def describe_error(error: BaseException) -> str:
 
 
 class Processor:
-    """Knows the handlers and retry policies; turns a leased event into a finished attempt."""
+    """Knows the handlers and retry policies; turns a leased event into a finished attempt.
+
+    Its statements are the processing service's (`processing`): the claim, the handlers'
+    writes and the mark in one of its transactions, or the release."""
 
     def __init__(
         self,
-        store: Store,
+        processing: Processing,
         handlers: HandlerRegistry,
         *,
         policy: RetryPolicy,
@@ -114,7 +117,7 @@ class Processor:
         destinations: Collection[str] = (),
         on_messages: Callable[[], None] = lambda: None,
     ) -> None:
-        self.store = store
+        self.processing = processing
         self.handlers = handlers
         self.policy = policy
         self.source_policies = source_policies
@@ -203,20 +206,19 @@ class Processor:
         event = leased.event
         status, expected = self.expectation(handlers)
         try:
-            with self.store.transaction() as connection:
+            processing = self.processing
+            with processing.transaction() as connection:
                 with tracing.step("claim", self.claim_attributes()):
-                    claimed = self.store.events.claim(
-                        connection, leased, status, self.now(), expected
-                    )
+                    claimed = processing.claim(connection, leased, status, self.now(), expected)
                 if not claimed:
                     return AttemptResult(LOST_LEASE, TAKEN_OVER)
                 result = run_handlers(
-                    self.store, connection, event, handlers, self.clock, self.destinations
+                    processing, connection, event, handlers, self.clock, self.destinations
                 )
                 outcome = result.outcome
                 if outcome != expected:
-                    self.store.events.set_outcome(connection, event.row_id, outcome)
-                self.store.refuse_aborted(connection)
+                    processing.set_outcome(connection, event.row_id, outcome)
+                processing.refuse_aborted(connection)
             if result.messages:
                 self.on_messages()  # committed: the relay may send them now
         except Exception as error:
@@ -225,7 +227,7 @@ class Processor:
 
     def claim_attributes(self) -> dict[str, str]:
         return {
-            "db.system.name": self.store.dialect.name,
+            "db.system.name": self.processing.dialect.name,
             "db.operation.name": "UPDATE",
             "db.collection.name": "hookinbox_events",
         }
@@ -274,14 +276,14 @@ class Processor:
 
     def release(self, leased: Leased, decision: Release) -> AttemptResult:
         try:
-            if not self.store.events.release(leased, decision):
+            if not self.processing.release(leased, decision):
                 return AttemptResult(LOST_LEASE, TAKEN_OVER)
         except StoreUnavailable as error:
             # Written again before the next lease, once the database answers (or, if the
             # lease runs out first, the sweeper gives the event back).
             log.warning("could not record the attempt of %s: %s", leased.event.id, error)
             self.unrecorded.keep(
-                lambda: self.store.events.release(leased, decision),
+                lambda: self.processing.release(leased, decision),
                 leased.expires_at,
                 leased.event.id,
             )
@@ -297,10 +299,10 @@ class Processor:
         """Inline mode: run the handlers in the ingest transaction; exceptions propagate."""
         handlers = self.handlers.for_event(event.source, event.type)
         result = run_handlers(
-            self.store, connection, event, handlers, self.clock, self.destinations
+            self.processing, connection, event, handlers, self.clock, self.destinations
         )
         status = Status.PROCESSED if handlers else Status.UNHANDLED
-        self.store.events.mark_inline(connection, event.row_id, status, result.outcome, self.now())
+        self.processing.mark_inline(connection, event.row_id, status, result.outcome, self.now())
 
     def _log(self, event: Event, result: AttemptResult, elapsed: float) -> None:
         level = logging.INFO if result.label in SUCCESSES else logging.WARNING

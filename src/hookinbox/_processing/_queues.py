@@ -1,6 +1,7 @@
 """The queues the worker's loops run: events, and (in `outbox/_relay.py`) outbox messages.
 
-Both lease from a storage queue (`Store.events`, `Store.messages`: one class) and share one
+Both lease through the processing service (`Processing`: a storage queue each, one class
+underneath) and share one
 rhythm, written once here: write down the attempts kept while the database was away, check
 cheaply whether anything is due before taking SQLite's write lock to lease (skipped while the
 last lease came back full: the queue is busy and the check would only cost a read), give back
@@ -18,9 +19,9 @@ from typing import Generic, TypeVar
 from hookinbox._logging import logger
 from hookinbox._processing._loop import SHORT_POLL
 from hookinbox._processing._processor import Processor
+from hookinbox._processing._service import Processing
 from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._records import Lease, Leased
-from hookinbox._storage import Store
 
 log = logger("hookinbox.worker")
 
@@ -32,11 +33,13 @@ class StoreQueue(ABC, Generic[T]):
 
     name: str
 
-    def __init__(self, store: Store, unrecorded: Unrecorded, lease_seconds: float) -> None:
-        self.store = store
+    def __init__(
+        self, processing: Processing, unrecorded: Unrecorded, lease_seconds: float
+    ) -> None:
+        self.processing = processing
         self.unrecorded = unrecorded
         self.lease_seconds = lease_seconds
-        self._sqlite = store.dialect.single_writer
+        self._sqlite = processing.dialect.single_writer
         self._busy = False
 
     @abstractmethod
@@ -79,24 +82,24 @@ class EventQueue(StoreQueue[Leased]):
     name = "events"
 
     def __init__(self, processor: Processor, lease_seconds: float) -> None:
-        super().__init__(processor.store, processor.unrecorded, lease_seconds)
+        super().__init__(processor.processing, processor.unrecorded, lease_seconds)
         self.processor = processor
 
     def now(self) -> datetime:
         return self.processor.now()
 
     def _has_due(self, now: datetime) -> bool:
-        return self.store.events.has_due(now)
+        return self.processing.events_due(now)
 
     def _next_due_at(self) -> datetime | None:
-        return self.store.events.next_due_at()
+        return self.processing.next_event_due_at()
 
     def _lease(self, limit: int, now: datetime, until: datetime) -> Lease[Leased]:
-        return self.store.events.lease(limit=limit, now=now, until=until)
+        return self.processing.lease_events(limit=limit, now=now, until=until)
 
     def _give_back(self, item: Leased) -> None:
         event = item.event
-        if self.store.events.release(item, self.processor.expired(event)):
+        if self.processing.release(item, self.processor.expired(event)):
             log.warning("%s %s: lease expired (worker lost); given back", event.source, event.id)
 
     def process(self, item: Leased) -> str:

@@ -29,8 +29,8 @@ from hookinbox import _ranges as ranges
 from hookinbox._logging import logger
 from hookinbox._processing._heartbeat import Heartbeat
 from hookinbox._processing._loop import LeaseLoop, WorkQueue
+from hookinbox._processing._service import Processing
 from hookinbox._processing._wakeup import WakeSocket
-from hookinbox._storage import Listener, Store
 
 log = logger("hookinbox.worker")
 
@@ -112,21 +112,22 @@ class Worker:
 
     def __init__(
         self,
-        store: Store,
+        processing: Processing,
         queues: Sequence[tuple[WorkQueue[Any], int, threading.Event]],
         options: WorkerOptions | None = None,
         *,
         jobs: Sequence[BackgroundJob] = (),
         channels: Mapping[str, threading.Event] | None = None,
     ) -> None:
-        """`queues`: (queue, concurrency, wake-up event) for each loop to run.
+        """`processing`: the service the queues and the heartbeat ask (the schema, LISTEN);
+        `queues`: (queue, concurrency, wake-up event) for each loop to run.
 
         `channels`: PostgreSQL NOTIFY channel -> the wake-up event it sets.
         """
-        self.store = store
+        self.processing = processing
         self.options = options or WorkerOptions()
         self._stopping = threading.Event()
-        default_poll = WOKEN_POLL if store.dialect.listens else SQLITE_POLL
+        default_poll = WOKEN_POLL if processing.dialect.listens else SQLITE_POLL
         poll = self.options.poll_interval or default_poll
         self.loops = [
             LeaseLoop(
@@ -139,7 +140,7 @@ class Worker:
             for queue, concurrency, wake in queues
         ]
         kind = "worker" if any(loop.queue.name == "events" for loop in self.loops) else "relay"
-        self.heartbeat = Heartbeat(store, kind, self.options.heartbeat_interval)
+        self.heartbeat = Heartbeat(processing, kind, self.options.heartbeat_interval)
         self._jobs = [self.heartbeat, *jobs]
         self._channels = dict(channels or {})
 
@@ -157,11 +158,11 @@ class Worker:
 
     def run(self) -> bool:
         """Work until stopped. True if every attempt in flight finished within the grace period."""
-        self.store.ensure_schema()
+        self.processing.ensure_schema()
         restore = self._install_signal_handlers()
         listener = None
-        if self.store.dialect.listens and self._channels:
-            listener = Listener(self.store, self._channels, self._stopping)
+        if self.processing.dialect.listens and self._channels:
+            listener = self.processing.listener(self._channels, self._stopping)
             listener.start()
         # Bound before the loops start (and before the first heartbeat, which tells the
         # server's tests that this worker is up): a commit from then on wakes it.
@@ -211,7 +212,7 @@ class Worker:
         Events first, then the messages their handlers sent, until both queues are empty.
         """
         ranges.RUN_TIMEOUT.check("timeout", timeout)  # nan ran nothing and said nothing
-        self.store.ensure_schema()
+        self.processing.ensure_schema()
         deadline = time.monotonic() + timeout
         total = 0
         while time.monotonic() < deadline:
@@ -225,7 +226,7 @@ class Worker:
         """The bound wake-up socket's thread, started; None without one (or if it cannot be
         bound: the worker then polls, logged)."""
         path = self.options.wake_socket
-        if path is None or self.store.dialect.listens:
+        if path is None or self.processing.dialect.listens:
             return None  # on PostgreSQL, LISTEN/NOTIFY wakes the worker from any host
         events = [loop.wake for loop in self.loops if loop.queue.name == "events"]
         receiver = WakeSocket(path, events, self._stopping)

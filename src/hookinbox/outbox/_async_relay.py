@@ -8,17 +8,21 @@ through the async store's bridge.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hookinbox._records import LeasedMessage
-from hookinbox._storage import AsyncStore, Store
 from hookinbox.outbox._relay import MessageQueue, Relay
+
+if TYPE_CHECKING:
+    from hookinbox._processing._service import Processing
+    from hookinbox._storage import AsyncStore
 
 
 class AsyncMessageQueue:
     name = "outbox"
 
     def __init__(self, leasing: MessageQueue, astore: AsyncStore) -> None:
-        """`leasing`: the relay's queue on `astore.store`."""
+        """`leasing`: the relay's queue, through the processing service over `astore.store`."""
         self.leasing = leasing
         self.relay: Relay = leasing.relay
         self.astore = astore
@@ -30,6 +34,6 @@ class AsyncMessageQueue:
             attempt.label = await self.astore.run(relay.settle, item, attempt.settlement)
         return attempt.label
 
-    def give_back(self, store: Store, item: LeasedMessage) -> bool:
+    def give_back(self, processing: Processing, item: LeasedMessage) -> bool:
         now: datetime = self.relay.now()
-        return store.messages.give_back(item.message.row_id, item.token, now)
+        return processing.give_back_message(item.message.row_id, item.token, now)

@@ -20,9 +20,9 @@ from hookinbox._model import Message, MessageStatus
 from hookinbox._processing import RetryPolicy, Schedule
 from hookinbox._processing._processor import describe_error
 from hookinbox._processing._queues import StoreQueue
+from hookinbox._processing._service import Processing
 from hookinbox._processing._unrecorded import Unrecorded
 from hookinbox._records import Lease, LeasedMessage, Settlement
-from hookinbox._storage import Store
 from hookinbox.outbox._destinations import (
     AsyncDestination,
     DeliveryError,
@@ -44,18 +44,19 @@ class Sending:
 
 
 class Relay:
-    """Knows the destinations and their retry policies; settles one delivery attempt."""
+    """Knows the destinations and their retry policies; settles one delivery attempt
+    through the processing service (`processing`)."""
 
     def __init__(
         self,
-        store: Store,
+        processing: Processing,
         destinations: Mapping[str, Destination],
         *,
         policy: RetryPolicy,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
     ) -> None:
-        self.store = store
+        self.processing = processing
         self.destinations = destinations
         self.policy = policy
         self.clock = clock
@@ -167,12 +168,12 @@ class Relay:
     def settle(self, leased: LeasedMessage, settlement: Settlement) -> str:
         now = self.now()  # when it was delivered, even if written later
         try:
-            if not self.store.messages.record(leased, settlement, now):
+            if not self.processing.record(leased, settlement, now):
                 return "lost_lease"
         except StoreUnavailable as error:
             log.warning("could not record delivery of %s: %s", leased.message.key, error)
             self.unrecorded.keep(
-                lambda: self.store.messages.record(leased, settlement, now),
+                lambda: self.processing.record(leased, settlement, now),
                 leased.expires_at,
                 leased.message.key,
             )
@@ -203,24 +204,24 @@ class MessageQueue(StoreQueue[LeasedMessage]):
     name = "outbox"
 
     def __init__(self, relay: Relay, lease_seconds: float) -> None:
-        super().__init__(relay.store, relay.unrecorded, lease_seconds)
+        super().__init__(relay.processing, relay.unrecorded, lease_seconds)
         self.relay = relay
 
     def now(self) -> datetime:
         return self.relay.now()
 
     def _has_due(self, now: datetime) -> bool:
-        return self.store.messages.has_due(now)
+        return self.processing.messages_due(now)
 
     def _next_due_at(self) -> datetime | None:
-        return self.store.messages.next_due_at()
+        return self.processing.next_message_due_at()
 
     def _lease(self, limit: int, now: datetime, until: datetime) -> Lease[LeasedMessage]:
-        return self.store.messages.lease(limit=limit, now=now, until=until)
+        return self.processing.lease_messages(limit=limit, now=now, until=until)
 
     def _give_back(self, item: LeasedMessage) -> None:
         message = item.message
-        if self.store.messages.record(item, self.relay.expired(message), self.now()):
+        if self.processing.record(item, self.relay.expired(message), self.now()):
             log.warning("%s %s: lease expired (relay lost); given back", message.destination,
                         message.key)  # fmt: skip
 
