@@ -246,6 +246,13 @@ def test_the_units_run_in_systemd_with_their_sandbox(
     ports = _layout(tmp_path, urls, target, bundle)
     serve = f"http://127.0.0.1:{ports['serve']}"
     read_only = sorted({ROOT, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()})
+    # The units' PrivateTmp=true gives each service a /tmp of its own, which hides a checkout
+    # or a Python under /tmp: every unit would fail to start, seen only as a /readyz timeout.
+    hidden = [str(path) for path in read_only if path.is_relative_to("/tmp")]
+    assert not hidden, (
+        f"{', '.join(hidden)} under /tmp, which the units' PrivateTmp=true hides from them: "
+        "run this test from a checkout and a Python outside /tmp"
+    )
     with booted(units=tmp_path / "units", etc=tmp_path / "etc", read_only=read_only, check=check,
                 target="hookinbox-check.target") as container:  # fmt: skip
 
