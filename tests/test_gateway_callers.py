@@ -4,8 +4,10 @@ Callers ask a service (`_operations/_service.py`: the command line, the dashboar
 the scheduled jobs, the test kit; `_processing/_service.py`: the processor, the queues, the
 relay, the heartbeat, a handler's context, the async worker), which is then the one module on
 its side that knows an inbox's data is one store: a change to several stores would touch the
-services, not their callers. The receiver stores a delivery (the ingest side, `_receiver/`).
-The check is the issue's re-count, a text search, so the two cannot disagree.
+services, not their callers. The receiver stores a delivery, and hands a source that learns
+its secret on first use (Asana) the store's `trust` gateway (the ingest side, `_receiver/`).
+The check is the issue's re-count (with `trust` added), a text search, so the two cannot
+disagree.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import hookinbox
 
 PACKAGE = Path(hookinbox.__file__).parent
 GATEWAY_CALL = re.compile(
-    r"store\.(ingest|events|messages|operator|housekeeping|stats|liveness|ordering|outbox)\b"
+    r"store\.(ingest|events|messages|operator|housekeeping|stats|liveness|ordering|outbox|trust)\b"
 )
 SERVICES = frozenset({"_operations/_service.py", "_processing/_service.py"})
 INGEST_SIDE = "_receiver/"

@@ -151,9 +151,6 @@ class Runtime:
                         if settings.group_commit
                         else None
                     )
-                    for source in registry.sources.values():
-                        if source.learns_secrets:  # Asana: kept where every process reads
-                            source.attach_secrets(self.store.trust)
                     self._receiver = Receiver(
                         self.store,
                         registry.sources,

@@ -62,6 +62,9 @@ class Receiver(BaseReceiver):
         # What `/metrics` reads its gauges from: the inbox's operations service, handed over
         # by the runtime (None: the counters only).
         self.gauges = gauges
+        for source in sources.values():
+            if source.learns_secrets:  # Asana: its secrets kept where every process reads
+                source.attach_secrets(store.trust)
 
     def ping(self) -> None:
         self.store.ping()
