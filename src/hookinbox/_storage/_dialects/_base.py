@@ -150,9 +150,11 @@ class Dialect(ABC):
 
     # -- transactions -----------------------------------------------------------------------
 
-    @abstractmethod
     def housekeeping(self, store: Transactions) -> AbstractContextManager[Connection]:
-        """A transaction whose commit need not be durable on its own (the pruner's)."""
+        """A transaction whose commit need not be durable on its own (the pruner's): an
+        ordinary one, unless the database can commit more cheaply without an fsync
+        (SQLite)."""
+        return store.transaction()
 
     @abstractmethod
     def refuse_aborted(self, connection: Connection) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -20,9 +20,6 @@ from hookinbox._storage._dialects._mysql._errors import ABORTED, classify
 from hookinbox._storage._dialects._mysql._packet import PACKET
 from hookinbox._storage._dialects._mysql._server import REQUIRED_CHARSET, check_server, connect_args
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
-
-if TYPE_CHECKING:
-    from hookinbox._storage._transactions import Transactions
 
 DRIVER = "pymysql"
 MIGRATION_LOCK = "hookinbox_migrate"
@@ -95,11 +92,6 @@ class MySQLEngines(Dialect):
             admin.dispose()
 
     # -- transactions -----------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def housekeeping(self, store: Transactions) -> Iterator[Connection]:
-        with store.transaction() as connection:
-            yield connection
 
     def refuse_aborted(self, connection: Connection) -> None:
         """A deadlock that a handler caught and ignored: InnoDB rolled the whole transaction

@@ -36,8 +36,6 @@ from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from hookinbox._storage._transactions import Transactions
-
 
 ADVISORY_LOCK_KEY = 0x686F6F6B696E
 """An arbitrary constant naming hookinbox's migration lock among the application's own locks."""
@@ -122,11 +120,6 @@ class PostgresEngines(Dialect):
             admin.dispose()
 
     # -- transactions -----------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def housekeeping(self, store: Transactions) -> Iterator[Connection]:
-        with store.transaction() as connection:
-            yield connection
 
     def refuse_aborted(self, connection: Connection) -> None:
         """A PostgreSQL error that a handler caught and ignored aborted the transaction:
