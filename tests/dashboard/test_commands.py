@@ -3,6 +3,10 @@ alone. Real servers on loopback, driven with a real HTTP client."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -10,7 +14,14 @@ import pytest
 
 from tests.cli.conftest import APP, error_line, hookinbox, hookinbox_all
 from tests.dashboard.conftest import TOKEN, csrf_of
-from tests.support.server import free_port, hookinbox_command, run_cli, running_server, serving
+from tests.support.server import (
+    ROOT,
+    free_port,
+    hookinbox_command,
+    run_cli,
+    running_server,
+    serving,
+)
 
 pytestmark = pytest.mark.slow  # subprocesses: not in `make test-fast`
 
@@ -56,6 +67,42 @@ def test_dashboard_command_serves_the_dashboard_alone(tmp_path: Path) -> None:
         assert sign_in(client).status_code == 303
         assert "stripe" in client.get("/admin/").text  # the app's sources, with no events yet
         assert client.post("/webhooks/stripe", content=b"{}").status_code == 404
+
+
+def test_the_dashboard_listens_before_it_prints_its_url(tmp_path: Path) -> None:
+    """A reader (or a script) connects as soon as the URL is printed: the dashboard is
+    stopped right then, and the connection must still be queued by the kernel, not refused
+    (the docs' tutorial test met "connection refused" when the URL came before the bind)."""
+    url = f"sqlite:///{tmp_path / 'inbox.db'}"
+    assert hookinbox("migrate", "--database-url", url).returncode == 0
+    port = free_port()
+    command = hookinbox_command("dashboard", APP, "--database-url", url, "--port", str(port))
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, "HOOKINBOX_ADMIN_TOKEN": TOKEN},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        process.send_signal(signal.SIGSTOP)  # no time for a bind after the line
+        assert first == f"hookinbox dashboard: http://127.0.0.1:{port}/admin/\n"
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # accepted into the backlog while the process is stopped
+        process.send_signal(signal.SIGCONT)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            assert client.get("/admin/login").status_code == 200
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=20) == 0, process.stdout.read()  # Ctrl-C: a clean stop
+    finally:
+        process.send_signal(signal.SIGCONT)
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def test_dashboard_command_refuses_to_start_without_a_good_token(tmp_path: Path) -> None:

@@ -11,11 +11,13 @@ from hookinbox._errors import ConfigurationError, HookinboxError
 from hookinbox._extras import require
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._options import app_argument, database_url_option
-from hookinbox.cli._ports import check_port_free, url
+from hookinbox.cli._ports import listening_socket, url
 from hookinbox.cli._types import Host, number
 from hookinbox.dashboard._token import ADMIN_TOKEN_ENV, check_token_strength
 
 if TYPE_CHECKING:
+    import socket
+
     from hookinbox._operations import Thresholds
 
 admin_token_option = click.option(
@@ -63,7 +65,18 @@ def dashboard(
     token, thresholds = dashboard_settings(admin_token)
     if not app and not database_url:
         raise ConfigurationError("give APP (or set HOOKINBOX_APP) or --database-url")
-    port = check_port_free(host, port, "hookinbox dashboard")
+    with listening_socket(host, port, "hookinbox dashboard") as listening:
+        _serve_dashboard(app, database_url, token, thresholds, listening)
+
+
+def _serve_dashboard(
+    app: str | None,
+    database_url: str | None,
+    token: str,
+    thresholds: Thresholds,
+    listening: socket.socket,
+) -> None:
+    """Serve on a socket already listening, so that the URL printed is one that connects."""
 
     import uvicorn
     from starlette.applications import Starlette
@@ -83,12 +96,14 @@ def dashboard(
             return RedirectResponse(ADMIN_PATH + "/", 303)
 
         root = Starlette(routes=[Route("/", to_dashboard), Mount(ADMIN_PATH, app=admin)])
+        host, port = listening.getsockname()[:2]
         click.echo(f"hookinbox dashboard: {url(host, port, ADMIN_PATH + '/')}")
         click.echo("sign in with the admin token; stop with Ctrl+C")
+        config = uvicorn.Config(root, log_level="warning", access_log=False)
+        server = uvicorn.Server(config)
         try:
-            uvicorn.run(root, host=host, port=port, log_level="warning", access_log=False)
-        except SystemExit as stopped:  # the port was taken after our check (a race)
-            if stopped.code not in (0, None):
-                raise HookinboxError(
-                    f"the dashboard stopped at start-up on {host}:{port}"
-                ) from None
+            server.run(sockets=[listening])
+        except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C that stopped it: a clean stop
+            pass
+        if not server.started:
+            raise HookinboxError(f"the dashboard stopped at start-up on {host}:{port}")
