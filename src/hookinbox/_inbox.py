@@ -29,7 +29,12 @@ from sqlalchemy import Connection
 from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._logging import logger
-from hookinbox._operations._prune import DEFAULT_RETENTION, PruneResult, check_retention
+from hookinbox._operations._prune import (
+    DEFAULT_RETENTION,
+    PruneResult,
+    Retentions,
+    check_retention,
+)
 from hookinbox._processing._business import BusinessKey
 from hookinbox._processing._handlers import ANY_TYPE, Handler, is_async_function
 from hookinbox._processing._policy import RetryPolicy
@@ -42,6 +47,7 @@ from hookinbox._settings import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_RETRY_AFTER,
+    MAX_RETENTION,
     Settings,
     current_overrides,
     resolve_database_url,
@@ -268,20 +274,48 @@ class Inbox(BaseInbox):
 
     # -- configuration -------------------------------------------------------------------
 
-    def add_source(self, source: S, *, inline: bool = False, retry: RetryPolicy | None = None) -> S:
+    def add_source(
+        self,
+        source: S,
+        *,
+        inline: bool = False,
+        retry: RetryPolicy | None = None,
+        retention: timedelta | None = None,
+        allow_short_retention: bool = False,
+    ) -> S:
         """Receive deliveries for `source` at `POST /webhooks/{source.name}`.
 
         `inline=True` runs the handlers inside the request, in the insert's transaction: the
         provider gets 200 only once they committed, and 503 (nothing kept) if they raised.
-        `retry` overrides the inbox's retry policy for this source's events.
+        `retry` overrides the inbox's retry policy for this source's events. `retention`
+        overrides the inbox's for this source's events and delivery log (longer or shorter;
+        not shorter than the source's redelivery window unless `allow_short_retention`).
         """
         self._check_not_started()
+        if retention is not None and not (
+            isinstance(retention, timedelta) and timedelta(0) < retention <= MAX_RETENTION
+        ):
+            raise ConfigurationError(
+                f"retention must be a positive timedelta of at most {MAX_RETENTION.days} days, "
+                f"not {retention!r}"
+            )
         if isinstance(source, Source):
+            own = {source.name: retention} if retention is not None else {}
             check_retention(
-                self.settings.retention, [source], force=self.settings.allow_short_retention
+                Retentions(self.settings.retention, own),
+                [source],
+                force=self.settings.allow_short_retention or allow_short_retention,
             )
         self._registry.add_source(source, inline=inline, retry=retry)
+        if retention is not None:
+            self._registry.source_retention[source.name] = retention
         return source
+
+    @property
+    def retentions(self) -> Retentions:
+        """How long each source's done events are kept: the inbox's `retention`, and the
+        sources' own (`add_source(..., retention=...)`)."""
+        return self._runtime.retentions
 
     def handler(
         self,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Connection
@@ -39,6 +40,8 @@ class Registry:
         self.sources: dict[str, Source] = {}
         self.inline_sources: set[str] = set()
         self.source_retry: dict[str, RetryPolicy] = {}
+        self.source_retention: dict[str, timedelta] = {}
+        """Sources that keep their events longer or shorter than the inbox's retention."""
         self.handlers = HandlerRegistry()
         self.destinations: dict[str, Destination] = {}
         self.after_migrate: list[AfterMigrate] = []
@@ -70,6 +73,7 @@ class Registry:
         twin.sources = dict(self.sources)
         twin.inline_sources = set(self.inline_sources)
         twin.source_retry = dict(self.source_retry)
+        twin.source_retention = dict(self.source_retention)
         for handler in self.handlers:
             twin.handlers.add(handler)
         twin.destinations = dict(self.destinations)

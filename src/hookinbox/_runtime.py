@@ -19,7 +19,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import ConfigurationError, MissingExtra, StoreUnavailable
-from hookinbox._operations._prune import PruneResult
+from hookinbox._operations._prune import PruneResult, Retentions
 from hookinbox._operations._schedule import DailyJob
 from hookinbox._operations._service import Operations
 from hookinbox._processing._loop import WorkQueue
@@ -158,6 +158,7 @@ class Runtime:
                         inline={name: self.processor.inline for name in registry.inline_sources},
                         on_new_event=self._on_new_event,
                         retention=settings.retention,
+                        source_retention=dict(registry.source_retention),
                         committer=committer,
                         gauges=self.operations,
                     )
@@ -383,8 +384,12 @@ class Runtime:
 
     def prune(self, *, dry_run: bool = False, stop: threading.Event | None = None) -> PruneResult:
         return self.operations.prune(
-            now=self.now(), retention=self.settings.retention, dry_run=dry_run, stop=stop
+            now=self.now(), retention=self.retentions, dry_run=dry_run, stop=stop
         )
+
+    @property
+    def retentions(self) -> Retentions:
+        return Retentions(self.settings.retention, dict(self.registry.source_retention))
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.settings.clock(), UTC)

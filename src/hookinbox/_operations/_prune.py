@@ -5,21 +5,25 @@ Pruning ends deduplication for what it deletes: a provider's later redelivery of
 event would look new. So the retention may not be shorter than the longest redelivery window
 of any configured source (Stripe: 30 days of manual resend) unless forced, and events that
 arrive already older than the retention are held as `stale` instead of processed.
+
+A source may keep its events longer or shorter than the inbox's retention
+(`inbox.add_source(source, retention=...)`): `Retentions` holds the inbox's and each source's,
+and the prune deletes each source's done events and delivery log by its own cutoff.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._logging import logger
 from hookinbox._operations._pacing import Pacer
-from hookinbox._storage import PressureGauge
+from hookinbox._storage import Cutoffs, PressureGauge, Sweep
 from hookinbox.sources import Source
 
 log = logger("hookinbox.prune")
@@ -45,6 +49,28 @@ class PruneResult:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Retentions:
+    """How long done events are kept: `default` (the inbox's `retention`) for every source
+    that `by_source` does not name."""
+
+    default: timedelta = DEFAULT_RETENTION
+    by_source: Mapping[str, timedelta] = field(default_factory=dict)
+
+    def for_source(self, source: str) -> timedelta:
+        return self.by_source.get(source, self.default)
+
+    def cutoffs(self, now: datetime) -> Cutoffs:
+        return Cutoffs(
+            now - self.default,
+            {name: now - kept for name, kept in self.by_source.items() if kept != self.default},
+        )
+
+    def describe(self, sources: Iterable[str]) -> dict[str, str]:
+        """Each source's retention as `90d`, by name (the CLI's and the dashboard's lines)."""
+        return {name: format_duration(self.for_source(name)) for name in sorted(sources)}
+
+
 class Retention(Protocol):
     """What the pruner works on: a store's housekeeping gateway (`Housekeeping`), named here so
     that the pruner depends on these members only, and the operations service chooses the
@@ -53,9 +79,9 @@ class Retention(Protocol):
     @property
     def busy_batch_seconds(self) -> float: ...
 
-    def count_prunable(self, cutoff: datetime) -> tuple[int, int, int]: ...
+    def count_prunable(self, cutoff: Cutoffs) -> tuple[int, int, int]: ...
 
-    def prune_batch(self, cutoff: datetime, batch_size: int) -> tuple[int, int, int]: ...
+    def prune_batch(self, cutoff: Sweep, batch_size: int) -> tuple[int, int, int]: ...
 
     def pressure_gauge(self) -> PressureGauge: ...
 
@@ -66,15 +92,31 @@ class Retention(Protocol):
     def give_back_pages(self, pages: int) -> int: ...
 
 
-def check_retention(retention: timedelta, sources: Iterable[Source], *, force: bool) -> None:
-    """Refuse a retention shorter than a source's redelivery window, unless forced."""
-    if retention <= timedelta(0):
+def check_retention(
+    retention: timedelta | Retentions,
+    sources: Iterable[Source],
+    *,
+    force: bool,
+    forced: Iterable[str] = (),
+) -> None:
+    """Refuse a retention shorter than a source's redelivery window, unless forced (`force`:
+    every source; `forced`: the sources named)."""
+    retentions = retention if isinstance(retention, Retentions) else Retentions(retention)
+    if retentions.default <= timedelta(0):
         raise ConfigurationError("the retention must be positive")
-    too_short = [s for s in sources if s.redelivery_window > retention]
+    allowed = set(forced)
+    too_short = [
+        s
+        for s in sources
+        if s.redelivery_window > retentions.for_source(s.name) and s.name not in allowed
+    ]
     if too_short and not force:
         longest = max(too_short, key=lambda s: s.redelivery_window)
+        kept = retentions.for_source(longest.name)
+        own = longest.name in retentions.by_source
+        whose = f"{longest.name}'s retention" if own else "retention"
         raise ConfigurationError(
-            f"retention {format_duration(retention)} is shorter than {longest.name}'s "
+            f"{whose} {format_duration(kept)} is shorter than {longest.name}'s "
             f"redelivery window ({format_duration(longest.redelivery_window)}): a redelivery "
             "after pruning would be processed again; use a longer retention or --force"
         )
@@ -84,14 +126,15 @@ def prune(
     housekeeping: Retention,
     *,
     now: datetime,
-    retention: timedelta,
+    retention: timedelta | Retentions,
     dry_run: bool = False,
     batch_size: int = DEFAULT_BATCH_SIZE,
     pacer: Pacer | None = None,
     progress: Callable[[int], None] | None = None,
     stop: threading.Event | None = None,
 ) -> PruneResult:
-    """Delete done events received before `now - retention`, in short transactions.
+    """Delete done events received before `now - retention` (each source's own, with
+    `Retentions`), in short transactions.
 
     Each batch is timed and the database asked what else ran meanwhile: batches shrink and
     pauses grow while deliveries and workers use the database, and the pruner runs nearly
@@ -100,9 +143,12 @@ def prune(
     shutdown) ends the prune between batches: what was deleted stays deleted, the rest waits
     for the next run.
     """
-    cutoff = now - retention
+    retentions = retention if isinstance(retention, Retentions) else Retentions(retention)
+    cutoffs = retentions.cutoffs(now)
+    cutoff = cutoffs.default
     if dry_run:
-        return PruneResult(*housekeeping.count_prunable(cutoff), dry_run=True)
+        return PruneResult(*housekeeping.count_prunable(cutoffs), dry_run=True)
+    sweep = Sweep(cutoffs)
     pacer = pacer or Pacer(rows=batch_size, busy_batch_seconds=housekeeping.busy_batch_seconds)
     gauge = housekeeping.pressure_gauge()
     totals = [0, 0, 0]
@@ -112,13 +158,13 @@ def prune(
         while stop is None or not stop.is_set():
             pressure = gauge.sample()
             started = time.perf_counter()
-            deleted = housekeeping.prune_batch(cutoff, pacer.rows)
+            deleted = housekeeping.prune_batch(sweep, pacer.rows)
             took = time.perf_counter() - started
             gauge.mark()
             totals = [total + n for total, n in zip(totals, deleted, strict=True)]
             if progress is not None and deleted[0]:
                 progress(deleted[0])
-            if not any(deleted):
+            if not any(deleted) and sweep.finished:
                 break
             if time.monotonic() - checkpointed >= CHECKPOINT_EVERY:
                 # SQLite: the pruner's pages, not the ingest writer's
@@ -126,7 +172,8 @@ def prune(
                 checkpointed = time.monotonic()
             # `rows` bounds each table's deletes, not their sum: the sum, an events batch and
             # a log batch, made every batch twice the time the pacer aimed at.
-            pause = pacer.next_pause(max(deleted), took, pressure)
+            # A batch of the window may read a batch of kept rows and delete none: timed too.
+            pause = pacer.next_pause(max(*deleted, sweep.read), took, pressure)
             if stop is None:
                 time.sleep(pause)
             else:

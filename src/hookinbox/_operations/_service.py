@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from hookinbox._model import Event, Status
-from hookinbox._operations._prune import PruneResult, prune
+from hookinbox._operations._prune import PruneResult, Retentions, prune
 from hookinbox._records import (
     Actor,
     Bucket,
@@ -226,7 +226,7 @@ class Operations:
         self,
         *,
         now: datetime,
-        retention: timedelta,
+        retention: timedelta | Retentions,
         dry_run: bool = False,
         progress: Callable[[int], None] | None = None,
         stop: threading.Event | None = None,

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from hookinbox import _tracing as tracing
@@ -83,6 +84,8 @@ class BaseReceiver(ABC):
     sources: Mapping[str, Source]
     settings: ReceiverSettings
     retention: timedelta | None = None
+    source_retention: Mapping[str, timedelta] = MappingProxyType({})
+    """Sources whose retention is their own (the stale check: older than it, held)."""
     committer: GroupCommitter | None = None
 
     @property
@@ -240,7 +243,8 @@ class BaseReceiver(ABC):
             if type(headers) is not HeaderValues:  # the pipeline's entries read them already
                 headers = request_headers(headers)
             step = verify_delivery(
-                source, headers, body, started, query, self.settings, self.retention,
+                source, headers, body, started, query, self.settings,
+                self.source_retention.get(source_name, self.retention),
                 self.committer_for(source_name),
             )  # fmt: skip
             if isinstance(step, Verified):

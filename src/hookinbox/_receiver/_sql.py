@@ -49,6 +49,7 @@ class Receiver(BaseReceiver):
         inline: Mapping[str, InlineProcessor] | None = None,
         on_new_event: Callable[[], None] | None = None,
         retention: timedelta | None = None,
+        source_retention: Mapping[str, timedelta] | None = None,
         committer: GroupCommitter | None = None,
         gauges: GaugeSource | None = None,
     ) -> None:
@@ -59,6 +60,7 @@ class Receiver(BaseReceiver):
         self.inline = inline or {}
         self.on_new_event = on_new_event
         self.retention = retention
+        self.source_retention = source_retention or {}
         # What `/metrics` reads its gauges from: the inbox's operations service, handed over
         # by the runtime (None: the counters only).
         self.gauges = gauges

@@ -17,6 +17,7 @@ from hookinbox._storage._dialects import (
 )
 from hookinbox._storage._errors import translate_errors, unique_violation
 from hookinbox._storage._group_commit import GroupCommit, GroupCommitter
+from hookinbox._storage._housekeeping import Cutoffs, Sweep
 from hookinbox._storage._migrations import LATEST_VERSION
 from hookinbox._storage._notify import Listener
 from hookinbox._storage._options import HIDE_PARAMETERS, StoreOptions
@@ -27,6 +28,7 @@ __all__ = [
     "HIDE_PARAMETERS",
     "LATEST_VERSION",
     "AsyncStore",
+    "Cutoffs",
     "Dialect",
     "GroupCommit",
     "GroupCommitter",
@@ -34,6 +36,7 @@ __all__ = [
     "PressureGauge",
     "Store",
     "StoreOptions",
+    "Sweep",
     "async_url",
     "dialect_for_django",
     "dialect_for_url",

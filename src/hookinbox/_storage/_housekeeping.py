@@ -4,10 +4,19 @@ deleting it in short batches), the daily jobs' claims, and the space a prune fre
 Done events (processed, unhandled) older than the retention are pruned with their delivered
 outbox messages; the delivery log by its own time. Pending, deferred, processing, failed and
 stale events are never pruned, however old: they have queue rows, and operators act on them.
+
+A source may keep its events longer or shorter than the inbox (`Cutoffs`): below the earliest
+cutoff every done event goes, one range of the received_at index as before; between the
+earliest and the latest cutoff (the window) each batch reads the next rows of that range in
+index order, at most a batch of them, and deletes those past their own source's cutoff, so a
+batch holds the writer for a bounded time however many kept rows it steps over, and a prune
+reads the window once, whatever the number of sources (`Sweep` remembers where it was).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -47,61 +56,166 @@ def prunable_messages(cutoff: datetime) -> list[sa.ColumnElement[bool]]:
     return [outbox.c.status == MessageStatus.DELIVERED.value, outbox.c.created_at < cutoff]
 
 
+@dataclass(frozen=True, slots=True)
+class Cutoffs:
+    """Which events a prune deletes: done events received before their source's cutoff,
+    `default` for every source that `by_source` does not name."""
+
+    default: datetime
+    by_source: Mapping[str, datetime] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, cutoff: datetime | Cutoffs) -> Cutoffs:
+        return cutoff if isinstance(cutoff, Cutoffs) else cls(cutoff)
+
+    @property
+    def earliest(self) -> datetime:
+        return min([self.default, *self.by_source.values()])
+
+    @property
+    def latest(self) -> datetime:
+        return max([self.default, *self.by_source.values()])
+
+    def for_source(self, source: str) -> datetime:
+        return self.by_source.get(source, self.default)
+
+    def groups(self) -> list[tuple[datetime, tuple[str, ...], bool]]:
+        """(cutoff, sources, whether every source but these) for each cutoff later than the
+        earliest: the sources whose events the window may delete, grouped by cutoff."""
+        named: dict[datetime, list[str]] = {}
+        for source, cutoff in sorted(self.by_source.items()):
+            named.setdefault(cutoff, []).append(source)
+        earliest = self.earliest
+        groups = [(c, tuple(names), False) for c, names in sorted(named.items()) if c > earliest]
+        if self.default > earliest:
+            groups.append((self.default, tuple(sorted(self.by_source)), True))
+        return groups
+
+
+@dataclass(slots=True)
+class Sweep:
+    """One prune's progress through the window between the earliest and the latest cutoff:
+    the last (received_at, id) each table's batches read there, None before the first."""
+
+    cutoffs: Cutoffs
+    events_after: tuple[datetime, int] | None = None
+    events_done: bool = False
+    log_after: tuple[datetime, int] | None = None
+    log_done: bool = False
+    read: int = 0
+    """Rows the last window batch read (kept ones too): what the pacer times."""
+
+    def __post_init__(self) -> None:
+        if self.cutoffs.earliest == self.cutoffs.latest:  # one cutoff: no window
+            self.events_done = self.log_done = True
+
+    @property
+    def finished(self) -> bool:
+        return self.events_done and self.log_done
+
+    @classmethod
+    def of(cls, cutoff: datetime | Cutoffs | Sweep) -> Sweep:
+        return cutoff if isinstance(cutoff, Sweep) else cls(Cutoffs.of(cutoff))
+
+
+def _after(table: sa.Table, cursor: tuple[datetime, int] | None) -> list[sa.ColumnElement[bool]]:
+    if cursor is None:
+        return []
+    at, row_id = cursor
+    received = table.c.received_at
+    return [received >= at, sa.or_(received > at, table.c.id > row_id)]
+
+
+def _window(table: sa.Table, earliest: datetime, cutoff: datetime) -> list[sa.ColumnElement[bool]]:
+    return [table.c.received_at >= earliest, table.c.received_at < cutoff]
+
+
+def _named(table: sa.Table, sources: tuple[str, ...], others: bool) -> sa.ColumnElement[bool]:
+    """`table`'s rows of `sources` (of every other source, with `others`)."""
+    if others:
+        return table.c.source.not_in(sources) if sources else sa.true()
+    return table.c.source.in_(sources)
+
+
 class Housekeeping:
     def __init__(self, store: StoreSeam) -> None:
         self.store = store
 
     # -- retention ----------------------------------------------------------------------------
 
-    def count_prunable(self, cutoff: datetime) -> tuple[int, int, int]:
-        """(events, delivery log rows, outbox messages) a prune with this cutoff would delete."""
+    def count_prunable(self, cutoff: datetime | Cutoffs) -> tuple[int, int, int]:
+        """(events, delivery log rows, outbox messages) a prune with these cutoffs would
+        delete (delivered messages by the inbox's own retention: they are no source's)."""
+        cutoffs = Cutoffs.of(cutoff)
+        earliest = cutoffs.earliest
         with self.store.reading() as connection:
-            event_count = connection.execute(
-                sa.select(sa.func.count()).select_from(events).where(*prunable(cutoff))
-            ).scalar_one()
-            delivery_count = connection.execute(
-                sa.select(sa.func.count()).select_from(deliveries).where(*prunable_log(cutoff))
-            ).scalar_one()
-            message_count = connection.execute(
-                sa.select(sa.func.count()).select_from(outbox).where(*prunable_messages(cutoff))
-            ).scalar_one()
-        return int(event_count), int(delivery_count), int(message_count)
 
-    def prune_batch(self, cutoff: datetime, batch_size: int) -> tuple[int, int, int]:
+            def count(table: sa.Table, *where: sa.ColumnElement[bool]) -> int:
+                query = sa.select(sa.func.count()).select_from(table).where(*where)
+                return int(connection.execute(query).scalar_one())
+
+            event_count = count(events, *prunable(earliest))
+            delivery_count = count(deliveries, *prunable_log(earliest))
+            for group_cutoff, sources, others in cutoffs.groups():
+                event_count += count(
+                    events,
+                    *prunable(group_cutoff),
+                    events.c.received_at >= earliest,
+                    _named(events, sources, others),
+                )
+                delivery_count += count(
+                    deliveries,
+                    *_window(deliveries, earliest, group_cutoff),
+                    _named(deliveries, sources, others),
+                )
+            message_count = count(outbox, *prunable_messages(cutoffs.default))
+        return event_count, delivery_count, message_count
+
+    def prune_batch(
+        self, cutoff: datetime | Cutoffs | Sweep, batch_size: int
+    ) -> tuple[int, int, int]:
         """Delete up to `batch_size` prunable events, log rows and delivered messages each, in
         one short transaction whose commit need not be durable on its own (lost to a power
         cut, the next prune makes it again); returns how many of each. Call until all three
         are zero. A batch chosen as a deadlock's victim (its deletes met a delivery's or a
         worker's locks in the other order) is run again before the prune gives up."""
-        return self.store.retry_deadlocks(lambda: self._prune_batch(cutoff, batch_size), "prune")
+        sweep = Sweep.of(cutoff)
+        return self.store.retry_deadlocks(lambda: self._prune_batch(sweep, batch_size), "prune")
 
-    def _prune_batch(self, cutoff: datetime, batch_size: int) -> tuple[int, int, int]:
+    def _prune_batch(self, sweep: Sweep, batch_size: int) -> tuple[int, int, int]:
+        cutoffs = sweep.cutoffs
+        earliest = cutoffs.earliest
+        sweep.read = 0
         with self.store.housekeeping_transaction() as connection:
             event_ids = list(
                 connection.execute(
                     sa.select(events.c.id)
-                    .where(*prunable(cutoff))
+                    .where(*prunable(earliest))
                     .order_by(events.c.received_at)
                     .limit(batch_size)
                     .with_for_update(skip_locked=True)
                 ).scalars()
             )
+            if not event_ids and not sweep.events_done:
+                event_ids = self._window_batch(connection, sweep, events, batch_size)
             if event_ids:
                 connection.execute(events.delete().where(events.c.id.in_(event_ids)))
             delivery_ids = list(
                 connection.execute(
                     sa.select(deliveries.c.id)
-                    .where(*prunable_log(cutoff))
+                    .where(*prunable_log(earliest))
                     .order_by(deliveries.c.received_at)
                     .limit(batch_size)
                 ).scalars()
             )
+            if not delivery_ids and not sweep.log_done:
+                delivery_ids = self._window_batch(connection, sweep, deliveries, batch_size)
             if delivery_ids:
                 connection.execute(deliveries.delete().where(deliveries.c.id.in_(delivery_ids)))
             message_ids = list(
                 connection.execute(
                     sa.select(outbox.c.id)
-                    .where(*prunable_messages(cutoff))
+                    .where(*prunable_messages(cutoffs.default))
                     .order_by(outbox.c.created_at)
                     .limit(batch_size)
                     .with_for_update(skip_locked=True)
@@ -110,6 +224,33 @@ class Housekeeping:
             if message_ids:
                 connection.execute(outbox.delete().where(outbox.c.id.in_(message_ids)))
         return len(event_ids), len(delivery_ids), len(message_ids)
+
+    def _window_batch(
+        self, connection: sa.Connection, sweep: Sweep, table: sa.Table, batch_size: int
+    ) -> list[int]:
+        """The ids of `table` to delete among the next `batch_size` rows of the window (done
+        events only): at most a batch read, whatever share of it is kept; the sweep moves past
+        them. Nothing (and the table's sweep done) once the window is read to its end."""
+        cutoffs = sweep.cutoffs
+        is_events = table is events
+        after = sweep.events_after if is_events else sweep.log_after
+        query = (
+            sa.select(table.c.id, table.c.source, table.c.received_at)
+            .where(*_window(table, cutoffs.earliest, cutoffs.latest), *_after(table, after))
+            .order_by(table.c.received_at, table.c.id)
+            .limit(batch_size)
+        )
+        if is_events:
+            query = query.where(*prunable(cutoffs.latest)[:1]).with_for_update(skip_locked=True)
+        rows = connection.execute(query).all()
+        sweep.read = max(sweep.read, len(rows))
+        cursor = (rows[-1].received_at, rows[-1].id) if rows else after
+        finished = len(rows) < batch_size
+        if is_events:
+            sweep.events_after, sweep.events_done = cursor, finished
+        else:
+            sweep.log_after, sweep.log_done = cursor, finished
+        return [row.id for row in rows if row.received_at < cutoffs.for_source(row.source)]
 
     @property
     def busy_batch_seconds(self) -> float:

@@ -61,8 +61,11 @@ def prune(
 ) -> None:
     """Delete processed and unhandled events (and the delivery log) older than the retention.
 
-    Pending, deferred, processing, failed and stale events are never deleted. Prints what was
-    deleted, how long it took and the rate (events per second); on a terminal, a live count.
+    Each source's events go by its own retention (`add_source(..., retention=...)`), the
+    others by the inbox's; --older-than replaces the inbox's only. --dry-run lists each
+    source's retention. Pending, deferred, processing, failed and stale events are never
+    deleted. Prints what was deleted, how long it took and the rate (events per second); on a
+    terminal, a live count.
 
     Exit codes: 0 done (or --dry-run); 1 the database is unavailable; 2 bad usage or
     configuration (a retention shorter than a source's redelivery window without --force).
@@ -74,6 +77,7 @@ def prune(
         parse_duration,
         time_ago,
     )
+    from hookinbox._operations._prune import Retentions
     from hookinbox.cli._target import opened
 
     app = resolve_app(app, app_option, explicit=from_command_line("app"))
@@ -87,7 +91,10 @@ def prune(
         default = target.inbox.settings.retention if target.inbox else DEFAULT_RETENTION
         retention = requested or default
         sources = list(target.inbox.sources.values()) if target.inbox else []
-        check_retention(retention, sources, force=force)
+        own = dict(target.inbox.retentions.by_source) if target.inbox else {}
+        retentions = Retentions(retention, own)
+        # A source's own retention was checked (or forced) when it was added.
+        check_retention(retention, [s for s in sources if s.name not in own], force=force)
         if not target.inbox and not force and retention < SHORTEST_WITHOUT_APP:
             raise ConfigurationError(
                 "without APP the sources' redelivery windows are unknown; a retention under "
@@ -96,14 +103,16 @@ def prune(
         started = time.monotonic()
         with progress("pruning", None) as advance:
             result = target.operations.prune(
-                now=now, retention=retention, dry_run=dry_run, progress=advance
+                now=now, retention=retentions, dry_run=dry_run, progress=advance
             )
         seconds = time.monotonic() - started
     rate = result.events / seconds if seconds > 0 and not dry_run else None
+    by_source = retentions.describe(source.name for source in sources)
     if as_json:
         emit_json({
             "dry_run": dry_run,
             "older_than": format_duration(retention),
+            "retention_by_source": by_source,
             "events": result.events,
             "deliveries": result.deliveries,
             "messages": result.messages,
@@ -112,6 +121,12 @@ def prune(
         })  # fmt: skip
         return
     line = f"{result.summary()} older than {format_duration(retention)}"
+    if own:
+        line += " (or their source's own retention)"
     if rate is not None:
         line += f" in {seconds:.1f} s ({rate:,.0f} events/s)"
     click.echo(line)
+    if dry_run:
+        for name, kept in by_source.items():
+            mark = "" if name in own else " (the inbox's)"
+            click.echo(f"  {name}: kept {kept}{mark}")
