@@ -84,6 +84,8 @@ class EventFilter:
     until: datetime | None = None
     """Received strictly before this time."""
     event_id: str | None = None
+    error_contains: str | None = None
+    """Text the event's last error holds, in any case (failed events': what went wrong)."""
 
 
 Cursor = tuple[datetime, int]

@@ -151,3 +151,74 @@ def changed(
 ) -> dict[tuple[str, str], str]:
     """The events whose status differs, with their new status."""
     return {key: status for key, status in after.items() if before.get(key) != status}
+
+
+def set_errors(shop: Shop, errors: dict[tuple[str, str], str]) -> None:
+    """The failed events' last errors, as a handler could have raised them."""
+    from hookinbox._storage._schema import events
+
+    with shop.inbox.store.transaction() as connection:
+        for (source, event_id), text in errors.items():
+            connection.execute(
+                events.update()
+                .where(events.c.source == source, events.c.event_id == event_id)
+                .values(last_error=text)
+            )
+
+
+def test_bulk_replay_by_error_text_and_time_with_a_dry_run_count_and_sample(shop: Shop) -> None:
+    shop.clock.now = time.time() - 3 * DAY
+    shop.fail(8)  # failed three days ago
+    shop.catch_up()
+    shop.fail(1)
+    shop.fail(2)
+    shop.fail(3, source="connect")
+    set_errors(shop, {
+        ("stripe", "evt_8"): "Timeout talking to the ERP",
+        ("stripe", "evt_1"): "Timeout talking to the ERP",
+        ("stripe", "evt_2"): "card_declined",
+        ("connect", "evt_3"): "upstream timeout (50%_done)",
+    })  # fmt: skip
+    before = shop.statuses()
+
+    dry_run, literal, old, blank = shop.cli_all(
+        ["replay", "--status", "failed", "--error-contains", "TIMEOUT", "--since", "1d",
+         "--dry-run"],
+        ["replay", "--status", "failed", "--error-contains", "50%_", "--dry-run", "--json"],
+        ["replay", "--status", "failed", "--until", "1d", "--dry-run"],
+        ["replay", "--status", "failed", "--error-contains", " ", "--dry-run"],
+    )  # fmt: skip
+
+    assert (dry_run.returncode, dry_run.stderr) == (0, "")
+    lines = dry_run.stdout.splitlines()
+    assert lines[0] == "would replay 2 failed events (dry run: nothing changed)"
+    assert sorted(lines[1:]) == [
+        "  connect evt_3 invoice.paid: upstream timeout (50%_done)",
+        "  stripe evt_1 invoice.paid: Timeout talking to the ERP",
+    ]
+    # `%` and `_` are the text typed, not a pattern
+    assert json.loads(literal.stdout)["sample"] == [{"source": "connect", "event_id": "evt_3"}]
+    assert old.stdout.splitlines() == [
+        "would replay 1 failed events (dry run: nothing changed)",
+        "  stripe evt_8 invoice.paid: Timeout talking to the ERP",
+    ]
+    assert error_line(blank, 2) == "error: --error-contains needs some text"
+    assert shop.statuses() == before
+
+    replayed = shop.cli(
+        "replay", "--status", "failed", "--error-contains", "timeout", "--since", "1d",
+        "--reason", "ERP back",
+    )  # fmt: skip
+
+    assert replayed.stdout == "replayed 2 failed events\n"
+    assert changed(before, shop.statuses()) == {
+        ("stripe", "evt_1"): "pending",
+        ("connect", "evt_3"): "pending",
+    }
+    operator = shop.inbox.store.operator
+    for source, event_id in (("stripe", "evt_1"), ("connect", "evt_3")):
+        [row] = operator.audit_trail(source, event_id)
+        assert (row["action"], row["reason"], row["previous_status"]) == (
+            "replay", "ERP back", "failed"
+        )  # fmt: skip
+    assert operator.audit_trail("stripe", "evt_2") == []

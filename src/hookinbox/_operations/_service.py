@@ -42,6 +42,7 @@ from hookinbox._records import (
 )
 
 if TYPE_CHECKING:
+    from hookinbox._operations._pacing import Pacer
     from hookinbox._operations._reconcile import Reconciled, Takes
     from hookinbox._storage import Store
     from hookinbox.sources._base import Source
@@ -153,12 +154,16 @@ class Operations:
         return ReplayResult.REPLAYED, previous
 
     def replay_matching(
-        self, filters: EventFilter, now: datetime, *, actor: Actor
+        self, filters: EventFilter, now: datetime, *, actor: Actor, pacer: Pacer | None = None
     ) -> Iterator[int]:
         """Replay every event matching `filters` (a status other than processing), batch by
-        batch, each replay audited; yields each batch's size. Only events that still match
-        when their batch runs are touched."""
-        return self._store.operator.replay_matching(filters, now, actor=actor)
+        batch, paced like the pruner (`_replay.replay_matching`), each replay audited; yields
+        each batch's size. Only events that still match when their batch runs are touched."""
+        from hookinbox._operations._replay import replay_matching
+
+        return replay_matching(
+            self._store.operator, self._store.housekeeping, filters, now, actor=actor, pacer=pacer
+        )
 
     # -- figures ------------------------------------------------------------------------------
 

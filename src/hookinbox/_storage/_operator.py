@@ -103,6 +103,9 @@ def where(filters: EventFilter) -> list[sa.ColumnElement[bool]]:
         clauses.append(received < filters.until)
     if filters.event_id is not None:
         clauses.append(events.c.event_id == filters.event_id)
+    if filters.error_contains is not None:
+        # `%` and `_` in the text are the text: a filter is typed, never a pattern
+        clauses.append(events.c.last_error.icontains(filters.error_contains, autoescape=True))
     return clauses
 
 
@@ -281,31 +284,53 @@ class Operator:
     def replay_matching(
         self, filters: EventFilter, now: datetime, *, actor: Actor, batch_size: int = 500
     ) -> Iterator[int]:
-        """Replay every event matching `filters` (a status must be given), batch by batch.
+        """Replay every event matching `filters` (a status must be given), batch by batch,
+        unpaced (`_operations._replay` paces them); yields the size of each batch."""
+        after = 0
+        while True:
+            read, replayed = self.replay_batch(
+                filters, now, actor=actor, after=after, batch_size=batch_size
+            )
+            if not read:
+                return
+            after = read[-1]
+            if replayed:
+                yield len(replayed)
 
-        Yields the size of each batch, for a progress bar. Only events that still match when
-        their batch runs are touched, so a concurrent worker's progress is never undone.
+    def replay_batch(
+        self, filters: EventFilter, now: datetime, *, actor: Actor, after: int, batch_size: int
+    ) -> tuple[list[int], list[int]]:
+        """Replay the next matching events after row id `after`, at most `batch_size`: (the
+        ids read, in order, the ids replayed). Empty ids read: none is left.
+
+        The matching rows are found by a read, which holds no lock (on SQLite, not the write
+        lock: a filter that matches few of many rows may read long); the write then locks
+        and replays only those ids that still match, by their primary key, so it holds the
+        writer for a batch of rows whatever the filter. A row a worker holds is skipped (SKIP
+        LOCKED), never waited for, and a worker's progress since the read is never undone.
         """
         if filters.status is None or filters.status is Status.PROCESSING:
             raise ValueError("bulk replay needs a status other than processing")
-        last_id = 0
-        while True:
-            with self.store.transaction() as connection:
-                ids = list(
-                    connection.execute(
-                        sa.select(events.c.id)
-                        .select_from(_rows_of(filters))
-                        .where(*where(filters), events.c.id > last_id)
-                        .order_by(events.c.id)
-                        .limit(batch_size)
-                        .with_for_update(of=events, skip_locked=True)
-                    ).scalars()
-                )
-                if not ids:
-                    return
+        matching = sa.select(events.c.id).select_from(_rows_of(filters)).where(*where(filters))
+        with self.store.reading() as connection:
+            read = list(
+                connection.execute(
+                    matching.where(events.c.id > after).order_by(events.c.id).limit(batch_size)
+                ).scalars()
+            )
+        if not read:
+            return [], []
+        with self.store.transaction() as connection:
+            ids = list(
+                connection.execute(
+                    matching.where(events.c.id.in_(read))
+                    .order_by(events.c.id)
+                    .with_for_update(of=events, skip_locked=True)
+                ).scalars()
+            )
+            if ids:
                 _replay(connection, self.store, ids, now, actor)
-            last_id = ids[-1]
-            yield len(ids)
+        return read, ids
 
     # -- the dashboard's sessions -------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""`hookinbox replay [APP] SOURCE EVENT_ID` or `replay [APP] --status S`: back to pending."""
+"""`hookinbox replay [APP] SOURCE EVENT_ID` or `replay [APP] --status S [filters]`: back to
+pending; a bulk replay runs in paced batches (`_operations._replay`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import click
 
 from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError
+from hookinbox._text import printable
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._events import STATUS_METAVAR, STATUS_NAMES, STATUSES
 from hookinbox.cli._options import (
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from hookinbox._records import Actor
     from hookinbox.cli._target import Target
 
+SAMPLE = 5
+"""Events a bulk replay's --dry-run lists (newest first) beside its count."""
 DEFAULT_CONFIRM_ABOVE = 100
 """A bulk replay of more events than this asks first (`--yes` does not)."""
 
@@ -45,6 +49,12 @@ DEFAULT_CONFIRM_ABOVE = 100
 @click.option("--source", "source_filter", help="With --status: only this source.")
 @click.option("--type", "event_type", help="With --status: only this type.")
 @click.option("--since", help="With --status: received since (1h, 2d, ISO 8601).")
+@click.option("--until", help="With --status: received before (1h, 2d, ISO 8601).")
+@click.option(
+    "--error-contains",
+    "error_contains",
+    help="With --status: only events whose last error holds this text (any case).",
+)
 @click.option("--force", is_flag=True, help="Also replay processed events (runs them again).")
 @click.option("--dry-run", is_flag=True, help="Say what would be replayed; change nothing.")
 @click.option(
@@ -69,6 +79,8 @@ def replay(
     source_filter: str | None,
     event_type: str | None,
     since: str | None,
+    until: str | None,
+    error_contains: str | None,
     force: bool,
     dry_run: bool,
     reason: str | None,
@@ -106,6 +118,11 @@ def replay(
         raise ConfigurationError("replaying processed events runs them again; add --force")
     now = datetime.now(UTC)
     since_time = None if since is None else parse_time(since, now)  # refused before any I/O
+    until_time = None if until is None else parse_time(until, now)
+    if state is None and (until or error_contains):
+        raise ConfigurationError("--until and --error-contains filter a bulk replay: add --status")
+    if error_contains is not None and not error_contains.strip():
+        raise ConfigurationError("--error-contains needs some text")
     actor = Actor(getpass.getuser(), reason or None)
     with opened(app, database_url) as target:
         if state is None:
@@ -114,10 +131,14 @@ def replay(
             )
             return
         chosen = Status(state)
-        filters = EventFilter(chosen, source_filter, event_type, since_time)
+        filters = EventFilter(
+            chosen, source_filter, event_type, since_time, until_time,
+            error_contains=error_contains.strip() if error_contains else None,
+        )  # fmt: skip
         total = target.operations.count_events(filters)
         if total == 0:
             target.check_source(source_filter)
+        sample = target.operations.list_events(filters, SAMPLE) if dry_run and total else []
         if not dry_run and total > confirm_above and not yes:
             _confirm(total, chosen.value, confirm_above)
         replayed = 0
@@ -127,10 +148,19 @@ def replay(
                     replayed += batch
                     advance(batch)
     if as_json:
+        found = [{"source": row["source"], "event_id": row["event_id"]} for row in sample]
         emit_json({"status": chosen.value, "matched": total, "replayed": replayed,
-                   "dry_run": dry_run})  # fmt: skip
+                   "dry_run": dry_run, **({"sample": found} if dry_run else {})})  # fmt: skip
     elif dry_run:
         click.echo(f"would replay {total} {chosen.value} events (dry run: nothing changed)")
+        for row in sample:  # what a sender wrote, shown escaped on one line
+            error = (row["last_error"] or "").splitlines()[:1]
+            line = f"{row['source']} {row['event_id']} {row['event_type'] or '-'}"
+            click.echo(
+                "  " + printable(line + (f": {error[0][:80]}" if error else ""), one_line=True)
+            )
+        if total > len(sample):
+            click.echo(f"  ... and {total - len(sample)} more")
     else:
         click.echo(f"replayed {replayed} {chosen.value} events")
 
