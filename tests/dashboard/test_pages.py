@@ -17,6 +17,7 @@ from hookinbox._storage import Store
 from hookinbox._storage._schema import workers
 from hookinbox.dashboard import dashboard_app
 from tests.cli.conftest import UNREACHABLE, Shop, customer_created
+from tests.cli.test_replay import set_errors
 from tests.dashboard.conftest import TOKEN, Browser, csrf_of
 from tests.processing.conftest import checkout
 
@@ -307,6 +308,46 @@ def test_bulk_replay_shows_the_count_then_replays_the_failed_events(
     }
     nothing = signed_in.get("/admin/replay?source=stripe").text
     assert "No failed events match this filter." in nothing
+
+
+def test_replay_by_error_text_shows_a_dry_run_count_and_sample_then_replays_them(
+    signed_in: Browser, shop: Shop
+) -> None:
+    shop.fail(1)
+    shop.fail(2)
+    shop.fail(3, source="connect")
+    set_errors(shop, {
+        ("stripe", "evt_1"): "ERP timeout after 30 s",
+        ("stripe", "evt_2"): "card_declined",
+        ("connect", "evt_3"): "upstream Timeout",
+    })  # fmt: skip
+
+    listed = signed_in.get("/admin/events?status=failed&error=TIMEOUT").text
+    assert event_ids(listed) == ["evt_3", "evt_1"]
+    assert "Replay all failed events matching this filter" in listed
+    confirm = signed_in.get("/admin/replay?status=failed&error=timeout").text
+    assert "<strong>2</strong> failed events match (dry run" in confirm
+    sample = confirm.split('id="sample"')[1].split("</table>")[0]
+    assert event_ids(sample) == ["evt_3", "evt_1"] and "ERP timeout after 30 s" in sample
+    assert shop.statuses()[("stripe", "evt_1")] == "failed"  # the dry run changed nothing
+
+    done = signed_in.post(
+        "/admin/replay",
+        data={"csrf": csrf_of(confirm), "status": "failed", "error": "timeout", "reason": "ERP"},
+    )
+
+    assert done.status_code == 200 and "Replayed 2 failed events" in done.text
+    assert shop.statuses() == {
+        ("stripe", "evt_1"): "pending",
+        ("stripe", "evt_2"): "failed",
+        ("connect", "evt_3"): "pending",
+    }
+    [audit] = shop.inbox.store.operator.audit_trail("stripe", "evt_1")
+    assert (audit["actor"], audit["reason"], audit["previous_status"]) == (
+        "dashboard", "ERP", "failed"
+    )  # fmt: skip
+    refused = signed_in.get("/admin/replay?status=processed")
+    assert refused.status_code == 400 and "not replayed in bulk here" in refused.text
 
 
 def test_a_database_outage_is_a_503_page() -> None:

@@ -1,5 +1,5 @@
-"""What an operator changes from the dashboard: replaying one event, or every failed event a
-filter matches.
+"""What an operator changes from the dashboard: replaying one event, or every event a filter
+matches (failed ones unless it names another status; in paced batches, as the CLI's).
 
 Each is a POST through `SignIn.checked_form` (same site, signed in, the CSRF token), and runs
 the same operation as `hookinbox replay`, with the same rules: an event a worker holds is
@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from hookinbox._records import Actor, ReplayResult
 from hookinbox.dashboard._context import Dashboard, utc_now
-from hookinbox.dashboard._forms import event_key, failed_only, filter_fields, parse_filters
+from hookinbox.dashboard._forms import event_key, filter_fields, parse_filters, replayable
 from hookinbox.dashboard._sign_in import SignIn
 
 REASON_LIMIT = 500
@@ -62,13 +62,13 @@ class Actions:
 
     async def bulk_replay(self, request: Request) -> Response:
         form = await self.sign_in.checked_form(request)
-        filters = failed_only(parse_filters(form, utc_now()))
+        filters = replayable(parse_filters(form, utc_now()))
         actor = actor_of(form)
         replayed = await self.dashboard.off_loop(
             lambda: sum(self.operations.replay_matching(filters, utc_now(), actor=actor))
         )
         session = self.sessions.read(request)
         return self.dashboard.render(
-            request, "replay_bulk.html", session, filters=filters,
-            fields=filter_fields(filters), count=0, replayed=replayed,
+            request, "replay_bulk.html", session, filters=filters, status=filters.status,
+            fields=filter_fields(filters), count=0, sample=[], replayed=replayed,
         )  # fmt: skip

@@ -9,6 +9,7 @@ dashboard is URL-encoded and small.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl
@@ -63,6 +64,7 @@ def parse_filters(params: QueryParams | FormData, now: datetime) -> EventFilter:
             since=parse_time(since, now) if since else None,
             until=parse_time(until, now) if until else None,
             event_id=text("q"),
+            error_contains=text("error"),
         )
     except ValueError:
         raise bad_request(f"unknown status {status!r}") from None
@@ -129,6 +131,7 @@ def filter_fields(filters: EventFilter) -> dict[str, str]:
         "since": filters.since.isoformat() if filters.since else None,
         "until": filters.until.isoformat() if filters.until else None,
         "q": filters.event_id,
+        "error": filters.error_contains,
     }
     return {name: value for name, value in fields.items() if value}
 
@@ -141,9 +144,20 @@ def event_key(params: QueryParams | FormData) -> tuple[str, str]:
     return source, event_id
 
 
-def failed_only(filters: EventFilter) -> EventFilter:
-    """Bulk replay is for failed events; a status in the request is overridden."""
-    return EventFilter(
-        Status.FAILED, filters.source, filters.event_type, filters.since, filters.until,
-        filters.event_id,
-    )  # fmt: skip
+NOT_IN_BULK = frozenset({Status.PROCESSING, Status.PROCESSED})
+"""Statuses a bulk replay from the dashboard refuses: a worker holds a processing event, and
+replaying processed ones runs their handlers again (one by one from an event's page, or
+`hookinbox replay --status processed --force`)."""
+
+
+def replayable(filters: EventFilter) -> EventFilter:
+    """The events a bulk replay takes: the filter's, failed ones when it names no status; a
+    status it cannot replay in bulk is a 400 that says why."""
+    if filters.status is None:
+        return replace(filters, status=Status.FAILED)
+    if filters.status in NOT_IN_BULK:
+        raise bad_request(
+            f"{filters.status.value} events are not replayed in bulk here: replay one from its "
+            "page, or use hookinbox replay --status processed --force"
+        )
+    return filters

@@ -28,14 +28,16 @@ from hookinbox.dashboard._forms import (
     bad_request,
     encode_cursor,
     event_key,
-    failed_only,
     filter_fields,
     parse_cursor,
     parse_filters,
     parse_search,
+    replayable,
 )
 
 PAGE_SIZE = 50
+SAMPLE = 5
+"""Events a bulk replay's confirmation lists (newest first) beside its count."""
 
 WORKER_GROUPS = 50
 """Hosts-and-kinds listed on the overview; `hookinbox status` counts every one."""
@@ -181,11 +183,14 @@ class Pages:
         return self.dashboard.render(request, "replay_one.html", session, event=event)
 
     async def bulk_confirm(self, request: Request, session: Session) -> Response:
-        filters = failed_only(parse_filters(request.query_params, utc_now()))
+        """The dry run: how many events the filter matches now, the newest few, and the form
+        that replays them."""
+        filters = replayable(parse_filters(request.query_params, utc_now()))
         count = await self.dashboard.off_loop(self.operations.count_events, filters)
+        sample = await self.dashboard.off_loop(self.operations.list_events, filters, SAMPLE)
         return self.dashboard.render(
-            request, "replay_bulk.html", session, filters=filters,
-            fields=filter_fields(filters), count=count, replayed=None,
+            request, "replay_bulk.html", session, filters=filters, status=filters.status,
+            fields=filter_fields(filters), count=count, sample=sample, replayed=None,
         )  # fmt: skip
 
     async def stylesheet(self, _request: Request) -> Response:
