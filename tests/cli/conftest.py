@@ -258,3 +258,22 @@ def shop(db_url: str) -> Iterator[Shop]:
 
     yield shop
     inbox.close()
+
+
+def set_errors(shop: Shop, errors: dict[tuple[str, str], str]) -> None:
+    """Events' last errors as a handler could have raised them (an UPDATE: the shop's outage
+    writes one text for all)."""
+    with shop.inbox.store.transaction() as connection:
+        for (source, event_id), text in errors.items():
+            connection.execute(
+                events.update()
+                .where(events.c.source == source, events.c.event_id == event_id)
+                .values(last_error=text)
+            )
+
+
+def fail_with(shop: Shop, errors: dict[tuple[str, int], str]) -> None:
+    """Invoice events driven to `failed` (`Shop.fail`), each with its own last error."""
+    for source, number in errors:
+        shop.fail(number, source=source)
+    set_errors(shop, {(source, f"evt_{n}"): text for (source, n), text in errors.items()})

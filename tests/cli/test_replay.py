@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from hookinbox import Status
 from tests.apps.orders import orders
-from tests.cli.conftest import DAY, Shop, error_line
+from tests.cli.conftest import DAY, Shop, error_line, fail_with, set_errors
 from tests.processing.conftest import checkout, subscription_update
 
 
@@ -153,31 +153,15 @@ def changed(
     return {key: status for key, status in after.items() if before.get(key) != status}
 
 
-def set_errors(shop: Shop, errors: dict[tuple[str, str], str]) -> None:
-    """The failed events' last errors, as a handler could have raised them."""
-    from hookinbox._storage._schema import events
-
-    with shop.inbox.store.transaction() as connection:
-        for (source, event_id), text in errors.items():
-            connection.execute(
-                events.update()
-                .where(events.c.source == source, events.c.event_id == event_id)
-                .values(last_error=text)
-            )
-
-
 def test_bulk_replay_by_error_text_and_time_with_a_dry_run_count_and_sample(shop: Shop) -> None:
     shop.clock.now = time.time() - 3 * DAY
     shop.fail(8)  # failed three days ago
     shop.catch_up()
-    shop.fail(1)
-    shop.fail(2)
-    shop.fail(3, source="connect")
-    set_errors(shop, {
-        ("stripe", "evt_8"): "Timeout talking to the ERP",
-        ("stripe", "evt_1"): "Timeout talking to the ERP",
-        ("stripe", "evt_2"): "card_declined",
-        ("connect", "evt_3"): "upstream timeout (50%_done)",
+    set_errors(shop, {("stripe", "evt_8"): "Timeout talking to the ERP"})
+    fail_with(shop, {
+        ("stripe", 1): "Timeout talking to the ERP",
+        ("stripe", 2): "card_declined",
+        ("connect", 3): "upstream timeout (50%_done)",
     })  # fmt: skip
     before = shop.statuses()
 

@@ -16,8 +16,7 @@ from hookinbox._records import Beat
 from hookinbox._storage import Store
 from hookinbox._storage._schema import workers
 from hookinbox.dashboard import dashboard_app
-from tests.cli.conftest import UNREACHABLE, Shop, customer_created
-from tests.cli.test_replay import set_errors
+from tests.cli.conftest import UNREACHABLE, Shop, customer_created, fail_with
 from tests.dashboard.conftest import TOKEN, Browser, csrf_of
 from tests.processing.conftest import checkout
 
@@ -313,13 +312,10 @@ def test_bulk_replay_shows_the_count_then_replays_the_failed_events(
 def test_replay_by_error_text_shows_a_dry_run_count_and_sample_then_replays_them(
     signed_in: Browser, shop: Shop
 ) -> None:
-    shop.fail(1)
-    shop.fail(2)
-    shop.fail(3, source="connect")
-    set_errors(shop, {
-        ("stripe", "evt_1"): "ERP timeout after 30 s",
-        ("stripe", "evt_2"): "card_declined",
-        ("connect", "evt_3"): "upstream Timeout",
+    fail_with(shop, {
+        ("stripe", 1): "ERP timeout after 30 s",
+        ("stripe", 2): "card_declined",
+        ("connect", 3): "upstream Timeout",
     })  # fmt: skip
 
     listed = signed_in.get("/admin/events?status=failed&error=TIMEOUT").text
