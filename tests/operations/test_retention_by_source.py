@@ -4,6 +4,7 @@ prune deletes each source's by its own cutoff, in batches that read a bounded nu
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,6 +19,9 @@ from hookinbox._storage import Cutoffs, Store, Sweep
 from hookinbox._storage._housekeeping import Housekeeping
 from hookinbox._storage._schema import deliveries, events
 from hookinbox.sources import GitHub, Shopify, Stripe
+from tests.support.signing import stripe_delivery
+
+SECRET = "whsec_retention"
 
 NOW = datetime.now(UTC)
 AGES = (5, 20, 120, 400)
@@ -178,3 +182,47 @@ def test_a_source_s_retention_shorter_than_its_window_is_refused_unless_forced()
     for wrong in (timedelta(0), timedelta(days=-1), timedelta(days=40_000), 30):
         with pytest.raises(ConfigurationError, match="retention must be a positive timedelta"):
             Inbox("sqlite:///x.db").add_source(GitHub(secret="x"), retention=wrong)  # type: ignore[arg-type]
+
+
+def test_a_source_kept_longer_lists_its_retention_and_keeps_its_old_events(db_url: str) -> None:
+    """`hookinbox prune --dry-run` with an APP whose Stripe keeps 400 days: each source's
+    retention is listed, and the prune deletes GitHub's 120-day-old event only."""
+    from tests.cli.conftest import hookinbox
+
+    store = Store(db_url)
+    store.migrate()
+    add(store, [("stripe", "old", 120, Status.PROCESSED), ("github", "old", 120, Status.PROCESSED)])
+    app = "tests.apps.kept_longer:inbox"
+
+    dry_run = hookinbox("prune", app, "--database-url", db_url, "--dry-run")
+    pruned = hookinbox("prune", app, "--database-url", db_url, "--json")
+
+    assert (dry_run.returncode, dry_run.stderr) == (0, "")
+    assert dry_run.stdout.splitlines() == [
+        "would delete 1 events, 1 delivery log rows and 0 delivered outbox messages older than "
+        "90d (or their source's own retention)",
+        "  github: kept 90d (the inbox's)",
+        "  stripe: kept 400d",
+    ]
+    assert pruned.returncode == 0, pruned.stderr
+    report = json.loads(pruned.stdout)
+    assert report["retention_by_source"] == {"github": "90d", "stripe": "400d"}
+    assert (report["events"], report["deliveries"]) == (1, 1)
+    assert kept(store) == kept(store, deliveries) == {("stripe", "old")}
+    store.dispose()
+
+
+def test_an_event_older_than_the_inbox_s_retention_but_not_its_source_s_is_not_stale(
+    db_url: str,
+) -> None:
+    inbox = Inbox(db_url, retention=timedelta(days=90))
+    inbox.add_source(Stripe(secret=SECRET), retention=timedelta(days=365))
+    inbox.add_source(Stripe(secret=SECRET, name="connect"))
+    created = int((NOW - timedelta(days=100)).timestamp())
+    event = {"id": "evt_1", "type": "invoice.paid", "created": created, "data": {"object": {}}}
+    for source in ("stripe", "connect"):
+        headers, body = stripe_delivery(event, SECRET)
+        assert inbox.receive(source, headers, body).status_code == 200
+    assert inbox.store.get_event("stripe", "evt_1").status is Status.PENDING  # type: ignore[union-attr]
+    assert inbox.store.get_event("connect", "evt_1").status is Status.STALE  # type: ignore[union-attr]
+    inbox.close()
