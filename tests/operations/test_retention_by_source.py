@@ -226,3 +226,49 @@ def test_an_event_older_than_the_inbox_s_retention_but_not_its_source_s_is_not_s
     assert inbox.store.get_event("stripe", "evt_1").status is Status.PENDING  # type: ignore[union-attr]
     assert inbox.store.get_event("connect", "evt_1").status is Status.STALE  # type: ignore[union-attr]
     inbox.close()
+
+
+@pytest.mark.slow
+def test_a_window_prune_keeps_ingest_answering(db_url: str) -> None:
+    """10,000 old events, half of them kept for a longer retention, half to delete among them:
+    the window's batches, each reading at most a batch, run while a server takes deliveries,
+    and not one delivery is answered 503."""
+    import asyncio
+    import threading
+
+    from tests.apps import orders as orders_app
+    from tests.operations.test_prune import _steady_load
+    from tests.support.server import running_server
+
+    store = Store(db_url)
+    store.migrate()
+    add(
+        store,
+        [("stripe", f"keep_{n}", 120, Status.PROCESSED) for n in range(5_000)]
+        + [("connect", f"drop_{n}", 120, Status.PROCESSED) for n in range(5_000)],
+    )
+    stop = threading.Event()
+    with running_server("tests.apps.orders:inbox", db_url, "--no-worker") as base_url:
+        results: list[list[int]] = []
+        load = threading.Thread(
+            target=lambda: results.append(asyncio.run(_steady_load(base_url, stop)))
+        )
+        load.start()
+        result = prune(store.housekeeping, now=NOW, retention=RETENTIONS_STRIPE_LONGER)
+        stop.set()
+        load.join(timeout=120)
+    assert result.events == 5_000
+    [statuses] = results
+    assert len(statuses) >= 200 and set(statuses) == {200}
+    with store.reading() as connection:
+        left = dict(
+            connection.execute(
+                sa.select(events.c.source, sa.func.count()).group_by(events.c.source)
+            ).all()
+        )
+    assert left == {"stripe": 5_000 + len(statuses)}  # the kept ones and the new deliveries
+    assert orders_app.STRIPE_SECRET  # the server's app: deliveries signed for it
+    store.dispose()
+
+
+RETENTIONS_STRIPE_LONGER = Retentions(timedelta(days=90), {"stripe": timedelta(days=365)})
