@@ -8,7 +8,6 @@ found through the queue's small open index, done ones through `received_at`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -280,22 +279,6 @@ class Operator:
                 return ReplayResult.NEEDS_FORCE, previous
             _replay(connection, self.store, [row_id], now, actor)
             return ReplayResult.REPLAYED, previous
-
-    def replay_matching(
-        self, filters: EventFilter, now: datetime, *, actor: Actor, batch_size: int = 500
-    ) -> Iterator[int]:
-        """Replay every event matching `filters` (a status must be given), batch by batch,
-        unpaced (`_operations._replay` paces them); yields the size of each batch."""
-        after = 0
-        while True:
-            read, replayed = self.replay_batch(
-                filters, now, actor=actor, after=after, batch_size=batch_size
-            )
-            if not read:
-                return
-            after = read[-1]
-            if replayed:
-                yield len(replayed)
 
     def replay_batch(
         self, filters: EventFilter, now: datetime, *, actor: Actor, after: int, batch_size: int
