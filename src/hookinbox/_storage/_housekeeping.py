@@ -230,7 +230,12 @@ class Housekeeping:
     ) -> list[int]:
         """The ids of `table` to delete among the next `batch_size` rows of the window (done
         events only): at most a batch read, whatever share of it is kept; the sweep moves past
-        them. Nothing (and the table's sweep done) once the window is read to its end."""
+        them. Nothing (and the table's sweep done) once the window is read to its end.
+
+        The rows are read without a lock: locking a kept row is a write on PostgreSQL (its
+        `xmax`, the page dirtied), and a prune would rewrite every kept page of the window
+        each day. Only the events to delete are then locked, `SKIP LOCKED` and still done, as
+        below the earliest cutoff."""
         cutoffs = sweep.cutoffs
         is_events = table is events
         after = sweep.events_after if is_events else sweep.log_after
@@ -241,7 +246,7 @@ class Housekeeping:
             .limit(batch_size)
         )
         if is_events:
-            query = query.where(*prunable(cutoffs.latest)[:1]).with_for_update(skip_locked=True)
+            query = query.where(*prunable(cutoffs.latest)[:1])
         rows = connection.execute(query).all()
         sweep.read = max(sweep.read, len(rows))
         cursor = (rows[-1].received_at, rows[-1].id) if rows else after
@@ -250,7 +255,15 @@ class Housekeeping:
             sweep.events_after, sweep.events_done = cursor, finished
         else:
             sweep.log_after, sweep.log_done = cursor, finished
-        return [row.id for row in rows if row.received_at < cutoffs.for_source(row.source)]
+        chosen = [row.id for row in rows if row.received_at < cutoffs.for_source(row.source)]
+        if not is_events or not chosen:
+            return chosen
+        locked = (
+            sa.select(events.c.id)
+            .where(events.c.id.in_(chosen), *prunable(cutoffs.latest)[:1])
+            .with_for_update(skip_locked=True)
+        )
+        return list(connection.execute(locked).scalars())
 
     @property
     def busy_batch_seconds(self) -> float:
