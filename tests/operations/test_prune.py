@@ -8,6 +8,7 @@ import multiprocessing
 import sqlite3
 import threading
 import time as clock
+from collections.abc import Callable
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import sqlalchemy as sa
 from hookinbox import ConfigurationError, Inbox, Status
 from hookinbox._operations import DailyJob, check_retention, current_slot, prune
 from hookinbox._operations._pacing import Pacer
+from hookinbox._operations._prune import PruneResult, Retentions
 from hookinbox._records import Pressure
 from hookinbox._storage import Store
 from hookinbox._storage._schema import deliveries, events
@@ -87,6 +89,30 @@ async def _steady_load(base_url: str, stop: threading.Event) -> list[int]:
     return statuses
 
 
+def pruned_under_load(
+    db_url: str,
+    store: Store,
+    retention: timedelta | Retentions,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[PruneResult, list[int]]:
+    """A prune of `store` while a server on the same database takes a steady load of
+    deliveries: its result, and the status of every delivery sent meanwhile (200 at least)."""
+    stop = threading.Event()
+    with running_server("tests.apps.orders:inbox", db_url, "--no-worker") as base_url:
+        results: list[list[int]] = []
+        load = threading.Thread(
+            target=lambda: results.append(asyncio.run(_steady_load(base_url, stop)))
+        )
+        load.start()
+        result = prune(
+            store.housekeeping, now=datetime.now(UTC), retention=retention, progress=progress
+        )
+        stop.set()
+        load.join(timeout=120)
+    [statuses] = results
+    return result, statuses
+
+
 @pytest.mark.slow
 def test_20000_old_rows_are_pruned_while_ingest_keeps_answering(db_url: str) -> None:
     store = Store(db_url)
@@ -95,28 +121,13 @@ def test_20000_old_rows_are_pruned_while_ingest_keeps_answering(db_url: str) -> 
     insert_old(store, 50, Status.FAILED, "broken")
     insert_old(store, 50, Status.STALE, "held")
     insert_old(store, 50, Status.DEFERRED, "later")
-    stop = threading.Event()
-    with running_server("tests.apps.orders:inbox", db_url, "--no-worker") as base_url:
-        results: list[list[int]] = []
-        load = threading.Thread(
-            target=lambda: results.append(asyncio.run(_steady_load(base_url, stop)))
-        )
-        load.start()
-        batches: list[int] = []
-        result = prune(
-            store.housekeeping,
-            now=datetime.now(UTC),
-            retention=timedelta(days=90),
-            progress=batches.append,
-        )
-        stop.set()
-        load.join(timeout=120)
+    batches: list[int] = []
+    result, statuses = pruned_under_load(db_url, store, timedelta(days=90), progress=batches.append)
     assert result.events == 20_000
     # The log is pruned by its own time: the kept events' old deliveries go too.
     assert result.deliveries == 20_200
     # Paced: short transactions while the server stores deliveries, not one big one.
     assert len(batches) >= 8 and max(batches) <= Pacer().max_rows, batches
-    [statuses] = results
     assert len(statuses) >= 200
     assert set(statuses) == {200}  # ingest never got a 503 while the pruner ran
     remaining = count_by_status(store)
