@@ -155,7 +155,7 @@ def _prepare(connection: Connection, wait: float | None) -> bool:
         op = Operations(MigrationContext.configure(connection))
         if not sa.inspect(connection).has_table("hookinbox_event_queue"):
             # A position is only good for the table it was copied into (and its triggers).
-            _forget_position(connection)
+            forget_position(connection)
         create_queue_table(op)
         dialect.queue_new_events(op)
         dialect.mirror_queue_changes(op)
@@ -169,13 +169,13 @@ def copy_batch(connection: Connection, rows: int) -> tuple[int, int] | None:
         _dialect(connection).lock_for_copy(connection)
         if not _before_schema_9(connection):
             return None
-        low = _position(connection)
+        low = position(connection)
         newest = connection.execute(sa.select(sa.func.max(_events.c.id))).scalar() or 0
         if low >= newest:
             return None
         high = min(low + rows, newest)
         connection.execute(_copy(_dialect(connection), low, high))
-        _save_position(connection, high)
+        save_position(connection, POSITION_JOB, high)
     return high, newest
 
 
@@ -237,10 +237,10 @@ def finish_copy(op: Operations) -> None:
     (all of them when no copy ran before), then no tombstone and no mirroring trigger."""
     connection = op.get_bind()
     dialect = dialect_of(connection)
-    low = _position(connection)
+    low = position(connection)
     # First: were the step cut short where each statement commits (MariaDB), the next run
     # copies everything again rather than trust a position without its triggers.
-    _forget_position(connection)
+    forget_position(connection)
     connection.execute(_copy(dialect, low, None))
     dialect.stop_mirroring_queue(op)
     connection.execute(_queue.delete().where(_queue.c.state == TOMBSTONE))
@@ -264,29 +264,32 @@ def _copy(dialect: Dialect, low: int, high: int | None) -> Executable:
 
 
 def _before_schema_9(connection: Connection) -> bool:
+    return 1 <= schema_version(connection) < SCHEMA
+
+
+def schema_version(connection: Connection) -> int:
+    """The database's schema version, 0 without hookinbox's tables."""
     if not sa.inspect(connection).has_table("hookinbox_schema_versions"):
-        return False
-    version = connection.execute(sa.select(sa.func.max(_versions.c.version))).scalar() or 0
-    return 1 <= version < SCHEMA
+        return 0
+    return connection.execute(sa.select(sa.func.max(_versions.c.version))).scalar() or 0
 
 
-def _position(connection: Connection) -> int:
-    value = connection.execute(
-        sa.select(_jobs.c.last_result).where(_jobs.c.name == POSITION_JOB)
-    ).scalar()
+def position(connection: Connection, job: str = POSITION_JOB) -> int:
+    """The last id a copy kept in `hookinbox_jobs` under `job`, 0 without one."""
+    value = connection.execute(sa.select(_jobs.c.last_result).where(_jobs.c.name == job)).scalar()
     return int(value) if value else 0
 
 
-def _save_position(connection: Connection, high: int) -> None:
+def save_position(connection: Connection, job: str, high: int) -> None:
     """Copies may run beside each other (PostgreSQL): each saves the end of its own batch,
     below which every id is copied, whichever saves last."""
     values = {"last_run_at": datetime.now(UTC), "last_result": str(high)}
-    statement = _dialect(connection).insert(_jobs).values(name=POSITION_JOB, **values)
+    statement = _dialect(connection).insert(_jobs).values(name=job, **values)
     connection.execute(statement.on_conflict_do_update(index_elements=["name"], set_=values))
 
 
-def _forget_position(connection: Connection) -> None:
-    connection.execute(_jobs.delete().where(_jobs.c.name == POSITION_JOB))
+def forget_position(connection: Connection, job: str = POSITION_JOB) -> None:
+    connection.execute(_jobs.delete().where(_jobs.c.name == job))
 
 
 def _dialect(connection: Connection) -> Dialect:

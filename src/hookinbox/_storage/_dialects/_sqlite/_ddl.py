@@ -89,5 +89,20 @@ class SQLiteMigrations(Dialect):
             )
 
 
+    def copy_new_payloads(self, op: Operations) -> None:
+        op.execute(
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_events_payload AFTER INSERT"
+            " ON hookinbox_events BEGIN INSERT OR IGNORE INTO hookinbox_payloads"
+            " (id, body, headers) VALUES (NEW.id, NEW.body, NEW.headers); END"
+        )
+
+    def drop_payload_columns(self, op: Operations) -> None:
+        # The trigger first: SQLite refuses to drop a column a trigger names. The step holds
+        # the one write lock, so no insert comes between. SQLite's DROP COLUMN rewrites
+        # every row of the table (docs/storage.md, "Upgrading to schema 14").
+        op.execute("DROP TRIGGER IF EXISTS hookinbox_events_payload")
+        for column in ("body", "headers"):
+            op.execute(f"ALTER TABLE hookinbox_events DROP COLUMN {column}")
+
 _CLOSED = "'processed', 'unhandled'"
 """The statuses of an event whose work is over (no queue row), in the triggers' SQL."""
