@@ -110,7 +110,9 @@ def _prepare(connection: Connection, wait: float | None) -> bool:
         dialect.lock_for_migration(connection)
         if wait is not None:
             dialect.limit_lock_waits(connection, wait)
-        if not 1 <= schema_version(connection) < SCHEMA:
+        if not 1 <= schema_version(connection) < SCHEMA or not has_payload_columns(connection):
+            # No column to copy from: a rollback that deleted this version's row (the step
+            # runs again, and finds its work done).
             return False
         op = Operations(MigrationContext.configure(connection))
         if not sa.inspect(connection).has_table("hookinbox_payloads"):
@@ -159,13 +161,14 @@ def finish_copy(op: Operations) -> None:
     # First: were the step cut short where each statement commits (MariaDB), the next run
     # copies everything again rather than trust a position.
     forget_position(connection, POSITION_JOB)
-    if _has_payload_columns(connection):
+    if has_payload_columns(connection):
         connection.execute(_copy(dialect, low, None))
     dialect.drop_payload_columns(op)
 
 
-def _has_payload_columns(connection: Connection) -> bool:
-    """False only when a step cut short (MariaDB) dropped them already."""
+def has_payload_columns(connection: Connection) -> bool:
+    """False once schema 14 dropped them (a step run again after a rollback of its row, or
+    cut short on MariaDB after its DDL committed)."""
     columns = sa.inspect(connection).get_columns("hookinbox_events")
     return any(column["name"] == "body" for column in columns)
 

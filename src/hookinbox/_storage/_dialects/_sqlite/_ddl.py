@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import sqlalchemy as sa
+
 from hookinbox._storage._dialects._base import Dialect
 
 if TYPE_CHECKING:
@@ -101,8 +103,10 @@ class SQLiteMigrations(Dialect):
         # the one write lock, so no insert comes between. SQLite's DROP COLUMN rewrites
         # every row of the table (docs/storage.md, "Upgrading to schema 14").
         op.execute("DROP TRIGGER IF EXISTS hookinbox_events_payload")
+        present = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("hookinbox_events")}
         for column in ("body", "headers"):
-            op.execute(f"ALTER TABLE hookinbox_events DROP COLUMN {column}")
+            if column in present:  # not when the step runs again (docs/upgrading.md)
+                op.execute(f"ALTER TABLE hookinbox_events DROP COLUMN {column}")
 
 _CLOSED = "'processed', 'unhandled'"
 """The statuses of an event whose work is over (no queue row), in the triggers' SQL."""
