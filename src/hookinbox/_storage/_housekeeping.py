@@ -2,8 +2,9 @@
 deleting it in short batches), the daily jobs' claims, and the space a prune frees.
 
 Done events (processed, unhandled) older than the retention are pruned with their payloads
-and delivered outbox messages; the delivery log by its own time. Pending, deferred, processing, failed and
-stale events are never pruned, however old: they have queue rows, and operators act on them.
+and delivered outbox messages; the delivery log by its own time. Pending, deferred,
+processing, failed and stale events are never pruned, however old: they have queue rows, and
+operators act on them.
 """
 
 from __future__ import annotations

@@ -90,7 +90,6 @@ class SQLiteMigrations(Dialect):
                 f" BEGIN SELECT RAISE(ABORT, '{OLD_LEASE}'); END"
             )
 
-
     def copy_new_payloads(self, op: Operations) -> None:
         op.execute(
             "CREATE TRIGGER IF NOT EXISTS hookinbox_events_payload AFTER INSERT"
@@ -107,6 +106,7 @@ class SQLiteMigrations(Dialect):
         for column in ("body", "headers"):
             if column in present:  # not when the step runs again (docs/upgrading.md)
                 op.execute(f"ALTER TABLE hookinbox_events DROP COLUMN {column}")
+
 
 _CLOSED = "'processed', 'unhandled'"
 """The statuses of an event whose work is over (no queue row), in the triggers' SQL."""
