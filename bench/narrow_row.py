@@ -36,7 +36,7 @@ import sqlalchemy as sa
 
 from bench._common import ROOT, database, save
 from bench.growth import APP, drain, log, open_engine
-from bench.heap_only import checkout, environment, hookinbox, workers
+from bench.heap_only import checkout, counters, environment, hookinbox, workers
 
 TABLES = ("hookinbox_events", "hookinbox_payloads", "hookinbox_event_queue")
 
@@ -81,17 +81,6 @@ def sizes(engine: sa.Engine) -> dict[str, dict[str, int]]:
             for name, heap, toast, indexes in rows}  # fmt: skip
 
 
-def updates(engine: sa.Engine) -> dict[str, tuple[int, int]]:
-    """(row updates, heap-only ones) per table, as the statistics have them now."""
-    query = sa.text(
-        "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
-        " WHERE relname = ANY(:tables)"
-    )
-    with engine.connect() as connection:
-        connection.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
-        return {r[0]: (r[1], r[2]) for r in connection.execute(query, {"tables": list(TABLES)})}
-
-
 def wal(engine: sa.Engine) -> int:
     with engine.connect() as connection:
         return int(connection.exec_driver_sql("SELECT pg_current_wal_lsn() - '0/0'").scalar_one())
@@ -129,15 +118,15 @@ def side(tree: Path, name: str, count: int, batch: int, processes: int,
         body_bytes = int(stored.stdout.strip())
         with engine.begin() as connection:
             connection.exec_driver_sql("CHECKPOINT")
-        before_wal, before_updates = wal(engine), updates(engine)
+        before_wal, before_updates = wal(engine), counters(engine)
         with workers(tree, url, processes) as started_workers:
             run = drain(engine, since, count, timeout=1800, workers_=started_workers)
         time.sleep(1)  # the workers' statistics are flushed as their backends end
-        written, after_updates = wal(engine) - before_wal, updates(engine)
+        written, after_updates = wal(engine) - before_wal, counters(engine)
         kept = sizes(engine)
         engine.dispose()
     after, before = after_updates["hookinbox_events"], before_updates["hookinbox_events"]
-    events_updates = [a - b for a, b in zip(after, before, strict=True)]
+    events_updates = [after[k] - before[k] for k in ("updated", "hot")]
     per_event = {t: {k: round(v / count) for k, v in parts.items()} for t, parts in kept.items()}
     total = sum(v for table in ("hookinbox_events", "hookinbox_payloads")
                 for v in kept.get(table, {}).values())  # fmt: skip

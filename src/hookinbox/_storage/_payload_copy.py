@@ -27,24 +27,18 @@ behind: the prune of schema 14 deletes such rows (`_housekeeping._delete_orphan_
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
-from hookinbox._logging import logger
 from hookinbox._storage._dialects import Dialect, dialect_of
 from hookinbox._storage._dialects._borrowed import OwnsNoTransactions
 from hookinbox._storage._dialects._table_options import row_id_type
 from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._queue_copy import (
-    FIRST_ROWS,
-    PAUSE,
-    PROGRESS_EVERY,
-    _next_size,
-    _retrying,
     forget_position,
+    in_batches,
     position,
     save_position,
     schema_version,
@@ -53,8 +47,6 @@ from hookinbox._storage._types import LongBinary, LongText
 
 if TYPE_CHECKING:
     from alembic.operations import Operations
-
-log = logger("hookinbox._storage")
 
 SCHEMA = 14
 """The version whose step this copy prepares."""
@@ -83,16 +75,7 @@ def copy_payloads(engine: Engine, target: int) -> None:
     with engine.connect() as connection:
         if not prepare(connection):
             return
-        rows, started, last_log = FIRST_ROWS, time.monotonic(), time.monotonic()
-        while (span := _retrying(copy_batch, connection, rows)) is not None:
-            now = time.monotonic()
-            rows = _next_size(rows, took=now - started)
-            if now - last_log >= PROGRESS_EVERY:
-                log.info("schema 14: payloads copied up to id %d of %d", *span)
-                last_log = now
-            # As long as the batch took: the copy has half of the database's time at most.
-            time.sleep(max(PAUSE, now - started))
-            started = time.monotonic()
+        in_batches(connection, copy_batch, "schema 14: payloads copied")
 
 
 def prepare(connection: Connection) -> bool:

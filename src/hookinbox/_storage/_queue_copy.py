@@ -112,19 +112,31 @@ def copy_open_events(engine: Engine, target: int) -> None:
     with engine.connect() as connection:
         if not prepare(connection):
             return
-        rows, started, last_log = FIRST_ROWS, time.monotonic(), time.monotonic()
-        while (span := _retrying(copy_batch, connection, rows)) is not None:
-            now = time.monotonic()
-            rows = _next_size(rows, took=now - started)
-            if now - last_log >= PROGRESS_EVERY:
-                log.info("schema 9: open events copied to the queue up to id %d of %d", *span)
-                last_log = now
-            # As long as the batch took: the copy has half of the database's time at most,
-            # the deliveries (and on SQLite, the write lock) the rest.
-            time.sleep(max(PAUSE, now - started))
-            started = time.monotonic()
+        in_batches(connection, copy_batch, "schema 9: open events copied to the queue")
         while _retrying(sweep_batch, connection, SWEEP_ROWS) == SWEEP_ROWS:
             time.sleep(PAUSE)
+
+
+Batch = Callable[[Connection, int], "tuple[int, int] | None"]
+"""A copy's batch of up to N ids in a transaction of its own: (the last id copied, the newest
+id), None once there is nothing left to copy."""
+
+
+def in_batches(connection: Connection, batch: Batch, progress: str) -> None:
+    """`batch` run until it has copied up to the newest id, each sized to take about
+    `TARGET_SECONDS` and followed by a pause as long; a log line (`progress` up to id N of M)
+    every `PROGRESS_EVERY` seconds."""
+    rows, started, last_log = FIRST_ROWS, time.monotonic(), time.monotonic()
+    while (span := _retrying(batch, connection, rows)) is not None:
+        now = time.monotonic()
+        rows = _next_size(rows, took=now - started)
+        if now - last_log >= PROGRESS_EVERY:
+            log.info("%s up to id %d of %d", progress, *span)
+            last_log = now
+        # As long as the batch took: the copy has half of the database's time at most, the
+        # deliveries (and on SQLite, the write lock) the rest.
+        time.sleep(max(PAUSE, now - started))
+        started = time.monotonic()
 
 
 def _next_size(rows: int, took: float) -> int:
