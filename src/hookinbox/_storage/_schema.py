@@ -42,11 +42,12 @@ schema_versions = Table(
     Column("min_code_version", Integer),
 )
 
-EVENTS_FILLFACTOR = 85
+EVENTS_FILLFACTOR = 50
 """Percent of each page of `hookinbox_events` filled by inserts: the rest is room for the
-version of each row its processing writes, on its own page (PostgreSQL; schema 10 left half
-of each page; since schema 14 the row holds no body, and 15 % leaves room for several
-versions: docs/storage.md, "Bytes per event")."""
+version of each row its processing writes, on its own page (PostgreSQL; schema 10). Measured
+again for schema 14's narrow row (docs/storage.md, "Bytes per event"): at 70 % a third of
+processing's updates left the page, and the versions they wrote elsewhere made the table
+larger than at 50 %, where every update stayed heap-only."""
 QUEUE_FILLFACTOR = 30
 """The same for the queue's small rows, which a lease and a release rewrite; the queue holds
 only unfinished work, so the room costs little."""
