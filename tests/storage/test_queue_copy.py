@@ -205,7 +205,8 @@ def test_a_long_transaction_on_the_events_holds_no_delivery_behind_the_upgrade(
     holder.start()
     assert claimed.wait(timeout=30)
     results: list[tuple[int, int]] = []
-    upgrade = threading.Thread(target=lambda: results.append(store.migrate()))
+    # To schema 13: schema 8's inserts below fail once schema 14 drops the events' bodies.
+    upgrade = threading.Thread(target=lambda: results.append(store.migrate(13)))
     upgrade.start()
     latencies: list[float] = []
     for number in range(60):  # schema 8's ingest, every 50 ms for 3 s
@@ -216,7 +217,7 @@ def test_a_long_transaction_on_the_events_holds_no_delivery_behind_the_upgrade(
         time.sleep(max(0.0, 0.05 - latencies[-1]))
     holder.join(timeout=60)
     upgrade.join(timeout=60)
-    assert results == [(8, LATEST_VERSION)]
+    assert results == [(8, 13)]
     print(f"slowest of {len(latencies)} deliveries: {max(latencies):.3f} s")
     assert max(latencies) < 1.0, f"slowest delivery {max(latencies):.2f} s"
     assert _state(store, "evt_01") is None  # the claim committed before the step: done
