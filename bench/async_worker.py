@@ -70,8 +70,9 @@ def bare_async_loop(backend: str, events_count: int) -> dict[str, Any]:
             connection = await asyncpg.connect(url)
             started, cpu_started = time.perf_counter(), time.process_time()
             pending = await connection.fetch(
-                "SELECT id, body FROM hookinbox_events WHERE status = 'pending'"
-                " AND next_attempt_at <= $1 ORDER BY next_attempt_at, id",
+                "SELECT e.id, p.body FROM hookinbox_events e JOIN hookinbox_payloads p USING (id)"
+                " WHERE e.status = 'pending' AND e.next_attempt_at <= $1"
+                " ORDER BY e.next_attempt_at, e.id",
                 datetime.now(UTC),
             )
             for row in pending:

@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Inbox
-from hookinbox._storage._schema import events
+from hookinbox._storage._schema import events, payloads
 from hookinbox.sources import HubSpot
 from hookinbox.testing import sign
 from tests.support.workers import opened_store, read_all
@@ -156,5 +156,8 @@ def test_copies_of_a_batch_from_concurrent_processes_store_each_event_once(db_ur
     for round_ in range(ROUNDS):
         assert sum(result[round_] for result in results) == PER_ROUND, results
     with opened_store(db_url, migrate=False) as store:
-        body = read_all(store, sa.select(events.c.body).where(events.c.event_id == "1:0"))
+        stored_body = sa.select(payloads.c.body).join_from(
+            events, payloads, payloads.c.id == events.c.id
+        )
+        body = read_all(store, stored_body.where(events.c.event_id == "1:0"))
     assert json.loads(body[0][0])["eventId"] == 0

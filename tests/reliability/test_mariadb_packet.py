@@ -31,7 +31,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox._storage import Store
-from hookinbox._storage._schema import events
+from hookinbox._storage._schema import events, payloads
 from tests.apps import basic, large_bodies
 from tests.reliability import _mariadb
 from tests.reliability._report import Trial, record
@@ -72,7 +72,10 @@ def stored_digests(url: str) -> dict[str, bytes]:
     store = Store(url)
     try:
         with store.engine.connect() as connection:
-            rows = connection.execute(sa.select(events.c.event_id, events.c.body)).all()
+            query = sa.select(events.c.event_id, payloads.c.body).join_from(
+                events, payloads, payloads.c.id == events.c.id
+            )
+            rows = connection.execute(query).all()
     finally:
         store.dispose()
     return {event_id: hashlib.sha256(body).digest() for event_id, body in rows}

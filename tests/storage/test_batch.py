@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hookinbox._model import NewDelivery, RecordedDelivery, Status
 from hookinbox._storage import Store
-from hookinbox._storage._schema import deliveries, events
+from hookinbox._storage._schema import deliveries, events, payloads
 from hookinbox._text import safe_text
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -39,12 +39,17 @@ def batch(store: Store, items: list[NewDelivery]) -> list[RecordedDelivery]:
 
 
 def rows(store: Store, source: str) -> tuple[list[dict[str, object]], list[tuple[object, ...]]]:
-    """Every stored column (ids left out: they differ by backend history), in key order."""
+    """Every stored column, the payload's too (ids left out: they differ by backend history),
+    in key order."""
+    with_payload = events.outerjoin(payloads, payloads.c.id == events.c.id)
     with store.engine.connect() as connection:
         stored = [
             {k: v for k, v in r.items() if k != "id"}
             for r in connection.execute(
-                sa.select(events).where(events.c.source == source).order_by(events.c.event_id)
+                sa.select(events, payloads.c.body, payloads.c.headers)
+                .select_from(with_payload)
+                .where(events.c.source == source)
+                .order_by(events.c.event_id)
             ).mappings()
         ]
         log = [

@@ -35,7 +35,7 @@ def batch_size(statement: str, parameters: Any) -> int | None:
     if statement.startswith("INSERT INTO hookinbox_events") and (
         "?, 0, 0, ?" in statement or "%s, 0, 0, %s" in statement  # SQLite, MariaDB
     ):
-        return len(parameters) // 13  # 13 bound values per row
+        return len(parameters) // 11  # 11 bound values per row (the payload travels apart)
     return None  # anything else, including the one-row upsert used without group commit
 
 

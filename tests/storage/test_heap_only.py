@@ -25,8 +25,8 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox._storage import LATEST_VERSION, Store, _migrations
-from hookinbox._storage._schema import events
 from tests.apps import orders
+from tests.storage._old_events import EVENTS_13
 from tests.storage.test_schema_9 import _event as old_event
 from tests.support.workers import (
     ACTIVE,
@@ -114,7 +114,7 @@ def test_schema_10_gives_the_room_without_rewriting_a_table(empty_db_url: str) -
     try:
         _migrations.migrate(store.engine, target=9)
         with store.engine.begin() as connection:  # events of schema 9, pending and done
-            connection.execute(events.insert(), [
+            connection.execute(EVENTS_13.insert(), [
                 old_event(f"evt_{n}", "pending" if n % 2 else "processed") for n in range(50)
             ])  # fmt: skip
         before = _table_files(store)
@@ -139,7 +139,7 @@ def test_schema_11_adds_received_via_without_rewriting_a_table(empty_db_url: str
     try:
         _migrations.migrate(store.engine, target=10)
         with store.engine.begin() as connection:
-            connection.execute(events.insert(), [old_event(f"evt_{n}", "processed")
+            connection.execute(EVENTS_13.insert(), [old_event(f"evt_{n}", "processed")
                                                  for n in range(50)])  # fmt: skip
         before = _table_files(store)
         assert store.migrate() == (10, LATEST_VERSION)

@@ -93,6 +93,12 @@ def sender(url: str, out: Path, rate: float = 50) -> Iterator[list[list[float]]]
         answers.extend(json.loads(line) for line in out.read_text().splitlines())
 
 
+_MIGRATE_TO_13 = (
+    "import sys; from hookinbox._storage import Store;"
+    " print(Store(sys.argv[1], auto_migrate=False).migrate(13))"
+)
+
+
 @pytest.mark.parametrize("backend", ["postgres", "mysql", "sqlite"])
 def test_upgrading_500000_open_events_under_ingest_answers_every_delivery_in_time(
     backend: str, empty_db_url: str, tmp_path: Path
@@ -104,11 +110,16 @@ def test_upgrading_500000_open_events_under_ingest_answers_every_delivery_in_tim
     with schema_8_ingest(empty_db_url) as url, sender(url, tmp_path / "answers") as answers:
         time.sleep(1)  # a second of answers before the upgrade
         started = time.monotonic()
-        result = run_cli("migrate", "--database-url", empty_db_url, timeout=900)
+        # To schema 13, the last that schema 8's ingest can insert into (schema 14 drops the
+        # events' bodies: older processes fail closed, docs/upgrading.md).
+        result = subprocess.run(
+            [sys.executable, "-c", _MIGRATE_TO_13, empty_db_url],
+            cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
         took = time.monotonic() - started
         time.sleep(1)  # and after
     assert result.returncode == 0, result.stderr
-    assert "from version 8 to" in result.stdout
+    assert "(8, 13)" in result.stdout
     during = [a for a in answers if started <= a[0] <= started + took]
     slowest = max(seconds for _, seconds, _ in answers)
     top = sorted(answers, key=lambda a: -a[1])[:5]

@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._storage import Store
 from hookinbox._storage._dialects._mysql._server import check_server
-from hookinbox._storage._schema import events
+from hookinbox._storage._schema import events, payloads
 from tests.storage.test_deliveries import delivery
 
 on_mariadb = pytest.mark.parametrize("backend", ["mysql"])
@@ -63,7 +63,7 @@ def test_four_byte_characters_round_trip(store: Store) -> None:
     assert event is not None
     with store.reading() as connection:
         row = connection.execute(
-            sa.select(events.c.body, events.c.headers).where(events.c.id == event.row_id)
+            sa.select(payloads.c.body, payloads.c.headers).where(payloads.c.id == event.row_id)
         ).one()
     assert row.body == body
     assert json.loads(row.headers) == {"x-emoji": "\U0001f680"}
@@ -126,8 +126,8 @@ def test_long_columns_are_hookinbox_s_own_and_an_application_s_text_stays_text(
             )
         }
     assert columns == {
-        ("hookinbox_events", "body"): "LONGBLOB",
-        ("hookinbox_events", "headers"): "LONGTEXT",
+        ("hookinbox_payloads", "body"): "LONGBLOB",
+        ("hookinbox_payloads", "headers"): "LONGTEXT",
         ("hookinbox_outbox", "payload"): "LONGTEXT",
         ("shop_notes", "note"): "TEXT",
         ("shop_notes", "scan"): "BLOB",

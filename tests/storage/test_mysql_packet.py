@@ -23,7 +23,7 @@ from sqlalchemy.engine import make_url
 
 from hookinbox import ConfigurationError, Inbox
 from hookinbox._storage._dialects._mysql._packet import largest_body
-from hookinbox._storage._schema import events
+from hookinbox._storage._schema import events, payloads
 from hookinbox.sources import Stripe
 from tests.support.large_bodies import backslash_delivery
 from tests.support.signing import stripe_delivery, stripe_event
@@ -105,7 +105,10 @@ def test_the_largest_body_limit_accepted_stores_such_bodies_two_at_once(db_url: 
     assert [reply.status_code for reply in replies] == [200, 200], [r.body for r in replies]
     engine = sa.create_engine(make_url(db_url).set(drivername="mysql+pymysql"))
     with engine.connect() as connection:
-        stored = dict(connection.execute(sa.select(events.c.event_id, events.c.body)).all())
+        query = sa.select(events.c.event_id, payloads.c.body).join_from(
+            events, payloads, payloads.c.id == events.c.id
+        )
+        stored = dict(connection.execute(query).all())
     engine.dispose()
     assert {key: hashlib.sha256(body).digest() for key, body in stored.items()} == {
         key: hashlib.sha256(body).digest() for key, (_, body) in sent.items()

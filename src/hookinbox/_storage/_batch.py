@@ -21,7 +21,6 @@ any order among them is one that could have happened.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,10 +29,11 @@ from typing import Protocol
 from sqlalchemy import Connection
 
 from hookinbox._model import NewDelivery, RecordedDelivery, Status, initial_status
+from hookinbox._storage._payloads import stored_payload
 from hookinbox._text import safe_text
 
 EVENT_COLUMNS = (
-    "source, event_id, event_type, occurred_at, received_at, body, headers, body_sha256, "
+    "source, event_id, event_type, occurred_at, received_at, body_sha256, "
     "status, attempts, deferrals, next_attempt_at, delivery_count, key_conflicts, "
     "last_delivery_at, last_error"
 )
@@ -57,9 +57,6 @@ RETURNING id, source, event_id, delivery_count, body_sha256, status, received_vi
 
 _STATUSES = {status.value: status for status in Status}
 """A stored status's member, without the enum's own lookup (about a microsecond a row)."""
-headers_json = json.JSONEncoder(sort_keys=True).encode
-"""`json.dumps(headers, sort_keys=True)`, as `record_delivery` writes them, without a new
-encoder per call (which is what `json.dumps` builds whenever it is given an option)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +176,6 @@ def upsert_parameters(groups: Sequence[Group], time: DriverTime) -> list[object]
             delivery.event_type,
             time(delivery.occurred_at),
             received,
-            delivery.body,
-            headers_json(delivery.headers),
             delivery.body_sha256,
             delivery_status(delivery),
             received,
@@ -216,3 +211,16 @@ def log_rows(
                 )
             )
     return log
+
+
+def payload_rows(
+    groups: Sequence[Group], rows: dict[tuple[str, str], Row]
+) -> list[tuple[object, ...]]:
+    """The payload rows `(id, body, headers)` of the events the upsert created (`rows`, what
+    it returned): a duplicate's body is never written again (schema 14)."""
+    created: list[tuple[object, ...]] = []
+    for group in groups:
+        row_id, stored_count, _, _, delivered_first = rows[key_of(group.first)]
+        if was_created(stored_count, len(group.members), delivered_first):
+            created.append((row_id, *stored_payload(group.first)))
+    return created

@@ -1,9 +1,10 @@
 """The housekeeping gateway (`Store.housekeeping`): retention (what a prune would delete, and
 deleting it in short batches), the daily jobs' claims, and the space a prune frees.
 
-Done events (processed, unhandled) older than the retention are pruned with their delivered
-outbox messages; the delivery log by its own time. Pending, deferred, processing, failed and
-stale events are never pruned, however old: they have queue rows, and operators act on them.
+Done events (processed, unhandled) older than the retention are pruned with their payloads
+and delivered outbox messages; the delivery log by its own time. Pending, deferred,
+processing, failed and stale events are never pruned, however old: they have queue rows, and
+operators act on them.
 
 A source may keep its events longer or shorter than the inbox (`Cutoffs`): below the earliest
 cutoff every done event goes, one range of the received_at index as before; between the
@@ -21,6 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
+from sqlalchemy import Connection
 
 from hookinbox._model import DONE_STATUSES, MessageStatus
 from hookinbox._storage._pressure import PressureGauge
@@ -30,6 +32,7 @@ from hookinbox._storage._schema import (
     jobs,
     metadata,
     outbox,
+    payloads,
     schema_versions,
 )
 
@@ -137,6 +140,21 @@ def _named(table: sa.Table, sources: tuple[str, ...], others: bool) -> sa.Column
     return table.c.source.in_(sources)
 
 
+def _delete_orphan_payloads(connection: Connection, batch_size: int) -> None:
+    """Payload rows below the oldest event's id, up to `batch_size`: their events are gone.
+    Only the upgrade to schema 14 leaves such rows (its copy runs while older processes go on
+    pruning events without knowing of payloads: docs/storage.md, "Upgrading to schema 14");
+    otherwise this is one index probe each way, finding nothing."""
+    oldest = sa.select(sa.func.min(events.c.id)).scalar_subquery()
+    orphans = list(
+        connection.execute(
+            sa.select(payloads.c.id).where(payloads.c.id < oldest).limit(batch_size)
+        ).scalars()
+    )
+    if orphans:
+        connection.execute(payloads.delete().where(payloads.c.id.in_(orphans)))
+
+
 class Housekeeping:
     def __init__(self, store: StoreSeam) -> None:
         self.store = store
@@ -200,6 +218,9 @@ class Housekeeping:
                 event_ids = self._window_batch(connection, sweep, events, batch_size)
             if event_ids:
                 connection.execute(events.delete().where(events.c.id.in_(event_ids)))
+                # No foreign key cascades it (`_schema.payloads`): deleted in the same batch.
+                connection.execute(payloads.delete().where(payloads.c.id.in_(event_ids)))
+            _delete_orphan_payloads(connection, batch_size)
             delivery_ids = list(
                 connection.execute(
                     sa.select(deliveries.c.id)

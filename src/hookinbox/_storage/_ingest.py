@@ -17,7 +17,6 @@ dialect writes each statement).
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -28,12 +27,14 @@ from sqlalchemy.sql.expression import Executable
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status, initial_status
 from hookinbox._storage._batch import record_deliveries
 from hookinbox._storage._dialects import Dialect
+from hookinbox._storage._payloads import stored_payload
 from hookinbox._storage._rows import event_from_row, select_events
 from hookinbox._storage._schema import (
     RECEIVED_VIA_RECONCILE,
     RECEIVED_VIA_WEBHOOK,
     deliveries,
     events,
+    payloads,
 )
 
 if TYPE_CHECKING:
@@ -44,7 +45,17 @@ if TYPE_CHECKING:
 def upsert_statement(dialect: Dialect) -> Executable:
     """Built once per dialect and executed with parameters: constructing the statement (its
     `excluded` alias above all) per request cost a quarter of ingest's CPU in a profile."""
+    return _upsert(dialect, bound=False)
+
+
+def _upsert(dialect: Dialect, *, bound: bool) -> sa.Insert:
+    """The upsert; `bound`: its values named as bound parameters (`_ROW_KEYS`), as a statement
+    inside a CTE needs them (its values are not taken from the execution's keys)."""
     statement = dialect.insert(events)
+    if bound:
+        statement = statement.values(
+            {key: sa.bindparam(key, type_=events.c[key].type) for key in _ROW_KEYS}
+        )
     # A body stored by reconcile is the API's JSON, whose formatting differs from the webhook's
     # bytes: only a body that came as a delivery can conflict with one.
     conflicting_body = case(
@@ -73,6 +84,32 @@ def upsert_statement(dialect: Dialect) -> Executable:
 
 
 @functools.cache
+def upsert_with_payload(dialect: Dialect) -> Executable:
+    """`upsert_statement` and the payload row of the event it creates, in one statement (a
+    data-modifying CTE), for a database whose data-modifying statement can feed another
+    (PostgreSQL): a delivery keeps its round trips. Parameters: the upsert's and
+    `payload_body`, `payload_headers` (`_payloads.stored_payload`)."""
+    upserted = _upsert(dialect, bound=True).cte("upserted")
+    created = (upserted.c.delivery_count == 1) & (upserted.c.received_via == RECEIVED_VIA_WEBHOOK)
+    payload = sa.select(
+        upserted.c.id,
+        sa.bindparam("payload_body", type_=payloads.c.body.type),
+        sa.bindparam("payload_headers", type_=payloads.c.headers.type),
+    ).where(created)
+    stored = payloads.insert().from_select(["id", "body", "headers"], payload).cte("stored")
+    return sa.select(upserted).add_cte(stored)
+
+
+_PAYLOAD_INSERT = payloads.insert()
+
+
+def _store_payload(connection: Connection, row_id: int, delivery: NewDelivery) -> None:
+    """The payload row of an event just inserted (in its transaction)."""
+    body, headers = stored_payload(delivery)
+    connection.execute(_PAYLOAD_INSERT, {"id": row_id, "body": body, "headers": headers})
+
+
+@functools.cache
 def reconciled_insert(dialect: Dialect) -> Executable:
     """Insert an event that a provider's API listed, or nothing when its key is stored: the
     unique index decides, as for deliveries, so a webhook committing at the same moment makes
@@ -90,8 +127,6 @@ def _row(delivery: NewDelivery) -> dict[str, object]:
         "event_type": delivery.event_type,
         "occurred_at": delivery.occurred_at,
         "received_at": delivery.received_at,
-        "body": delivery.body,
-        "headers": json.dumps(delivery.headers, sort_keys=True),
         "body_sha256": delivery.body_sha256,
         "status": initial_status(delivery).value,
         "last_error": delivery.invalid,
@@ -102,6 +137,14 @@ def _row(delivery: NewDelivery) -> dict[str, object]:
         "key_conflicts": 0,
         "last_delivery_at": delivery.received_at,
     }
+
+
+_ROW_KEYS = (
+    "source", "event_id", "event_type", "occurred_at", "received_at", "body_sha256", "status",
+    "last_error", "attempts", "deferrals", "next_attempt_at", "delivery_count",
+    "key_conflicts", "last_delivery_at",
+)  # fmt: skip
+"""The keys of `_row`, in a constant: `upsert_with_payload` binds each."""
 
 
 def _reconciled_row(event: NewDelivery) -> dict[str, object]:
@@ -155,8 +198,11 @@ class Ingest:
             stored = [False] * len(events_found)
             with self.store.transaction() as connection:
                 for index in order:
-                    row = _reconciled_row(events_found[index])
-                    stored[index] = connection.execute(statement, row).first() is not None
+                    found = events_found[index]
+                    inserted = connection.execute(statement, _reconciled_row(found)).first()
+                    if inserted is not None:
+                        _store_payload(connection, inserted.id, found)
+                    stored[index] = inserted is not None
             return stored
 
         return self.store.retry_deadlocks(write, "reconcile")
@@ -181,8 +227,12 @@ class Ingest:
 
 def _record(connection: Connection, delivery: NewDelivery, dialect: Dialect) -> RecordedDelivery:
     dialect.check_row_size(connection, delivery)
-    statement = upsert_statement(dialect)
-    row = connection.execute(statement, _row(delivery)).mappings().one()
+    if dialect.returns_joined_rows:
+        body, headers = stored_payload(delivery)
+        parameters = {**_row(delivery), "payload_body": body, "payload_headers": headers}
+        row = connection.execute(upsert_with_payload(dialect), parameters).mappings().one()
+    else:
+        row = connection.execute(upsert_statement(dialect), _row(delivery)).mappings().one()
     delivered_first = row["received_via"] == RECEIVED_VIA_WEBHOOK
     recorded = RecordedDelivery(
         row_id=row["id"],
@@ -191,6 +241,8 @@ def _record(connection: Connection, delivery: NewDelivery, dialect: Dialect) -> 
         key_conflict=row["body_sha256"] != delivery.body_sha256 and delivered_first,
         status=Status(row["status"]),
     )
+    if recorded.is_new and not dialect.returns_joined_rows:
+        _store_payload(connection, recorded.row_id, delivery)
     connection.execute(
         _LOG_INSERT,
         {

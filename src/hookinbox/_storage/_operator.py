@@ -27,6 +27,7 @@ from hookinbox._storage._notify import CHANNEL
 from hookinbox._storage._rows import (
     EVENT_JOIN,
     EVENT_STATUS,
+    EVENT_WITH_PAYLOAD,
     event_columns,
     event_from_row,
     select_events,
@@ -36,6 +37,7 @@ from hookinbox._storage._schema import (
     deliveries,
     event_queue,
     events,
+    payloads,
     revoked_sessions,
     status_is,
 )
@@ -164,8 +166,8 @@ class Operator:
                 # A body the database reads otherwise than a handler (a repeated key) comes
                 # back with its body, to be read in Python as the handler reads it.
                 found = sa.or_(found, unsure)
-                columns.append(sa.case((unsure, events.c.body), else_=None).label(_UNSURE))
-            query = sa.select(*columns).select_from(EVENT_JOIN)
+                columns.append(sa.case((unsure, payloads.c.body), else_=None).label(_UNSURE))
+            query = sa.select(*columns).select_from(EVENT_WITH_PAYLOAD)
             query = query.where(in_window, found, *_before(events, after))
             return query.order_by(events.c.received_at.desc(), events.c.id.desc()).limit(limit)
 

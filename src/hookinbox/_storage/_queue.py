@@ -43,7 +43,7 @@ from hookinbox._model import WAITING_STATUSES, MessageStatus, Status
 from hookinbox._records import Lease, Leased, LeasedMessage, Release, Settlement
 from hookinbox._storage._leases import LeaseParts, Leasing, leasing_for
 from hookinbox._storage._rows import leased_event, leased_message
-from hookinbox._storage._schema import event_queue, events, outbox, status_is
+from hookinbox._storage._schema import event_queue, events, outbox, payloads, status_is
 
 if TYPE_CHECKING:
     from hookinbox._storage._seam import StoreSeam
@@ -78,6 +78,9 @@ class Shape:
     """The items' status column, written with the queue's state."""
     due_also: DueAlso = field(default=_nothing_more)
     """Any further rule that makes a waiting row due (the outbox's ordering keys)."""
+    attached: sa.Table | None = None
+    """The items' write-once columns in a table of their own, handed out with each item (the
+    events' payloads, schema 14)."""
     due_index: str = ""
     """The index of waiting rows in the lease's order, `(next_attempt_at, id)`: the due reads
     name it to the dialect (SQLite, without statistics, would rather read the open rows by
@@ -157,7 +160,9 @@ class Queue(Generic[T]):
 
     @cached_property
     def _leasing(self) -> Leasing:
-        return self._leasing_way(LeaseParts(self.shape.queue, self.shape.items, self._candidates()))
+        shape = self.shape
+        parts = LeaseParts(shape.queue, shape.items, self._candidates(), shape.attached)
+        return self._leasing_way(parts)
 
     def _candidates(self) -> sa.Select[Any]:
         """The due rows' ids and previous tokens, in the lease's order (through the due
@@ -328,6 +333,7 @@ class EventQueue(Queue[Leased]):
             state="state",
             waiting=tuple(s.value for s in WAITING_STATUSES),
             items=events,
+            attached=payloads,
             due_index="ix_hookinbox_event_queue_due",
         )
         super().__init__(store, shape, leased_event)

@@ -112,19 +112,31 @@ def copy_open_events(engine: Engine, target: int) -> None:
     with engine.connect() as connection:
         if not prepare(connection):
             return
-        rows, started, last_log = FIRST_ROWS, time.monotonic(), time.monotonic()
-        while (span := _retrying(copy_batch, connection, rows)) is not None:
-            now = time.monotonic()
-            rows = _next_size(rows, took=now - started)
-            if now - last_log >= PROGRESS_EVERY:
-                log.info("schema 9: open events copied to the queue up to id %d of %d", *span)
-                last_log = now
-            # As long as the batch took: the copy has half of the database's time at most,
-            # the deliveries (and on SQLite, the write lock) the rest.
-            time.sleep(max(PAUSE, now - started))
-            started = time.monotonic()
+        in_batches(connection, copy_batch, "schema 9: open events copied to the queue")
         while _retrying(sweep_batch, connection, SWEEP_ROWS) == SWEEP_ROWS:
             time.sleep(PAUSE)
+
+
+Batch = Callable[[Connection, int], "tuple[int, int] | None"]
+"""A copy's batch of up to N ids in a transaction of its own: (the last id copied, the newest
+id), None once there is nothing left to copy."""
+
+
+def in_batches(connection: Connection, batch: Batch, progress: str) -> None:
+    """`batch` run until it has copied up to the newest id, each sized to take about
+    `TARGET_SECONDS` and followed by a pause as long; a log line (`progress` up to id N of M)
+    every `PROGRESS_EVERY` seconds."""
+    rows, started, last_log = FIRST_ROWS, time.monotonic(), time.monotonic()
+    while (span := _retrying(batch, connection, rows)) is not None:
+        now = time.monotonic()
+        rows = _next_size(rows, took=now - started)
+        if now - last_log >= PROGRESS_EVERY:
+            log.info("%s up to id %d of %d", progress, *span)
+            last_log = now
+        # As long as the batch took: the copy has half of the database's time at most, the
+        # deliveries (and on SQLite, the write lock) the rest.
+        time.sleep(max(PAUSE, now - started))
+        started = time.monotonic()
 
 
 def _next_size(rows: int, took: float) -> int:
@@ -155,7 +167,7 @@ def _prepare(connection: Connection, wait: float | None) -> bool:
         op = Operations(MigrationContext.configure(connection))
         if not sa.inspect(connection).has_table("hookinbox_event_queue"):
             # A position is only good for the table it was copied into (and its triggers).
-            _forget_position(connection)
+            forget_position(connection)
         create_queue_table(op)
         dialect.queue_new_events(op)
         dialect.mirror_queue_changes(op)
@@ -169,13 +181,13 @@ def copy_batch(connection: Connection, rows: int) -> tuple[int, int] | None:
         _dialect(connection).lock_for_copy(connection)
         if not _before_schema_9(connection):
             return None
-        low = _position(connection)
+        low = position(connection)
         newest = connection.execute(sa.select(sa.func.max(_events.c.id))).scalar() or 0
         if low >= newest:
             return None
         high = min(low + rows, newest)
         connection.execute(_copy(_dialect(connection), low, high))
-        _save_position(connection, high)
+        save_position(connection, POSITION_JOB, high)
     return high, newest
 
 
@@ -237,10 +249,10 @@ def finish_copy(op: Operations) -> None:
     (all of them when no copy ran before), then no tombstone and no mirroring trigger."""
     connection = op.get_bind()
     dialect = dialect_of(connection)
-    low = _position(connection)
+    low = position(connection)
     # First: were the step cut short where each statement commits (MariaDB), the next run
     # copies everything again rather than trust a position without its triggers.
-    _forget_position(connection)
+    forget_position(connection)
     connection.execute(_copy(dialect, low, None))
     dialect.stop_mirroring_queue(op)
     connection.execute(_queue.delete().where(_queue.c.state == TOMBSTONE))
@@ -264,29 +276,32 @@ def _copy(dialect: Dialect, low: int, high: int | None) -> Executable:
 
 
 def _before_schema_9(connection: Connection) -> bool:
+    return 1 <= schema_version(connection) < SCHEMA
+
+
+def schema_version(connection: Connection) -> int:
+    """The database's schema version, 0 without hookinbox's tables."""
     if not sa.inspect(connection).has_table("hookinbox_schema_versions"):
-        return False
-    version = connection.execute(sa.select(sa.func.max(_versions.c.version))).scalar() or 0
-    return 1 <= version < SCHEMA
+        return 0
+    return connection.execute(sa.select(sa.func.max(_versions.c.version))).scalar() or 0
 
 
-def _position(connection: Connection) -> int:
-    value = connection.execute(
-        sa.select(_jobs.c.last_result).where(_jobs.c.name == POSITION_JOB)
-    ).scalar()
+def position(connection: Connection, job: str = POSITION_JOB) -> int:
+    """The last id a copy kept in `hookinbox_jobs` under `job`, 0 without one."""
+    value = connection.execute(sa.select(_jobs.c.last_result).where(_jobs.c.name == job)).scalar()
     return int(value) if value else 0
 
 
-def _save_position(connection: Connection, high: int) -> None:
+def save_position(connection: Connection, job: str, high: int) -> None:
     """Copies may run beside each other (PostgreSQL): each saves the end of its own batch,
     below which every id is copied, whichever saves last."""
     values = {"last_run_at": datetime.now(UTC), "last_result": str(high)}
-    statement = _dialect(connection).insert(_jobs).values(name=POSITION_JOB, **values)
+    statement = _dialect(connection).insert(_jobs).values(name=job, **values)
     connection.execute(statement.on_conflict_do_update(index_elements=["name"], set_=values))
 
 
-def _forget_position(connection: Connection) -> None:
-    connection.execute(_jobs.delete().where(_jobs.c.name == POSITION_JOB))
+def forget_position(connection: Connection, job: str = POSITION_JOB) -> None:
+    connection.execute(_jobs.delete().where(_jobs.c.name == job))
 
 
 def _dialect(connection: Connection) -> Dialect:

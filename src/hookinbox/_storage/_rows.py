@@ -4,7 +4,9 @@ outbox messages.
 An open event's live state is split between two rows: `hookinbox_events` has what was written
 at ingest and when an attempt ended, `hookinbox_event_queue` its lease and attempt count while
 it is unfinished. `EVENT_VIEW` joins them for every reader: an event held by a worker reads as
-`processing`, and its attempts and next attempt are the queue's.
+`processing`, and its attempts and next attempt are the queue's. Its body and headers are in
+`hookinbox_payloads` (schema 14): `EVENT_WITH_PAYLOAD` joins them for the readers that need
+them, and `event_from_row` reads them through `_payloads.payload_of`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import sqlalchemy as sa
 
 from hookinbox._model import Event, Message, MessageStatus, Status
 from hookinbox._records import Leased, LeasedMessage
-from hookinbox._storage._schema import event_queue, events, outbox
+from hookinbox._storage._payloads import payload_of
+from hookinbox._storage._schema import event_queue, events, outbox, payloads
 
 _HELD = event_queue.c.lease_token.is_not(None)
 
@@ -35,18 +38,25 @@ _LIVE = {
     ).label("next_attempt_at"),
 }
 EVENT_JOIN = events.outerjoin(event_queue, event_queue.c.id == events.c.id)
+PAYLOAD_COLUMNS = (payloads.c.body, payloads.c.headers)
+EVENT_WITH_PAYLOAD = EVENT_JOIN.outerjoin(payloads, payloads.c.id == events.c.id)
+"""`EVENT_JOIN` with each event's payload row (an outer join: an event without one reads an
+empty body)."""
 
 
 def event_columns(*, without: tuple[str, ...] = ()) -> list[sa.ColumnElement[Any]]:
-    """The events' columns as readers see them (live values from the queue), less `without`."""
-    return [_LIVE.get(c.name, c) for c in events.c if c.name not in without]
+    """The events' columns as readers see them (live values from the queue) and their
+    payload's (`body`, `headers`: read from `EVENT_WITH_PAYLOAD`), less `without`."""
+    columns = [_LIVE.get(c.name, c) for c in events.c if c.name not in without]
+    return columns + [c for c in PAYLOAD_COLUMNS if c.name not in without]
 
 
 def select_events(*, without: tuple[str, ...] = ()) -> sa.Select[Any]:
-    return sa.select(*event_columns(without=without)).select_from(EVENT_JOIN)
+    return sa.select(*event_columns(without=without)).select_from(EVENT_WITH_PAYLOAD)
 
 
 def event_from_row(row: Mapping[Any, Any]) -> Event:
+    body, headers = payload_of(row["body"], row["headers"])
     return Event(
         row_id=row["id"],
         source=row["source"],
@@ -54,8 +64,8 @@ def event_from_row(row: Mapping[Any, Any]) -> Event:
         type=row["event_type"],
         occurred_at=row["occurred_at"],
         received_at=row["received_at"],
-        body=bytes(row["body"]),
-        headers=json.loads(row["headers"]),
+        body=body,
+        headers=headers,
         status=Status(row["status"]),
         attempts=row["attempts"],
         delivery_count=row["delivery_count"],

@@ -44,7 +44,10 @@ schema_versions = Table(
 
 EVENTS_FILLFACTOR = 50
 """Percent of each page of `hookinbox_events` filled by inserts: the rest is room for the
-version of each row its processing writes, on its own page (PostgreSQL; schema 10)."""
+version of each row its processing writes, on its own page (PostgreSQL; schema 10). Measured
+again for schema 14's narrow row (docs/storage.md, "Bytes per event"): at 70 % a third of
+processing's updates left the page, and the versions they wrote elsewhere made the table
+larger than at 50 %, where every update stayed heap-only."""
 QUEUE_FILLFACTOR = 30
 """The same for the queue's small rows, which a lease and a release rewrite; the queue holds
 only unfinished work, so the room costs little."""
@@ -61,8 +64,6 @@ events = Table(
     Column("event_type", String(255)),
     Column("occurred_at", UTCDateTime),
     Column("received_at", UTCDateTime, nullable=False),
-    Column("body", LongBinary, nullable=False),
-    Column("headers", LongText, nullable=False),  # JSON object of the headers kept for audit
     Column("body_sha256", String(64), nullable=False),
     Column("status", String(16), nullable=False),
     Column("outcome", String(32)),  # why it ended as it did: handled, business_duplicate, ...
@@ -92,6 +93,22 @@ events = Table(
     Column("received_via", String(16), nullable=False, server_default=RECEIVED_VIA_WEBHOOK),
     UniqueConstraint("source", "event_id", name="uq_hookinbox_events_source_event_id"),
     **fill_factor(EVENTS_FILLFACTOR),
+)
+
+# What a delivery brought, written once with its event and never updated (schema 14): kept out
+# of the events row so that the row processing rewrites is ~200 bytes, and the fill factor
+# that keeps that rewrite on its page (heap-only) leaves room in small rows, not in bodies.
+# One row per event, keyed by the event's row id, written only when the event is new (never
+# for a duplicate); deleted with its event by the prune (explicitly: no foreign key, whose
+# check would cost every insert a look-up into the events' primary key). An event without
+# one reads an empty body and no headers. What a row holds is written by
+# `_payloads.stored_payload` and read by `_payloads.payload_of`.
+payloads = Table(
+    "hookinbox_payloads",
+    metadata,
+    Column("id", RowId, primary_key=True, autoincrement=False),  # the event's row id
+    Column("body", LongBinary, nullable=False),
+    Column("headers", LongText, nullable=False),  # JSON object of the headers kept for audit
 )
 
 # The events table is written at ingest and once more when the event's work ends (schema 9).

@@ -326,6 +326,19 @@ class Dialect(ABC):
         """Triggers that refuse the leases of an older hookinbox (schema 8 and before):
         `hookinbox_events.lease_token` set, or an outbox message made `delivering`."""
 
+    @abstractmethod
+    def copy_new_payloads(self, op: Operations) -> None:
+        """A trigger, unless it exists, that copies the body and headers of every event
+        inserted into `hookinbox_payloads` (unless it has the event's row) while schema 14's
+        copy runs (`_payload_copy.py`), so that what older processes store meanwhile needs no
+        copying under the step's lock."""
+
+    @abstractmethod
+    def drop_payload_columns(self, op: Operations) -> None:
+        """Schema 14's end: `hookinbox_events` without `body` and `headers`, and without
+        `copy_new_payloads`' trigger (each in the order the database allows, so that no
+        insert meanwhile leaves an event without its payload)."""
+
     def add_column_with_default(
         self, op: Operations, table: str, column: sa.Column[Any], default: str
     ) -> None:

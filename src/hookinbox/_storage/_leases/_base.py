@@ -29,6 +29,9 @@ class LeaseParts:
     candidates: sa.Select[Any]
     """The due rows' ids and their previous tokens (`previous`), in the lease's order, at most
     `limit`, locked `SKIP LOCKED` where rows lock (parameters `now`, `limit`)."""
+    attached: sa.Table | None = None
+    """A table of the items' write-once columns, one row per item by `id` (the events'
+    payloads), read beside each item; None when the items hold every column."""
 
     @property
     def separate(self) -> bool:
@@ -53,14 +56,28 @@ class LeaseParts:
             q.next_attempt_at.label("queue_next_attempt_at"),
         ]
 
-    def item_columns(self) -> sa.ColumnCollection[str, sa.Column[Any]]:
-        return self.items.c if self.separate else self.queue.c
+    def item_columns(self) -> list[sa.Column[Any]]:
+        """The items' columns, and the attached table's (less its `id`)."""
+        return [*(self.items.c if self.separate else self.queue.c), *self.attached_columns()]
+
+    def attached_columns(self) -> list[sa.Column[Any]]:
+        if self.attached is None:
+            return []
+        return [c for c in self.attached.c if c.name != "id"]
+
+    def attach(self, items: sa.FromClause) -> sa.FromClause:
+        """`items` with their attached rows (an outer join: an item may have none)."""
+        if self.attached is None:
+            return items
+        return items.outerjoin(self.attached, self.attached.c.id == self.items.c.id)
 
     def joined(self, query: sa.Select[Any]) -> sa.Select[Any]:
-        """`query` reading the items joined to their queue rows (a separate queue table)."""
+        """`query` reading the items joined to their queue rows (a separate queue table) and
+        their attached rows."""
         if not self.separate:
             return query
-        return query.select_from(self.queue.join(self.items, self.items.c.id == self.queue.c.id))
+        joined = self.queue.join(self.items, self.items.c.id == self.queue.c.id)
+        return query.select_from(self.attach(joined))
 
     def write(self) -> sa.Update:
         """The lease written to the rows `ids` (an expanding parameter)."""

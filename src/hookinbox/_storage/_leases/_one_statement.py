@@ -25,9 +25,10 @@ class OneStatement(Leasing):
             self.statement: sa.Executable = update.returning(*queue.c, *returned[1:])
             return
         leased = update.returning(*returned).cte("leased")
-        self.statement = sa.select(items, *(leased.c[c.name] for c in returned[1:])).join(
-            leased, items.c.id == leased.c.id
-        )
+        joined = parts.attach(items.join(leased, items.c.id == leased.c.id))
+        self.statement = sa.select(
+            items, *parts.attached_columns(), *(leased.c[c.name] for c in returned[1:])
+        ).select_from(joined)
 
     def lease(self, connection: Connection, parameters: Mapping[str, Any]) -> Rows:
         return list(connection.execute(self.statement, parameters).mappings())

@@ -1,5 +1,6 @@
 """Group commit's statements on MariaDB: a multi-row VALUES upsert (`ON DUPLICATE KEY UPDATE
-... RETURNING`) and its delivery-log rows, in the caller's transaction."""
+... RETURNING`), its delivery-log rows and the new events' payload rows, in the caller's
+transaction."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from hookinbox._storage._batch import (
     Group,
     Row,
     log_rows,
+    payload_rows,
 )
+from hookinbox._storage._payloads import PAYLOAD_INSERT
 
 if TYPE_CHECKING:
     from hookinbox._model import NewDelivery
@@ -37,6 +40,10 @@ def write_part(
     result = connection.exec_driver_sql(upsert_sql(len(groups)), tuple(parameters))
     rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5], r[6] == "webhook") for r in result}
     connection.exec_driver_sql(_LOG, log_rows(deliveries, groups, rows, mysql_time))
+    # The part was cut to carry its bodies in the upsert's packet (`cut_to_packet`): they now
+    # travel in this statement instead, which fits the same packet.
+    if payloads := payload_rows(groups, rows):
+        connection.exec_driver_sql(_PAYLOAD, payloads)
     return rows
 
 
@@ -44,6 +51,8 @@ _LOG = (
     "INSERT INTO hookinbox_deliveries (received_at, source, event_id, duplicate, key_conflict) "
     "VALUES (%s, %s, %s, %s, %s)"
 )
+
+_PAYLOAD = PAYLOAD_INSERT.format(marks="%s, %s, %s")
 
 _ON_DUPLICATE = """
 ON DUPLICATE KEY UPDATE
@@ -58,7 +67,7 @@ RETURNING id, source, event_id, delivery_count, body_sha256, status, received_vi
 # with no delivery's: as the other dialects' batch statements (`_batch.py`).
 
 
-_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0, %s, %s, 0, %s, %s)"
+_ROW = "(%s, %s, %s, %s, %s, %s, %s, 0, 0, %s, %s, 0, %s, %s)"
 ROW_SYNTAX = len(_ROW) + 2
 """A row's bytes in the statement besides its values (its placeholders counted: more)."""
 

@@ -101,6 +101,22 @@ class MySQLMigrations(Dialect):
                 " END IF; END"
             )
 
+    def copy_new_payloads(self, op: Operations) -> None:
+        op.execute(
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_events_payload AFTER INSERT"
+            " ON hookinbox_events FOR EACH ROW INSERT IGNORE INTO hookinbox_payloads"
+            " (id, body, headers) VALUES (NEW.id, NEW.body, NEW.headers)"
+        )
+
+    def drop_payload_columns(self, op: Operations) -> None:
+        # Each DDL statement commits on its own and no table lock spans the step: the
+        # columns go first, while the trigger still copies what an older process inserts
+        # (an insert after the drop fails: the process is older than the schema). InnoDB
+        # drops a column in place (`ALGORITHM=INSTANT`, MariaDB 10.4+), the rows untouched.
+        op.execute("ALTER TABLE hookinbox_events DROP COLUMN IF EXISTS body,"
+                   " DROP COLUMN IF EXISTS headers")  # fmt: skip
+        op.execute("DROP TRIGGER IF EXISTS hookinbox_events_payload")
+
 
 _CLOSED = "'processed', 'unhandled'"
 """The statuses of an event whose work is over (no queue row), in the triggers' SQL."""

@@ -14,6 +14,7 @@ from hookinbox._storage._batch import (
 )
 from hookinbox._storage._dialects._mysql._batch import MAX_ROWS, ROW_SYNTAX, Part, mysql_time
 from hookinbox._storage._dialects._mysql._server import MIN_PACKET
+from hookinbox._storage._payloads import stored_payload
 
 STATEMENT_BYTES = 8 * 1024
 """Bytes of a packet kept for a statement's own text around its rows' values (group commit's
@@ -80,10 +81,12 @@ def cut_to_packet(groups: list[Group], packet: int) -> Iterator[Part]:
 
 
 def fitting_row(group: Group, packet: int) -> tuple[list[object], int]:
-    """The group's row of values and its most bytes in a statement; `BodyTooLarge` if a
-    statement of that row alone would pass `packet`."""
+    """The group's row of values and its most bytes in a statement, counting its payload row
+    (sent in a statement of its own since schema 14: a part cut by these sizes fits the
+    packet in either); `BodyTooLarge` if a statement of that row alone would pass `packet`."""
     values = upsert_parameters([group], mysql_time)
-    size = ROW_SYNTAX + sum(map(literal_bytes, values))
+    payload = stored_payload(group.first)
+    size = ROW_SYNTAX + sum(map(literal_bytes, values)) + sum(map(literal_bytes, payload))
     if size > packet - STATEMENT_BYTES:
         raise BodyTooLarge(
             f"body of {len(group.first.body)} bytes: more than the database takes in one "

@@ -28,7 +28,7 @@ from hookinbox._storage._dialects._mysql._packet import (
 from hookinbox._storage._dialects._mysql._server import REQUIRED_CHARSET
 from hookinbox._storage._dialects._mysql._upsert import MySQLUpsert
 from hookinbox._storage._errors import translate_errors
-from hookinbox._storage._schema import events
+from hookinbox._storage._schema import payloads
 from hookinbox._storage._types import UTCDateTime
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class MySQLStatements(Dialect):
 
 def _body_text() -> sa.ColumnElement[Any]:
     """The body as utf8mb4 text, for MariaDB's JSON functions."""
-    return sa.func.convert(events.c.body.op("USING")(sa.literal_column(REQUIRED_CHARSET)))
+    return sa.func.convert(payloads.c.body.op("USING")(sa.literal_column(REQUIRED_CHARSET)))
 
 
 def _json_path(segments: tuple[str, ...]) -> str:

@@ -118,6 +118,29 @@ class PostgresMigrations(Dialect):
             " EXECUTE FUNCTION hookinbox_refuse_old_lease()"
         )
 
+    def copy_new_payloads(self, op: Operations) -> None:
+        op.execute(
+            "CREATE OR REPLACE FUNCTION hookinbox_copy_payload() RETURNS trigger"
+            " LANGUAGE plpgsql AS $$ BEGIN INSERT INTO hookinbox_payloads"
+            " (id, body, headers) VALUES (NEW.id, NEW.body, NEW.headers)"
+            " ON CONFLICT (id) DO NOTHING; RETURN NULL; END $$"
+        )
+        _unless_trigger_exists(
+            op,
+            "hookinbox_events_payload",
+            "CREATE TRIGGER hookinbox_events_payload AFTER INSERT ON hookinbox_events"
+            " FOR EACH ROW EXECUTE FUNCTION hookinbox_copy_payload();",
+        )
+
+    def drop_payload_columns(self, op: Operations) -> None:
+        # One transaction, the table locked since the step began: the order is free.
+        # Dropping a column is a catalog change: the rows keep their bytes until they are
+        # rewritten or pruned (docs/storage.md, "Upgrading to schema 14").
+        op.execute("DROP TRIGGER IF EXISTS hookinbox_events_payload ON hookinbox_events")
+        op.execute("DROP FUNCTION IF EXISTS hookinbox_copy_payload()")
+        op.execute("ALTER TABLE hookinbox_events DROP COLUMN IF EXISTS body,"
+                   " DROP COLUMN IF EXISTS headers")  # fmt: skip
+
 
 def _unless_trigger_exists(op: Operations, trigger: str, statements: str) -> None:
     """Run `statements` unless `hookinbox_events` has `trigger`: creating or dropping a trigger

@@ -20,10 +20,10 @@ from hookinbox._storage._batch import (
     Row,
     delivery_error,
     delivery_status,
-    headers_json,
 )
 from hookinbox._storage._dialects._base import Dialect, Upsert
-from hookinbox._storage._schema import events
+from hookinbox._storage._payloads import stored_payload
+from hookinbox._storage._schema import payloads
 
 if TYPE_CHECKING:
     from hookinbox._model import NewDelivery
@@ -47,6 +47,7 @@ class PostgresStatements(Dialect):
         for group in groups:
             first = group.first
             folded = len(group.members)
+            body, headers = stored_payload(first)
             rows.append(
                 {
                     "s": first.source,
@@ -55,8 +56,8 @@ class PostgresStatements(Dialect):
                     "o": _iso(first.occurred_at),
                     "r": first.received_at.isoformat(),
                     "bo": offset,
-                    "bn": len(first.body),
-                    "h": headers_json(first.headers),
+                    "bn": len(body),
+                    "h": headers,
                     "d": first.body_sha256,
                     "st": delivery_status(first),
                     "c": folded,
@@ -64,8 +65,8 @@ class PostgresStatements(Dialect):
                     "e": delivery_error(first),
                 }
             )
-            bodies.append(first.body)
-            offset += len(first.body)
+            bodies.append(body)
+            offset += len(body)
             for position, index in enumerate(group.members, start=1):
                 log.append(
                     {
@@ -91,7 +92,7 @@ class PostgresStatements(Dialect):
         0.96 s to check against 0.14 s to search, so a search runs without the checks first
         and only a window holding such a body (the cast failed) is searched again with them
         (`Operator.list_events`)."""
-        body = events.c.body
+        body = payloads.c.body
         text = sa.func.convert_from(body, "UTF8")
 
         def matches(value: sa.ColumnElement[str], pattern: str) -> sa.ColumnElement[bool]:
@@ -175,7 +176,7 @@ WITH batch AS (
         h text, d varchar, st varchar, c int, l timestamptz, e text)
 ), upserted AS (
     INSERT INTO hookinbox_events ({EVENT_COLUMNS})
-    SELECT source, event_id, event_type, occurred_at, received_at, body, headers, body_sha256,
+    SELECT source, event_id, event_type, occurred_at, received_at, body_sha256,
            status, 0, 0, received_at, delivery_count, 0, last_delivery_at, last_error
     FROM batch
     {ON_CONFLICT.format(latest="GREATEST")}
@@ -187,6 +188,13 @@ WITH batch AS (
     FROM json_to_recordset(%(events)s::json -> 1)
          AS l(s varchar, i varchar, r timestamptz, p int, f int, d varchar)
     JOIN upserted u ON u.source = l.s AND u.event_id = l.i
+), stored AS (
+    -- The payload of each event this statement created (`_batch.was_created`), none for a
+    -- duplicate: written once, in the same statement, so ingest keeps its one round trip.
+    INSERT INTO hookinbox_payloads (id, body, headers)
+    SELECT u.id, b.body, b.headers
+    FROM upserted u JOIN batch b ON b.source = u.source AND b.event_id = u.event_id
+    WHERE u.delivery_count = b.delivery_count AND u.received_via = 'webhook'
 )
 SELECT id, source, event_id, delivery_count, body_sha256, status, received_via FROM upserted
 """

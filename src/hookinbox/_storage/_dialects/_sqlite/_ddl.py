@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import sqlalchemy as sa
+
 from hookinbox._storage._dialects._base import Dialect
 
 if TYPE_CHECKING:
@@ -87,6 +89,23 @@ class SQLiteMigrations(Dialect):
                 f" WHEN {when}"
                 f" BEGIN SELECT RAISE(ABORT, '{OLD_LEASE}'); END"
             )
+
+    def copy_new_payloads(self, op: Operations) -> None:
+        op.execute(
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_events_payload AFTER INSERT"
+            " ON hookinbox_events BEGIN INSERT OR IGNORE INTO hookinbox_payloads"
+            " (id, body, headers) VALUES (NEW.id, NEW.body, NEW.headers); END"
+        )
+
+    def drop_payload_columns(self, op: Operations) -> None:
+        # The trigger first: SQLite refuses to drop a column a trigger names. The step holds
+        # the one write lock, so no insert comes between. SQLite's DROP COLUMN rewrites
+        # every row of the table (docs/storage.md, "Upgrading to schema 14").
+        op.execute("DROP TRIGGER IF EXISTS hookinbox_events_payload")
+        present = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("hookinbox_events")}
+        for column in ("body", "headers"):
+            if column in present:  # not when the step runs again (docs/upgrading.md)
+                op.execute(f"ALTER TABLE hookinbox_events DROP COLUMN {column}")
 
 
 _CLOSED = "'processed', 'unhandled'"

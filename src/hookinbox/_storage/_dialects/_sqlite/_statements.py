@@ -18,10 +18,12 @@ from hookinbox._storage._batch import (
     Group,
     Row,
     log_rows,
+    payload_rows,
     upsert_parameters,
 )
 from hookinbox._storage._dialects._base import Dialect, Upsert
-from hookinbox._storage._schema import events
+from hookinbox._storage._payloads import PAYLOAD_INSERT
+from hookinbox._storage._schema import payloads
 
 if TYPE_CHECKING:
     from hookinbox._model import NewDelivery
@@ -56,6 +58,8 @@ class SQLiteStatements(Dialect):
         result = connection.exec_driver_sql(_upsert(len(groups)), tuple(parameters))
         rows = {(r[1], r[2]): (r[0], r[3], r[4], r[5], r[6] == "webhook") for r in result}
         connection.exec_driver_sql(_LOG, log_rows(deliveries, groups, rows, sqlite_time))
+        if payloads := payload_rows(groups, rows):
+            connection.exec_driver_sql(_PAYLOAD, payloads)
         return rows
 
     def payload_value(self, match: PayloadMatch, *, careful: bool = False) -> sa.ColumnElement[Any]:
@@ -66,7 +70,7 @@ class SQLiteStatements(Dialect):
         true/false as PostgreSQL's #>> does, other scalars their text, an object or an array
         NULL. Over 5,000 bodies of 1.1 KB a page took 0.07 s against `json_extract`'s 0.014 s
         (one run, docs/dashboard.md)."""
-        text = sa.cast(events.c.body, sa.Text)
+        text = sa.cast(payloads.c.body, sa.Text)
         document: sa.ColumnElement[Any] = text
         for depth, segment in enumerate(match.path):
             member = sa.func.json_each(document).table_valued("key", "value", "type", "id")
@@ -130,7 +134,7 @@ class SQLiteUpsert(sqlite.Insert, Upsert):
 # -- group commit's statements ------------------------------------------------------------------
 
 _MAX_ROWS = 2_000
-"""The most rows in one upsert (13 values each, within SQLite's 32,766 variables): a
+"""The most rows in one upsert (11 values each, within SQLite's 32,766 variables): a
 group-commit batch passes `max_rows` by up to one batched delivery's events, and is then
 written in two statements of the same transaction."""
 
@@ -140,10 +144,13 @@ _LOG = (
 )
 
 
+_PAYLOAD = PAYLOAD_INSERT.format(marks="?, ?, ?")
+
+
 @functools.lru_cache(maxsize=64)
 def _upsert(rows: int) -> str:
     """The upsert of `rows` events as a multi-row VALUES list (one text per row count)."""
-    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 0, ?, ?)"] * rows)
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 0, ?, ?)"] * rows)
     return f"INSERT INTO hookinbox_events ({EVENT_COLUMNS}) VALUES {values}" + ON_CONFLICT.format(
         latest="MAX"
     )
