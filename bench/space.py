@@ -84,7 +84,8 @@ def scalar(engine: sa.Engine, statement: str) -> Any:
 def autovacuum_off(engine: sa.Engine) -> None:
     with engine.begin() as connection:
         names = connection.exec_driver_sql(
-            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace"
+            "SELECT relname FROM pg_class"
+            " WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace"
         ).scalars()
         for name in list(names):
             connection.exec_driver_sql(
@@ -93,10 +94,23 @@ def autovacuum_off(engine: sa.Engine) -> None:
             )
 
 
+def set_fill_factors(engine: sa.Engine, settings: list[str]) -> None:
+    """`TABLE=PERCENT` settings (this tree's side only; the tables are empty: every page)."""
+    with engine.begin() as connection:
+        for setting in settings:
+            table, _, percent = setting.partition("=")
+            connection.exec_driver_sql(f'ALTER TABLE "{table}" SET (fillfactor = {int(percent)})')
+
+
 @contextmanager
 def running(tree: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(hookinbox(*args), cwd=tree, env=environment(tree),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        hookinbox(*args),
+        cwd=tree,
+        env=environment(tree),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         yield process
     finally:
@@ -108,8 +122,9 @@ def running(tree: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
             process.wait()
 
 
-def wait_for(engine: sa.Engine, statement: str, process: subprocess.Popen[bytes],
-             timeout: float) -> None:  # fmt: skip
+def wait_for(
+    engine: sa.Engine, statement: str, process: subprocess.Popen[bytes], timeout: float
+) -> None:
     """Until `statement` counts nothing left (polled twice a second; small tables only)."""
     deadline = time.monotonic() + timeout
     while (left := scalar(engine, statement)) != 0:
@@ -180,17 +195,39 @@ def side(name: str, tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     with database("postgres") as url:
         engine = open_engine(url)
         try:
-            subprocess.run(hookinbox("migrate", APP, "--database-url", url), cwd=tree,
-                           env=environment(tree), check=True, capture_output=True)  # fmt: skip
+            subprocess.run(
+                hookinbox("migrate", APP, "--database-url", url),
+                cwd=tree,
+                env=environment(tree),
+                check=True,
+                capture_output=True,
+            )
             autovacuum_off(engine)
+            if tree == ROOT:
+                set_fill_factors(engine, args.fill_factor)
             start = counters(engine)
             requests = request_file(args.events)
             try:
-                command = hookinbox("serve", APP, "--database-url", url, "--port", "{port}",
-                                    "--workers", "1", "--log-level", "warning", "--no-worker")  # fmt: skip
+                command = hookinbox(
+                    "serve",
+                    APP,
+                    "--database-url",
+                    url,
+                    "--port",
+                    "{port}",
+                    "--workers",
+                    "1",
+                    "--log-level",
+                    "warning",
+                    "--no-worker",
+                )
                 with server(command, env=environment(tree)) as serving:
-                    load = fixed_rate(f"{serving.base_url}/webhooks/stripe", requests,
-                                      rate=args.rate, seconds=args.events / args.rate)  # fmt: skip
+                    load = fixed_rate(
+                        f"{serving.base_url}/webhooks/stripe",
+                        requests,
+                        rate=args.rate,
+                        seconds=args.events / args.rate,
+                    )
             finally:
                 requests.unlink()
             stored = int(scalar(engine, "SELECT count(*) FROM hookinbox_events"))
@@ -199,8 +236,9 @@ def side(name: str, tree: Path, args: argparse.Namespace) -> dict[str, Any]:
             ingested = counters(engine)
             worker = ("worker", APP, "--database-url", url, "--no-relay", "--log-level", "warning")
             with running(tree, *worker) as process:
-                wait_for(engine, "SELECT count(*) FROM hookinbox_event_queue", process,
-                         args.timeout)  # fmt: skip
+                wait_for(
+                    engine, "SELECT count(*) FROM hookinbox_event_queue", process, args.timeout
+                )
             backends_gone(engine)
             processed = counters(engine)
             relay = ("relay", APP, "--database-url", url, "--log-level", "warning")
@@ -244,27 +282,41 @@ def percent(hot: int, updated: int) -> str:
 def render(sides: list[dict[str, Any]]) -> str:
     names = [s["side"] for s in sides]
     tables = sorted(set().union(*(kept(s) for s in sides)))
-    lines = ["| hookinbox table | " + " | ".join(f"{n}: B/event" for n in names) + " |",
-             "|---|" + "---|" * len(names)]  # fmt: skip
+    lines = [
+        "| hookinbox table | " + " | ".join(f"{n}: B/event" for n in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
     for table in tables:
         cells = [f"{kept(s).get(table, 0) / s['events']:,.0f}" for s in sides]
         lines.append(f"| {table} | " + " | ".join(cells) + " |")
     totals = [sum(kept(s).values()) / s["events"] for s in sides]
-    lines.append("| **every hookinbox table** | " + " | ".join(f"**{t:,.0f}**" for t in totals) + " |")
-    shop = [sum(v["total"] for n, v in s["sizes"].items() if n.startswith("shop_")) / s["events"]
-            for s in sides]  # fmt: skip
+    lines.append(
+        "| **every hookinbox table** | " + " | ".join(f"**{t:,.0f}**" for t in totals) + " |"
+    )
+    shop = [
+        sum(v["total"] for n, v in s["sizes"].items() if n.startswith("shop_")) / s["events"]
+        for s in sides
+    ]
     lines.append("| (the shop's own tables) | " + " | ".join(f"{t:,.0f}" for t in shop) + " |")
-    lines += ["", "| heap-only updates (hot / updated) | " + " | ".join(names) + " |",
-              "|---|" + "---|" * len(names)]  # fmt: skip
+    lines += [
+        "",
+        "| heap-only updates (hot / updated) | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
     every = sorted(set().union(*(s["updates"]["all"] for s in sides)))
     for table in every:
         cells = [percent(*share(s["updates"]["all"], table)) for s in sides]
         lines.append(f"| {table} | " + " | ".join(cells) + " |")
-    lines.append("| **all hookinbox updates** | "
-                 + " | ".join(f"**{percent(*share(s['updates']['all']))}**" for s in sides) + " |")  # fmt: skip
+    lines.append(
+        "| **all hookinbox updates** | "
+        + " | ".join(f"**{percent(*share(s['updates']['all']))}**" for s in sides)
+        + " |"
+    )
     lines += ["", "| rate | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-    for key, label in (("events_per_second", "processing, events/s (1 worker)"),
-                       ("messages_per_second", "relay, messages/s (1 relay)")):  # fmt: skip
+    for key, label in (
+        ("events_per_second", "processing, events/s (1 worker)"),
+        ("messages_per_second", "relay, messages/s (1 relay)"),
+    ):
         lines.append(f"| {label} | " + " | ".join(f"{s[key]:,.0f}" for s in sides) + " |")
     if len(sides) == 2:
         base, this = sides
@@ -281,9 +333,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--rate", type=float, default=1_000.0, help="deliveries/s sent")
-    parser.add_argument("--baseline-ref", default=DEFAULT_BASELINE,
-                        help="git ref to compare with; '' for this tree alone")  # fmt: skip
+    parser.add_argument(
+        "--baseline-ref",
+        default=DEFAULT_BASELINE,
+        help="git ref to compare with; '' for this tree alone",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="per drain, seconds")
+    parser.add_argument(
+        "--fill-factor",
+        action="append",
+        default=[],
+        metavar="TABLE=PERCENT",
+        help="this tree's side: a table's fill factor instead of its schema's",
+    )
     parser.add_argument("--smoke", action="store_true", help="300 events (CI)")
     args = parser.parse_args(argv)
     if args.smoke:
