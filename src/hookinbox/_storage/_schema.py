@@ -48,9 +48,11 @@ version of each row its processing writes, on its own page (PostgreSQL; schema 1
 QUEUE_FILLFACTOR = 30
 """The same for the queue's small rows, which a lease and a release rewrite; the queue holds
 only unfinished work, so the room costs little."""
-OUTBOX_FILLFACTOR = 80
+OUTBOX_FILLFACTOR = 50
 """Percent of each page of `hookinbox_outbox` filled by inserts: room for the one version of
 each message its delivery writes (schema 15; bench/space.py)."""
+OUTBOX_QUEUE_FILLFACTOR = 50
+"""The same for the relay's queue: room for the version each row's lease writes."""
 
 RECEIVED_VIA_WEBHOOK = "webhook"
 RECEIVED_VIA_RECONCILE = "reconcile"
@@ -267,7 +269,7 @@ outbox_queue = Table(
     Column("lease_token", String(32)),  # set while a relay holds the message
     Column("lease_expires_at", UTCDateTime),
     Column("ordering_key", String(255)),
-    **fill_factor(QUEUE_FILLFACTOR),
+    **fill_factor(OUTBOX_QUEUE_FILLFACTOR),
 )
 Index(  # in the relay's lease order, as the events' (above)
     "ix_hookinbox_outbox_queue_due",
