@@ -1,6 +1,6 @@
 """Benchmark: space. What the example shop keeps per event, and how many updates stay heap-only.
 
-    python bench/space.py                          # 20,000 events, this tree vs main (~5 min)
+    python bench/space.py                          # 20,000 events, vs b92f5b4 (~8 min)
     python bench/space.py --baseline-ref 81ff7a0   # against another git ref
     python bench/space.py --smoke                  # seconds; what CI runs
 
@@ -49,7 +49,8 @@ from bench._common import ROOT, SECRET, database, fixed_rate, request_file, save
 from bench.heap_only import backends_gone, checkout
 
 APP = "hookinbox.examples.shop:inbox"
-DEFAULT_BASELINE = "main"
+DEFAULT_BASELINE = "b92f5b4"
+"""main before schema 15 (issue 50's "this main", 2026-12-07)."""
 
 
 def log(message: str) -> None:
@@ -363,7 +364,7 @@ def main(argv: list[str] | None = None) -> None:
     text = render(sides)
     path = save("space", {"args": vars(args), "sides": sides, "table": text})
     print(text)
-    print(f"\nraw: {path}")
+    log(f"raw results: {path}")
 
 
 if __name__ == "__main__":
