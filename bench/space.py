@@ -47,6 +47,7 @@ import sqlalchemy as sa
 
 from bench._common import ROOT, SECRET, database, fixed_rate, request_file, save, server
 from bench.heap_only import backends_gone, checkout
+from bench.heap_only import counters as heap_only_counters
 
 APP = "hookinbox.examples.shop:inbox"
 DEFAULT_BASELINE = "b92f5b4"
@@ -137,15 +138,8 @@ def wait_for(
 
 
 def counters(engine: sa.Engine) -> dict[str, tuple[int, int]]:
-    query = (
-        "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
-        " WHERE starts_with(relname, 'hookinbox_')"
-    )
-    with engine.connect() as connection:
-        connection.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
-        rows = connection.exec_driver_sql(query).all()
-        connection.rollback()
-    return {name: (int(upd), int(hot)) for name, upd, hot in rows}
+    """(rows updated, of which heap-only) per `hookinbox_` table, fresh."""
+    return {name: (row["updated"], row["hot"]) for name, row in heap_only_counters(engine).items()}
 
 
 def delta(after: dict[str, tuple[int, int]], before: dict[str, tuple[int, int]]) -> dict[str, Any]:

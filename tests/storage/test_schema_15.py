@@ -22,6 +22,8 @@ import sqlalchemy as sa
 from hookinbox._storage import LATEST_VERSION, Store, _migrations
 from hookinbox._storage._schema import outbox, outbox_queue
 from tests.outbox.test_relay_processes import queue_messages, statuses
+from tests.storage.test_heap_only import _updates as updates_of
+from tests.storage.test_schema_9 import _message as schema_9_message
 from tests.support.receiver import running_receiver
 from tests.support.workers import Workers, wait_for
 
@@ -30,19 +32,8 @@ OLD_TOKEN = "0" * 32
 
 
 def _message(key: str, status: str, **values: object) -> dict[str, object]:
-    row: dict[str, object] = {
-        "destination": "erp",
-        "message_key": key,
-        "ordering_key": None,
-        "payload": "{}",
-        "status": status,
-        "attempts": 0,
-        "next_attempt_at": NOW - timedelta(minutes=1),
-        "created_at": NOW - timedelta(minutes=1),
-        "lease_token": None,
-        "lease_expires_at": None,
-    }
-    return {**row, **values}
+    # Every row names every column: an executemany takes its columns from the first row.
+    return schema_9_message(key, status, **{"ordering_key": None, "last_error": None, **values})
 
 
 # Schema 13's relay lease, as a relay of that version still running would write it.
@@ -140,15 +131,7 @@ def test_no_index_of_the_outbox_covers_what_the_relay_writes(store: Store) -> No
 
 
 def _updates(store: Store) -> dict[str, tuple[int, int]]:
-    query = sa.text(
-        "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
-        " WHERE relname IN ('hookinbox_outbox', 'hookinbox_outbox_queue')"
-    )
-    with store.engine.connect() as connection:
-        connection.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
-        rows = connection.execute(query).all()
-        connection.rollback()
-    return {str(name): (int(updated), int(hot)) for name, updated, hot in rows}
+    return updates_of(store, ("hookinbox_outbox", "hookinbox_outbox_queue"))
 
 
 MESSAGES = 600
