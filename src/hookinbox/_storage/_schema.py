@@ -51,8 +51,8 @@ only unfinished work, so the room costs little."""
 OUTBOX_FILLFACTOR = 50
 """Percent of each page of `hookinbox_outbox` filled by inserts: room for the one version of
 each message its delivery writes (schema 15; bench/space.py)."""
-OUTBOX_QUEUE_FILLFACTOR = 50
-"""The same for the relay's queue: room for the version each row's lease writes."""
+OUTBOX_QUEUE_FILLFACTOR = 30
+"""The same for the relay's queue, as the events' (`QUEUE_FILLFACTOR`)."""
 
 RECEIVED_VIA_WEBHOOK = "webhook"
 RECEIVED_VIA_RECONCILE = "reconcile"
