@@ -24,6 +24,7 @@ from hookinbox._storage._schema import outbox, outbox_queue
 from tests.outbox.test_relay_processes import queue_messages, statuses
 from tests.storage.test_heap_only import _updates as updates_of
 from tests.storage.test_schema_9 import _message as schema_9_message
+from tests.storage.test_schema_9 import indexed_columns
 from tests.support.receiver import running_receiver
 from tests.support.workers import Workers, wait_for
 
@@ -118,14 +119,7 @@ WRITTEN_BY_THE_RELAY = frozenset(
 
 
 def test_no_index_of_the_outbox_covers_what_the_relay_writes(store: Store) -> None:
-    inspector = sa.inspect(store.engine)
-    covered: set[str] = set()
-    for index in inspector.get_indexes("hookinbox_outbox"):
-        covered |= {c for c in index["column_names"] if c}
-        where = str(index.get("dialect_options", {}).get(f"{store.dialect.name}_where") or "")
-        covered |= {c.name for c in outbox.c if c.name in where}
-    for constraint in inspector.get_unique_constraints("hookinbox_outbox"):
-        covered |= set(constraint["column_names"])
+    covered = indexed_columns(store, outbox)
     assert covered & WRITTEN_BY_THE_RELAY == set()
     assert covered >= {"destination", "message_key", "created_at"}
 
