@@ -160,3 +160,19 @@ def test_async_worker_benchmark_drains_on_both_workers(postgres_template: str) -
     assert all(drain["correct"] for drain in result["drain"].values())
     assert result["bare_async"]["correct"]
     assert all(idle["p50_ms"]["median"] > 0 for idle in result["idle"].values())
+
+
+def test_space_benchmark_reads_bytes_and_heap_only_updates(postgres_template: str) -> None:
+    """PostgreSQL: the example shop through serve, a worker and a relay on main and on this
+    tree; every event stored, processed and its receipt relayed, and the outbox's updates
+    heap-only on this tree (schema 15)."""
+    from tests.conftest import POSTGRES_URL
+
+    document = run_bench("space.py", env={"HOOKINBOX_BENCH_POSTGRES_URL": POSTGRES_URL})
+    baseline, ours = document["sides"]  # type: ignore[misc]
+    for side in (baseline, ours):
+        assert side["events"] == side["messages"] == 300
+        assert side["sizes"]["hookinbox_events"]["total"] > 0
+    relayed = ours["updates"]["relay"]
+    assert relayed["hookinbox_outbox"]["updated"] >= 300
+    assert relayed["hookinbox_outbox"]["hot"] >= 0.9 * relayed["hookinbox_outbox"]["updated"]

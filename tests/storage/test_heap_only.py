@@ -43,15 +43,16 @@ WORKERS = 2
 PADDING = "x" * 600  # a checkout's row grows to ~1 KB, as a small Stripe event's does
 
 
-def _updates(store: Store) -> dict[str, tuple[int, int]]:
+def _updates(
+    store: Store, tables: tuple[str, ...] = ("hookinbox_events", "hookinbox_event_queue")
+) -> dict[str, tuple[int, int]]:
     """(row updates, of which heap-only) per hookinbox table, as PostgreSQL counted them."""
     query = sa.text(
-        "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
-        " WHERE relname IN ('hookinbox_events', 'hookinbox_event_queue')"
-    )
+        "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname IN :tables"
+    ).bindparams(sa.bindparam("tables", expanding=True))
     with store.engine.connect() as connection:
         connection.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
-        rows = connection.execute(query).all()
+        rows = connection.execute(query, {"tables": list(tables)}).all()
         connection.rollback()
     return {str(name): (int(updated), int(hot)) for name, updated, hot in rows}
 

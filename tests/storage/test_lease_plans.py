@@ -146,7 +146,7 @@ def test_a_message_lease_reads_its_first_rows_not_the_backlog(store: Store) -> N
     assert [lease.message.key for lease in leased] == [f"m-{n:06d}" for n in range(LIMIT)]
 
     plan = lease_plan(store, statements, "hookinbox_outbox")
-    scans = due_index_scans(plan, "ix_hookinbox_outbox_due")
+    scans = due_index_scans(plan, "ix_hookinbox_outbox_queue_due")
     assert scans, f"the lease does not read the due index: {json.dumps(plan)[:2000]}"
     assert not [node for node in nodes(plan) if node["Node Type"] == "Sort"]
     assert scans[0]["Actual Rows"] <= 4 * LIMIT
@@ -183,7 +183,7 @@ def sqlite_plan(store: Store, statement: str, parameters: Any) -> list[str]:
 @pytest.mark.parametrize("backend", ["sqlite"])
 @pytest.mark.parametrize(
     ("queue", "due_index"),
-    [("events", "ix_hookinbox_event_queue_due"), ("messages", "ix_hookinbox_outbox_due")],
+    [("events", "ix_hookinbox_event_queue_due"), ("messages", "ix_hookinbox_outbox_queue_due")],
 )
 def test_a_sqlite_lease_is_one_read_in_the_due_index_and_one_write(
     store: Store, queue: str, due_index: str
@@ -206,10 +206,10 @@ def test_a_sqlite_lease_is_one_read_in_the_due_index_and_one_write(
     plan = sqlite_plan(store, *read)
     assert any(due_index in step for step in plan), plan
     assert not [step for step in plan if "TEMP B-TREE" in step], plan
-    if queue == "events":
-        assert any("hookinbox_events USING INTEGER PRIMARY KEY" in step for step in plan), plan
+    items_table = "hookinbox_events" if queue == "events" else "hookinbox_outbox"
+    assert any(f"{items_table} USING INTEGER PRIMARY KEY" in step for step in plan), plan
     # What was written is what the worker was told: its token on those rows, one attempt each.
-    table = "hookinbox_event_queue" if queue == "events" else "hookinbox_outbox"
+    table = "hookinbox_event_queue" if queue == "events" else "hookinbox_outbox_queue"
     with store.engine.connect() as connection:
         written = connection.exec_driver_sql(
             f"SELECT id, attempts FROM {table} WHERE lease_token IS NOT NULL ORDER BY id"

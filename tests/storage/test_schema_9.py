@@ -206,13 +206,20 @@ WRITTEN_BY_PROCESSING = frozenset(
 def test_no_index_of_the_events_covers_what_processing_writes(store: Store) -> None:
     """PostgreSQL makes an update heap-only only when no indexed column (nor a column in an
     index's WHERE) changes: none of those may be indexed on the big table."""
-    inspector = sa.inspect(store.engine)
-    covered: set[str] = set()
-    for index in inspector.get_indexes("hookinbox_events"):
-        covered |= {c for c in index["column_names"] if c}
-        where = str(index.get("dialect_options", {}).get(f"{store.dialect.name}_where") or "")
-        covered |= {c.name for c in events.c if c.name in where}
-    for constraint in inspector.get_unique_constraints("hookinbox_events"):
-        covered |= set(constraint["column_names"])
+    covered = indexed_columns(store, events)
     assert covered & WRITTEN_BY_PROCESSING == set()
     assert covered >= {"received_at", "source", "event_id"}  # the checker reads indexes
+
+
+def indexed_columns(store: Store, table: sa.Table) -> set[str]:
+    """The columns of `table` that an index or a unique constraint covers, or names in its
+    WHERE: an update of any of them cannot be heap-only on PostgreSQL."""
+    inspector = sa.inspect(store.engine)
+    covered: set[str] = set()
+    for index in inspector.get_indexes(table.name):
+        covered |= {c for c in index["column_names"] if c}
+        where = str(index.get("dialect_options", {}).get(f"{store.dialect.name}_where") or "")
+        covered |= {c.name for c in table.c if c.name in where}
+    for constraint in inspector.get_unique_constraints(table.name):
+        covered |= set(constraint["column_names"])
+    return covered

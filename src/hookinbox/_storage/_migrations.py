@@ -38,6 +38,11 @@ from hookinbox._storage._dialects._table_options import row_id_type
 from hookinbox._storage._errors import translate_errors
 from hookinbox._storage._lock_waits import patiently
 from hookinbox._storage._options import READ_ONLY
+from hookinbox._storage._outbox_queue import (
+    OUTBOX_FILLFACTOR,
+    copy_open_messages,
+)
+from hookinbox._storage._outbox_queue import create_queue_table as create_outbox_queue_table
 from hookinbox._storage._payload_copy import copy_payloads, create_payloads_table, finish_copy
 from hookinbox._storage._queue_copy import copy_open_events, create_queue_table
 from hookinbox._storage._queue_copy import finish_copy as finish_queue_copy
@@ -400,6 +405,35 @@ def _v14_payloads_beside_the_events(op: Operations) -> None:
     finish_copy(op)
 
 
+def _v15_outbox_queue_beside_the_messages(op: Operations) -> None:
+    """The relay's unfinished work moves to a narrow table of its own,
+    `hookinbox_outbox_queue`, so that delivering a message no longer updates any indexed
+    column of `hookinbox_outbox` (its updates heap-only on PostgreSQL, as schema 9 made the
+    events': docs/storage.md, "Upgrading to schema 15").
+
+    Short whatever the size of the outbox: under the table's lock, the messages not delivered
+    (the backlog, read through the open index) are copied, the trigger that queues every
+    message inserted is created (an older handler's messages are queued too), the indexes on
+    `status` are dropped, and the fill factors change pages written from now on. A relay of an
+    older hookinbox fails closed afterwards: its lease is refused by a trigger (nothing is
+    sent by two relays at once). Each statement finds what it makes, if it exists already
+    (MariaDB, whose DDL commits on its own: a step cut short).
+    """
+    dialect = _dialect(op)
+    dialect.lock_tables(op, "hookinbox_outbox")
+    create_outbox_queue_table(op)
+    copy_open_messages(op)
+    dialect.queue_new_messages(op)
+    dialect.refuse_old_relays(op)
+    for index in (
+        "ix_hookinbox_outbox_due_order",
+        "ix_hookinbox_outbox_ordering",
+        "ix_hookinbox_outbox_open",
+    ):
+        dialect.drop_index_if_exists(op, "hookinbox_outbox", index)
+    dialect.set_fill_factor(op, "hookinbox_outbox", OUTBOX_FILLFACTOR)
+
+
 def _dialect(op: Operations) -> Dialect:
     return dialect_of(op.get_context().dialect)
 
@@ -419,6 +453,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_v12_min_code_version, EXPAND, "the oldest code each version runs with"),
     Migration(_v13_learned_secrets, EXPAND, "secrets learned on first use; trust windows"),
     Migration(_v14_payloads_beside_the_events, CONTRACT, "payloads beside the events"),
+    Migration(_v15_outbox_queue_beside_the_messages, CONTRACT, "the queue beside the outbox"),
 )
 """Step N (1-based) brings a database from version N-1 to version N. Each is classified
 (docs/upgrading.md): a contract step is one after which code of an older schema no longer

@@ -20,20 +20,30 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from hookinbox._model import MessageStatus
-from hookinbox._storage._rows import MESSAGE_STATUS
-from hookinbox._storage._schema import outbox, status_is, status_not
+from hookinbox._storage._rows import MESSAGE_HELD, MESSAGE_STATUS
+from hookinbox._storage._schema import outbox, outbox_queue
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from hookinbox._storage._seam import StoreSeam
 
-_OPEN = [MessageStatus.PENDING.value, MessageStatus.DELIVERING.value, MessageStatus.FAILED.value]
+_LIVE = {
+    "status": MESSAGE_STATUS,
+    # While the message is not delivered, its queue row has the live count (schema 15).
+    "attempts": sa.func.coalesce(outbox_queue.c.attempts, outbox.c.attempts).label("attempts"),
+    "next_attempt_at": sa.func.coalesce(
+        outbox_queue.c.next_attempt_at, outbox.c.next_attempt_at
+    ).label("next_attempt_at"),
+    "lease_expires_at": outbox_queue.c.lease_expires_at.label("lease_expires_at"),
+}
 MESSAGE_COLUMNS = [
-    MESSAGE_STATUS if c.name == "status" else c
-    for c in outbox.c
-    if c.name not in ("payload", "lease_token")
+    _LIVE.get(c.name, c) for c in outbox.c if c.name not in ("payload", "lease_token")
 ]
+_WITH_QUEUE = outbox.outerjoin(outbox_queue, outbox_queue.c.id == outbox.c.id)
+_BACKLOG_STATUS = sa.case(
+    (MESSAGE_HELD, sa.literal(MessageStatus.DELIVERING.value)), else_=outbox_queue.c.state
+).label("status")
 
 
 class Outbox:
@@ -77,15 +87,10 @@ class Outbox:
         return connection.execute(statement).first() is not None
 
     def backlog(self, connection: Connection) -> dict[str, int]:
-        """Unsent and failed messages, by status (from the small partial indexes): one a
-        relay holds counts as `delivering`."""
+        """Unsent and failed messages, by status (the relay's small queue table): one a relay
+        holds counts as `delivering`."""
         rows = connection.execute(
-            sa.select(MESSAGE_STATUS, sa.func.count())
-            .where(
-                status_is(outbox.c.status, *_OPEN),
-                status_not(outbox.c.status, MessageStatus.DELIVERED.value),  # the open index's
-            )
-            .group_by(MESSAGE_STATUS)
+            sa.select(_BACKLOG_STATUS, sa.func.count()).group_by(_BACKLOG_STATUS)
         )
         return {status: int(count) for status, count in rows}
 
@@ -93,6 +98,7 @@ class Outbox:
         """The outbox messages an event's handlers wrote, oldest first (at most `limit`)."""
         query = (
             sa.select(*MESSAGE_COLUMNS)
+            .select_from(_WITH_QUEUE)
             .where(outbox.c.source == source, outbox.c.event_id == event_id)
             .order_by(outbox.c.id)
             .limit(limit)

@@ -5,7 +5,7 @@ A queue keeps its unfinished work in rows with a state, the time the next attemp
 attempt count and a lease (token and expiry). The events' work lives in a narrow table of its
 own beside the big events table (schema 9, `Shape.separate`): a lease, a release and a claim
 write that small table, and the event's row is written once when its work ends. Outbox messages
-are their own queue rows.
+have theirs too, `hookinbox_outbox_queue` (schema 15), for the same reason.
 
 - **lease**: up to N due rows get a token, an expiry and one more attempt, oldest due first, in
   one short transaction that is committed before any work starts (so a row that kills its
@@ -43,7 +43,14 @@ from hookinbox._model import WAITING_STATUSES, MessageStatus, Status
 from hookinbox._records import Lease, Leased, LeasedMessage, Release, Settlement
 from hookinbox._storage._leases import LeaseParts, Leasing, leasing_for
 from hookinbox._storage._rows import leased_event, leased_message
-from hookinbox._storage._schema import event_queue, events, outbox, payloads, status_is
+from hookinbox._storage._schema import (
+    event_queue,
+    events,
+    outbox,
+    outbox_queue,
+    payloads,
+    status_is,
+)
 
 if TYPE_CHECKING:
     from hookinbox._storage._seam import StoreSeam
@@ -384,16 +391,16 @@ class EventQueue(Queue[Leased]):
 
 
 class MessageQueue(Queue[LeasedMessage]):
-    """The relay's queue: outbox messages, which are their own queue rows."""
+    """The relay's queue: outbox messages, their work in `hookinbox_outbox_queue`."""
 
     def __init__(self, store: StoreSeam) -> None:
         shape = Shape(
-            queue=outbox,
-            state="status",
+            queue=outbox_queue,
+            state="state",
             waiting=(MessageStatus.PENDING.value,),
             items=outbox,
             due_also=_ordered,
-            due_index="ix_hookinbox_outbox_due_order",
+            due_index="ix_hookinbox_outbox_queue_due",
         )
         super().__init__(store, shape, leased_message)
 
@@ -410,25 +417,25 @@ class MessageQueue(Queue[LeasedMessage]):
             leased.token,
             state=settlement.status.value,
             next_attempt_at=settlement.next_attempt_at,
-            values={"last_error": settlement.last_error},
+            # Written to the message too (no index covers it): the table says when it is due.
+            values={
+                "last_error": settlement.last_error,
+                "next_attempt_at": settlement.next_attempt_at,
+            },
         )
-
-
-_UNSENT = (MessageStatus.PENDING.value, MessageStatus.DELIVERING.value)
-"""Written as the ordering index's WHERE is (a message being sent is `pending` with a lease
-since schema 9; `delivering` is what older rows said), so that SQLite proves it may use it."""
 
 
 def _ordered(_now: When) -> list[sa.ColumnElement[bool]]:
-    """A message with an ordering key is due only when no older one with its key is unsent."""
-    earlier = outbox.alias("earlier")
+    """A message with an ordering key is due only when no older one with its key is unsent
+    (waiting, or held by a relay: a failed one no longer holds the others back)."""
+    earlier = outbox_queue.alias("earlier")
     predecessor_unsent = (
         sa.select(earlier.c.id)
         .where(
-            earlier.c.ordering_key == outbox.c.ordering_key,
-            earlier.c.id < outbox.c.id,
-            status_is(earlier.c.status, *_UNSENT),
+            earlier.c.ordering_key == outbox_queue.c.ordering_key,
+            earlier.c.id < outbox_queue.c.id,
+            status_is(earlier.c.state, MessageStatus.PENDING.value),
         )
         .exists()
     )
-    return [sa.or_(outbox.c.ordering_key.is_(None), ~predecessor_unsent)]
+    return [sa.or_(outbox_queue.c.ordering_key.is_(None), ~predecessor_unsent)]

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from hookinbox._model import Event, Message, MessageStatus, Status
 from hookinbox._records import Leased, LeasedMessage
 from hookinbox._storage._payloads import payload_of
-from hookinbox._storage._schema import event_queue, events, outbox, payloads
+from hookinbox._storage._schema import event_queue, events, outbox, outbox_queue, payloads
 
 _HELD = event_queue.c.lease_token.is_not(None)
 
@@ -109,14 +109,17 @@ def message_from_row(row: Mapping[Any, Any]) -> Message:
 
 
 def leased_message(row: Mapping[Any, Any], token: str, until: datetime) -> LeasedMessage:
-    return LeasedMessage(message_from_row(row), token, until, row["trace_context"])
+    """A row the relay's lease returned: the message, its attempts the queue's live count."""
+    live = {**row, "attempts": row["queue_attempts"]}
+    return LeasedMessage(message_from_row(live), token, until, row["trace_context"])
 
 
+MESSAGE_HELD = sa.and_(
+    outbox_queue.c.lease_token.is_not(None), outbox_queue.c.state == MessageStatus.PENDING.value
+)
+"""A relay holds the message (its queue row)."""
 MESSAGE_STATUS = sa.case(
-    (
-        sa.and_(outbox.c.lease_token.is_not(None), outbox.c.status == MessageStatus.PENDING.value),
-        sa.literal(MessageStatus.DELIVERING.value),
-    ),
-    else_=outbox.c.status,
+    (MESSAGE_HELD, sa.literal(MessageStatus.DELIVERING.value)), else_=outbox.c.status
 ).label("status")
-"""A message's status as operators see it: `delivering` while a relay holds it."""
+"""A message's status as operators see it, its queue row outer-joined: `delivering` while a
+relay holds it."""

@@ -51,6 +51,11 @@ larger than at 50 %, where every update stayed heap-only."""
 QUEUE_FILLFACTOR = 30
 """The same for the queue's small rows, which a lease and a release rewrite; the queue holds
 only unfinished work, so the room costs little."""
+OUTBOX_FILLFACTOR = 50
+"""Percent of each page of `hookinbox_outbox` filled by inserts: room for the one version of
+each message its delivery writes (schema 15; bench/space.py)."""
+OUTBOX_QUEUE_FILLFACTOR = 30
+"""The same for the relay's queue, as the events' (`QUEUE_FILLFACTOR`)."""
 
 RECEIVED_VIA_WEBHOOK = "webhook"
 RECEIVED_VIA_RECONCILE = "reconcile"
@@ -234,7 +239,12 @@ workers = Table(
 Index("ix_hookinbox_workers_expires_at", workers.c.expires_at)
 
 # The transactional outbox: side effects written in the handler's transaction, delivered later
-# by the relay, at least once, with the key as the receiver's idempotency key.
+# by the relay, at least once, with the key as the receiver's idempotency key. Written when the
+# message is sent and once more when its delivery ends (schema 15): while it waits and while a
+# relay holds it, what changes is in the narrow queue table below, and no index of this table
+# covers a column its delivery writes (status, attempts, delivered_at, last_error), so that
+# update stays heap-only on PostgreSQL, on the room the fill factor leaves. The lease columns
+# are unused since schema 15.
 outbox = Table(
     "hookinbox_outbox",
     metadata,
@@ -257,28 +267,38 @@ outbox = Table(
     # continues that trace. NULL when tracing was off.
     Column("trace_context", LongText),
     UniqueConstraint("destination", "message_key", name="uq_hookinbox_outbox_destination_key"),
-)
-_message_due = outbox.c.status == MessageStatus.PENDING.value
-_message_open = outbox.c.status.in_([MessageStatus.PENDING.value, MessageStatus.DELIVERING.value])
-Index(  # in the relay's lease order, as the events' (above)
-    "ix_hookinbox_outbox_due_order",
-    outbox.c.next_attempt_at,
-    outbox.c.id,
-    **partial(_message_due),
-)
-# "Is an earlier message with my ordering key still unsent?" stays an index probe.
-Index(
-    "ix_hookinbox_outbox_ordering",
-    outbox.c.ordering_key,
-    outbox.c.id,
-    **partial(_message_open),
+    **fill_factor(OUTBOX_FILLFACTOR),
 )
 Index("ix_hookinbox_outbox_created_at", outbox.c.created_at)
-_message_not_delivered = outbox.c.status != MessageStatus.DELIVERED.value
+
+# The relay's unfinished work, one row per message not delivered (pending, or failed for good),
+# deleted when it is delivered. Inserted with the message (a trigger: every writer, whatever
+# its version). A lease changes only columns no index covers (token, expiry, attempts), so it
+# stays heap-only; the ordering key is copied so that "is an earlier message with my key still
+# unsent?" stays a probe of this small table.
+outbox_queue = Table(
+    "hookinbox_outbox_queue",
+    metadata,
+    Column("id", RowId, primary_key=True, autoincrement=False),  # the message's row id
+    Column("state", String(16), nullable=False),  # pending or failed
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("attempts", Integer, nullable=False),  # live; copied to the message when it ends
+    Column("lease_token", String(32)),  # set while a relay holds the message
+    Column("lease_expires_at", UTCDateTime),
+    Column("ordering_key", String(255)),
+    **fill_factor(OUTBOX_QUEUE_FILLFACTOR),
+)
+Index(  # in the relay's lease order, as the events' (above)
+    "ix_hookinbox_outbox_queue_due",
+    outbox_queue.c.next_attempt_at,
+    outbox_queue.c.id,
+    **partial(outbox_queue.c.state == MessageStatus.PENDING.value),
+)
 Index(
-    "ix_hookinbox_outbox_open",
-    outbox.c.status,
-    **partial(_message_not_delivered),
+    "ix_hookinbox_outbox_queue_ordering",
+    outbox_queue.c.ordering_key,
+    outbox_queue.c.id,
+    **partial(outbox_queue.c.ordering_key.is_not(None)),
 )
 
 # Trust on first use (Asana's `X-Hook-Secret`): the secrets a source learned from a first

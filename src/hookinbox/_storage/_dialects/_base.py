@@ -339,6 +339,16 @@ class Dialect(ABC):
         `copy_new_payloads`' trigger (each in the order the database allows, so that no
         insert meanwhile leaves an event without its payload)."""
 
+    @abstractmethod
+    def queue_new_messages(self, op: Operations) -> None:
+        """A trigger that gives every outbox message inserted `pending` its row in
+        `hookinbox_outbox_queue` (schema 15), whoever inserts it; nothing when it exists."""
+
+    @abstractmethod
+    def refuse_old_relays(self, op: Operations) -> None:
+        """A trigger that refuses the lease of a relay older than schema 15: a token written
+        to `hookinbox_outbox.lease_token` (the queue table holds the leases since)."""
+
     def add_column_with_default(
         self, op: Operations, table: str, column: sa.Column[Any], default: str
     ) -> None:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 
 OLD_LEASE = "hookinbox schema 9: a process of an older hookinbox tried to lease; upgrade it"
+OLD_RELAY = "hookinbox schema 15: a relay of an older hookinbox tried to lease; upgrade it"
 
 
 class MySQLMigrations(Dialect):
@@ -116,6 +117,24 @@ class MySQLMigrations(Dialect):
         op.execute("ALTER TABLE hookinbox_events DROP COLUMN IF EXISTS body,"
                    " DROP COLUMN IF EXISTS headers")  # fmt: skip
         op.execute("DROP TRIGGER IF EXISTS hookinbox_events_payload")
+
+    def queue_new_messages(self, op: Operations) -> None:
+        # A row trigger; an upsert that finds the key (`ON DUPLICATE KEY`) fires no INSERT one.
+        op.execute(
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_outbox_queue AFTER INSERT ON hookinbox_outbox"
+            " FOR EACH ROW INSERT INTO hookinbox_outbox_queue"
+            " (id, state, next_attempt_at, attempts, ordering_key)"
+            " SELECT NEW.id, 'pending', NEW.next_attempt_at, NEW.attempts, NEW.ordering_key"
+            " FROM DUAL WHERE NEW.status = 'pending'"
+        )
+
+    def refuse_old_relays(self, op: Operations) -> None:
+        op.execute(
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_outbox_old_relay BEFORE UPDATE"
+            " ON hookinbox_outbox FOR EACH ROW BEGIN"
+            " IF NEW.lease_token IS NOT NULL AND NOT (NEW.lease_token <=> OLD.lease_token) THEN"
+            f" SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{OLD_RELAY}'; END IF; END"
+        )
 
 
 _CLOSED = "'processed', 'unhandled'"

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 
 OLD_LEASE = "hookinbox schema 9: a process of an older hookinbox tried to lease; upgrade it"
+OLD_RELAY = "hookinbox schema 15: a relay of an older hookinbox tried to lease; upgrade it"
 
 
 class PostgresMigrations(Dialect):
@@ -140,6 +141,36 @@ class PostgresMigrations(Dialect):
         op.execute("DROP FUNCTION IF EXISTS hookinbox_copy_payload()")
         op.execute("ALTER TABLE hookinbox_events DROP COLUMN IF EXISTS body,"
                    " DROP COLUMN IF EXISTS headers")  # fmt: skip
+
+    def queue_new_messages(self, op: Operations) -> None:
+        # A row trigger: a handler sends its messages one statement each.
+        op.execute(
+            "CREATE OR REPLACE FUNCTION hookinbox_queue_new_message() RETURNS trigger"
+            " LANGUAGE plpgsql AS $$"
+            " BEGIN"
+            " INSERT INTO hookinbox_outbox_queue"
+            " (id, state, next_attempt_at, attempts, ordering_key)"
+            " VALUES (NEW.id, 'pending', NEW.next_attempt_at, NEW.attempts, NEW.ordering_key);"
+            " RETURN NULL; END $$"
+        )
+        op.execute("DROP TRIGGER IF EXISTS hookinbox_outbox_queue ON hookinbox_outbox")
+        op.execute(
+            "CREATE TRIGGER hookinbox_outbox_queue AFTER INSERT ON hookinbox_outbox"
+            " FOR EACH ROW WHEN (NEW.status = 'pending')"
+            " EXECUTE FUNCTION hookinbox_queue_new_message()"
+        )
+
+    def refuse_old_relays(self, op: Operations) -> None:
+        op.execute(
+            "CREATE OR REPLACE FUNCTION hookinbox_refuse_old_relay() RETURNS trigger"
+            f" LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '{OLD_RELAY}'; END $$"
+        )
+        op.execute("DROP TRIGGER IF EXISTS hookinbox_outbox_old_relay ON hookinbox_outbox")
+        op.execute(
+            "CREATE TRIGGER hookinbox_outbox_old_relay BEFORE UPDATE OF lease_token"
+            " ON hookinbox_outbox FOR EACH ROW WHEN (NEW.lease_token IS NOT NULL)"
+            " EXECUTE FUNCTION hookinbox_refuse_old_relay()"
+        )
 
 
 def _unless_trigger_exists(op: Operations, trigger: str, statements: str) -> None:

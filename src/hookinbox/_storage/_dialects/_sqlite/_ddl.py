@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 
 OLD_LEASE = "hookinbox schema 9: a process of an older hookinbox tried to lease; upgrade it"
+OLD_RELAY = "hookinbox schema 15: a relay of an older hookinbox tried to lease; upgrade it"
 
 
 class SQLiteMigrations(Dialect):
@@ -106,6 +107,23 @@ class SQLiteMigrations(Dialect):
         for column in ("body", "headers"):
             if column in present:  # not when the step runs again (docs/upgrading.md)
                 op.execute(f"ALTER TABLE hookinbox_events DROP COLUMN {column}")
+
+    def queue_new_messages(self, op: Operations) -> None:
+        op.execute(
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_outbox_queue AFTER INSERT ON hookinbox_outbox"
+            " WHEN NEW.status = 'pending' BEGIN"
+            " INSERT INTO hookinbox_outbox_queue"
+            " (id, state, next_attempt_at, attempts, ordering_key)"
+            " VALUES (NEW.id, 'pending', NEW.next_attempt_at, NEW.attempts, NEW.ordering_key);"
+            " END"
+        )
+
+    def refuse_old_relays(self, op: Operations) -> None:
+        op.execute(
+            "CREATE TRIGGER IF NOT EXISTS hookinbox_outbox_old_relay"
+            " BEFORE UPDATE OF lease_token ON hookinbox_outbox WHEN NEW.lease_token IS NOT NULL"
+            f" BEGIN SELECT RAISE(ABORT, '{OLD_RELAY}'); END"
+        )
 
 
 _CLOSED = "'processed', 'unhandled'"
