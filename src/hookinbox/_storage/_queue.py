@@ -42,6 +42,7 @@ from sqlalchemy import Connection
 from hookinbox._model import WAITING_STATUSES, MessageStatus, Status
 from hookinbox._records import Lease, Leased, LeasedMessage, Release, Settlement
 from hookinbox._storage._leases import LeaseParts, Leasing, leasing_for
+from hookinbox._storage._pausing import Pausing
 from hookinbox._storage._rows import leased_event, leased_message
 from hookinbox._storage._schema import event_queue, events, outbox, status_is
 
@@ -149,11 +150,18 @@ class Queue(Generic[T]):
         parameters = {"now": now, "limit": limit, "token": token, "until": until}
         with self.store.transaction() as connection:
             rows = self._leasing.lease(connection, parameters)
+            rows = self._kept(connection, rows, now)
         # RETURNING keeps no order: back to the order they were picked in.
         rows.sort(key=lambda row: (row["queue_next_attempt_at"], row["id"]))
         fresh = [self.to_item(row, token, until) for row in rows if row["previous"] is None]
         expired = [self.to_item(row, token, until) for row in rows if row["previous"] is not None]
         return Lease(token, fresh, expired)
+
+    def _kept(
+        self, _connection: Connection, rows: list[Mapping[Any, Any]], _now: datetime
+    ) -> list[Mapping[Any, Any]]:
+        """Inside the lease's transaction: the rows it took that go to the worker."""
+        return rows
 
     @cached_property
     def _leasing(self) -> Leasing:
@@ -331,6 +339,13 @@ class EventQueue(Queue[Leased]):
             due_index="ix_hookinbox_event_queue_due",
         )
         super().__init__(store, shape, leased_event)
+        self._pausing = Pausing(store)
+
+    def _kept(
+        self, connection: Connection, rows: list[Mapping[Any, Any]], now: datetime
+    ) -> list[Mapping[Any, Any]]:
+        """The rows of a paused source are parked, in the lease's transaction (`_pausing.py`)."""
+        return self._pausing.park_leased(connection, rows, now)
 
     def claim(
         self, connection: Connection, leased: Leased, status: Status, now: datetime, outcome: str
