@@ -30,7 +30,6 @@ again.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from hookinbox._model import WAITING_STATUSES, Status
-from hookinbox._records import Actor
+from hookinbox._records import Actor, PauseChange, PausedSource
 from hookinbox._storage._notify import CHANNEL
 from hookinbox._storage._schema import audit, event_queue, events, paused_sources, status_is
 from hookinbox._storage._types import SafeText, UTCDateTime
@@ -59,24 +58,6 @@ SQLite's write lock or PostgreSQL's row locks for long."""
 
 _WAITING = tuple(s.value for s in WAITING_STATUSES)
 _PAUSED = Status.PAUSED.value
-
-
-@dataclass(frozen=True, slots=True)
-class PausedSource:
-    source: str
-    paused_at: datetime
-    actor: str
-    reason: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class PauseChange:
-    """What a pause or a resume did."""
-
-    source: str
-    was_paused: bool
-    events: int
-    """Events parked (pause) or made due again (resume)."""
 
 
 class Pausing:

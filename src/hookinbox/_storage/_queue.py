@@ -58,6 +58,11 @@ ToItem = Callable[[Mapping[Any, Any], str, datetime], T]
 `queue_next_attempt_at` too), the lease token and its expiry -> what the worker gets."""
 
 
+LEASES_PER_LEASE = 20
+"""Leases run again in one lease's transaction while each took only rows it parked (a paused
+source's backlog that its pause has not parked yet); past it the lease comes back empty."""
+
+
 def _nothing_more(_now: When) -> Sequence[sa.ColumnElement[bool]]:
     return ()
 
@@ -149,8 +154,13 @@ class Queue(Generic[T]):
         token = uuid.uuid4().hex
         parameters = {"now": now, "limit": limit, "token": token, "until": until}
         with self.store.transaction() as connection:
-            rows = self._leasing.lease(connection, parameters)
-            rows = self._kept(connection, rows, now)
+            for _ in range(LEASES_PER_LEASE):
+                taken = self._leasing.lease(connection, parameters)
+                rows = self._kept(connection, taken, now)
+                # A lease that took only rows it may not hand out (a paused source's, parked)
+                # leases again: an empty lease means "nothing is due" to its callers.
+                if rows or not taken:
+                    break
         # RETURNING keeps no order: back to the order they were picked in.
         rows.sort(key=lambda row: (row["queue_next_attempt_at"], row["id"]))
         fresh = [self.to_item(row, token, until) for row in rows if row["previous"] is None]

@@ -22,7 +22,8 @@ from hookinbox.cli._output import Table, echo_untrusted, emit_json, say, show, s
 from hookinbox.cli._types import number
 
 STATUSES = click.Choice(
-    ["pending", "processing", "deferred", "processed", "unhandled", "failed", "stale", "invalid"]
+    ["pending", "processing", "deferred", "processed", "unhandled", "failed", "stale", "invalid",
+     "paused"]
 )
 """`Status`'s values (a test checks they agree), spelt out so `--help` imports no storage."""
 STATUS_METAVAR = "STATUS"
