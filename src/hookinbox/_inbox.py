@@ -270,19 +270,31 @@ class Inbox(BaseInbox):
 
     # -- configuration -------------------------------------------------------------------
 
-    def add_source(self, source: S, *, inline: bool = False, retry: RetryPolicy | None = None) -> S:
+    def add_source(
+        self,
+        source: S,
+        *,
+        inline: bool = False,
+        retry: RetryPolicy | None = None,
+        auto_pause_after: int | None = None,
+    ) -> S:
         """Receive deliveries for `source` at `POST /webhooks/{source.name}`.
 
         `inline=True` runs the handlers inside the request, in the insert's transaction: the
         provider gets 200 only once they committed, and 503 (nothing kept) if they raised.
         `retry` overrides the inbox's retry policy for this source's events.
+        `auto_pause_after=N` pauses the source (as `pause` does, audited by "auto-pause")
+        when a worker process sees N attempts at its events fail in a row (off by default).
         """
         self._check_not_started()
+        ranges.AUTO_PAUSE_AFTER.check_optional("auto_pause_after", auto_pause_after)
         if isinstance(source, Source):
             check_retention(
                 self.settings.retention, [source], force=self.settings.allow_short_retention
             )
-        self._registry.add_source(source, inline=inline, retry=retry)
+        self._registry.add_source(
+            source, inline=inline, retry=retry, auto_pause_after=auto_pause_after
+        )
         return source
 
     def handler(

@@ -39,11 +39,20 @@ class Registry:
         self.sources: dict[str, Source] = {}
         self.inline_sources: set[str] = set()
         self.source_retry: dict[str, RetryPolicy] = {}
+        self.auto_pause: dict[str, int] = {}
+        """Source -> consecutive failed attempts after which the worker pauses it."""
         self.handlers = HandlerRegistry()
         self.destinations: dict[str, Destination] = {}
         self.after_migrate: list[AfterMigrate] = []
 
-    def add_source(self, source: Source, *, inline: bool, retry: RetryPolicy | None) -> None:
+    def add_source(
+        self,
+        source: Source,
+        *,
+        inline: bool,
+        retry: RetryPolicy | None,
+        auto_pause_after: int | None = None,
+    ) -> None:
         if not isinstance(source, Source):
             raise ConfigurationError(
                 f"add_source takes a source such as Stripe(secret=...), not {source!r}"
@@ -62,6 +71,8 @@ class Registry:
             self.inline_sources.add(source.name)
         if retry is not None:
             self.source_retry[source.name] = retry
+        if auto_pause_after is not None:
+            self.auto_pause[source.name] = auto_pause_after
 
     def copy(self) -> Registry:
         """A registry with the same entries, to which more can be added (`hookinbox.testing`
@@ -70,6 +81,7 @@ class Registry:
         twin.sources = dict(self.sources)
         twin.inline_sources = set(self.inline_sources)
         twin.source_retry = dict(self.source_retry)
+        twin.auto_pause = dict(self.auto_pause)
         for handler in self.handlers:
             twin.handlers.add(handler)
         twin.destinations = dict(self.destinations)
