@@ -170,8 +170,7 @@ def _builders() -> dict[str, Callable[[], Any]]:
         ),
         "auto_pauses": lambda: Counter(
             "hookinbox_source_auto_pauses",
-            "Sources paused by the worker after their auto_pause_after consecutive failed "
-            "attempts",
+            "Sources paused by the worker after their auto_pause_after consecutive failed attempts",
             ["source"],
         ),
         "batch_size": lambda: Histogram(

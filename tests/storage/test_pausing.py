@@ -141,7 +141,9 @@ def test_an_expired_lease_of_a_paused_source_is_parked_with_its_attempt_kept(
     first = store.events.lease(limit=1, now=now, until=now + timedelta(microseconds=1))
     assert len(first.fresh) == 1  # its worker dies; the lease runs out
     with store.transaction() as connection:  # paused with no parking (as an older code's row)
-        connection.execute(paused_sources.insert().values(source="stripe", paused_at=now, actor="ops"))
+        connection.execute(
+            paused_sources.insert().values(source="stripe", paused_at=now, actor="ops")
+        )
     later = datetime.now(UTC) + timedelta(seconds=1)
     lease = store.events.lease(limit=1, now=later, until=later + timedelta(seconds=60))
     assert lease.fresh == [] and lease.expired == []

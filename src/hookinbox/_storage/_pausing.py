@@ -167,7 +167,9 @@ class Pausing:
                     connection.execute(
                         sa.select(q.id)
                         .select_from(event_queue.join(events, events.c.id == q.id))
-                        .where(q.id > last, status_is(q.state, *_WAITING), events.c.source == source)
+                        .where(
+                            q.id > last, status_is(q.state, *_WAITING), events.c.source == source
+                        )
                         .order_by(q.id)
                         .limit(BATCH)
                     ).scalars()

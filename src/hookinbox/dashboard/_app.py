@@ -58,7 +58,7 @@ def dashboard_for(
     sign_in = SignIn(dashboard)
     pages = Pages(dashboard)
     actions = Actions(dashboard, sign_in)
-    sources = Sources(dashboard, sign_in)
+    source_pages = Sources(dashboard, sign_in)
     page = sign_in.page
     routes = [
         Route("/", page(pages.overview), methods=["GET"]),
@@ -72,9 +72,9 @@ def dashboard_for(
         Route("/event/replay", actions.replay, methods=["POST"]),
         Route("/replay", page(pages.bulk_confirm), methods=["GET"]),
         Route("/replay", actions.bulk_replay, methods=["POST"]),
-        Route("/sources", page(sources.page), methods=["GET"]),
-        Route("/sources/pause", sources.pause, methods=["POST"]),
-        Route("/sources/resume", sources.resume, methods=["POST"]),
+        Route("/sources", page(source_pages.page), methods=["GET"]),
+        Route("/sources/pause", source_pages.pause, methods=["POST"]),
+        Route("/sources/resume", source_pages.resume, methods=["POST"]),
         Route("/dashboard.css", pages.stylesheet, methods=["GET"]),
     ]
     handlers = {HTTPException: pages.error, StoreUnavailable: pages.error}
