@@ -201,7 +201,12 @@ def test_a_sqlite_lease_is_one_read_in_the_due_index_and_one_write(
         leased = leases.lease(limit=LIMIT, now=NOW, until=NOW + timedelta(minutes=5)).fresh
     assert len(leased) == LIMIT
     verbs = [s.split()[0].upper() for s, _ in statements if not s.startswith("PRAGMA")]
-    assert [v for v in verbs if v != "BEGIN"] == ["SELECT", "UPDATE"], verbs
+    # The events' lease then reads the paused sources (`_storage/_pausing.py`): one read of a
+    # table that is empty unless a source is paused, whatever the number of rows leased.
+    expected = ["SELECT", "UPDATE", "SELECT"] if queue == "events" else ["SELECT", "UPDATE"]
+    assert [v for v in verbs if v != "BEGIN"] == expected, verbs
+    if queue == "events":
+        assert "hookinbox_paused_sources" in statements[-1][0], statements[-1]
     read = next((s, p) for s, p in statements if s.lstrip().upper().startswith("SELECT"))
     plan = sqlite_plan(store, *read)
     assert any(due_index in step for step in plan), plan
