@@ -391,7 +391,7 @@ class StoreCollector:
             "hookinbox_events", "Events not done yet, by status", labels=["status"]
         )
         for status in (Status.PENDING, Status.PROCESSING, Status.DEFERRED, Status.FAILED,
-                       Status.STALE, Status.INVALID):  # fmt: skip
+                       Status.STALE, Status.INVALID, Status.PAUSED):  # fmt: skip
             by_status.add_metric([status.value], figures.count(status))
         yield by_status
         live = GaugeMetricFamily(

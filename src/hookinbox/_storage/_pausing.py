@@ -144,14 +144,14 @@ class Pausing:
     def pause(self, source: str, now: datetime, actor: Actor) -> PauseChange:
         """Pause `source` (again is fine: what is left is parked); audited by `actor`."""
         with self.store.transaction() as connection:
-            known = sa.select(paused_sources.c.source).where(paused_sources.c.source == source)
-            was_paused = connection.execute(known.with_for_update()).first() is not None
-            if not was_paused:
-                connection.execute(
-                    paused_sources.insert().values(
-                        source=source, paused_at=now, actor=actor.who, reason=actor.reason
-                    )
-                )
+            # Two pauses at once: one inserts, the other finds the row (and is told so).
+            insert = self.store.dialect.insert(paused_sources).values(
+                source=source, paused_at=now, actor=actor.who, reason=actor.reason
+            )
+            inserted = connection.execute(
+                insert.on_conflict_do_nothing(index_elements=[paused_sources.c.source])
+            ).rowcount
+            was_paused = inserted != 1
             _audit(connection, source, now, PAUSE, actor, was_paused)
         parked = sum(self._park_open(source, now))
         return PauseChange(source, was_paused, parked)
