@@ -1,8 +1,8 @@
 """The sources page: which sources are paused (who, when, why, how many events parked), and
 the forms that pause and resume one, as `hookinbox pause` and `resume` do.
 
-The page lists the sources the dashboard was given (the inbox's), those with stored events
-and the paused ones. Each form is a POST through `SignIn.checked_form` (same site, signed in,
+The page lists the sources the dashboard was given (the inbox's; without them, those with
+stored events) and the paused ones. Each form is a POST through `SignIn.checked_form` (same site, signed in,
 the CSRF token), audited with the actor "dashboard" and the operator's reason; a source the
 dashboard knows by none of those ways is refused (404).
 """
@@ -31,7 +31,10 @@ class Sources:
         def read() -> tuple[list[str], dict[str, object], dict[str, int]]:
             operations = self.operations
             paused = {p.source: p for p in operations.paused_sources()}
-            names = sorted({*self.dashboard.sources, *operations.known_sources(), *paused})
+            # The app's sources when the dashboard has them; else a scan of the events' index
+            # (`hookinbox dashboard` without APP), as its filters' hints do.
+            configured = self.dashboard.sources or operations.known_sources()
+            names = sorted({*configured, *paused})
             parked = {name: operations.parked_count(name) for name in paused}
             return names, dict(paused), parked
 
