@@ -6,20 +6,23 @@ resumed. The queue has no source column, so nothing on the lease's or the claim'
 changes: each lease round reads the paused sources (a table of a handful of rows, usually
 none) inside its own transaction, after it has taken its rows, and parks the rows it took of
 a paused source (`park_leased`): their queue state becomes `paused`, which the due index does
-not cover, their lease is cleared and the attempt the lease counted is given back. With no
-source paused a lease round pays that one read of an empty table, and nothing per event.
+not cover, their lease is cleared and the attempt the lease counted is given back. Whether any
+source is paused is read by the lease's own statement (`ANY_PAUSED`: an uncorrelated EXISTS
+on a table that is empty unless a source is paused, evaluated once); with none paused a lease
+round sends no statement more, and nothing is done per event.
 
 The guarantee (docs/operations.md, "Pausing a source"): once `pause` has returned, no attempt
 at an event of the source starts (no claim commits) until `resume`; an attempt whose claim
 came first ends as it would have (`pause` waits for its transaction). It holds because the
-pause is two steps. First the source's row is committed: every lease whose read comes later
-parks what it takes of the source. Then the source's open rows are parked batch by batch,
-leased ones too, their tokens cleared: a lease whose read came before that commit took its
-rows before it, so they are among them (PostgreSQL and MariaDB wait on the lease's row locks
-and read the rows as it left them; SQLite runs one writer at a time), and their workers' claims,
-conditional on the token, match nothing. A claim that came first holds the row until its
-transaction ends; the row is then gone, or back in its queue state, and is parked. Both steps
-are safe to run again: pausing a paused source parks whatever is left.
+pause is two steps. First the source's row is committed: every lease whose statement reads
+after that commit parks what it takes of the source. Then the source's open rows are parked
+batch by batch, leased ones too, their tokens cleared. A lease that read before that commit
+took rows committed before its read, so before the second step began: they are among the rows
+it parks (PostgreSQL and MariaDB wait on the lease's row locks and read the rows as it left
+them; SQLite runs one writer at a time), and their workers' claims, conditional on the token,
+match nothing. A claim that came first holds the row until its transaction ends; the row is
+then gone, or back in its queue state, and is parked. Both steps are safe to run again:
+pausing a paused source parks whatever is left.
 
 `resume` deletes the source's row first (what arrives from then on is processed at once), then
 makes its parked rows due again batch by batch, each in the state its events row keeps
@@ -55,6 +58,12 @@ ACTIVE = "active"
 BATCH = 1000
 """Queue rows parked or made due per transaction: short transactions, never holding
 SQLite's write lock or PostgreSQL's row locks for long."""
+
+ANY_PAUSED = (
+    sa.select(sa.literal(1)).select_from(paused_sources).exists().label("hookinbox_any_paused")
+)
+"""Read by the events' lease beside each row it takes, in its own statement: whether any
+source is paused (true or false for all of them; the database evaluates it once)."""
 
 _WAITING = tuple(s.value for s in WAITING_STATUSES)
 _PAUSED = Status.PAUSED.value
@@ -103,8 +112,8 @@ class Pausing:
         """Inside a lease's transaction, after it took `rows` (events with `source` and
         `previous`): park those of a paused source; the rows left to process. One read of
         the paused sources when rows were taken, nothing more while none is paused."""
-        if not rows:
-            return list(rows)
+        if not rows or not rows[0][ANY_PAUSED.name]:
+            return list(rows)  # the usual case: no statement more
         paused = set(connection.execute(self._sources).scalars())
         if not paused:
             return list(rows)

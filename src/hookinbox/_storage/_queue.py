@@ -42,7 +42,7 @@ from sqlalchemy import Connection
 from hookinbox._model import WAITING_STATUSES, MessageStatus, Status
 from hookinbox._records import Lease, Leased, LeasedMessage, Release, Settlement
 from hookinbox._storage._leases import LeaseParts, Leasing, leasing_for
-from hookinbox._storage._pausing import Pausing
+from hookinbox._storage._pausing import ANY_PAUSED, Pausing
 from hookinbox._storage._rows import leased_event, leased_message
 from hookinbox._storage._schema import event_queue, events, outbox, status_is
 
@@ -84,6 +84,8 @@ class Shape:
     """The items' status column, written with the queue's state."""
     due_also: DueAlso = field(default=_nothing_more)
     """Any further rule that makes a waiting row due (the outbox's ordering keys)."""
+    lease_also: tuple[sa.Label[Any], ...] = ()
+    """Columns a lease reads beside each item (`LeaseParts.also`)."""
     due_index: str = ""
     """The index of waiting rows in the lease's order, `(next_attempt_at, id)`: the due reads
     name it to the dialect (SQLite, without statistics, would rather read the open rows by
@@ -175,7 +177,10 @@ class Queue(Generic[T]):
 
     @cached_property
     def _leasing(self) -> Leasing:
-        return self._leasing_way(LeaseParts(self.shape.queue, self.shape.items, self._candidates()))
+        parts = LeaseParts(
+            self.shape.queue, self.shape.items, self._candidates(), also=self.shape.lease_also
+        )
+        return self._leasing_way(parts)
 
     def _candidates(self) -> sa.Select[Any]:
         """The due rows' ids and previous tokens, in the lease's order (through the due
@@ -346,6 +351,7 @@ class EventQueue(Queue[Leased]):
             state="state",
             waiting=tuple(s.value for s in WAITING_STATUSES),
             items=events,
+            lease_also=(ANY_PAUSED,),
             due_index="ix_hookinbox_event_queue_due",
         )
         super().__init__(store, shape, leased_event)

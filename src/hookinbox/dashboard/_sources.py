@@ -2,9 +2,9 @@
 the forms that pause and resume one, as `hookinbox pause` and `resume` do.
 
 The page lists the sources the dashboard was given (the inbox's; without them, those with
-stored events) and the paused ones. Each form is a POST through `SignIn.checked_form` (same site, signed in,
-the CSRF token), audited with the actor "dashboard" and the operator's reason; a source the
-dashboard knows by none of those ways is refused (404).
+stored events) and the paused ones. Each form is a POST through `SignIn.checked_form` (same
+site, signed in, the CSRF token), audited with the actor "dashboard" and the operator's
+reason; a source the dashboard knows by none of those ways is refused (404).
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ class LeaseParts:
     candidates: sa.Select[Any]
     """The due rows' ids and their previous tokens (`previous`), in the lease's order, at most
     `limit`, locked `SKIP LOCKED` where rows lock (parameters `now`, `limit`)."""
+    also: tuple[sa.Label[Any], ...] = ()
+    """Columns read beside each leased item in the lease's own statements (the events' queue:
+    whether any source is paused, an uncorrelated subquery the database evaluates once), so
+    that asking costs no statement more."""
 
     @property
     def separate(self) -> bool:
