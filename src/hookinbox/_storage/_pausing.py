@@ -153,14 +153,17 @@ class Pausing:
     def pause(self, source: str, now: datetime, actor: Actor) -> PauseChange:
         """Pause `source` (again is fine: what is left is parked); audited by `actor`."""
         with self.store.transaction() as connection:
-            # Two pauses at once: one inserts, the other finds the row (and is told so).
-            insert = self.store.dialect.insert(paused_sources).values(
-                source=source, paused_at=now, actor=actor.who, reason=actor.reason
-            )
-            inserted = connection.execute(
-                insert.on_conflict_do_nothing(index_elements=[paused_sources.c.source])
-            ).rowcount
-            was_paused = inserted != 1
+            known = sa.select(paused_sources.c.source).where(paused_sources.c.source == source)
+            was_paused = connection.execute(known).first() is not None
+            if not was_paused:
+                # Two pauses at once may both find no row: one inserts, the other's insert is
+                # nothing (each writes its audit row).
+                insert = self.store.dialect.insert(paused_sources).values(
+                    source=source, paused_at=now, actor=actor.who, reason=actor.reason
+                )
+                connection.execute(
+                    insert.on_conflict_do_nothing(index_elements=[paused_sources.c.source])
+                )
             _audit(connection, source, now, PAUSE, actor, was_paused)
         parked = sum(self._park_open(source, now))
         return PauseChange(source, was_paused, parked)
