@@ -5,10 +5,7 @@ both are audited."""
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
 from hookinbox import Status
-from hookinbox._storage._schema import audit
 from tests.cli.conftest import APP, Shop, error_line, parsed
 from tests.processing.conftest import checkout
 
@@ -44,11 +41,7 @@ def test_pause_keeps_storing_processes_nothing_then_resume_processes_once(shop: 
     for number in (1, 2):
         event = shop.event(f"evt_{number}")
         assert (event.status, event.attempts) == (Status.PROCESSED, 1)
-    with shop.inbox.store.reading() as connection:
-        trail = connection.execute(
-            sa.select(audit.c.action, audit.c.event_id, audit.c.reason).order_by(audit.c.id)
-        ).all()
-    assert [tuple(row) for row in trail] == [
+    assert shop.audit_trail("action", "event_id", "reason") == [
         ("pause", "*", "warehouse API down"),
         ("resume", "*", None),
     ]

@@ -4,10 +4,7 @@ once. A form without the CSRF token, or for an unknown source, changes nothing."
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
 from hookinbox import Status
-from hookinbox._storage._schema import audit
 from tests.cli.conftest import Shop
 from tests.dashboard.conftest import Browser, csrf_of
 from tests.processing.conftest import checkout
@@ -39,11 +36,7 @@ def test_pause_then_resume_from_the_sources_page(signed_in: Browser, shop: Shop)
     shop.catch_up()
     assert shop.process() == 1
     assert shop.event("evt_1").status is Status.PROCESSED
-    with shop.inbox.store.reading() as connection:
-        trail = connection.execute(
-            sa.select(audit.c.action, audit.c.actor, audit.c.reason).order_by(audit.c.id)
-        ).all()
-    assert [tuple(row) for row in trail] == [
+    assert shop.audit_trail("action", "actor", "reason") == [
         ("pause", "dashboard", "warehouse down"),
         ("resume", "dashboard", None),
     ]
