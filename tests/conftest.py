@@ -63,6 +63,7 @@ MYSQL_TESTS = (
     "operations/",
     "processes/test_concurrency.py",
     "processes/test_sigkill.py",
+    "processes/test_pause.py",
     "reliability/test_untrusted_text.py",
     "demo/test_demo.py",
     "frameworks/test_django.py",
@@ -84,6 +85,7 @@ ASYNC_TESTS = (
     "outbox/",
     "processes/test_concurrency.py",
     "processes/test_sigkill.py",
+    "processes/test_pause.py",
     "testing/",
 )
 """Where the `async` driver's cases run (paths under tests/, by prefix): the same tests on an

@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import getpass
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -40,6 +41,7 @@ from hookinbox._processing._handlers import ANY_TYPE, Handler, is_async_function
 from hookinbox._processing._policy import RetryPolicy
 from hookinbox._processing._worker import Worker, WorkerOptions
 from hookinbox._receiver import BaseReceiver, Reply, Request
+from hookinbox._records import Actor
 from hookinbox._registry import Registry, check_handler_source
 from hookinbox._runtime import Runtime, StoreFactory, open_store
 from hookinbox._settings import (
@@ -282,6 +284,7 @@ class Inbox(BaseInbox):
         retry: RetryPolicy | None = None,
         retention: timedelta | None = None,
         allow_short_retention: bool = False,
+        auto_pause_after: int | None = None,
     ) -> S:
         """Receive deliveries for `source` at `POST /webhooks/{source.name}`.
 
@@ -290,6 +293,8 @@ class Inbox(BaseInbox):
         `retry` overrides the inbox's retry policy for this source's events. `retention`
         overrides the inbox's for this source's events and delivery log (longer or shorter;
         not shorter than the source's redelivery window unless `allow_short_retention`).
+        `auto_pause_after=N` pauses the source (as `pause` does, audited by "auto-pause")
+        when a worker process sees N attempts at its events fail in a row (off by default).
         """
         self._check_not_started()
         if retention is not None and not (
@@ -299,6 +304,7 @@ class Inbox(BaseInbox):
                 f"retention must be a positive timedelta of at most {MAX_RETENTION.days} days, "
                 f"not {retention!r}"
             )
+        ranges.AUTO_PAUSE_AFTER.check_optional("auto_pause_after", auto_pause_after)
         if isinstance(source, Source):
             own = {source.name: retention} if retention is not None else {}
             check_retention(
@@ -306,7 +312,9 @@ class Inbox(BaseInbox):
                 [source],
                 force=self.settings.allow_short_retention or allow_short_retention,
             )
-        self._registry.add_source(source, inline=inline, retry=retry)
+        self._registry.add_source(
+            source, inline=inline, retry=retry, auto_pause_after=auto_pause_after
+        )
         if retention is not None:
             self._registry.source_retention[source.name] = retention
         return source
@@ -571,6 +579,33 @@ class Inbox(BaseInbox):
         if not timedelta(0) < window <= timedelta(days=1):
             raise ConfigurationError("window must be more than 0 and at most a day")
         return self._operations().open_trust_window(source, window)
+
+    def pause(self, source: str, *, actor: str | None = None, reason: str | None = None) -> int:
+        """Pause `source`'s processing: its deliveries are still verified, stored and
+        answered, none of its events is processed until `resume`. Once this returns no
+        attempt at one of them starts; one that had already claimed its event has ended.
+        Audited (`actor`: by default the OS user; `reason`). Pausing a paused source is
+        fine. Returns how many open events it parked. `hookinbox pause [APP] SOURCE` is the
+        same from the command line."""
+        self._check_source(source)
+        who = Actor(actor or getpass.getuser(), reason)
+        return self._operations().pause(source, datetime.now(UTC), actor=who).events
+
+    def resume(self, source: str, *, actor: str | None = None, reason: str | None = None) -> int:
+        """Resume `source`: its parked events are due again, each processed once, at the time
+        each was due. Audited as `pause` is. Returns how many events it made due;
+        `hookinbox resume [APP] SOURCE` is the same from the command line."""
+        self._check_source(source)
+        who = Actor(actor or getpass.getuser(), reason)
+        return self._operations().resume(source, datetime.now(UTC), actor=who).events
+
+    def paused_sources(self) -> list[str]:
+        """The names of the paused sources."""
+        return [paused.source for paused in self._operations().paused_sources()]
+
+    def _check_source(self, source: str) -> None:
+        if source not in self.sources:
+            raise ConfigurationError(f"no source is named {source!r}")
 
     def prune(self, *, dry_run: bool = False) -> PruneResult:
         """Delete done events older than the retention, in small batches."""

@@ -168,6 +168,11 @@ def _builders() -> dict[str, Callable[[], Any]]:
             "deadlock's victim, by operation (ingest, reconcile, prune)",
             ["operation"],
         ),
+        "auto_pauses": lambda: Counter(
+            "hookinbox_source_auto_pauses",
+            "Sources paused by the worker after their auto_pause_after consecutive failed attempts",
+            ["source"],
+        ),
         "batch_size": lambda: Histogram(
             "hookinbox_ingest_batch_size",
             "Events stored per transaction by group commit (a batched delivery counts each)",
@@ -199,6 +204,10 @@ def count_reconciled(source: str, events: int) -> None:
 
 def count_deadlock_retry(operation: str) -> None:
     _instrument("deadlock_retries").labels(operation).inc()
+
+
+def count_auto_pause(source: str) -> None:
+    _instrument("auto_pauses").labels(source).inc()
 
 
 def observe_batch(size: int) -> None:
@@ -382,7 +391,7 @@ class StoreCollector:
             "hookinbox_events", "Events not done yet, by status", labels=["status"]
         )
         for status in (Status.PENDING, Status.PROCESSING, Status.DEFERRED, Status.FAILED,
-                       Status.STALE, Status.INVALID):  # fmt: skip
+                       Status.STALE, Status.INVALID, Status.PAUSED):  # fmt: skip
             by_status.add_metric([status.value], figures.count(status))
         yield by_status
         live = GaugeMetricFamily(

@@ -23,6 +23,8 @@ class Status(StrEnum):
     pending -> unhandled                          (no handler registered for its source and type)
     stale                                         (older than the retention when it arrived:
                                                    held for an operator, see docs/operations.md)
+    paused                                        (its source is paused: kept, not processed
+                                                   until the source is resumed; schema 16)
     invalid                                       (an event of a batch that names no usable id:
                                                    held for an operator with the reason as its
                                                    last error, never processed)
@@ -36,6 +38,7 @@ class Status(StrEnum):
     FAILED = "failed"
     STALE = "stale"
     INVALID = "invalid"
+    PAUSED = "paused"
 
 
 WAITING_STATUSES = (Status.PENDING, Status.DEFERRED)

@@ -94,6 +94,7 @@ def whole(low: int, high: int) -> Range:
 # -- the worker and the relay (WorkerOptions; `hookinbox worker`, `relay`, serve's worker) --
 
 CONCURRENCY = whole(1, 256)
+AUTO_PAUSE_AFTER = whole(1, 1_000_000)
 LEASE_SECONDS = seconds(0.5, DAY)
 GRACE_PERIOD = seconds(0, HOUR)
 HEARTBEAT_INTERVAL = seconds(0.05, HOUR)

@@ -113,6 +113,26 @@ class Actor:
     reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PausedSource:
+    """A paused source: who paused it, when, why (`hookinbox_paused_sources`)."""
+
+    source: str
+    paused_at: datetime
+    actor: str
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PauseChange:
+    """What a pause or a resume did."""
+
+    source: str
+    was_paused: bool
+    events: int
+    """Events parked (pause) or made due again (resume)."""
+
+
 MAX_SEGMENTS = 8
 MAX_VALUE_LENGTH = 200
 SCAN_LIMIT = 5000

@@ -42,11 +42,20 @@ class Registry:
         self.source_retry: dict[str, RetryPolicy] = {}
         self.source_retention: dict[str, timedelta] = {}
         """Sources that keep their events longer or shorter than the inbox's retention."""
+        self.auto_pause: dict[str, int] = {}
+        """Source -> consecutive failed attempts after which the worker pauses it."""
         self.handlers = HandlerRegistry()
         self.destinations: dict[str, Destination] = {}
         self.after_migrate: list[AfterMigrate] = []
 
-    def add_source(self, source: Source, *, inline: bool, retry: RetryPolicy | None) -> None:
+    def add_source(
+        self,
+        source: Source,
+        *,
+        inline: bool,
+        retry: RetryPolicy | None,
+        auto_pause_after: int | None = None,
+    ) -> None:
         if not isinstance(source, Source):
             raise ConfigurationError(
                 f"add_source takes a source such as Stripe(secret=...), not {source!r}"
@@ -65,6 +74,8 @@ class Registry:
             self.inline_sources.add(source.name)
         if retry is not None:
             self.source_retry[source.name] = retry
+        if auto_pause_after is not None:
+            self.auto_pause[source.name] = auto_pause_after
 
     def copy(self) -> Registry:
         """A registry with the same entries, to which more can be added (`hookinbox.testing`
@@ -74,6 +85,7 @@ class Registry:
         twin.inline_sources = set(self.inline_sources)
         twin.source_retry = dict(self.source_retry)
         twin.source_retention = dict(self.source_retention)
+        twin.auto_pause = dict(self.auto_pause)
         for handler in self.handlers:
             twin.handlers.add(handler)
         twin.destinations = dict(self.destinations)

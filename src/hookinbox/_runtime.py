@@ -19,6 +19,8 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from hookinbox._errors import ConfigurationError, MissingExtra, StoreUnavailable
+from hookinbox._logging import logger
+from hookinbox._metrics import count_auto_pause
 from hookinbox._operations._prune import PruneResult, Retentions
 from hookinbox._operations._schedule import DailyJob
 from hookinbox._operations._service import Operations
@@ -30,6 +32,7 @@ from hookinbox._processing._wakeup import Wake, WakeSender
 from hookinbox._processing._watchdog import code_names
 from hookinbox._processing._worker import BackgroundJob, Worker, WorkerOptions
 from hookinbox._receiver import Receiver
+from hookinbox._records import Actor
 from hookinbox._registry import Registry
 from hookinbox._settings import Settings
 from hookinbox._storage import AsyncStore, GroupCommitter, Listener, Store
@@ -42,6 +45,11 @@ if TYPE_CHECKING:
     from hookinbox.sources._base import Source
 
 StoreFactory = Callable[[Settings, Registry], Store]
+
+log = logger("hookinbox.worker")
+
+AUTO_PAUSE_ACTOR = "auto-pause"
+"""The audit trail's actor of a pause the worker made (`add_source(auto_pause_after=...)`)."""
 
 
 def open_store(settings: Settings, registry: Registry) -> Store:
@@ -300,7 +308,35 @@ class Runtime:
             clock=self.settings.clock,
             destinations=self.registry.destinations.keys(),
             on_messages=self.relay_wake.set,
+            auto_pause=self.registry.auto_pause,
+            on_auto_pause=self._auto_pause,
         )
+
+    def _auto_pause(self, source: str, failures: int) -> None:
+        """Pause `source` after `failures` failed attempts in a row (`_processing/_auto_pause.py`),
+        in a thread of its own: the pause waits for attempts in flight at the source's events,
+        which may be this worker's own."""
+
+        def pause() -> None:
+            reason = f"{failures} consecutive failed attempts"
+            try:
+                change = self.operations.pause(
+                    source, datetime.now(UTC), actor=Actor(AUTO_PAUSE_ACTOR, reason)
+                )
+            except StoreUnavailable as error:
+                log.error("%s: could not pause after %s: %s", source, reason, error)
+                return
+            if change.was_paused:
+                return  # another worker process (or an operator) paused it first
+            count_auto_pause(source)
+            log.warning(
+                "%s paused after %s (auto_pause_after); its events are kept, none processed "
+                "until `hookinbox resume %s`",
+                source, reason, source,
+                extra={"source": source, "failures": failures},
+            )  # fmt: skip
+
+        threading.Thread(target=pause, name=f"hookinbox-auto-pause-{source}", daemon=True).start()
 
     def _code_names(self) -> dict[CodeType, str]:
         """The handlers' and destinations' code, for the async worker's watchdog."""

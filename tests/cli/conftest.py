@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, Status
-from hookinbox._storage._schema import deliveries, event_queue, events
+from hookinbox._storage._schema import audit, deliveries, event_queue, events
 from hookinbox.sources import Stripe
 from tests.apps import orders
 from tests.processing.conftest import checkout, subscription_update
@@ -185,6 +185,12 @@ class Shop:
         """(source, event id) -> status, for every stored event."""
         stored = self.inbox.store.operator.all_events()
         return {(event.source, event.id): event.status.value for event in stored}
+
+    def audit_trail(self, *columns: str) -> list[tuple[Any, ...]]:
+        """`columns` of every `hookinbox_audit` row, oldest first."""
+        query = sa.select(*(audit.c[name] for name in columns)).order_by(audit.c.id)
+        with self.inbox.store.reading() as connection:
+            return [tuple(row) for row in connection.execute(query)]
 
     def delivery_count(self) -> int:
         query = sa.select(sa.func.count()).select_from(deliveries)

@@ -203,6 +203,8 @@ def test_a_sqlite_lease_is_one_read_in_the_due_index_and_one_write(
     verbs = [s.split()[0].upper() for s, _ in statements if not s.startswith("PRAGMA")]
     assert [v for v in verbs if v != "BEGIN"] == ["SELECT", "UPDATE"], verbs
     read = next((s, p) for s, p in statements if s.lstrip().upper().startswith("SELECT"))
+    if queue == "events":  # whether any source is paused: in the read, no statement more
+        assert "hookinbox_paused_sources" in read[0], read[0]
     plan = sqlite_plan(store, *read)
     assert any(due_index in step for step in plan), plan
     assert not [step for step in plan if "TEMP B-TREE" in step], plan

@@ -99,7 +99,7 @@ def test_an_older_schema_is_pending_and_planned(empty_db_url: str) -> None:
     migrate(store.engine, target=10)
     status = store.schema_status()
     assert (status.state, status.version) == (State.PENDING, 10)
-    assert "5 migrations pending (11, 12, 13, 14, 15)" in status.describe()
+    assert "6 migrations pending (11, 12, 13, 14, 15, 16)" in status.describe()
     planned = store.migration_plan(status.version)
     assert [(p.version, p.kind, p.min_code_version) for p in planned] == [
         (11, Kind.EXPAND, 9),
@@ -107,6 +107,7 @@ def test_an_older_schema_is_pending_and_planned(empty_db_url: str) -> None:
         (13, Kind.EXPAND, 9),
         (14, Kind.CONTRACT, 14),
         (15, Kind.CONTRACT, 15),
+        (16, Kind.EXPAND, 15),
     ]
     with pytest.raises(ConfigurationError, match="run `hookinbox migrate`"):
         store.ensure_schema()

@@ -35,6 +35,8 @@ from hookinbox._records import (
     Cursor,
     EventFilter,
     Gauges,
+    PauseChange,
+    PausedSource,
     PayloadMatch,
     ReplayResult,
     Report,
@@ -164,6 +166,30 @@ class Operations:
         return replay_matching(
             self._store.operator, self._store.housekeeping, filters, now, actor=actor, pacer=pacer
         )
+
+    # -- paused sources -----------------------------------------------------------------------
+
+    def pause(self, source: str, now: datetime, *, actor: Actor) -> PauseChange:
+        """Pause `source`'s processing, audited by `actor`: its events are still stored, none
+        is processed until `resume`. Once this returns no attempt at one of them starts; one
+        that had claimed its event before ends first (`_storage/_pausing.py`). Pausing a
+        paused source parks whatever is left of it."""
+        return self._store.pausing.pause(source, now, actor)
+
+    def resume(self, source: str, now: datetime, *, actor: Actor) -> PauseChange:
+        """Resume `source`: its parked events due again (in batches), each processed once.
+        Audited when it was paused; otherwise only what a resume cut short left parked is
+        made due."""
+        return self._store.pausing.resume(source, now, actor)
+
+    def paused_sources(self) -> list[PausedSource]:
+        """The paused sources, by name: who paused each, when, why."""
+        return self._store.pausing.paused()
+
+    def parked_count(self, source: str | None = None) -> int:
+        """Events parked because their source is paused (of `source`)."""
+        with self._store.reading() as connection:
+            return self._store.pausing.parked_count(connection, source)
 
     # -- figures ------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from hookinbox._errors import NotReady, StoreUnavailable
 from hookinbox._logging import logger
 from hookinbox._metrics import count_attempt
 from hookinbox._model import Event, Status
+from hookinbox._processing._auto_pause import FailureStreaks
 from hookinbox._processing._execute import BUSINESS_DUPLICATE, HANDLED, NO_HANDLER, run_handlers
 from hookinbox._processing._handlers import Handler, HandlerRegistry
 from hookinbox._processing._policy import RetryPolicy, Schedule
@@ -48,6 +49,8 @@ SUCCESSES = frozenset({PROCESSED, BUSINESS_DUPLICATE, Status.UNHANDLED.value})
 
 
 TAKEN_OVER = "another worker took it over"
+FAILURES = frozenset({RETRIED, FAILED})
+"""Attempt labels that count towards a source's auto-pause (a NotReady deferral does not)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,8 @@ class Processor:
         rng: random.Random | None = None,
         destinations: Collection[str] = (),
         on_messages: Callable[[], None] = lambda: None,
+        auto_pause: Mapping[str, int] | None = None,
+        on_auto_pause: Callable[[str, int], None] = lambda _source, _failures: None,
     ) -> None:
         self.processing = processing
         self.handlers = handlers
@@ -126,6 +131,7 @@ class Processor:
         self.destinations = destinations
         self.on_messages = on_messages
         self.unrecorded = Unrecorded()
+        self.failures = FailureStreaks(auto_pause or {}, on_auto_pause, SUCCESSES, FAILURES)
         self._schedules: dict[tuple[RetryPolicy | None, tuple[RetryPolicy, ...]], Schedule] = {}
 
     def now(self) -> datetime:
@@ -181,6 +187,7 @@ class Processor:
         elapsed = time.perf_counter() - started
         count_attempt(event.source, event.type, result.label, elapsed)
         self._log(event, result, elapsed)
+        self.failures.observe(event.source, result.label)
 
     def expectation(self, handlers: Sequence[Handler]) -> tuple[Status, str]:
         """The status and outcome an attempt records if its handlers all return."""

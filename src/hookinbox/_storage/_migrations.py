@@ -434,6 +434,22 @@ def _v15_outbox_queue_beside_the_messages(op: Operations) -> None:
     dialect.set_fill_factor(op, "hookinbox_outbox", OUTBOX_FILLFACTOR)
 
 
+def _v16_paused_sources(op: Operations) -> None:
+    """`hookinbox_paused_sources`: the sources whose processing an operator (or the
+    auto-pause) paused, and the queue state `paused` their leased events are parked in. A new
+    table older code never reads (an older worker processes a paused source's events: pause
+    only with every worker upgraded, docs/operations.md); created only if missing, as schema
+    13's tables."""
+    if not sa.inspect(op.get_bind()).has_table("hookinbox_paused_sources"):
+        op.create_table(
+            "hookinbox_paused_sources",
+            sa.Column("source", sa.String(64), primary_key=True),
+            sa.Column("paused_at", UTCDateTime, nullable=False),
+            sa.Column("actor", sa.String(255), nullable=False),
+            sa.Column("reason", LongText),
+        )
+
+
 def _dialect(op: Operations) -> Dialect:
     return dialect_of(op.get_context().dialect)
 
@@ -454,6 +470,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_v13_learned_secrets, EXPAND, "secrets learned on first use; trust windows"),
     Migration(_v14_payloads_beside_the_events, CONTRACT, "payloads beside the events"),
     Migration(_v15_outbox_queue_beside_the_messages, CONTRACT, "the queue beside the outbox"),
+    Migration(_v16_paused_sources, EXPAND, "paused sources"),
 )
 """Step N (1-based) brings a database from version N-1 to version N. Each is classified
 (docs/upgrading.md): a contract step is one after which code of an older schema no longer

@@ -42,6 +42,7 @@ from sqlalchemy import Connection
 from hookinbox._model import WAITING_STATUSES, MessageStatus, Status
 from hookinbox._records import Lease, Leased, LeasedMessage, Release, Settlement
 from hookinbox._storage._leases import LeaseParts, Leasing, leasing_for
+from hookinbox._storage._pausing import ANY_PAUSED, Pausing
 from hookinbox._storage._rows import leased_event, leased_message
 from hookinbox._storage._schema import (
     event_queue,
@@ -62,6 +63,11 @@ DueAlso = Callable[[When], Sequence[sa.ColumnElement[bool]]]
 ToItem = Callable[[Mapping[Any, Any], str, datetime], T]
 """A leased row (the item's columns; with a separate queue table, `queue_attempts` and
 `queue_next_attempt_at` too), the lease token and its expiry -> what the worker gets."""
+
+
+LEASES_PER_LEASE = 20
+"""Leases run again in one lease's transaction while each took only rows it parked (a paused
+source's backlog that its pause has not parked yet); past it the lease comes back empty."""
 
 
 def _nothing_more(_now: When) -> Sequence[sa.ColumnElement[bool]]:
@@ -88,6 +94,8 @@ class Shape:
     attached: sa.Table | None = None
     """The items' write-once columns in a table of their own, handed out with each item (the
     events' payloads, schema 14)."""
+    lease_also: tuple[sa.Label[Any], ...] = ()
+    """Columns a lease reads beside each item (`LeaseParts.also`)."""
     due_index: str = ""
     """The index of waiting rows in the lease's order, `(next_attempt_at, id)`: the due reads
     name it to the dialect (SQLite, without statistics, would rather read the open rows by
@@ -158,17 +166,31 @@ class Queue(Generic[T]):
         token = uuid.uuid4().hex
         parameters = {"now": now, "limit": limit, "token": token, "until": until}
         with self.store.transaction() as connection:
-            rows = self._leasing.lease(connection, parameters)
+            for _ in range(LEASES_PER_LEASE):
+                taken = self._leasing.lease(connection, parameters)
+                rows = self._kept(connection, taken, now)
+                # A lease that took only rows it may not hand out (a paused source's, parked)
+                # leases again: an empty lease means "nothing is due" to its callers.
+                if rows or not taken:
+                    break
         # RETURNING keeps no order: back to the order they were picked in.
         rows.sort(key=lambda row: (row["queue_next_attempt_at"], row["id"]))
         fresh = [self.to_item(row, token, until) for row in rows if row["previous"] is None]
         expired = [self.to_item(row, token, until) for row in rows if row["previous"] is not None]
         return Lease(token, fresh, expired)
 
+    def _kept(
+        self, _connection: Connection, rows: list[Mapping[Any, Any]], _now: datetime
+    ) -> list[Mapping[Any, Any]]:
+        """Inside the lease's transaction: the rows it took that go to the worker."""
+        return rows
+
     @cached_property
     def _leasing(self) -> Leasing:
         shape = self.shape
-        parts = LeaseParts(shape.queue, shape.items, self._candidates(), shape.attached)
+        parts = LeaseParts(
+            shape.queue, shape.items, self._candidates(), shape.attached, also=shape.lease_also
+        )
         return self._leasing_way(parts)
 
     def _candidates(self) -> sa.Select[Any]:
@@ -341,9 +363,17 @@ class EventQueue(Queue[Leased]):
             waiting=tuple(s.value for s in WAITING_STATUSES),
             items=events,
             attached=payloads,
+            lease_also=(ANY_PAUSED,),
             due_index="ix_hookinbox_event_queue_due",
         )
         super().__init__(store, shape, leased_event)
+        self._pausing = Pausing(store)
+
+    def _kept(
+        self, connection: Connection, rows: list[Mapping[Any, Any]], now: datetime
+    ) -> list[Mapping[Any, Any]]:
+        """The rows of a paused source are parked, in the lease's transaction (`_pausing.py`)."""
+        return self._pausing.park_leased(connection, rows, now)
 
     def claim(
         self, connection: Connection, leased: Leased, status: Status, now: datetime, outcome: str

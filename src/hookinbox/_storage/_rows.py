@@ -25,10 +25,16 @@ from hookinbox._storage._schema import event_queue, events, outbox, outbox_queue
 
 _HELD = event_queue.c.lease_token.is_not(None)
 
-EVENT_STATUS = sa.case((_HELD, sa.literal(Status.PROCESSING.value)), else_=events.c.status).label(
-    "status"
-)
-"""An event's status as operators see it: `processing` while a worker holds it."""
+_PARKED = event_queue.c.state == sa.literal_column(f"'{Status.PAUSED.value}'")
+
+EVENT_STATUS = sa.case(
+    (_HELD, sa.literal(Status.PROCESSING.value)),
+    (_PARKED, sa.literal(Status.PAUSED.value)),
+    else_=events.c.status,
+).label("status")
+"""An event's status as operators see it: `processing` while a worker holds it, `paused` while
+it is parked because its source is paused (the events row keeps the status it will have
+again when the source is resumed)."""
 
 _LIVE = {
     "status": EVENT_STATUS,

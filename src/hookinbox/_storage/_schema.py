@@ -154,6 +154,19 @@ Index(
 # What operators count, list and alert on: every open event by state, oldest first.
 Index("ix_hookinbox_event_queue_open", event_queue.c.state, event_queue.c.received_at)
 
+# Sources an operator (or the auto-pause) paused (schema 16): their events are still received
+# and stored, none is processed until the source is resumed. Read by every lease round (a
+# handful of rows at most, usually none); an event of a paused source that a lease takes is
+# parked, its queue row in the state `paused`, which the due index does not cover.
+paused_sources = Table(
+    "hookinbox_paused_sources",
+    metadata,
+    Column("source", String(64), primary_key=True),
+    Column("paused_at", UTCDateTime, nullable=False),
+    Column("actor", String(255), nullable=False),
+    Column("reason", SafeText),
+)
+
 # One row per delivery, new or duplicate: the duplicate ratio over any window (the early
 # warning of a slow endpoint, seed 003) and each event's delivery history. Pruned with events.
 deliveries = Table(
@@ -211,7 +224,8 @@ audit = Table(
     Column("source", String(64), nullable=False),
     Column("event_id", String(255), nullable=False),
     Column("at", UTCDateTime, nullable=False),
-    Column("action", String(32), nullable=False),  # replay, forced_replay
+    # replay, forced_replay; pause, resume (a whole source: event_id "*")
+    Column("action", String(32), nullable=False),
     Column("actor", String(255), nullable=False),  # the CLI's OS user, or "dashboard"
     Column("reason", SafeText),
     Column("previous_status", String(16), nullable=False),

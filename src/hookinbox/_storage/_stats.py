@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 
 from hookinbox._model import WAITING_STATUSES, Status
 from hookinbox._records import Bucket, DuplicateRatio, Gauges, OpenFigures, Report
+from hookinbox._storage._rows import EVENT_STATUS
 from hookinbox._storage._schema import deliveries, event_queue, events, status_is
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class Stats:
 
     def counts_by_source(self, connection: Connection) -> dict[tuple[str, str], int]:
         """(source, status) -> events; a scan of the events (an operator's, not a monitor's)."""
-        status = sa.case((_HELD, sa.literal(Status.PROCESSING.value)), else_=events.c.status)
+        status = EVENT_STATUS.element  # processing while held, paused while parked
         rows = connection.execute(
             sa.select(events.c.source, status, sa.func.count())
             .select_from(events.outerjoin(event_queue, event_queue.c.id == events.c.id))

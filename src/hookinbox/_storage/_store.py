@@ -41,6 +41,7 @@ from hookinbox._storage._operator import Operator
 from hookinbox._storage._options import READ_ONLY, StoreOptions
 from hookinbox._storage._ordering import Ordering
 from hookinbox._storage._outbox import Outbox
+from hookinbox._storage._pausing import Pausing
 from hookinbox._storage._queue import EventQueue, MessageQueue
 from hookinbox._storage._stats import Stats
 from hookinbox._storage._trust import Trust
@@ -116,6 +117,7 @@ class Store:
         self.housekeeping = Housekeeping(self)
         self.liveness = Liveness(self)
         self.trust = Trust(self)
+        self.pausing = Pausing(self)
         self.stats = Stats(self, self.outbox, self.liveness)
 
     @property

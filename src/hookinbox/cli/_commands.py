@@ -45,6 +45,14 @@ COMMANDS: dict[str, Entry] = {
         "hookinbox.cli._replay:replay",
         "Put events back to pending, to run them again.",
     ),
+    "pause": Entry(
+        "hookinbox.cli._pause:pause",
+        "Stop processing a source's events; keep storing them.",
+    ),
+    "resume": Entry(
+        "hookinbox.cli._pause:resume",
+        "Process a paused source's events again.",
+    ),
     "prune": Entry(
         "hookinbox.cli._prune:prune",
         "Delete done events older than the retention.",

@@ -22,8 +22,9 @@ from hookinbox.cli._output import Table, echo_untrusted, emit_json, say, show, s
 from hookinbox.cli._types import number
 
 STATUSES = click.Choice(
-    ["pending", "processing", "deferred", "processed", "unhandled", "failed", "stale", "invalid"]
-)
+    ["pending", "processing", "deferred", "processed", "unhandled", "failed", "stale", "invalid",
+     "paused"]
+)  # fmt: skip
 """`Status`'s values (a test checks they agree), spelt out so `--help` imports no storage."""
 STATUS_METAVAR = "STATUS"
 """`--status STATUS`, the choices in the help text: click's `[pending|processing|...]` is 81

@@ -118,6 +118,7 @@ def status(
     now = datetime.now(UTC)
     with opened(app, database_url) as target:
         figures = target.operations.report(now, full=not check)
+        paused = [] if check else target.operations.paused_sources()
     found = breaches(figures.open, now, thresholds)
     if check:
         if as_json:
@@ -149,6 +150,10 @@ def status(
         "live_workers": [
             {"host": host, "kind": kind, "count": count}
             for (host, kind), count in sorted(figures.open.workers.items())
+        ],
+        "paused_sources": [
+            {"source": p.source, "paused_at": p.paused_at, "actor": p.actor, "reason": p.reason}
+            for p in paused
         ],
         "breaches": found,
     }
@@ -205,6 +210,12 @@ def _print_status(
         f"{backlog['pending']} pending, {backlog['delivering']} delivering, "
         f"{backlog['failed']} failed",
     )
+    paused = document["paused_sources"]
+    summary.add_row(
+        "paused sources",
+        ", ".join(f"{p['source']} ({age(p['paused_at'], now)} ago, by {p['actor']})"
+                  for p in paused) if paused else "none",
+    )  # fmt: skip
     show(summary)
     for line in document["breaches"]:
         say(f"breach: {line}", style="red", err=True)

@@ -7,7 +7,8 @@ a CSRF token.
 
 This module only puts the app together; each idea has a module of its own: reading requests
 (`_forms.py`), signing in and the gate before every page and form (`_sign_in.py`, over the
-cookie and CSRF of `_auth.py`), the pages (`_pages.py`), the replays (`_actions.py`), the
+cookie and CSRF of `_auth.py`), the pages (`_pages.py`), the replays (`_actions.py`), pausing
+sources (`_sources.py`), the
 headers every answer carries (`_security_headers.py`), and what they all share: the operations
 behind the dashboard's cap and the templates (`_context.py`, `_templates.py`).
 """
@@ -30,6 +31,7 @@ from hookinbox.dashboard._context import Dashboard
 from hookinbox.dashboard._pages import Pages
 from hookinbox.dashboard._security_headers import SecurityHeaders
 from hookinbox.dashboard._sign_in import SignIn
+from hookinbox.dashboard._sources import Sources
 
 
 def dashboard_app(
@@ -56,6 +58,7 @@ def dashboard_for(
     sign_in = SignIn(dashboard)
     pages = Pages(dashboard)
     actions = Actions(dashboard, sign_in)
+    source_pages = Sources(dashboard, sign_in)
     page = sign_in.page
     routes = [
         Route("/", page(pages.overview), methods=["GET"]),
@@ -69,6 +72,9 @@ def dashboard_for(
         Route("/event/replay", actions.replay, methods=["POST"]),
         Route("/replay", page(pages.bulk_confirm), methods=["GET"]),
         Route("/replay", actions.bulk_replay, methods=["POST"]),
+        Route("/sources", page(source_pages.page), methods=["GET"]),
+        Route("/sources/pause", source_pages.pause, methods=["POST"]),
+        Route("/sources/resume", source_pages.resume, methods=["POST"]),
         Route("/dashboard.css", pages.stylesheet, methods=["GET"]),
     ]
     handlers = {HTTPException: pages.error, StoreUnavailable: pages.error}

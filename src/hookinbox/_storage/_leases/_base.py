@@ -32,6 +32,10 @@ class LeaseParts:
     attached: sa.Table | None = None
     """A table of the items' write-once columns, one row per item by `id` (the events'
     payloads), read beside each item; None when the items hold every column."""
+    also: tuple[sa.Label[Any], ...] = ()
+    """Columns read beside each leased item in the lease's own statements (the events' queue:
+    whether any source is paused, an uncorrelated subquery the database evaluates once), so
+    that asking costs no statement more."""
 
     @property
     def separate(self) -> bool:

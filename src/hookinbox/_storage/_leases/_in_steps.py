@@ -19,7 +19,7 @@ class InSteps(Leasing):
         ids: sa.BindParameter[list[int]] = sa.bindparam("ids", expanding=True)
         self.write = parts.write()
         self.read_back = parts.joined(
-            sa.select(*parts.item_columns(), *parts.queue_columns()).where(
+            sa.select(*parts.item_columns(), *parts.queue_columns(), *parts.also).where(
                 parts.queue.c.id.in_(ids)
             )
         )

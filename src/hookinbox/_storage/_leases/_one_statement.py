@@ -22,12 +22,15 @@ class OneStatement(Leasing):
         returned = [queue.c.id, *parts.queue_columns(), picked.c.previous]
         update = queue.update().where(queue.c.id == picked.c.id).values(**parts.values())
         if not parts.separate:
-            self.statement: sa.Executable = update.returning(*queue.c, *returned[1:])
+            self.statement: sa.Executable = update.returning(*queue.c, *returned[1:], *parts.also)
             return
         leased = update.returning(*returned).cte("leased")
         joined = parts.attach(items.join(leased, items.c.id == leased.c.id))
         self.statement = sa.select(
-            items, *parts.attached_columns(), *(leased.c[c.name] for c in returned[1:])
+            items,
+            *parts.attached_columns(),
+            *(leased.c[c.name] for c in returned[1:]),
+            *parts.also,
         ).select_from(joined)
 
     def lease(self, connection: Connection, parameters: Mapping[str, Any]) -> Rows:

@@ -20,7 +20,11 @@ class ReadThenWrite(Leasing):
         previous = parts.queue.c.lease_token.label("previous")
         self.read = parts.joined(
             parts.candidates.with_only_columns(
-                *parts.item_columns(), previous, *parts.queue_columns(), maintain_column_froms=False
+                *parts.item_columns(),
+                previous,
+                *parts.queue_columns(),
+                *parts.also,
+                maintain_column_froms=False,
             )
         )
         self.write = parts.write()
