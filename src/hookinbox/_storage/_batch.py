@@ -30,6 +30,7 @@ from typing import Protocol
 from sqlalchemy import Connection
 
 from hookinbox._model import NewDelivery, RecordedDelivery, Status, initial_status
+from hookinbox._storage._payload_codec import stored_body, stored_headers
 from hookinbox._text import safe_text
 
 EVENT_COLUMNS = (
@@ -179,8 +180,8 @@ def upsert_parameters(groups: Sequence[Group], time: DriverTime) -> list[object]
             delivery.event_type,
             time(delivery.occurred_at),
             received,
-            delivery.body,
-            headers_json(delivery.headers),
+            stored_body(delivery),
+            stored_headers(delivery, headers_json(delivery.headers)),
             delivery.body_sha256,
             delivery_status(delivery),
             received,

@@ -28,6 +28,7 @@ from sqlalchemy.sql.expression import Executable
 from hookinbox._model import Event, NewDelivery, RecordedDelivery, Status, initial_status
 from hookinbox._storage._batch import record_deliveries
 from hookinbox._storage._dialects import Dialect
+from hookinbox._storage._payload_codec import stored_body, stored_headers
 from hookinbox._storage._rows import event_from_row, select_events
 from hookinbox._storage._schema import (
     RECEIVED_VIA_RECONCILE,
@@ -90,8 +91,8 @@ def _row(delivery: NewDelivery) -> dict[str, object]:
         "event_type": delivery.event_type,
         "occurred_at": delivery.occurred_at,
         "received_at": delivery.received_at,
-        "body": delivery.body,
-        "headers": json.dumps(delivery.headers, sort_keys=True),
+        "body": stored_body(delivery),
+        "headers": stored_headers(delivery, json.dumps(delivery.headers, sort_keys=True)),
         "body_sha256": delivery.body_sha256,
         "status": initial_status(delivery).value,
         "last_error": delivery.invalid,

@@ -25,6 +25,7 @@ from hookinbox._records import (
     ReplayResult,
 )
 from hookinbox._storage._notify import CHANNEL
+from hookinbox._storage._payload_codec import encrypting, read_body
 from hookinbox._storage._rows import (
     EVENT_JOIN,
     EVENT_STATUS,
@@ -145,7 +146,32 @@ class Operator:
         )
         # The window as a derived table: MariaDB takes no LIMIT in an IN (...).
         window = sa.select(scanned.subquery("newest").c.id)
+        if encrypting():  # the database cannot read an encrypted body: searched here
+            return self._search_decrypted(payload, events.c.id.in_(window.scalar_subquery()), limit)
         return self._search(payload, events.c.id.in_(window.scalar_subquery()), limit)
+
+    def _search_decrypted(
+        self, payload: PayloadMatch, in_window: sa.ColumnElement[bool], limit: int
+    ) -> list[dict[str, Any]]:
+        """As `_search`, over the same window, with each body read and decrypted here and
+        searched as handlers read it (`payload_text`): the same answers, at the cost of
+        reading the window's bodies (5,000 at most) out of the database."""
+        query = (
+            sa.select(*LIST_COLUMNS, events.c.body.label(_UNSURE))
+            .select_from(EVENT_JOIN)
+            .where(in_window)
+            .order_by(events.c.received_at.desc(), events.c.id.desc())
+        )
+        found: list[dict[str, Any]] = []
+        with self.store.reading() as connection:
+            for row in connection.execute(query).mappings():
+                found_row = dict(row)
+                body = read_body(found_row.pop(_UNSURE), row["source"], row["event_id"])
+                if self.store.dialect.payload_text(body, payload) == payload.value:
+                    found.append(found_row)
+                    if len(found) >= limit:
+                        break
+        return found
 
     def _search(
         self, payload: PayloadMatch, in_window: sa.ColumnElement[bool], limit: int

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from hookinbox._model import Event, Message, MessageStatus, Status
 from hookinbox._records import Leased, LeasedMessage
+from hookinbox._storage._payload_codec import row_body, row_headers
 from hookinbox._storage._schema import event_queue, events, outbox
 
 _HELD = event_queue.c.lease_token.is_not(None)
@@ -54,8 +55,8 @@ def event_from_row(row: Mapping[Any, Any]) -> Event:
         type=row["event_type"],
         occurred_at=row["occurred_at"],
         received_at=row["received_at"],
-        body=bytes(row["body"]),
-        headers=json.loads(row["headers"]),
+        body=row_body(row),
+        headers=json.loads(row_headers(row)),
         status=Status(row["status"]),
         attempts=row["attempts"],
         delivery_count=row["delivery_count"],

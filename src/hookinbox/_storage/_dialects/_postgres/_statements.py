@@ -23,6 +23,7 @@ from hookinbox._storage._batch import (
     headers_json,
 )
 from hookinbox._storage._dialects._base import Dialect, Upsert
+from hookinbox._storage._payload_codec import stored_body, stored_headers
 from hookinbox._storage._schema import events
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class PostgresStatements(Dialect):
         for group in groups:
             first = group.first
             folded = len(group.members)
+            body = stored_body(first)
             rows.append(
                 {
                     "s": first.source,
@@ -55,8 +57,8 @@ class PostgresStatements(Dialect):
                     "o": _iso(first.occurred_at),
                     "r": first.received_at.isoformat(),
                     "bo": offset,
-                    "bn": len(first.body),
-                    "h": headers_json(first.headers),
+                    "bn": len(body),
+                    "h": stored_headers(first, headers_json(first.headers)),
                     "d": first.body_sha256,
                     "st": delivery_status(first),
                     "c": folded,
@@ -64,8 +66,8 @@ class PostgresStatements(Dialect):
                     "e": delivery_error(first),
                 }
             )
-            bodies.append(first.body)
-            offset += len(first.body)
+            bodies.append(body)
+            offset += len(body)
             for position, index in enumerate(group.members, start=1):
                 log.append(
                     {
