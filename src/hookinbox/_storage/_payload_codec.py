@@ -107,6 +107,11 @@ def _altchars(encoded: str) -> bytes | None:
     return b"-_" if ("-" in encoded or "_" in encoded) else None
 
 
+def check_key_id(key_id: str) -> None:
+    if not _KEY_ID.fullmatch(key_id):
+        raise ConfigurationError(f"key id {key_id!r}: 1-32 letters, digits, '.', '_' or '-'")
+
+
 def new_key() -> str:
     """A fresh random key, base64 (for `hookinbox encryption new-key`)."""
     return base64.b64encode(os.urandom(_KEY_BYTES)).decode()
