@@ -83,8 +83,11 @@ def test_keys_that_cannot_read_what_is_stored_stop_the_start_in_one_line(
     for result, says in [
         (wrong, "error: event stripe/evt_1: its stored body does not decrypt with key 'k1'"),
         (malformed, "error: HOOKINBOX_ENCRYPTION_KEYS: entry 1 ('k1'): the key is not base64"),
-        (missing, "error: events are stored encrypted (event stripe/evt_1, key 'k1') and "
-                  "HOOKINBOX_ENCRYPTION_KEYS is not set"),  # fmt: skip
+        (
+            missing,
+            "error: events are stored encrypted (event stripe/evt_1, key 'k1') and "
+            "HOOKINBOX_ENCRYPTION_KEYS is not set",
+        ),
     ]:
         assert result.returncode == 2, result.stderr
         assert result.stderr.splitlines() == [result.stderr.strip()]

@@ -26,9 +26,11 @@ K1_OTHER = "k1:" + base64.b64encode(b"x" * 32).decode()
 
 
 def delivery(event_id: str, n: int = 0, body: bytes | None = None) -> NewDelivery:
-    body = body if body is not None else json.dumps(
-        {"id": event_id, "data": {"object": {"customer": f"cus_{n % 3}"}}}
-    ).encode()
+    body = (
+        body
+        if body is not None
+        else json.dumps({"id": event_id, "data": {"object": {"customer": f"cus_{n % 3}"}}}).encode()
+    )
     return NewDelivery(
         source="stripe",
         event_id=event_id,
@@ -176,10 +178,10 @@ def test_the_start_up_check_refuses_keys_that_cannot_read_the_newest_encrypted_e
     with pytest.raises(ConfigurationError, match="does not decrypt with key 'k1'"):
         store.encryption.check_keys()
     monkeypatch.delenv(KEYS_ENV)
-    with pytest.raises(ConfigurationError, match="stored encrypted .*key 'k1'.* not set"):
+    with pytest.raises(ConfigurationError, match=r"stored encrypted .*key 'k1'.* not set"):
         store.encryption.check_keys()
     monkeypatch.setenv(KEYS_ENV, "k1:tooshort")
-    with pytest.raises(ConfigurationError, match="entry 1 .'k1'.: the key is 6 bytes, not 32"):
+    with pytest.raises(ConfigurationError, match=r"entry 1 .'k1'.: the key is 6 bytes, not 32"):
         store.encryption.check_keys()
 
 
