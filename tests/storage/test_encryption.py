@@ -220,3 +220,16 @@ def test_the_key_variable_is_read_as_it_is_now(monkeypatch: pytest.MonkeyPatch) 
     nonce = b"\x00" * 12
     sealed = first.ciphers["a"].encrypt(nonce, b"x", None)
     assert second.ciphers["a"].decrypt(nonce, sealed, None) == b"x"
+
+
+def test_a_leased_event_no_key_decrypts_is_logged_and_the_rest_of_its_batch_is_leased(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(KEYS_ENV, K1)
+    store.ingest.record(delivery("evt_old"))
+    monkeypatch.setenv(KEYS_ENV, K2)  # k1 dropped before a rotation ended
+    store.ingest.record(delivery("evt_new", 1))
+    now = START + timedelta(hours=1)
+    lease = store.events.lease(limit=10, now=now, until=now + timedelta(minutes=1))
+    assert [leased.event.id for leased in lease.fresh] == ["evt_new"]
+    assert "evt_old: its stored body is encrypted with key 'k1'" in caplog.text
