@@ -59,6 +59,10 @@ class Keyring:
     """The key id that encrypts."""
     ciphers: Mapping[str, AESGCM]
     """Every key, by id: each decrypts what it encrypted."""
+    sealing: AESGCM
+    """The current key's."""
+    prefix: bytes
+    """What every value the current key encrypts starts with: made once, not per value."""
 
 
 def keyring() -> Keyring | None:
@@ -99,7 +103,9 @@ def _parse(raw: str) -> Keyring:
                 "`hookinbox encryption new-key` makes one)"
             )
         ciphers[key_id] = AESGCM(key)
-    return Keyring(next(iter(ciphers)), ciphers)
+    current = next(iter(ciphers))
+    prefix = MAGIC + _AES_GCM + bytes((len(current),)) + current.encode("ascii")
+    return Keyring(current, ciphers, ciphers[current], prefix)
 
 
 def _altchars(encoded: str) -> bytes | None:
@@ -147,9 +153,7 @@ def encode_headers(headers_json: str, source: str, event_id: str) -> str:
 
 def _seal(ring: Keyring, plain: bytes, field: bytes, source: str, event_id: str) -> bytes:
     nonce = os.urandom(_NONCE)
-    sealed = ring.ciphers[ring.current].encrypt(nonce, plain, _aad(field, source, event_id))
-    key_id = ring.current.encode("ascii")
-    return b"".join((MAGIC, _AES_GCM, bytes((len(key_id),)), key_id, nonce, sealed))
+    return ring.prefix + nonce + ring.sealing.encrypt(nonce, plain, _aad(field, source, event_id))
 
 
 def _aad(field: bytes, source: str, event_id: str) -> bytes:
