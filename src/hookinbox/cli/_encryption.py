@@ -12,9 +12,11 @@ from collections import Counter
 
 import click
 
+from hookinbox import _ranges as ranges
 from hookinbox.cli._commands import short_help
 from hookinbox.cli._options import app_argument, database_url_option, json_option
 from hookinbox.cli._output import emit_json, progress
+from hookinbox.cli._types import number
 
 
 @click.group(short_help=short_help("encryption"))
@@ -28,17 +30,17 @@ def encryption() -> None:
 @click.option("--dry-run", is_flag=True, help="Count events per key id; rewrite nothing.")
 @click.option(
     "--batch-size",
-    type=click.IntRange(1, 10_000),
+    type=number(ranges.ROTATION_BATCH),
     default=500,
     show_default=True,
     help="Events read and rewritten per transaction.",
 )
 @click.option(
     "--pause",
-    type=click.FloatRange(0, 60),
+    type=number(ranges.ROTATION_PAUSE),
     default=0.0,
     show_default=True,
-    help="Seconds to wait between batches, leaving the database to live traffic.",
+    help="Seconds between batches, leaving the database to live traffic.",
 )
 @json_option
 def rotate(
