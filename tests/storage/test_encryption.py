@@ -137,6 +137,10 @@ def test_a_rotation_puts_every_row_under_the_new_key_and_a_second_run_does_nothi
     store_all(store, items[:4])  # in clear
     monkeypatch.setenv(KEYS_ENV, K1)
     store_all(store, items[4:])  # under k1
+    monkeypatch.delenv(KEYS_ENV)  # a dry run counts without keys
+    assert store.encryption.rotate_batch(0, 100, dry_run=True).keys == {"(none)": 4, "k1": 6}
+    with pytest.raises(ConfigurationError, match="not set: no key to encrypt with"):
+        store.encryption.rotate_batch(0, 100)
     monkeypatch.setenv(KEYS_ENV, f"{K2},{K1}")
     dry = store.encryption.rotate_batch(0, 100, dry_run=True)
     assert dry.keys == {"(none)": 4, "k1": 6} and dry.rewritten == 0

@@ -80,17 +80,18 @@ class Encryption:
         """Read the `size` events after id `after`; unless `dry_run`, rewrite those not
         wholly under the current key, in one transaction."""
         ring = keyring()
-        if ring is None:
+        if ring is None and not dry_run:
             raise ConfigurationError(f"{KEYS_ENV} is not set: no key to encrypt with")
         query = sa.select(*_VALUES).where(events.c.id > after).order_by(events.c.id).limit(size)
         with self.store.reading() as connection:
             rows = connection.execute(query).all()
         step = RotationStep(rows[-1].id if rows else None, read=len(rows))
+        step.keys.update(key_id_of(row.body) or PLAIN for row in rows)
+        if dry_run or ring is None:
+            return step
         rewrites: list[dict[str, object]] = []
         for row in rows:
-            body_key = key_id_of(row.body)
-            step.keys[body_key or PLAIN] += 1
-            if body_key == ring.current and key_id_of(row.headers) == ring.current:
+            if key_id_of(row.body) == key_id_of(row.headers) == ring.current:
                 continue
             body = read_body(row.body, row.source, row.event_id)
             headers = read_headers(row.headers, row.source, row.event_id)
@@ -101,7 +102,7 @@ class Encryption:
                 "new_body": encode_body(body, row.source, row.event_id),
                 "new_headers": encode_headers(headers, row.source, row.event_id),
             })  # fmt: skip
-        if dry_run or not rewrites:
+        if not rewrites:
             return step
         with self.store.transaction() as connection:
             for values in rewrites:

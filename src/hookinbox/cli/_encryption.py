@@ -101,6 +101,8 @@ def rotate(
     pending = sum(n for key, n in keys.items() if key != current)
     done = pending if dry_run else total.rewritten
     line = f"{total.read} event(s) read ({found}); {verb} {done} under key {current!r}"
+    if current is None:  # --dry-run without keys: the counts alone
+        line = f"{total.read} event(s) read ({found}); no key is set to rewrite them under"
     if total.changed:
         line += f"; {total.changed} changed meanwhile, left as they are"
     click.echo(f"{line} in {seconds:.1f} s")
