@@ -105,3 +105,9 @@ def test_check_and_new_key(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None
     refused = run_cli("encryption", "check", "--database-url", db_url, env={KEYS_ENV: K1})
     assert refused.returncode == 2
     assert "key '2026-12', which HOOKINBOX_ENCRYPTION_KEYS does not hold" in refused.stderr
+    shown = run_cli("events", "show", "stripe", "evt_1", "--database-url", db_url)
+    assert shown.returncode == 0 and '"stripe-signature"' in shown.stdout
+    unreadable = run_cli("events", "show", "stripe", "evt_1", "--database-url", db_url,
+                         env={KEYS_ENV: K1})  # fmt: skip
+    assert unreadable.returncode == 2 and len(unreadable.stderr.splitlines()) == 1
+    assert "error: event stripe/evt_1: its stored body is encrypted with key" in unreadable.stderr
