@@ -67,7 +67,7 @@ def test_a_rotation_killed_halfway_leaves_every_event_readable_and_a_rerun_finis
     store.dispose()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mysql"])
 @pytest.mark.parametrize("command", ["serve", "worker"])
 def test_keys_that_cannot_read_what_is_stored_stop_the_start_in_one_line(
     db_url: str, monkeypatch: pytest.MonkeyPatch, command: str
