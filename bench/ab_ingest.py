@@ -3,6 +3,7 @@
     python bench/ab_ingest.py --variant main=/work/main --variant new=.   # two trees
     python bench/ab_ingest.py --variant uvicorn=.:uvicorn --variant granian=.:granian
     python bench/ab_ingest.py --backends sqlite --rounds 5 --seconds 10
+    python bench/ab_ingest.py --variant clear=. --variant encrypted=. --encrypted encrypted
 
 Each variant is `label=TREE[:SERVER]`: `hookinbox serve --no-worker` (one process, group
 commit, as `bench/ingest.py` runs it) with hookinbox imported from `TREE/src`, on a fresh
@@ -10,12 +11,15 @@ database per run, loaded by wrk (64 connections) for `--seconds` after a warm-up
 `SERVER` set, serve is asked for that server (`--server`, where the tree's serve has it).
 The variants take turns within each round (A B, then B A, ...), so a machine that slows down
 or speeds up during the measurement (other load, thermal limits) weighs on both alike: the
-figure to read is the ratio of medians, and each round's own ratio beside it.
+figure to read is the ratio of medians, and each round's own ratio beside it. A variant named
+by `--encrypted` stores bodies and headers encrypted (`HOOKINBOX_ENCRYPTION_KEYS` set to a
+fresh random key); the others run with the variable empty (encryption off).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import statistics
 import sys
@@ -48,14 +52,17 @@ def parse_variant(text: str) -> tuple[str, Path, str | None]:
     return label, root, server_name or None
 
 
-def run_once(tree: Path, server_name: str | None, backend: str, seconds: int) -> dict[str, Any]:
+def run_once(
+    tree: Path, server_name: str | None, backend: str, seconds: int, keys: str = ""
+) -> dict[str, Any]:
     command = hookinbox_serve(APP, "{url}", 1)
     if server_name:
         command += ["--server", server_name]
     with database(backend) as url:
         command = [part.replace("{url}", url) for part in command]
         bench_root = Path(__file__).resolve().parents[1]
-        env = {"BENCH_DATABASE_URL": url, "PYTHONPATH": f"{tree / 'src'}:{bench_root}"}
+        env = {"BENCH_DATABASE_URL": url, "PYTHONPATH": f"{tree / 'src'}:{bench_root}",
+               "HOOKINBOX_ENCRYPTION_KEYS": keys}  # fmt: skip
         with server(command, env=env) as running:
             target = f"{running.base_url}/webhooks/stripe"
             warmup = request_file(300)
@@ -93,14 +100,18 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--encrypted", action="append", default=[], metavar="LABEL",
+                        help="run this variant with encryption at rest on")  # fmt: skip
     args = parser.parse_args()
+    key = "bench:" + base64.b64encode(os.urandom(32)).decode()
     variants: list[tuple[str, Path, str | None]] = args.variant
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for backend in args.backends.split(","):
         for round_ in range(args.rounds):
             order = variants if round_ % 2 == 0 else variants[::-1]
             for label, tree, server_name in order:
-                measured = run_once(tree, server_name, backend, args.seconds)
+                keys = key if label in args.encrypted else ""
+                measured = run_once(tree, server_name, backend, args.seconds, keys)
                 results.setdefault((backend, label), []).append(measured)
                 print(f"{backend} round {round_ + 1} {label}: {measured['rate']:.0f} req/s, "
                       f"p99 {measured['p99_ms']:.1f} ms, {measured['cpu_us']:.0f} us CPU/request, "

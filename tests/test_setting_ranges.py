@@ -72,6 +72,7 @@ NAMES = {
     "secret": "the signing secret the target expects: free text",
     "effects_sql": "the user's own query, run read-only against the user's database",
     "wake_socket": "hidden; set by serve to a path it made",
+    "key_id": "an encryption key's name (encryption new-key): 1-32 letters, digits, . _ -",
 }
 """String parameters whose value is a name or free text: no value is hostile by its form."""
 

@@ -51,6 +51,7 @@ EXTRAS: dict[str, Extra] = {
         "PayPal's certificate checks (cryptography, httpx)", ("cryptography", "httpx", "certifi")
     ),
     "crypto": Extra("public-key signature checks (cryptography)", ("cryptography",)),
+    "encryption": Extra("encryption at rest (cryptography)", ("cryptography",)),
     "jwt": Extra("JSON Web Token checks (PyJWT)", ("jwt",)),
     "keys": Extra(
         "keys fetched from the provider (cryptography, httpx, PyJWT)",

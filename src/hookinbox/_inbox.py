@@ -704,6 +704,14 @@ def check_body_limit(inbox: BaseInbox) -> None:
         inbox._runtime.check_body_limit()
 
 
+def check_encryption(inbox: BaseInbox) -> None:
+    """Refuse, before `serve` or `worker` starts, keys that cannot read the newest encrypted
+    event (or malformed ones, or none when events are stored encrypted): one line, exit 2,
+    rather than a server that stores deliveries and a worker that fails on each it reads."""
+    if isinstance(inbox, Inbox):
+        inbox._runtime.store.encryption.check_keys()
+
+
 def check_overrides_applied(inbox: BaseInbox) -> None:
     """Refuse an inbox built before the command line's settings could apply (its module was
     imported earlier in this process), rather than silently serve another database."""

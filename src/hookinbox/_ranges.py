@@ -160,4 +160,8 @@ THRESHOLD = whole(0, 1_000_000_000)
 CONFIRM_ABOVE = whole(0, 1_000_000_000)
 LIST_LIMIT = whole(1, 10_000)
 RECONCILE_MAX_PAGES = whole(1, 1_000_000)
+ROTATION_BATCH = whole(1, 10_000)
+"""`hookinbox encryption rotate --batch-size`: events per transaction."""
+ROTATION_PAUSE = seconds(0, 60)
+"""`hookinbox encryption rotate --pause`: the rest between batches."""
 """`hookinbox reconcile --max-pages`: a provider lists 100 events a page."""

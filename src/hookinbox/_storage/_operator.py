@@ -24,6 +24,7 @@ from hookinbox._records import (
     ReplayResult,
 )
 from hookinbox._storage._notify import CHANNEL
+from hookinbox._storage._payload_codec import encrypting, read_body
 from hookinbox._storage._rows import (
     EVENT_JOIN,
     EVENT_STATUS,
@@ -149,7 +150,35 @@ class Operator:
         )
         # The window as a derived table: MariaDB takes no LIMIT in an IN (...).
         window = sa.select(scanned.subquery("newest").c.id)
+        if encrypting():  # the database cannot read an encrypted body: searched here
+            return self._search_decrypted(payload, events.c.id.in_(window.scalar_subquery()), limit)
         return self._search(payload, events.c.id.in_(window.scalar_subquery()), limit)
+
+    def _search_decrypted(
+        self, payload: PayloadMatch, in_window: sa.ColumnElement[bool], limit: int
+    ) -> list[dict[str, Any]]:
+        """As `_search`, over the same window, with each body read and decrypted here and
+        searched as handlers read it (`payload_text`): the same answers, at the cost of
+        reading the window's bodies (5,000 at most) out of the database."""
+        query = (
+            sa.select(*LIST_COLUMNS, payloads.c.body.label(_UNSURE))
+            .select_from(EVENT_WITH_PAYLOAD)
+            .where(in_window)
+            .order_by(events.c.received_at.desc(), events.c.id.desc())
+        )
+        found: list[dict[str, Any]] = []
+        with self.store.reading() as connection:
+            for row in connection.execute(query).mappings():
+                found_row = dict(row)
+                stored = found_row.pop(_UNSURE)
+                if stored is None:  # no payload row (an erased event): nothing to match
+                    continue
+                body = read_body(stored, row["source"], row["event_id"])
+                if self.store.dialect.payload_text(body, payload) == payload.value:
+                    found.append(found_row)
+                    if len(found) >= limit:
+                        break
+        return found
 
     def _search(
         self, payload: PayloadMatch, in_window: sa.ColumnElement[bool], limit: int
@@ -187,7 +216,12 @@ class Operator:
             while True:
                 rows = read(connection, after)
                 for row in rows:
-                    body = row.pop(_UNSURE, None)
+                    stored = row.pop(_UNSURE, None)
+                    body = (
+                        None
+                        if stored is None
+                        else read_body(stored, row["source"], row["event_id"])
+                    )
                     if body is None or dialect.payload_text(body, payload) == payload.value:
                         found_rows.append(row)
                 # Rows read in Python and not kept leave room: the page goes on past them,

@@ -4,9 +4,10 @@
 These two functions are the only places where a payload's values meet the database: every
 writer (a delivery's upsert, group commit's batches on each dialect, reconcile's insert) binds
 what `stored_payload` returns, and every reader (events loaded for a worker, an operator, the
-test kit) goes through `payload_of`. A transformation of the stored values (compression,
-encryption at rest) belongs here and nowhere else. Payload search reads the stored body in
-SQL (`Dialect.payload_value`), so such a transformation must say what search can still do.
+test kit) goes through `payload_of`. What the values are on disk (in clear, or encrypted at
+rest under the operator's keys) is `_payload_codec`'s, called here and nowhere else on these
+paths. Payload search reads the stored body in SQL (`Dialect.payload_value`), so with
+encryption on it reads and decrypts the window's bodies in Python instead (`_operator.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 from typing import Any
 
 from hookinbox._model import NewDelivery
+from hookinbox._storage._payload_codec import read_body, read_headers, stored_body, stored_headers
 
 headers_json = json.JSONEncoder(sort_keys=True).encode
 """`json.dumps(headers, sort_keys=True)` without a new encoder per call (which is what
@@ -26,13 +28,15 @@ PAYLOAD_INSERT = "INSERT INTO hookinbox_payloads (id, body, headers) VALUES ({ma
 
 
 def stored_payload(delivery: NewDelivery) -> tuple[bytes, str]:
-    """The (body, headers) a payload row stores for `delivery`."""
-    return delivery.body, headers_json(delivery.headers)
+    """The (body, headers) a payload row stores for `delivery` (encrypted when keys are
+    given, each value bound to the delivery's source and event id)."""
+    return stored_body(delivery), stored_headers(delivery, headers_json(delivery.headers))
 
 
-def payload_of(body: Any, headers: Any) -> tuple[bytes, dict[str, str]]:
+def payload_of(body: Any, headers: Any, source: str, event_id: str) -> tuple[bytes, dict[str, str]]:
     """An event's body and headers from its payload row's columns; an event without a row
-    (none written, or erased) reads an empty body and no headers."""
+    (none written, or erased) reads an empty body and no headers. A value no key given
+    decrypts raises `ConfigurationError` (`_payload_codec`), never reads as garbage."""
     if body is None:
         return b"", {}
-    return bytes(body), json.loads(headers)
+    return read_body(body, source, event_id), json.loads(read_headers(headers, source, event_id))

@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
+from hookinbox._errors import ConfigurationError
+from hookinbox._logging import logger
 from hookinbox._model import WAITING_STATUSES, MessageStatus, Status
 from hookinbox._records import Lease, Leased, LeasedMessage, Release, Settlement
 from hookinbox._storage._leases import LeaseParts, Leasing, leasing_for
@@ -55,6 +57,8 @@ from hookinbox._storage._schema import (
 
 if TYPE_CHECKING:
     from hookinbox._storage._seam import StoreSeam
+
+log = logger("hookinbox._storage")
 
 T = TypeVar("T")
 When = datetime | sa.BindParameter[Any]
@@ -175,8 +179,9 @@ class Queue(Generic[T]):
                     break
         # RETURNING keeps no order: back to the order they were picked in.
         rows.sort(key=lambda row: (row["queue_next_attempt_at"], row["id"]))
-        fresh = [self.to_item(row, token, until) for row in rows if row["previous"] is None]
-        expired = [self.to_item(row, token, until) for row in rows if row["previous"] is not None]
+        items = [(row["previous"] is None, self._readable(row, token, until)) for row in rows]
+        fresh = [item for new, item in items if new and item is not None]
+        expired = [item for new, item in items if not new and item is not None]
         return Lease(token, fresh, expired)
 
     def _kept(
@@ -184,6 +189,16 @@ class Queue(Generic[T]):
     ) -> list[Mapping[Any, Any]]:
         """Inside the lease's transaction: the rows it took that go to the worker."""
         return rows
+
+    def _readable(self, row: Mapping[Any, Any], token: str, until: datetime) -> T | None:
+        """The row as an item; None (logged) for an event whose stored body no key given
+        decrypts (`_payload_codec`): its lease expires and it is tried again, as a crashed
+        attempt's is, while the rest of the batch is processed."""
+        try:
+            return self.to_item(row, token, until)
+        except ConfigurationError as error:
+            log.error("cannot read a leased item, left to its lease's expiry: %s", error)
+            return None
 
     @cached_property
     def _leasing(self) -> Leasing:

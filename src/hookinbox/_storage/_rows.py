@@ -62,7 +62,7 @@ def select_events(*, without: tuple[str, ...] = ()) -> sa.Select[Any]:
 
 
 def event_from_row(row: Mapping[Any, Any]) -> Event:
-    body, headers = payload_of(row["body"], row["headers"])
+    body, headers = payload_of(row["body"], row["headers"], row["source"], row["event_id"])
     return Event(
         row_id=row["id"],
         source=row["source"],

@@ -10,7 +10,8 @@ the transactions every gateway runs in, and the gateways, one per role:
 - `operator`: list, show, search, replay and audit events; the dashboard's sessions;
 - `housekeeping`: retention, the daily jobs, the space a prune frees;
 - `liveness`: the workers' heartbeats;
-- `stats`: the figures of `status`, the gauges and the dashboard.
+- `stats`: the figures of `status`, the gauges and the dashboard;
+- `encryption`: bodies and headers rewritten under the newest key, the keys checked at start.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from hookinbox._model import Event
 from hookinbox._storage import _migrations
 from hookinbox._storage._compatibility import Planned, SchemaStatus
 from hookinbox._storage._dialects import Dialect, build_engine, dialect_of
+from hookinbox._storage._encryption import Encryption
 from hookinbox._storage._errors import is_deadlock, translate_errors
 from hookinbox._storage._housekeeping import Housekeeping
 from hookinbox._storage._ingest import Ingest
@@ -119,6 +121,7 @@ class Store:
         self.trust = Trust(self)
         self.pausing = Pausing(self)
         self.stats = Stats(self, self.outbox, self.liveness)
+        self.encryption = Encryption(self)
 
     @property
     def url(self) -> URL:

@@ -65,6 +65,10 @@ COMMANDS: dict[str, Entry] = {
         "hookinbox.cli._trust:trust",
         "Believe a source's first handshake for a while (Asana).",
     ),
+    "encryption": Entry(
+        "hookinbox.cli._encryption:encryption",
+        "Encrypt stored bodies under the newest key; check keys.",
+    ),
     "dashboard": Entry(
         "hookinbox.cli._dashboard:dashboard",
         "Serve the operator dashboard on its own.",

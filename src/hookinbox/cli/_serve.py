@@ -176,7 +176,7 @@ def serve(
 
     import uvicorn
 
-    from hookinbox._inbox import Inbox, check_body_limit
+    from hookinbox._inbox import Inbox, check_body_limit, check_encryption
     from hookinbox.cli._asgi import overrides_from_environment
     from hookinbox.cli._loading import load_app
     from hookinbox.cli._logs import logging_config
@@ -218,6 +218,7 @@ def serve(
             with explained(inbox.settings.database_url):
                 inbox.migrate()  # checks the app's handlers and sources first
                 check_body_limit(inbox)  # a body limit the database cannot store: exit 2
+                check_encryption(inbox)  # keys that cannot read what is stored: exit 2
         else:
             no_worker = True  # Redis claim mode: handlers run in the request; no schema, no queue
         inbox.close()

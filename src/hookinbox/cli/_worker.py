@@ -135,6 +135,7 @@ def worker(
     inbox = load_inbox(
         app, overrides=Overrides(database_url, store_options=store_option_values(store_options))
     )
+    check_keys(inbox)
     options = WorkerOptions(
         concurrency=concurrency,
         relay_concurrency=relay_concurrency,
@@ -220,6 +221,16 @@ def reconcile_period(text: str | None, option: str) -> timedelta | None:
         return duration(text, option)
     except click.BadParameter as error:  # click names the option and its variable
         raise click.BadParameter(error.message) from None
+
+
+def check_keys(inbox: Inbox) -> None:
+    """Keys that cannot read what is stored (or none where they must be): one line, exit 2,
+    before the worker leases an event it could not read."""
+    from hookinbox._inbox import check_encryption
+    from hookinbox.cli._target import explained
+
+    with explained(inbox.settings.database_url):
+        check_encryption(inbox)
 
 
 def run_until_stopped(inbox: Inbox, worker: Worker | AsyncWorker, metrics_port: int | None) -> None:

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from hookinbox._errors import StoreUnavailable
+from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._operations import Thresholds
 from hookinbox._operations._service import Operations
 from hookinbox._storage import Store
@@ -77,5 +77,11 @@ def dashboard_for(
         Route("/sources/resume", source_pages.resume, methods=["POST"]),
         Route("/dashboard.css", pages.stylesheet, methods=["GET"]),
     ]
-    handlers = {HTTPException: pages.error, StoreUnavailable: pages.error}
+    # A ConfigurationError here is an event no encryption key given decrypts: said, not a 500
+    # without a word.
+    handlers = {
+        HTTPException: pages.error,
+        StoreUnavailable: pages.error,
+        ConfigurationError: pages.error,
+    }
     return SecurityHeaders(Starlette(routes=routes, exception_handlers=handlers))

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from hookinbox._errors import StoreUnavailable
+from hookinbox._errors import ConfigurationError, StoreUnavailable
 from hookinbox._operations import breached_figures
 from hookinbox._records import SCAN_LIMIT, Bucket
 from hookinbox.dashboard._auth import Session
@@ -199,6 +199,8 @@ class Pages:
     async def error(self, request: Request, exc: Exception) -> Response:
         if isinstance(exc, StoreUnavailable):
             status, message = 503, f"database unavailable: {exc}"
+        elif isinstance(exc, ConfigurationError):  # an event no encryption key decrypts
+            status, message = 500, str(exc)
         else:
             assert isinstance(exc, HTTPException)
             status, message = exc.status_code, str(exc.detail)
