@@ -73,6 +73,7 @@ NAMES = {
     "effects_sql": "the user's own query, run read-only against the user's database",
     "wake_socket": "hidden; set by serve to a path it made",
     "key_id": "an encryption key's name (encryption new-key): 1-32 letters, digits, . _ -",
+    "error_contains": "free text found in an event's last error (% and _ match themselves)",
 }
 """String parameters whose value is a name or free text: no value is hostile by its form."""
 
@@ -81,6 +82,7 @@ CHECKED_BY_COMMAND = {
     "database_url": ("migrate", []),
     "max_pending_age": ("status", ["--database-url", "{url}", "--check"]),
     "since": ("events list", ["--database-url", "{url}"]),
+    "until": ("replay", ["--database-url", "{url}", "--status", "failed", "--dry-run"]),
     "older_than": ("prune", ["--database-url", "{url}", "--dry-run"]),
     "reconcile_every": ("worker", ["nowhere_at_all:inbox"]),
     "reconcile_timeout": ("worker", ["nowhere_at_all:inbox"]),

@@ -709,6 +709,7 @@ def check_encryption(inbox: BaseInbox) -> None:
     event (or malformed ones, or none when events are stored encrypted): one line, exit 2,
     rather than a server that stores deliveries and a worker that fails on each it reads."""
     if isinstance(inbox, Inbox):
+        inbox.check()  # a registration mistake first, before the database is opened
         inbox._runtime.store.encryption.check_keys()
 
 

@@ -47,8 +47,8 @@ def test_check_and_plan_on_an_older_schema_say_what_is_pending_and_write_nothing
     lines = plan.stdout.splitlines()
     assert lines[1].split() == ["version", "kind", "then", "runs", "with", "what", "it", "changes"]
     assert [line.split()[:2] for line in lines[2:]] == [
-        [str(LATEST_VERSION - 1), "expand"],
-        [str(LATEST_VERSION), "contract"],  # schema 14: the payloads beside the events
+        [str(LATEST_VERSION - 1), "contract"],  # schema 15: the queue beside the outbox
+        [str(LATEST_VERSION), "expand"],  # schema 16: paused sources
     ]
     document = json.loads(plan_json.stdout)
     assert document["state"] == "pending"
