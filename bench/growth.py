@@ -180,7 +180,7 @@ _DIALECT = {
     "postgresql": {
         "with": "",
         "rows": "generate_series(CAST(:first AS BIGINT), CAST(:last AS BIGINT)) AS s(n)",
-        "hex": "replace(gen_random_uuid()::text, '-', '')",
+        "hex": "md5(CAST(:seed AS TEXT) || CAST(n AS TEXT))",
         "all": "ALL",
         "blob": "convert_to({}, 'UTF8')",
         "sha": "encode(sha256({}), 'hex')",
@@ -192,7 +192,7 @@ _DIALECT = {
         "with": "WITH RECURSIVE s(n) AS (SELECT :first UNION ALL SELECT n + 1 FROM s "
         "WHERE n < :last) ",
         "rows": "s",
-        "hex": "lower(hex(randomblob(16)))",
+        "hex": "substr(sha256(CAST(:seed || n AS BLOB)), 1, 32)",
         "all": "-1",
         "blob": "CAST({} AS BLOB)",
         "sha": "sha256({})",
@@ -213,9 +213,11 @@ _KIND = {
 }
 
 
-def insert_sql(dialect: str, kind: str) -> tuple[str, str]:
-    """(events, delivery log) statements for rows n = :first..:last received at
-    :start_us + n * :step_us (microseconds since the epoch)."""
+def insert_sql(dialect: str, kind: str, *, inline: bool = False) -> tuple[str, str | None, str]:
+    """(events, payloads, delivery log) statements for rows n = :first..:last received at
+    :start_us + n * :step_us (microseconds since the epoch). `inline`: the schema before 14,
+    whose events hold their body and headers (a baseline tree's database): no payloads
+    statement."""
     d = _DIALECT[dialect]
 
     def ts(expr: str) -> str:
@@ -226,11 +228,28 @@ def insert_sql(dialect: str, kind: str) -> tuple[str, str]:
         "'@T@', CAST(us / 1000000 - 1 AS TEXT)), '@Y@', event_type)"
     )
     headers = "replace(replace(:headers, '@T@', CAST(us / 1000000 AS TEXT)), '@S@', u || u)"
+    inline_columns = "body, headers, " if inline else ""
+    # Each row's id is given (the next after :after, in n's order), and its random part `u` is
+    # a hash of (:seed, n): the payloads statement makes the same rows again, with the same
+    # ids and bodies, and needs no join to find its events.
+    row_id = "CAST(:after AS BIGINT) + 1 + n - CAST(:first AS BIGINT)"
+    inline_values = f"body, {headers}," if inline else ""
+    generated = f"""(
+    SELECT g.*, {body} AS body FROM (
+        SELECT n, u, {_KIND[kind]} AS k,
+            CAST(:start_us AS BIGINT) + n * CAST(:step_us AS BIGINT) AS us,
+            'evt_' || substr(u, 1, 24) AS event_id, 'pi_' || substr(u, 9, 24) AS payment,
+            CASE WHEN {_KIND[kind]} BETWEEN 5 AND 14 THEN 'invoice.paid'
+                 ELSE 'checkout.session.completed' END AS event_type,
+            CASE WHEN {_KIND[kind]} >= 0 AND n % 33 = 0 THEN 2 ELSE 1 END AS dups
+        FROM (SELECT n, {d["hex"]} AS u FROM {d["rows"]} LIMIT {d["all"]} OFFSET 0) r
+    ) g LIMIT {d["all"]} OFFSET 0
+) b"""
     events_sql = f"""
-{d["with"]}INSERT INTO hookinbox_events (source, event_id, event_type, occurred_at, received_at,
-    body, headers, body_sha256, status, outcome, attempts, next_attempt_at, last_error,
+{d["with"]}INSERT INTO hookinbox_events (id, source, event_id, event_type, occurred_at, received_at,
+    {inline_columns}body_sha256, status, outcome, attempts, next_attempt_at, last_error,
     deferred_since, deferrals, delivery_count, key_conflicts, last_delivery_at, processed_at)
-SELECT 'stripe', event_id, event_type, {ts("us - 1000000")}, {ts("us")}, body, {headers},
+SELECT {row_id}, 'stripe', event_id, event_type, {ts("us - 1000000")}, {ts("us")}, {inline_values}
     {d["sha"].format("body")},
     CASE WHEN k < 0 THEN 'pending' WHEN k < 3 THEN 'failed' WHEN k = 3 THEN 'pending'
          WHEN k = 4 THEN 'deferred' WHEN k < 15 THEN 'unhandled' ELSE 'processed' END,
@@ -245,18 +264,14 @@ SELECT 'stripe', event_id, event_type, {ts("us - 1000000")}, {ts("us")}, body, {
     CASE WHEN k = 4 THEN 3 ELSE 0 END,
     dups, 0, {ts("us + (dups - 1) * 300000000")},
     CASE WHEN k < 5 THEN NULL ELSE {ts("us + 200000")} END
-FROM (
-    SELECT g.*, {body} AS body FROM (
-        SELECT n, u, {_KIND[kind]} AS k,
-            CAST(:start_us AS BIGINT) + n * CAST(:step_us AS BIGINT) AS us,
-            'evt_' || substr(u, 1, 24) AS event_id, 'pi_' || substr(u, 9, 24) AS payment,
-            CASE WHEN {_KIND[kind]} BETWEEN 5 AND 14 THEN 'invoice.paid'
-                 ELSE 'checkout.session.completed' END AS event_type,
-            CASE WHEN {_KIND[kind]} >= 0 AND n % 33 = 0 THEN 2 ELSE 1 END AS dups
-        FROM (SELECT n, {d["hex"]} AS u FROM {d["rows"]} LIMIT {d["all"]} OFFSET 0) r
-    ) g LIMIT {d["all"]} OFFSET 0
-) b
+FROM {generated}
 ORDER BY n"""
+    # Each event's payload beside it (schema 14): the same rows again, joined to the events
+    # just inserted by their key.
+    payloads_sql = f"""
+{d["with"]}INSERT INTO hookinbox_payloads (id, body, headers)
+SELECT {row_id}, body, {headers}
+FROM {generated}"""
     deliveries_sql = f"""
 INSERT INTO hookinbox_deliveries (source, event_id, received_at, duplicate, key_conflict)
 SELECT source, event_id, moment, duplicate, {d["false"]} FROM (
@@ -266,7 +281,7 @@ SELECT source, event_id, moment, duplicate, {d["false"]} FROM (
     SELECT source, event_id, last_delivery_at, {d["true"]}
     FROM hookinbox_events WHERE id > :after AND delivery_count > 1
 ) d ORDER BY moment"""
-    return events_sql, deliveries_sql
+    return events_sql, None if inline else payloads_sql, deliveries_sql
 
 
 def add_rows(engine: sa.Engine, count: int, *, kind: str, oldest: datetime, newest: datetime,
@@ -274,7 +289,8 @@ def add_rows(engine: sa.Engine, count: int, *, kind: str, oldest: datetime, newe
     """Insert `count` events (and their delivery log rows) received evenly from `oldest` to
     `newest`, `chunk` rows per transaction; returns the seconds it took."""
     dialect = engine.dialect.name
-    events_sql, deliveries_sql = insert_sql(dialect, kind)
+    inline = "body" in {c["name"] for c in sa.inspect(engine).get_columns("hookinbox_events")}
+    events_sql, payloads_sql, deliveries_sql = insert_sql(dialect, kind, inline=inline)
     start_us = micros(oldest)
     step_us = max(1, (micros(newest) - start_us) // max(1, count))
     params = {
@@ -284,6 +300,7 @@ def add_rows(engine: sa.Engine, count: int, *, kind: str, oldest: datetime, newe
         "step_us": step_us,
         "scheduled_us": micros(datetime.now(UTC) + SCHEDULED),
         "recent": count - count // 100,
+        "seed": uuid.uuid4().hex,  # the rows' random part, a hash of (seed, n)
     }
     started = time.monotonic()
     for first in range(0, count, chunk):
@@ -294,7 +311,15 @@ def add_rows(engine: sa.Engine, count: int, *, kind: str, oldest: datetime, newe
             after = connection.execute(
                 sa.text("SELECT COALESCE(MAX(id), 0) FROM hookinbox_events")
             ).scalar_one()
-            connection.execute(sa.text(events_sql), {**params, "first": first, "last": last})
+            bounds = {"first": first, "last": last, "after": after}
+            connection.execute(sa.text(events_sql), {**params, **bounds})
+            if payloads_sql is not None:
+                connection.execute(sa.text(payloads_sql), {**params, **bounds})
+            if dialect == "postgresql":  # the ids were given: the sequence goes on after them
+                connection.exec_driver_sql(
+                    "SELECT setval(pg_get_serial_sequence('hookinbox_events', 'id'),"
+                    " (SELECT MAX(id) FROM hookinbox_events))"
+                )
             connection.execute(sa.text(deliveries_sql), {"after": after})
         if not quiet and count > chunk:
             elapsed = time.monotonic() - started
