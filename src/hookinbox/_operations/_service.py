@@ -62,9 +62,15 @@ class EventRecord:
     deliveries: list[Row]
     """Every delivery of it, oldest first: when, whether a duplicate, whether a key conflict."""
     audit: list[Row]
-    """The operators' actions on it (replays), oldest first."""
+    """The operators' actions on it (replays, erasure), oldest first."""
     messages: list[Row] = field(default_factory=list)
     """The outbox messages its handlers wrote, oldest first: read only when asked for."""
+
+    @property
+    def payload_erased(self) -> bool:
+        """Whether its body and headers were erased (`expunge`, always audited): it then
+        reads an empty body and no headers."""
+        return any(row["action"] == "expunge" for row in self.audit)
 
 
 @dataclass(frozen=True, slots=True)
