@@ -17,9 +17,9 @@ import sqlalchemy as sa
 
 from hookinbox import Event, HandlerContext, Inbox, Status
 from hookinbox._model import NewDelivery
-from hookinbox._operations._expunge import EXPUNGE_MAX_BATCH, Selection
+from hookinbox._operations._expunge import EXPUNGE_MAX_BATCH
 from hookinbox._operations._service import Operations
-from hookinbox._records import Actor, search_for
+from hookinbox._records import Actor, Selection, search_for
 from hookinbox._storage import Store
 from hookinbox._storage._erasure import Erasure
 from hookinbox._storage._schema import audit, deliveries, events, payloads

@@ -40,11 +40,11 @@ from hookinbox._records import (
     PayloadMatch,
     ReplayResult,
     Report,
+    Selection,
     WorkerGroup,
 )
 
 if TYPE_CHECKING:
-    from hookinbox._operations._expunge import Selection
     from hookinbox._operations._pacing import Pacer
     from hookinbox._operations._reconcile import Reconciled, Takes
     from hookinbox._storage import Store

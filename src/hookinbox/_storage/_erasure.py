@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from hookinbox._records import Actor, PayloadMatch
+from hookinbox._records import Actor, Selection
 from hookinbox._storage._rows import EVENT_JOIN, EVENT_STATUS
 from hookinbox._storage._schema import audit, events, payloads
 from hookinbox._storage._types import SafeText, UTCDateTime
@@ -56,22 +56,17 @@ class Erasure:
         return None if row is None else (int(row.id), bool(row.kept))
 
     def candidates(
-        self,
-        source: str,
-        *,
-        before: datetime | None,
-        payload: PayloadMatch | None,
-        after: int,
-        batch_size: int,
+        self, selection: Selection, *, after: int, batch_size: int
     ) -> tuple[list[int], list[int]]:
-        """The next `batch_size` events of `source` after row id `after` (received before
-        `before`, if given), read without a lock: (the ids read, in order, those of them with
-        a payload row that matches `payload`, or any payload row without one). Empty ids
-        read: none is left.
+        """The next `batch_size` events of the selection's source after row id `after`
+        (received before `selection.before`, if given), read without a lock: (the ids read,
+        in order, those of them with a payload row that holds `selection.payload`, or any
+        payload row without one). Empty ids read: none is left.
 
         Each batch reads at most `batch_size` events (the primary key's order), and the
         payload search runs over those ids only (`Operator.search_among`): the whole source
         is searched, a bounded batch at a time, not a window of the newest events."""
+        source, before, payload = selection.source, selection.before, selection.payload
         query = sa.select(events.c.id).where(events.c.source == source, events.c.id > after)
         if before is not None:
             query = query.where(events.c.received_at < before)

@@ -71,8 +71,7 @@ def expunge(
     a terminal).
     """
     from hookinbox._operations import parse_duration, time_ago
-    from hookinbox._operations._expunge import Selection
-    from hookinbox._records import Actor, search_for
+    from hookinbox._records import Actor, Selection, search_for
     from hookinbox.cli._target import opened
 
     bulk = source_filter is not None
