@@ -87,7 +87,8 @@ def paced_batches(
                 return
             if changed:
                 yield changed
+            wait = pacer.next_pause(read, took, pressure)  # sizes the next batch too
             if pause:
-                time.sleep(pacer.next_pause(read, took, pressure))
+                time.sleep(wait)
     finally:
         gauge.close()
