@@ -19,7 +19,7 @@ import hookinbox
 
 PACKAGE = Path(hookinbox.__file__).parent
 GATEWAY_CALL = re.compile(
-    r"store\.(ingest|events|messages|operator|housekeeping|stats|liveness|ordering|outbox|trust)\b"
+    r"store\.(ingest|events|messages|operator|housekeeping|stats|liveness|ordering|outbox|trust|erasure)\b"
 )
 SERVICES = frozenset({"_operations/_service.py", "_processing/_service.py"})
 INGEST_SIDE = "_receiver/"

@@ -93,6 +93,7 @@ CHECKED_BY_COMMAND = {
     "admin_token": ("dashboard", ["--database-url", "{url}"]),
     "target": ("simulate", ["--provider", "stripe", "--secret", "s"]),
     "length": ("trust", ["--database-url", "{url}", "asana"]),
+    "payload_filter": ("expunge", ["--database-url", "{url}", "--source", "stripe", "--dry-run"]),
 }
 """String parameters checked by the command's body before it touches anything."""
 

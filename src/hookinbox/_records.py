@@ -148,6 +148,16 @@ class PayloadMatch:
     value: str
 
 
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The events an erasure takes: those of `source` received before `before` (if given)
+    whose body holds `payload` (if given)."""
+
+    source: str
+    before: datetime | None = None
+    payload: PayloadMatch | None = None
+
+
 def search_for(path: str, value: str) -> PayloadMatch:
     """A search from a form's fields; ValueError says what is wrong with them."""
     if len(value) > MAX_VALUE_LENGTH:

@@ -152,7 +152,8 @@ def test_show_an_event_with_its_deliveries(shop: Shop) -> None:
 
     shown = parsed(as_json)
     # One schema: the list's fields, plus what only `show` has.
-    assert set(shown) == LIST_FIELDS | {"headers", "body", "deliveries", "audit"}
+    assert set(shown) == LIST_FIELDS | {"headers", "body", "deliveries", "audit", "payload_erased"}
+    assert shown["payload_erased"] is False
     assert shown["audit"] == []  # never replayed
     assert {name: shown[name] for name in LIST_FIELDS} == parsed(listed)[0]
     assert shown["body"] == event  # parsed, and the first body: the stored one

@@ -7,7 +7,7 @@ and never takes the database from deliveries and workers for long.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Protocol
 
@@ -47,29 +47,48 @@ def replay_matching(
 ) -> Iterator[int]:
     """Replay every event matching `filters`, batch by batch; yields each batch's count of
     events replayed (a batch whose events all stopped matching yields nothing)."""
-    pacer = pacer or Pacer(
-        rows=REPLAY_FIRST_BATCH,
-        min_rows=10,
-        max_rows=REPLAY_MAX_BATCH,
-        busy_batch_seconds=gauges.busy_batch_seconds,
-    )
-    gauge = gauges.pressure_gauge()
     after = 0
+
+    def batch(rows: int) -> tuple[int, int]:
+        nonlocal after
+        read, replayed = operator.replay_batch(
+            filters, now, actor=actor, after=after, batch_size=rows
+        )
+        after = read[-1] if read else after
+        return len(read), len(replayed)
+
+    return paced_batches(gauges, batch, pacer or _pacer(gauges, REPLAY_FIRST_BATCH))
+
+
+def _pacer(gauges: Gauges, first: int) -> Pacer:
+    return Pacer(
+        rows=first, min_rows=10, max_rows=REPLAY_MAX_BATCH,
+        busy_batch_seconds=gauges.busy_batch_seconds,
+    )  # fmt: skip
+
+
+def paced_batches(
+    gauges: Gauges, batch: Callable[[int], tuple[int, int]], pacer: Pacer, *, pause: bool = True
+) -> Iterator[int]:
+    """Run `batch(rows)` (which answers how many rows it read and how many it changed) until
+    it reads none, pausing after each as `pacer` says from its time and what else the database
+    did meanwhile (no pause without `pause`: a dry run writes nothing); yields each batch's
+    count of rows changed, when any."""
+    gauge = gauges.pressure_gauge()
     try:
         gauge.mark()
         while True:
             pressure = gauge.sample()
             started = time.perf_counter()
-            read, replayed = operator.replay_batch(
-                filters, now, actor=actor, after=after, batch_size=pacer.rows
-            )
+            read, changed = batch(pacer.rows)
             took = time.perf_counter() - started
             gauge.mark()
             if not read:
                 return
-            after = read[-1]
-            if replayed:
-                yield len(replayed)
-            time.sleep(pacer.next_pause(len(read), took, pressure))
+            if changed:
+                yield changed
+            wait = pacer.next_pause(read, took, pressure)  # sizes the next batch too
+            if pause:
+                time.sleep(wait)
     finally:
         gauge.close()

@@ -40,6 +40,7 @@ from hookinbox._records import (
     PayloadMatch,
     ReplayResult,
     Report,
+    Selection,
     WorkerGroup,
 )
 
@@ -61,9 +62,15 @@ class EventRecord:
     deliveries: list[Row]
     """Every delivery of it, oldest first: when, whether a duplicate, whether a key conflict."""
     audit: list[Row]
-    """The operators' actions on it (replays), oldest first."""
+    """The operators' actions on it (replays, erasure), oldest first."""
     messages: list[Row] = field(default_factory=list)
     """The outbox messages its handlers wrote, oldest first: read only when asked for."""
+
+    @property
+    def payload_erased(self) -> bool:
+        """Whether its body and headers were erased (`expunge`, always audited): it then
+        reads an empty body and no headers."""
+        return any(row["action"] == "expunge" for row in self.audit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +173,41 @@ class Operations:
         return replay_matching(
             self._store.operator, self._store.housekeeping, filters, now, actor=actor, pacer=pacer
         )
+
+    # -- erasure ------------------------------------------------------------------------------
+
+    def expunge_one(
+        self, source: str, event_id: str, now: datetime, *, actor: Actor | None
+    ) -> bool | None:
+        """Erase the event's body and headers (its key, status, times and delivery log are
+        kept), audited by `actor`; never waits for a worker (`_storage/_erasure.py`). None
+        when no such event is stored; whether a payload was erased (False: it was already).
+        With `actor` None, a dry run: whether one would be, nothing written."""
+        found = self._store.erasure.find_one(source, event_id)
+        if found is None:
+            return None
+        row_id, kept = found
+        if actor is None or not kept:
+            return kept
+        return bool(self._store.erasure.erase([row_id], now, actor))
+
+    def expunge_matching(
+        self,
+        selection: Selection,
+        now: datetime,
+        *,
+        actor: Actor | None,
+        pacer: Pacer | None = None,
+    ) -> Iterator[int]:
+        """Erase the payloads of every event `selection` matches, in paced batches of at
+        most `EXPUNGE_MAX_BATCH` events (`_expunge.expunge_matching`), each erasure audited;
+        yields each batch's count. With `actor` None, a dry run counting the same way."""
+        from hookinbox._operations._expunge import expunge_matching
+
+        return expunge_matching(
+            self._store.erasure, self._store.housekeeping, selection, now, actor=actor,
+            pacer=pacer,
+        )  # fmt: skip
 
     # -- paused sources -----------------------------------------------------------------------
 

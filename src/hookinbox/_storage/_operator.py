@@ -154,6 +154,13 @@ class Operator:
             return self._search_decrypted(payload, events.c.id.in_(window.scalar_subquery()), limit)
         return self._search(payload, events.c.id.in_(window.scalar_subquery()), limit)
 
+    def search_among(self, payload: PayloadMatch, ids: list[int]) -> list[int]:
+        """Those of the events `ids` whose body holds `payload`, searched as `list_events`
+        searches its window (in SQL, or decrypted here): an erasure's batch."""
+        in_ids = events.c.id.in_(ids)
+        search = self._search_decrypted if encrypting() else self._search
+        return [row["id"] for row in search(payload, in_ids, len(ids))]
+
     def _search_decrypted(
         self, payload: PayloadMatch, in_window: sa.ColumnElement[bool], limit: int
     ) -> list[dict[str, Any]]:

@@ -224,7 +224,7 @@ audit = Table(
     Column("source", String(64), nullable=False),
     Column("event_id", String(255), nullable=False),
     Column("at", UTCDateTime, nullable=False),
-    # replay, forced_replay; pause, resume (a whole source: event_id "*")
+    # replay, forced_replay; pause, resume (a whole source: event_id "*"); expunge
     Column("action", String(32), nullable=False),
     Column("actor", String(255), nullable=False),  # the CLI's OS user, or "dashboard"
     Column("reason", SafeText),

@@ -11,7 +11,8 @@ the transactions every gateway runs in, and the gateways, one per role:
 - `housekeeping`: retention, the daily jobs, the space a prune frees;
 - `liveness`: the workers' heartbeats;
 - `stats`: the figures of `status`, the gauges and the dashboard;
-- `encryption`: bodies and headers rewritten under the newest key, the keys checked at start.
+- `encryption`: bodies and headers rewritten under the newest key, the keys checked at start;
+- `erasure`: delete events' bodies and headers (keeping the key and the log), audited.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from hookinbox._storage import _migrations
 from hookinbox._storage._compatibility import Planned, SchemaStatus
 from hookinbox._storage._dialects import Dialect, build_engine, dialect_of
 from hookinbox._storage._encryption import Encryption
+from hookinbox._storage._erasure import Erasure
 from hookinbox._storage._errors import is_deadlock, translate_errors
 from hookinbox._storage._housekeeping import Housekeeping
 from hookinbox._storage._ingest import Ingest
@@ -120,6 +122,7 @@ class Store:
         self.liveness = Liveness(self)
         self.trust = Trust(self)
         self.pausing = Pausing(self)
+        self.erasure = Erasure(self, self.operator)
         self.stats = Stats(self, self.outbox, self.liveness)
         self.encryption = Encryption(self)
 

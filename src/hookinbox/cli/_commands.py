@@ -53,6 +53,10 @@ COMMANDS: dict[str, Entry] = {
         "hookinbox.cli._pause:resume",
         "Process a paused source's events again.",
     ),
+    "expunge": Entry(
+        "hookinbox.cli._expunge:expunge",
+        "Erase events' bodies and headers; keep the key and the log.",
+    ),
     "prune": Entry(
         "hookinbox.cli._prune:prune",
         "Delete done events older than the retention.",

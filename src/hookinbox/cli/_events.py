@@ -126,7 +126,8 @@ def list_command(
 def show_command(
     arguments: tuple[str, ...], app_option: str | None, database_url: str | None, as_json: bool
 ) -> None:
-    """One event: its fields, body, last error, every delivery and its audit trail.
+    """One event: its fields, body, last error, every delivery and its audit trail. An
+    erased event (`hookinbox expunge`) says "payload erased" in place of its headers and body.
 
     Exit codes: 0 shown; 1 no such event, or the database is unavailable; 2 bad usage or
     configuration (an unknown source name, with a hint).
@@ -151,7 +152,7 @@ def show_command(
         body = event.body.decode("utf-8", "replace")
     if as_json:
         emit_json({**fields, "headers": event.headers, "body": body, "deliveries": history,
-                   "audit": trail})  # fmt: skip
+                   "audit": trail, "payload_erased": record.payload_erased})  # fmt: skip
         return
     table = Table(["field", "value"], header=False, keep=frozenset({"field", "value"}))
     for name, value in fields.items():
@@ -159,9 +160,14 @@ def show_command(
             table.add_row(name, value)
     show(table)
     say("headers", style="bold")
-    show_json(event.headers)
+    if record.payload_erased:  # an empty body that was not empty when it came
+        say("payload erased (see the audit trail)", style="dim")
+    else:
+        show_json(event.headers)
     say("body", style="bold")
-    if isinstance(body, str):
+    if record.payload_erased:
+        say("payload erased", style="dim")
+    elif isinstance(body, str):
         echo_untrusted(body)
     else:
         show_json(body)

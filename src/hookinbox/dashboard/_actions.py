@@ -1,5 +1,6 @@
 """What an operator changes from the dashboard: replaying one event, or every event a filter
-matches (failed ones unless it names another status; in paced batches, as the CLI's).
+matches (failed ones unless it names another status; in paced batches, as the CLI's), and
+erasing one event's body and headers (`hookinbox expunge SOURCE EVENT_ID`, audited the same).
 
 Each is a POST through `SignIn.checked_form` (same site, signed in, the CSRF token), and runs
 the same operation as `hookinbox replay`, with the same rules: an event a worker holds is
@@ -57,6 +58,22 @@ class Actions:
             raise HTTPException(409, f"{source} {event_id} was processed meanwhile; confirm again")
         response = self.dashboard.redirect(request, "/event")
         query = QueryParams({"source": source, "id": event_id, "done": "replayed"})
+        response.headers["location"] += f"?{query}"
+        return response
+
+    async def expunge(self, request: Request) -> Response:
+        """Erase one event's payload, as `hookinbox expunge` does (never waits for a worker:
+        an attempt under way goes on with the body it read)."""
+        form = await self.sign_in.checked_form(request)
+        source, event_id = event_key(form)
+        actor = actor_of(form)
+        erased = await self.dashboard.off_loop(
+            lambda: self.operations.expunge_one(source, event_id, utc_now(), actor=actor)
+        )
+        if erased is None:
+            raise HTTPException(404, f"no event {source} {event_id}")
+        response = self.dashboard.redirect(request, "/event")
+        query = QueryParams({"source": source, "id": event_id, "done": "erased"})
         response.headers["location"] += f"?{query}"
         return response
 

@@ -70,6 +70,7 @@ def dashboard_for(
         Route("/event", page(pages.event_detail), methods=["GET"]),
         Route("/event/replay", page(pages.replay_confirm), methods=["GET"]),
         Route("/event/replay", actions.replay, methods=["POST"]),
+        Route("/event/expunge", actions.expunge, methods=["POST"]),
         Route("/replay", page(pages.bulk_confirm), methods=["GET"]),
         Route("/replay", actions.bulk_replay, methods=["POST"]),
         Route("/sources", page(source_pages.page), methods=["GET"]),

@@ -172,6 +172,7 @@ class Pages:
             history=record.deliveries,
             messages=record.messages,
             trail=record.audit,
+            erased=record.payload_erased,
             done=request.query_params.get("done"),
         )
 
