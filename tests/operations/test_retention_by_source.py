@@ -185,6 +185,7 @@ def test_a_source_s_retention_shorter_than_its_window_is_refused_unless_forced()
             Inbox("sqlite:///x.db").add_source(GitHub(secret="x"), retention=wrong)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # runs the `hookinbox` command: not in `make test-fast`
 def test_a_source_kept_longer_lists_its_retention_and_keeps_its_old_events(db_url: str) -> None:
     """`hookinbox prune --dry-run` with an APP whose Stripe keeps 400 days: each source's
     retention is listed, and the prune deletes GitHub's 120-day-old event only."""
