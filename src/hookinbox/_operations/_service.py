@@ -22,7 +22,7 @@ store it is handed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -190,6 +190,11 @@ class Operations:
         if actor is None or not kept:
             return kept
         return bool(self._store.erasure.erase([row_id], now, actor))
+
+    def erased_among(self, ids: Sequence[int]) -> set[int]:
+        """Which of the listed events' row ids were erased (their payload row is gone): the
+        events list's mark, read for the page's ids only."""
+        return self._store.erasure.erased_among(ids)
 
     def expunge_matching(
         self,
