@@ -22,7 +22,7 @@ store it is handed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -98,10 +98,14 @@ class Operations:
         *,
         before: Cursor | None = None,
         payload: PayloadMatch | None = None,
+        mark_erased: bool = False,
     ) -> list[Row]:
         """Newest first, no bodies; a keyset page (`before`), searched in bodies (`payload`)
-        among the newest `SCAN_LIMIT` matches of the rest (`Operator.list_events`)."""
-        return self._store.operator.list_events(filters, limit, before=before, payload=payload)
+        among the newest `SCAN_LIMIT` matches of the rest (`Operator.list_events`); with
+        `mark_erased`, each row's `payload_erased` says whether its payload was erased."""
+        return self._store.operator.list_events(
+            filters, limit, before=before, payload=payload, mark_erased=mark_erased
+        )
 
     def count_events(self, filters: EventFilter) -> int:
         return self._store.operator.count_events(filters)
@@ -190,11 +194,6 @@ class Operations:
         if actor is None or not kept:
             return kept
         return bool(self._store.erasure.erase([row_id], now, actor))
-
-    def erased_among(self, ids: Sequence[int]) -> set[int]:
-        """Which of the listed events' row ids were erased (their payload row is gone): the
-        events list's mark, read for the page's ids only."""
-        return self._store.erasure.erased_among(ids)
 
     def expunge_matching(
         self,

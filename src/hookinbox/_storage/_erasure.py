@@ -55,17 +55,6 @@ class Erasure:
             row = connection.execute(query).first()
         return None if row is None else (int(row.id), bool(row.kept))
 
-    def erased_among(self, ids: Sequence[int]) -> set[int]:
-        """Those of the events `ids` (one listed page) without a payload row: erased. One
-        look-up by primary key per id, read apart from the page's own query so that the
-        list's index range scan stays as it is (an outer join there would be planned with
-        the whole filter, not only the page it keeps)."""
-        if not ids:
-            return set()
-        kept = sa.select(payloads.c.id).where(payloads.c.id.in_(ids))
-        with self.store.reading() as connection:
-            return set(ids) - set(connection.execute(kept).scalars())
-
     def candidates(
         self, selection: Selection, *, after: int, batch_size: int
     ) -> tuple[list[int], list[int]]:

@@ -140,15 +140,11 @@ class Pages:
         before_text = request.query_params.get("before")
         before = parse_cursor(before_text) if before_text else None
         search = parse_search(request.query_params)
-
-        def read() -> tuple[list[dict[str, Any]], set[int]]:
-            found = self.operations.list_events(
-                filters, PAGE_SIZE + 1, before=before, payload=search
+        rows = await self.dashboard.off_loop(
+            lambda: self.operations.list_events(
+                filters, PAGE_SIZE + 1, before=before, payload=search, mark_erased=True
             )
-            # Marked for the page shown only: a primary-key look-up per row listed.
-            return found, self.operations.erased_among([row["id"] for row in found[:PAGE_SIZE]])
-
-        rows, erased = await self.dashboard.off_loop(read)
+        )
         older = encode_cursor(rows[PAGE_SIZE - 1]) if len(rows) > PAGE_SIZE else None
         fields = filter_fields(filters)
         searched = {"path": ".".join(search.path), "equals": search.value} if search else {}
@@ -157,7 +153,6 @@ class Pages:
             "events.html",
             session,
             rows=rows[:PAGE_SIZE],
-            erased=erased,
             erase_fields={**_erasable(fields), **searched},
             filters=filters,
             fields=fields,
