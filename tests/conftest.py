@@ -64,6 +64,7 @@ MYSQL_TESTS = (
     "processes/test_concurrency.py",
     "processes/test_sigkill.py",
     "processes/test_pause.py",
+    "processes/test_expunge_race.py",  # an erasure racing a worker process's handler
     "cli/test_encryption.py",  # a rotation SIGKILLed halfway, the start-up check, on MariaDB
     "reliability/test_untrusted_text.py",
     "demo/test_demo.py",
