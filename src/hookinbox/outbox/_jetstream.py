@@ -6,23 +6,24 @@ duplicate window (two minutes by default), answering its PubAck with `duplicate:
 counts a publish as delivered only once the stream's PubAck came back (the message is stored),
 and publishes one message per call, so the relay's per-key order is the stream's order.
 
-nats-py is async only. The async worker's relay awaits `adeliver` on its own loop; the thread
-worker's relay (`hookinbox worker`, `hookinbox relay`) calls `deliver`, which hands the publish to
-one event loop kept running in a thread of its own. That loop keeps the connection alive between
-deliveries (the server's pings answered, a lost connection redialled at once), where a loop run
-only during each delivery would find it dropped by the server after an idle spell.
+nats-py is async only. Both relays run this destination: the thread worker's (`hookinbox
+worker`, `hookinbox relay`) calls `deliver`, the async worker's awaits `adeliver`; either hands
+the publish to one event loop kept running in a thread of the destination's own, holding its
+one connection. That loop keeps the connection alive between deliveries (the server's pings
+answered, a lost connection redialled at once), where a loop run only during each delivery
+would find it dropped by the server after an idle spell.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import threading
-import weakref
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from hookinbox import _ranges as ranges
@@ -60,10 +61,7 @@ class JetStreamDestination:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 10.0
     retry: RetryPolicy | None = None
-    _thread_loop: _LoopThread | None = field(default=None, init=False, repr=False)
-    _links: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Link] = field(
-        default_factory=weakref.WeakKeyDictionary, init=False, repr=False
-    )
+    _loop: _LoopThread | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -80,48 +78,42 @@ class JetStreamDestination:
         return [server.strip() for server in self.url.split(",")]
 
     def deliver(self, message: Message) -> None:
-        """On the thread worker's relay: the publish runs on this destination's loop thread."""
-        with self._lock:
-            if self._thread_loop is None or not self._thread_loop.alive:
-                self._thread_loop = _LoopThread()
-            loop_thread = self._thread_loop
-        loop_thread.run(self._link(loop_thread.loop).publish(message))
+        """On the thread worker's relay: waits for the publish on the destination's loop."""
+        self._running().run(message).result()
 
     async def adeliver(self, message: Message) -> None:
-        """On the async worker's relay: the publish awaited on its loop, on that loop's connection."""
-        await self._link(asyncio.get_running_loop()).publish(message)
+        """On the async worker's relay: awaits the publish on the destination's loop."""
+        await asyncio.wrap_future(self._running().run(message))
 
-    def _link(self, loop: asyncio.AbstractEventLoop) -> _Link:
+    def _running(self) -> _LoopThread:
         with self._lock:
-            link = self._links.get(loop)
-            if link is None:
-                link = self._links[loop] = _Link(self)
-            return link
+            if self._loop is None or not self._loop.alive:
+                self._loop = _LoopThread(_Link(self))
+            return self._loop
 
     def close(self) -> None:
-        """Close the thread worker's connection and stop its loop thread."""
+        """Close the connection and stop the destination's loop thread."""
         with self._lock:
-            loop_thread, self._thread_loop = self._thread_loop, None
-        if loop_thread is not None and loop_thread.alive:
-            link = self._links.pop(loop_thread.loop, None)
-            if link is not None:
-                loop_thread.run(link.close())
-            loop_thread.stop()
+            loop, self._loop = self._loop, None
+        if loop is not None and loop.alive:
+            loop.stop()
 
     async def aclose(self) -> None:
-        """Close the connection of the running loop (the async worker's)."""
-        link = self._links.pop(asyncio.get_running_loop(), None)
-        if link is not None:
-            await link.close()
+        await asyncio.to_thread(self.close)
 
     def body(self, message: Message) -> bytes:
         return json.dumps(message.payload, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class _LoopThread:
-    """An event loop running in a daemon thread, for callers without one."""
+    """An event loop in a daemon thread, holding the destination's one connection.
 
-    def __init__(self) -> None:
+    Both relays publish here: the connection outlives each delivery and each event loop of the
+    async worker (a connection left on a loop that ended would leak its socket).
+    """
+
+    def __init__(self, link: _Link) -> None:
+        self.link = link
         self.loop = asyncio.new_event_loop()
         self.pid = os.getpid()  # a forked child inherits the loop but not its thread
         self.thread = threading.Thread(
@@ -133,10 +125,11 @@ class _LoopThread:
     def alive(self) -> bool:
         return self.pid == os.getpid() and self.thread.is_alive() and not self.loop.is_closed()
 
-    def run(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+    def run(self, message: Message) -> concurrent.futures.Future[None]:
+        return asyncio.run_coroutine_threadsafe(self.link.publish(message), self.loop)
 
     def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.link.close(), self.loop).result(timeout=10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
         if not self.thread.is_alive():
@@ -165,7 +158,7 @@ class _Link:
         return self.jetstream
 
     async def _dial(self) -> Client:
-        import nats
+        import nats.aio.client
 
         destination = self.destination
         where = self._where()
@@ -180,20 +173,31 @@ class _Link:
             # Each failed redial reports here; `disconnected` has said it once already.
             log.debug("NATS at %s: %s", where, error)
 
+        client = nats.aio.client.Client()
         try:
-            return await nats.connect(
-                destination.servers,
-                name="hookinbox relay",
-                connect_timeout=max(1, round(destination.timeout)),
-                allow_reconnect=True,
-                max_reconnect_attempts=-1,  # the relay lives longer than any outage
-                reconnect_time_wait=RECONNECT_WAIT,  # type: ignore[arg-type]  # seconds, a float is fine
-                disconnected_cb=disconnected,
-                reconnected_cb=reconnected,
-                error_cb=error,
+            # A first dial gives up after two tries (a DeliveryError, retried by the relay with
+            # backoff); nats-py would otherwise loop forever on a server that is down.
+            await asyncio.wait_for(
+                client.connect(
+                    destination.servers,
+                    name="hookinbox relay",
+                    connect_timeout=max(1, round(destination.timeout)),
+                    allow_reconnect=True,
+                    max_reconnect_attempts=1,
+                    reconnect_time_wait=RECONNECT_WAIT,  # type: ignore[arg-type]  # a float works
+                    disconnected_cb=disconnected,
+                    reconnected_cb=reconnected,
+                    error_cb=error,
+                ),
+                destination.timeout,
             )
         except Exception as failure:  # refused, unreachable, TLS, auth: tried again later
+            await client.close()
             raise DeliveryError(f"NATS at {where}: cannot connect: {_said(failure)}") from failure
+        # Once connected, a lost connection is redialled for as long as the relay lives: read by
+        # nats-py at each redial, so set here rather than at connect.
+        client.options["max_reconnect_attempts"] = -1
+        return client
 
     def _where(self) -> str:
         # Host and port, never the URL: it may carry a user and password or a token.
