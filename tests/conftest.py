@@ -23,11 +23,10 @@ are skipped, or fail under HOOKINBOX_REQUIRE_NATS=1 (set by .ci/run). Its storag
 kept: each test makes a stream of its own and deletes it (tests/support/jetstream.py).
 
 Three tiers (docs/development.md): `make test` runs all but the `long` tests (`LONG_TESTS`,
-`make test-long`; CI runs both); `make test-fast` only the tests
-that run in this process on SQLite, deselecting the markers `postgres`, `mysql`, `redis`, `nats`,
-`node` and `slow`, which are set here from what a test uses (its backend, its fixtures, its modules, its
-directory) or by the test itself (`slow`). Under HOOKINBOX_TEST_TIER=fast (set by `make
-test-fast`) a test that still reaches PostgreSQL, Redis or a subprocess fails, naming the
+`make test-long`; CI runs both); `make test-fast` only the tests that run in this process on
+SQLite, deselecting the markers `postgres`, `mysql`, `redis`, `nats`, `node` and `slow`, which
+are set here from what a test uses (its backend, its fixtures, its modules, its directory)
+or by the test itself (`slow`). Under HOOKINBOX_TEST_TIER=fast (set by `make test-fast`) a test that still reaches PostgreSQL, Redis or a subprocess fails, naming the
 marker it lacks, so the fast tier cannot grow slow unseen.
 """
 

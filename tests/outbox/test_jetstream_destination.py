@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from hookinbox import ConfigurationError, Event, HandlerContext, Inbox, RetryPolicy, WorkerOptions
+from hookinbox import ConfigurationError, Event, HandlerContext, Inbox, WorkerOptions
 from hookinbox._model import Message
 from hookinbox._storage import Store
 from hookinbox._storage._schema import outbox
@@ -217,9 +217,9 @@ def test_a_relay_killed_between_the_puback_and_its_commit_doubles_nothing(
             killed.close()
     # Published and acked, never recorded: the gap the kills landed in.
     published = set(stream.keys())
-    assert published and not any(
-        row["status"] == "delivered" for row in outbox_rows(db_url)
-    ), "a killed relay recorded a delivery"
+    assert published and not any(row["status"] == "delivered" for row in outbox_rows(db_url)), (
+        "a killed relay recorded a delivery"
+    )
     survivor = relay(db_url, env)
     try:
         wait_for(

@@ -138,7 +138,9 @@ class PrivateServer:
     def start(self) -> None:
         command = [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(self.port)]
         command += ["-sd", str(self.directory / "jetstream"), "-l", str(self.log)]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + 20
         while (why := self._answers()) is not None:
             if self.process.poll() is not None or time.monotonic() > deadline:

@@ -270,7 +270,9 @@ def _check_servers(url: object) -> None:
 def _check_subject(subject: object) -> None:
     """A subject a message can be published to: dot-separated tokens, no wildcard, no space."""
     if not isinstance(subject, str) or not subject:
-        raise ConfigurationError(f"subject must be a NATS subject (orders.shipped), not {subject!r}")
+        raise ConfigurationError(
+            f"subject must be a NATS subject (orders.shipped), not {subject!r}"
+        )
     tokens = subject.split(".")
     if any(not token or token in ("*", ">") for token in tokens) or any(
         character.isspace() for character in subject
@@ -278,4 +280,3 @@ def _check_subject(subject: object) -> None:
         raise ConfigurationError(
             f"subject must be dot-separated tokens without wildcards or spaces, not {subject!r}"
         )
-
