@@ -26,7 +26,8 @@ Three tiers (docs/development.md): `make test` runs all but the `long` tests (`L
 `make test-long`; CI runs both); `make test-fast` only the tests that run in this process on
 SQLite, deselecting the markers `postgres`, `mysql`, `redis`, `nats`, `node` and `slow`, which
 are set here from what a test uses (its backend, its fixtures, its modules, its directory)
-or by the test itself (`slow`). Under HOOKINBOX_TEST_TIER=fast (set by `make test-fast`) a test that still reaches PostgreSQL, Redis or a subprocess fails, naming the
+or by the test itself (`slow`). Under HOOKINBOX_TEST_TIER=fast (set by `make test-fast`) a test
+that still reaches PostgreSQL, Redis or a subprocess fails, naming the
 marker it lacks, so the fast tier cannot grow slow unseen.
 """
 

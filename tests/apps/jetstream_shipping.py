@@ -12,12 +12,12 @@ import os
 import signal
 from dataclasses import dataclass
 
-from hookinbox import Event, HandlerContext, Inbox, RetryPolicy
+from hookinbox import Inbox, RetryPolicy
 from hookinbox._model import Message
 from hookinbox.outbox import JetStreamDestination
-from hookinbox.sources import Stripe
+from tests.apps import shipping
 
-STRIPE_SECRET = "whsec_test_jetstream_app"
+STRIPE_SECRET = shipping.STRIPE_SECRET
 
 
 @dataclass
@@ -40,28 +40,16 @@ class KilledAfterPublish:
 
 
 def build(database_url: str | None = None) -> Inbox:
-    inbox = Inbox(
-        database_url,
-        outbox_retry=RetryPolicy(max_attempts=100, first_delay=0.05, factor=2, max_delay=1.0),
-    )
-    inbox.add_source(Stripe(secret=STRIPE_SECRET))
+    """The shipping app (tests/apps/shipping.py), its "shipping" messages published to JetStream."""
     destination = JetStreamDestination(
-        "stream",
+        "shipping",
         url=os.environ.get("NATS_URL", "nats://127.0.0.1:4222"),
         subject=os.environ.get("NATS_SUBJECT", "hookinbox.unset"),
         timeout=2,
     )
     if os.environ.get("KILL_AFTER_PUBLISH") == "1":
-        inbox.add_destination(KilledAfterPublish(destination))
-    else:
-        inbox.add_destination(destination)
-
-    @inbox.handler("stripe", "checkout.session.completed")
-    def publish_order(event: Event, ctx: HandlerContext) -> None:
-        session = event.payload["data"]["object"]
-        ctx.outbox.send("stream", {"order": session["payment_intent"]})
-
-    return inbox
+        return shipping.build(database_url, destination=KilledAfterPublish(destination))
+    return shipping.build(database_url, destination=destination)
 
 
 inbox = build()
