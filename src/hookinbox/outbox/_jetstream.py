@@ -145,6 +145,7 @@ class _Link:
         self.client: Client | None = None
         self.jetstream: JetStreamContext | None = None
         self.dialling = asyncio.Lock()
+        self.closing = False
 
     async def connected(self) -> JetStreamContext:
         async with self.dialling:  # concurrent first deliveries dial once
@@ -164,7 +165,8 @@ class _Link:
         where = self._where()
 
         async def disconnected() -> None:
-            log.warning("NATS at %s: disconnected; reconnecting", where)
+            if not self.closing:  # `close` disconnects on purpose
+                log.warning("NATS at %s: disconnected; reconnecting", where)
 
         async def reconnected() -> None:
             log.warning("NATS at %s: reconnected", where)
@@ -243,6 +245,7 @@ class _Link:
         })  # fmt: skip
 
     async def close(self) -> None:
+        self.closing = True
         client, self.client = self.client, None
         if client is not None and not client.is_closed:
             await client.close()
