@@ -118,6 +118,7 @@ def test_an_unreachable_server_is_retried() -> None:
         ({"timeout": 0}, "timeout must be"),
         ({"timeout": float("nan")}, "timeout must be"),
         ({"headers": {"nats-msg-id": "x"}}, "Nats-Msg-Id is the message key"),
+        ({"headers": {"X-Team": "a\r\nNats-Msg-Id: b"}}, "has a line break"),
     ],
 )
 def test_bad_arguments_are_refused_when_declared(

@@ -69,9 +69,11 @@ class JetStreamDestination:
         ranges.DESTINATION_TIMEOUT.check("timeout", self.timeout)
         _check_servers(self.url)
         _check_subject(self.subject)
-        for header in self.headers:
+        for header, value in self.headers.items():
             if header.lower() == "nats-msg-id":
                 raise ConfigurationError("Nats-Msg-Id is the message key; it cannot be set")
+            if "\r" in f"{header}{value}" or "\n" in f"{header}{value}":
+                raise ConfigurationError(f"header {header!r} has a line break")
 
     @property
     def servers(self) -> list[str]:
@@ -163,9 +165,10 @@ class _Link:
 
         destination = self.destination
         where = self._where()
+        dialled = False
 
         async def disconnected() -> None:
-            if not self.closing:  # `close` disconnects on purpose
+            if dialled and not self.closing:  # a failed dial or `close` says so otherwise
                 log.warning("NATS at %s: disconnected; reconnecting", where)
 
         async def reconnected() -> None:
@@ -199,6 +202,7 @@ class _Link:
         # Once connected, a lost connection is redialled for as long as the relay lives: read by
         # nats-py at each redial, so set here rather than at connect.
         client.options["max_reconnect_attempts"] = -1
+        dialled = True
         return client
 
     def _where(self) -> str:
