@@ -13,13 +13,21 @@ from pathlib import Path
 import pytest
 
 from tests.docs.blocks import PAGES, ROOT, blocks, close_inboxes, parse, run, skip_directives
+from tests.support.jetstream import Stream
 from tests.support.otel import forget_global_provider
 
 REDIS_PREFIX = re.compile(r'PREFIX = f"([^"{]+)')
+NATS_STREAM = re.compile(r'StreamConfig\(name="([^"]+)"')
+"""A JetStream page's streams: made by its blocks on the test NATS, deleted after its runs."""
 """A Redis claims page's prefix, up to the run's own part: what a run of the page writes."""
 RUNNABLE = [
-    # A Redis claims page runs its blocks on the test Redis: marked as Redis tests are.
-    pytest.param(page, marks=pytest.mark.redis) if "hookinbox.claims" in page.read_text() else page
+    # A Redis claims page runs its blocks on the test Redis, a JetStream page on the test NATS:
+    # marked as their tests are.
+    pytest.param(page, marks=pytest.mark.redis)
+    if "hookinbox.claims" in page.read_text()
+    else pytest.param(page, marks=pytest.mark.nats)
+    if "JetStreamDestination(" in page.read_text()
+    else page
     for page in PAGES
     if any(blocks(parse(page)))
 ]
@@ -54,6 +62,12 @@ def test_every_python_block_runs(
         request.addfinalizer(lambda: _delete_keys(redis_url, prefixes))
     if redis_url:  # whatever a crashed run left, gone; the second run finds the first's keys
         _delete_keys(redis_url, prefixes)
+    if "JetStreamDestination(" in text:  # a JetStream page: on the test NATS, streams removed
+        nats_url = request.getfixturevalue("nats_url")
+        monkeypatch.setenv("NATS_URL", nats_url)
+        streams = NATS_STREAM.findall(text)
+        request.addfinalizer(lambda: _delete_streams(nats_url, streams))
+        _delete_streams(nats_url, streams)
     for attempt in ("first run", "second run, same directory and Redis"):
         document = parse(page)
         try:
@@ -105,6 +119,11 @@ def _delete_keys(redis_url: str, prefixes: set[str]) -> None:
                 client.delete(*keys)
     finally:
         client.close()
+
+
+def _delete_streams(nats_url: str, names: list[str]) -> None:
+    for name in names:
+        Stream(nats_url, name, "").delete()
 
 
 def test_the_pages_run_where_the_tests_expect() -> None:
