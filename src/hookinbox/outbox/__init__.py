@@ -2,7 +2,7 @@
 
 A handler writes a message in its own transaction; the relay (in `hookinbox worker`, or
 `hookinbox relay`) delivers it at least once, under a stable key, through the destination
-named in the message: an `HTTPDestination`, or a function registered with
+named in the message: an `HTTPDestination`, a `RabbitMQDestination`, or a function registered with
 `@inbox.destination(name)`. See docs/outbox.md.
 """
 
@@ -13,11 +13,13 @@ from hookinbox.outbox._destinations import (
     HTTPDestination,
     Undeliverable,
 )
+from hookinbox.outbox._rabbitmq import RabbitMQDestination
 
 __all__ = [
     "CallableDestination",
     "DeliveryError",
     "Destination",
     "HTTPDestination",
+    "RabbitMQDestination",
     "Undeliverable",
 ]
