@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -114,13 +115,15 @@ class PrivateNode:
             shutil.chown(self.base, "rabbitmq", "rabbitmq")
             for path in self.base.rglob("*"):
                 shutil.chown(path, "rabbitmq", "rabbitmq")
-        self.launcher = subprocess.Popen(
-            [SERVER],
-            env=self.environment(),
-            stdout=(self.base / "out.log").open("ab"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with (self.base / "out.log").open("ab") as log:
+            self.launcher = subprocess.Popen(
+                [SERVER],
+                env=self.environment(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.base,  # where a crash dump would go
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while not reachable(self.port):
             if self.launcher.poll() is not None or time.monotonic() > deadline:
@@ -153,10 +156,12 @@ class PrivateNode:
 
 
 @contextmanager
-def private_node(base: Path) -> Iterator[PrivateNode]:
+def private_node() -> Iterator[PrivateNode]:
+    # Not under pytest's tmp_path: the node runs as the rabbitmq user, which must reach it.
+    base = Path(tempfile.mkdtemp(prefix="hookinbox-rabbitmq-"))
     node = PrivateNode(base)
-    node.start()
     try:
+        node.start()
         yield node
     finally:
         node.stop()
