@@ -17,11 +17,18 @@ from tests.support.otel import forget_global_provider
 
 REDIS_PREFIX = re.compile(r'PREFIX = f"([^"{]+)')
 """A Redis claims page's prefix, up to the run's own part: what a run of the page writes."""
-RUNNABLE = [
+RABBITMQ_PAGE = 'os.environ.get("RABBITMQ_URL"'
+"""A page whose blocks publish to RabbitMQ: they run on the test broker (`rabbitmq_url`)."""
+
+
+def _marks(text: str) -> list[pytest.MarkDecorator]:
     # A Redis claims page runs its blocks on the test Redis: marked as Redis tests are.
-    pytest.param(page, marks=pytest.mark.redis) if "hookinbox.claims" in page.read_text() else page
-    for page in PAGES
-    if any(blocks(parse(page)))
+    marks = [pytest.mark.redis] if "hookinbox.claims" in text else []
+    return marks + ([pytest.mark.slow] if RABBITMQ_PAGE in text else [])  # a broker: slow
+
+
+RUNNABLE = [
+    pytest.param(page, marks=_marks(page.read_text())) for page in PAGES if any(blocks(parse(page)))
 ]
 
 
@@ -52,6 +59,8 @@ def test_every_python_block_runs(
         redis_url = request.getfixturevalue("redis_url")
         monkeypatch.setenv("REDIS_URL", redis_url)
         request.addfinalizer(lambda: _delete_keys(redis_url, prefixes))
+    if RABBITMQ_PAGE in text:
+        monkeypatch.setenv("RABBITMQ_URL", request.getfixturevalue("rabbitmq_url"))
     if redis_url:  # whatever a crashed run left, gone; the second run finds the first's keys
         _delete_keys(redis_url, prefixes)
     for attempt in ("first run", "second run, same directory and Redis"):
