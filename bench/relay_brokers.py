@@ -36,9 +36,9 @@ import sqlalchemy as sa
 
 from bench._common import SECRET, database, free_port, save, sign, stripe_body, summary
 from hookinbox import Event, HandlerContext, Inbox, WorkerOptions
-from hookinbox.sources import Stripe
 from hookinbox._storage._schema import outbox
 from hookinbox.outbox import Destination, HTTPDestination, RabbitMQDestination
+from hookinbox.sources import Stripe
 
 RABBITMQ_URL = os.environ.get("HOOKINBOX_BENCH_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
 

@@ -380,7 +380,7 @@ def rabbitmq_url() -> str:
     try:
         asyncio.run(connect())
     except Exception as error:  # refused, timed out, a login refused: all unreachable here
-        message = f"RabbitMQ at HOOKINBOX_TEST_RABBITMQ_URL ({RABBITMQ_URL}) is unreachable: {error}"
+        message = f"RabbitMQ at HOOKINBOX_TEST_RABBITMQ_URL ({RABBITMQ_URL}) unreachable: {error}"
         _skip_or_fail(message, required=REQUIRE_RABBITMQ)
     return RABBITMQ_URL
 

@@ -209,10 +209,10 @@ def delivered(store: Store) -> int:
         return int(connection.execute(query).scalar_one())
 
 
-def relays(db_url: str, env: dict[str, str]) -> Workers:
+def relays(db_url: str, env: dict[str, str], concurrency: int = 4) -> Workers:
     return Workers(
-        db_url, "--lease-seconds", "1", env=env, command="relay",
-        app="tests.apps.rabbit_shipping:inbox",
+        db_url, "--lease-seconds", "1", "--relay-concurrency", str(concurrency), env=env,
+        command="relay", app="tests.apps.rabbit_shipping:inbox",
     )  # fmt: skip
 
 
@@ -230,7 +230,8 @@ def test_a_relay_killed_after_the_confirm_publishes_again_and_ids_dedupe(
         "RABBIT_HOLD_KEY": held, "RABBIT_HOLD_FILE": str(hold_file),
     }  # fmt: skip
     store = Store(db_url)
-    with relays(db_url, env) as running:
+    # One delivery at a time: the held one is the only message published and not recorded.
+    with relays(db_url, env, concurrency=1) as running:
         running.start(1)
         wait_for(hold_file.exists, timeout=60, what="the held publish", describe=running.describe)
         # Published and confirmed by the broker; the outbox row still says `delivering`.

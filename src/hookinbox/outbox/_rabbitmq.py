@@ -140,6 +140,7 @@ class _Link:
         self.destination = destination
         self.loop = loop
         self.connection: aio_pika.abc.AbstractConnection | None = None
+        self.channel: aio_pika.abc.AbstractChannel | None = None
         self.exchange: aio_pika.abc.AbstractExchange | None = None
         self.opening: asyncio.Lock | None = None
 
@@ -153,13 +154,15 @@ class _Link:
         body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False).encode()
         amqp = aio_pika.Message(
             body,
-            headers=dict(headers),
+            headers=headers,
             content_type="application/json",
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
             message_id=message.key,
         )
+        broken: object = None
         try:
             exchange = await self.open()
+            broken = self.connection  # what to drop if this publish fails: not a newer one
             await exchange.publish(amqp, d.routing_key, mandatory=True, timeout=d.timeout)
         except aiormq.exceptions.PublishError as error:  # before DeliveryError: its subclass
             raise Undeliverable(
@@ -169,24 +172,32 @@ class _Link:
         except aiormq.exceptions.DeliveryError as error:
             raise DeliveryError("RabbitMQ nacked it (not stored)") from error
         except TimeoutError as error:
-            await self.drop()  # the channel's state is unknown: start afresh
-            raise DeliveryError(f"no confirm from RabbitMQ within {d.timeout:g} s") from error
+            await self.drop(broken)  # the channel's state is unknown: start afresh
+            raise DeliveryError(f"no answer from RabbitMQ within {d.timeout:g} s") from error
         except Exception as error:  # a lost connection or channel, a refused login: anew
-            await self.drop()
+            await self.drop(broken)
             raise DeliveryError(f"RabbitMQ: {type(error).__name__}: {error}") from error
         tracing.annotate_current({
             "messaging.rabbitmq.destination.routing_key": d.routing_key,
             "messaging.destination.name": d.exchange or "amq.default",
         })  # fmt: skip
 
+    def ready(self) -> aio_pika.abc.AbstractExchange | None:
+        """The exchange to publish to, while its channel is open."""
+        if self.channel is None or self.channel.is_closed:
+            return None
+        return self.exchange
+
     async def open(self) -> aio_pika.abc.AbstractExchange:
-        if self.exchange is not None and not self.exchange.channel.is_closed:
-            return self.exchange
+        exchange = self.ready()
+        if exchange is not None:
+            return exchange
         if self.opening is None:
             self.opening = asyncio.Lock()
         async with self.opening:  # concurrent first deliveries open one connection, not many
-            if self.exchange is not None and not self.exchange.channel.is_closed:
-                return self.exchange
+            exchange = self.ready()
+            if exchange is not None:  # opened by the delivery this one waited for
+                return exchange
             await self.drop()
             self.exchange = await self._connect()
             return self.exchange
@@ -198,18 +209,24 @@ class _Link:
         # A plain connection, not connect_robust: a lost connection fails the delivery at once
         # (retried by the relay) instead of waiting in the client for a reconnect.
         self.connection = await aio_pika.connect(d.url, timeout=d.timeout)
-        channel = await self.connection.channel(publisher_confirms=True, on_return_raises=True)
+        self.channel = channel = await self.connection.channel(
+            publisher_confirms=True, on_return_raises=True
+        )
         if not d.exchange:
             return channel.default_exchange
         # Passive: the exchange is the operator's; a missing one fails here with its name.
         return await channel.get_exchange(d.exchange, ensure=True)
 
-    async def drop(self) -> None:
-        connection, self.connection, self.exchange = self.connection, None, None
+    async def drop(self, broken: object = None) -> None:
+        """Close the connection (only if it is still `broken`, when given) and forget it."""
+        if broken is not None and broken is not self.connection:
+            return  # another delivery already replaced it
+        connection, self.connection = self.connection, None
+        self.channel = self.exchange = None
         if connection is not None and not connection.is_closed:
             try:
                 await asyncio.wait_for(connection.close(), timeout=self.destination.timeout)
-            except Exception:  # noqa: S110  # already broken: nothing left to release
+            except Exception:  # already broken: nothing left to release
                 pass
 
 
