@@ -76,6 +76,7 @@ PUBLIC: dict[str, list[str]] = {
         "DeliveryError",
         "Destination",
         "HTTPDestination",
+        "RabbitMQDestination",
         "Undeliverable",
     ],
     "hookinbox.http": ["Request", "answer_get", "health_probes", "receive_asgi", "receive_stream"],
