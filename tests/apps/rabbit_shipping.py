@@ -1,4 +1,4 @@
-"""An app whose handler books a shipment through the outbox to RabbitMQ: for relay processes.
+"""The shipping app (tests/apps/shipping.py) with its "shipping" destination on RabbitMQ.
 
 RABBIT_URL and RABBIT_QUEUE name the broker and the queue (on the default exchange). With
 RABBIT_HOLD_KEY and RABBIT_HOLD_FILE, the relay that publishes that key (confirmed) creates the
@@ -12,12 +12,12 @@ import os
 import time
 from dataclasses import dataclass
 
-from hookinbox import Event, HandlerContext, Inbox, RetryPolicy
+from hookinbox import Inbox
 from hookinbox._model import Message
 from hookinbox.outbox import RabbitMQDestination
-from hookinbox.sources import Stripe
+from tests.apps import shipping
 
-STRIPE_SECRET = "whsec_test_rabbit_shipping_app"
+STRIPE_SECRET = shipping.STRIPE_SECRET
 
 
 @dataclass
@@ -34,28 +34,15 @@ class HeldRabbitMQ(RabbitMQDestination):
 
 
 def build(database_url: str | None = None) -> Inbox:
-    inbox = Inbox(
-        database_url,
-        outbox_retry=RetryPolicy(max_attempts=100, first_delay=0.05, factor=2, max_delay=0.5),
+    destination = HeldRabbitMQ(
+        "shipping",
+        url=os.environ.get("RABBIT_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+        routing_key=os.environ.get("RABBIT_QUEUE", "shipping"),
+        timeout=2,
+        hold_key=os.environ.get("RABBIT_HOLD_KEY", ""),
+        hold_file=os.environ.get("RABBIT_HOLD_FILE", ""),
     )
-    inbox.add_source(Stripe(secret=STRIPE_SECRET))
-    inbox.add_destination(
-        HeldRabbitMQ(
-            "shipping",
-            url=os.environ.get("RABBIT_URL", "amqp://guest:guest@127.0.0.1:5672/"),
-            routing_key=os.environ.get("RABBIT_QUEUE", "shipping"),
-            timeout=2,
-            hold_key=os.environ.get("RABBIT_HOLD_KEY", ""),
-            hold_file=os.environ.get("RABBIT_HOLD_FILE", ""),
-        )
-    )
-
-    @inbox.handler("stripe", "checkout.session.completed")
-    def book_shipment(event: Event, ctx: HandlerContext) -> None:
-        session = event.payload["data"]["object"]
-        ctx.outbox.send("shipping", {"order": session["payment_intent"]})
-
-    return inbox
+    return shipping.build(database_url, destination=destination)
 
 
 inbox = build()

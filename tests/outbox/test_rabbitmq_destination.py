@@ -27,6 +27,7 @@ from hookinbox.outbox import DeliveryError, RabbitMQDestination, Undeliverable
 from hookinbox.sources import Stripe
 from tests.apps import rabbit_shipping
 from tests.outbox.rabbitmq import declare, delete, drain, private_node, unique_queue
+from tests.outbox.test_relay_processes import queue_messages as queue_shipping_messages
 from tests.processing.conftest import checkout
 from tests.support.in_process import run_until_idle
 from tests.support.signing import stripe_delivery
@@ -188,19 +189,7 @@ MESSAGES = 60
 
 
 def queue_messages(db_url: str, count: int) -> list[str]:
-    """Events processed with the relay off: `count` pending messages, their keys returned."""
-    inbox = rabbit_shipping.build(db_url)
-    for number in range(count):
-        headers, body = stripe_delivery(checkout(number), rabbit_shipping.STRIPE_SECRET)
-        assert inbox.receive("stripe", headers, body).status_code == 200
-    run_until_idle(inbox, prune=False, relay=False)
-    inbox.close()
-    store = Store(db_url)
-    with store.engine.connect() as connection:
-        keys = list(connection.execute(sa.select(outbox.c.message_key)).scalars())
-    store.dispose()
-    assert len(keys) == count
-    return keys
+    return queue_shipping_messages(db_url, "", count, rabbit_shipping.build(db_url))
 
 
 def delivered(store: Store) -> int:
