@@ -154,7 +154,7 @@ class _Link:
         body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False).encode()
         amqp = aio_pika.Message(
             body,
-            headers=headers,
+            headers=dict(headers),  # a copy typed as AMQP field values (a str is one)
             content_type="application/json",
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
             message_id=message.key,
