@@ -11,8 +11,10 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -166,3 +168,59 @@ def private_node() -> Iterator[PrivateNode]:
     finally:
         node.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+class Proxy:
+    """A loopback TCP proxy to the broker whose connections a test can cut (a lost connection
+    without stopping any broker); with `silent`, it accepts and never answers (a stalled one)."""
+
+    def __init__(self, target: tuple[str, int], *, silent: bool = False) -> None:
+        self.target = target
+        self.silent = silent
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.server.getsockname()[1])
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.sockets.append(client)
+            if self.silent:
+                continue
+            upstream = socket.create_connection(self.target)
+            with self.lock:
+                self.sockets.append(upstream)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> int:
+        """Reset every connection through the proxy; returns how many there were."""
+        with self.lock:
+            sockets, self.sockets = self.sockets, []
+        for sock in sockets:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()  # RST: the far side sees a reset connection
+        return len(sockets)
+
+    def close(self) -> None:
+        self.server.close()
+        self.cut()
