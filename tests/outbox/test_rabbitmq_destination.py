@@ -319,3 +319,27 @@ def test_a_broker_killed_mid_relay_loses_nothing(db_url: str) -> None:
     assert cut_at < len(keys)  # the broker died with messages still to send
     assert set(ids) == set(keys)  # lost 0: each confirmed message survived the kill
     assert retried >= 1  # the cut failed deliveries, which the relay retried
+
+
+def test_a_traced_send_carries_its_traceparent(db_url: str, rabbitmq_url: str, queue: str) -> None:
+    """The relay's `send` span is current in the relay's thread, not on the destination's loop:
+    the header is made where the span is."""
+    from tests.support.otel import recording
+
+    inbox = relay_inbox(db_url, rabbitmq_url, queue)
+
+    @inbox.handler("stripe", "checkout.session.completed")
+    def ship(event: Event, ctx: HandlerContext) -> None:
+        ctx.outbox.send("bus", {"order": 1})
+
+    with recording() as exported:
+        receive(inbox, 1)
+        run_until_idle(inbox, prune=False)
+    inbox.close()
+    (send,) = [span for span in exported.get_finished_spans() if span.name == "send bus"]
+    assert send.attributes and send.attributes["hookinbox.outcome"] == "delivered"
+    (got,) = drain(rabbitmq_url, queue)
+    context = send.context
+    assert context is not None
+    expected = f"00-{context.trace_id:032x}-{context.span_id:016x}-"  # then the trace flags
+    assert str(got.headers["traceparent"]).startswith(expected)

@@ -81,14 +81,25 @@ class RabbitMQDestination:
         """The sync relay: published on the destination's own event loop (one thread, one
         connection, shared by the relay's threads); returns once the broker confirmed."""
         runner, link = self._sync_link()
-        runner.run(link.publish(message))
+        # The headers here, in the relay's thread: its span is current here, not on the loop.
+        runner.run(link.publish(message, self._headers()))
+        self._annotate()
 
     async def adeliver(self, message: Message) -> None:
         """The async worker's relay: published on its loop, over a connection of that loop."""
         loop = asyncio.get_running_loop()
         if self._async is None or self._async.loop is not loop:
             self._async = _Link(self, loop)
-        await self._async.publish(message)
+        await self._async.publish(message, self._headers())
+        self._annotate()
+
+    def _headers(self) -> dict[str, str]:
+        headers = dict(self.headers)
+        tracing.inject_current(headers)  # traceparent: the consumer may continue the trace
+        return headers
+
+    def _annotate(self) -> None:
+        tracing.annotate_current({"messaging.rabbitmq.destination.routing_key": self.routing_key})
 
     def _sync_link(self) -> tuple[_LoopThread, _Link]:
         with self._guard:
@@ -144,13 +155,11 @@ class _Link:
         self.exchange: aio_pika.abc.AbstractExchange | None = None
         self.opening: asyncio.Lock | None = None
 
-    async def publish(self, message: Message) -> None:
+    async def publish(self, message: Message, headers: dict[str, str]) -> None:
         import aio_pika
         import aiormq.exceptions
 
         d = self.destination
-        headers: dict[str, str] = dict(d.headers)
-        tracing.inject_current(headers)  # traceparent: the consumer may continue the trace
         body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False).encode()
         amqp = aio_pika.Message(
             body,
@@ -177,10 +186,6 @@ class _Link:
         except Exception as error:  # a lost connection or channel, a refused login: anew
             await self.drop(broken)
             raise DeliveryError(f"RabbitMQ: {type(error).__name__}: {error}") from error
-        tracing.annotate_current({
-            "messaging.rabbitmq.destination.routing_key": d.routing_key,
-            "messaging.destination.name": d.exchange or "amq.default",
-        })  # fmt: skip
 
     def ready(self) -> aio_pika.abc.AbstractExchange | None:
         """The exchange to publish to, while its channel is open."""
@@ -199,7 +204,8 @@ class _Link:
             if exchange is not None:  # opened by the delivery this one waited for
                 return exchange
             await self.drop()
-            self.exchange = await self._connect()
+            # One bound for the connection, the channel and the exchange's check together.
+            self.exchange = await asyncio.wait_for(self._connect(), self.destination.timeout)
             return self.exchange
 
     async def _connect(self) -> aio_pika.abc.AbstractExchange:
