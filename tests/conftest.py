@@ -22,6 +22,11 @@ HOOKINBOX_TEST_NATS_URL, by default the local server on 127.0.0.1:4222; unreacha
 are skipped, or fail under HOOKINBOX_REQUIRE_NATS=1 (set by .ci/run). Its storage is shared and
 kept: each test makes a stream of its own and deletes it (tests/support/jetstream.py).
 
+RabbitMQ (the outbox's RabbitMQ destination) is found the same way: HOOKINBOX_TEST_RABBITMQ_URL,
+by default amqp://guest:guest@127.0.0.1:5672/; unreachable, its tests are skipped, or fail under
+HOOKINBOX_REQUIRE_RABBITMQ=1 (set by .ci/run). Its tests keep apart by queues of their own, and
+are `slow` (a broker over the network).
+
 Three tiers (docs/development.md): `make test` runs all but the `long` tests (`LONG_TESTS`,
 `make test-long`; CI runs both); `make test-fast` only the tests that run in this process on
 SQLite, deselecting the markers `postgres`, `mysql`, `redis`, `nats`, `node` and `slow`, which
@@ -59,6 +64,8 @@ REDIS_URL = os.environ.get("HOOKINBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0
 REQUIRE_REDIS = os.environ.get("HOOKINBOX_REQUIRE_REDIS") == "1"
 NATS_URL = os.environ.get("HOOKINBOX_TEST_NATS_URL", "nats://127.0.0.1:4222")
 REQUIRE_NATS = os.environ.get("HOOKINBOX_REQUIRE_NATS") == "1"
+RABBITMQ_URL = os.environ.get("HOOKINBOX_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
+REQUIRE_RABBITMQ = os.environ.get("HOOKINBOX_REQUIRE_RABBITMQ") == "1"
 TEMPLATE = f"hookinbox_test_template_{os.getpid()}"  # one per run: runs may overlap
 BACKENDS = ["sqlite", "postgres", "mysql"]
 FAST_TIER = os.environ.get("HOOKINBOX_TEST_TIER") == "fast"
@@ -380,6 +387,26 @@ def nats_url() -> str:
 
 
 @pytest.fixture(scope="session")
+def rabbitmq_url() -> str:
+    """A reachable RabbitMQ; skipped (or failed, in CI) without one."""
+    _refuse_in_fast_tier("RabbitMQ", "slow (the `rabbitmq_url` fixture marks itself)")
+    import asyncio
+
+    import aio_pika
+
+    async def connect() -> None:
+        connection = await aio_pika.connect(RABBITMQ_URL, timeout=3)
+        await connection.close()
+
+    try:
+        asyncio.run(connect())
+    except Exception as error:  # refused, timed out, a login refused: all unreachable here
+        message = f"RabbitMQ at HOOKINBOX_TEST_RABBITMQ_URL ({RABBITMQ_URL}) unreachable: {error}"
+        _skip_or_fail(message, required=REQUIRE_RABBITMQ)
+    return RABBITMQ_URL
+
+
+@pytest.fixture(scope="session")
 def npm() -> Path:
     """The npm oracles' directory, installed on first use (tests/testing/npm_oracles.py); a
     test taking it is marked `node`."""
@@ -479,6 +506,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.redis)
         if "nats_url" in fixtures:
             item.add_marker(pytest.mark.nats)
+        if "rabbitmq_url" in fixtures:
+            item.add_marker(pytest.mark.slow)
         parts = item.path.relative_to(root).parts if item.path.is_relative_to(root) else ()
         if len(parts) > 1 and parts[0] in SLOW_DIRECTORIES:
             item.add_marker(pytest.mark.slow)
@@ -517,7 +546,7 @@ def _nothing_slow_in_fast_tier(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """In CI a skipped test is a failed run: nothing may pass by not running."""
-    if not (REQUIRE_POSTGRES or REQUIRE_REDIS or REQUIRE_MYSQL or REQUIRE_NATS):
+    if not (REQUIRE_POSTGRES or REQUIRE_REDIS or REQUIRE_MYSQL or REQUIRE_NATS or REQUIRE_RABBITMQ):
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0

@@ -17,17 +17,23 @@ from tests.support.jetstream import Stream
 from tests.support.otel import forget_global_provider
 
 REDIS_PREFIX = re.compile(r'PREFIX = f"([^"{]+)')
+"""A Redis claims page's prefix, up to the run's own part: what a run of the page writes."""
 NATS_STREAM = re.compile(r'StreamConfig\(name="([^"]+)"')
 """A JetStream page's streams: made by its blocks on the test NATS, deleted after its runs."""
-"""A Redis claims page's prefix, up to the run's own part: what a run of the page writes."""
+RABBITMQ_PAGE = 'os.environ.get("RABBITMQ_URL"'
+"""A page whose blocks publish to RabbitMQ: they run on the test broker (`rabbitmq_url`)."""
+
+
+def _marks(text: str) -> list[pytest.MarkDecorator]:
+    # A Redis claims page runs its blocks on the test Redis, a JetStream page on the test NATS,
+    # a RabbitMQ page on the test broker: marked as their tests are.
+    marks = [pytest.mark.redis] if "hookinbox.claims" in text else []
+    marks += [pytest.mark.nats] if "JetStreamDestination(" in text else []
+    return marks + ([pytest.mark.slow] if RABBITMQ_PAGE in text else [])  # a broker: slow
+
+
 RUNNABLE = [
-    # A Redis claims page runs its blocks on the test Redis, a JetStream page on the test NATS:
-    # marked as their tests are.
-    pytest.param(page, marks=pytest.mark.redis)
-    if "hookinbox.claims" in page.read_text()
-    else pytest.param(page, marks=pytest.mark.nats)
-    if "JetStreamDestination(" in page.read_text()
-    else page
+    pytest.param(page, marks=marks) if (marks := _marks(page.read_text())) else page
     for page in PAGES
     if any(blocks(parse(page)))
 ]
@@ -60,6 +66,8 @@ def test_every_python_block_runs(
         redis_url = request.getfixturevalue("redis_url")
         monkeypatch.setenv("REDIS_URL", redis_url)
         request.addfinalizer(lambda: _delete_keys(redis_url, prefixes))
+    if RABBITMQ_PAGE in text:
+        monkeypatch.setenv("RABBITMQ_URL", request.getfixturevalue("rabbitmq_url"))
     if redis_url:  # whatever a crashed run left, gone; the second run finds the first's keys
         _delete_keys(redis_url, prefixes)
     if "JetStreamDestination(" in text:  # a JetStream page: on the test NATS, streams removed

@@ -77,6 +77,7 @@ PUBLIC: dict[str, list[str]] = {
         "Destination",
         "HTTPDestination",
         "JetStreamDestination",
+        "RabbitMQDestination",
         "Undeliverable",
     ],
     "hookinbox.http": ["Request", "answer_get", "health_probes", "receive_asgi", "receive_stream"],

@@ -42,7 +42,7 @@ from hookinbox._operations import Thresholds
 from hookinbox._settings import ReceiverSettings
 from hookinbox.cli._commands import COMMANDS
 from hookinbox.cli._main import main
-from hookinbox.outbox import HTTPDestination
+from hookinbox.outbox import HTTPDestination, RabbitMQDestination
 from hookinbox.simulate import SimulationConfig
 
 DOCS = Path(__file__).parent.parent / "docs"
@@ -352,6 +352,7 @@ SETTINGS: list[tuple[type, dict[str, Any]]] = [
     (SimulationConfig, SIMULATION),
     (Thresholds, {}),
     (HTTPDestination, {"name": "shop", "url": "http://127.0.0.1:9/"}),
+    (RabbitMQDestination, {"name": "bus", "url": "amqp://127.0.0.1:9/", "routing_key": "q"}),
 ]
 
 
@@ -426,7 +427,7 @@ def test_every_numeric_option_is_in_the_ranges_table() -> None:
 
 PUBLIC = {
     "WorkerOptions", "StoreOptions", "RetryPolicy", "GroupCommit", "SimulationConfig",
-    "HTTPDestination",
+    "HTTPDestination", "RabbitMQDestination",
 }  # fmt: skip
 
 
@@ -455,6 +456,7 @@ def test_every_public_numeric_field_is_in_the_ranges_table() -> None:
         },
         "SimulationConfig": SIMULATION_RANGES,
         "HTTPDestination": {"timeout": _ranges.DESTINATION_TIMEOUT},
+        "RabbitMQDestination": {"timeout": _ranges.DESTINATION_TIMEOUT},
         "ReceiverSettings": {
             "max_body_size": _ranges.MAX_BODY_SIZE,
             "body_timeout": _ranges.BODY_TIMEOUT,

@@ -62,6 +62,7 @@ EXTRAS: dict[str, Extra] = {
     "simulate": Extra("the simulator (httpx, rich)", ("httpx", "rich")),
     "redis": Extra("the Redis client (redis)", ("redis",)),
     "nats": Extra("the NATS client (nats-py)", ("nats",)),
+    "rabbitmq": Extra("the RabbitMQ client (aio-pika)", ("aio_pika", "aiormq")),
     "otel": Extra("the OpenTelemetry API (opentelemetry-api)", ("opentelemetry",)),
 }
 

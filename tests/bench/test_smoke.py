@@ -176,3 +176,13 @@ def test_space_benchmark_reads_bytes_and_heap_only_updates(postgres_template: st
     relayed = ours["updates"]["relay"]
     assert relayed["hookinbox_outbox"]["updated"] >= 300
     assert relayed["hookinbox_outbox"]["hot"] >= 0.9 * relayed["hookinbox_outbox"]["updated"]
+
+
+def test_relay_brokers_benchmark_runs_every_kind(rabbitmq_url: str) -> None:
+    """Each destination kind relays every message once (checked inside), same run."""
+    env = {"HOOKINBOX_BENCH_RABBITMQ_URL": rabbitmq_url}
+    document = run_bench("relay_brokers.py", env=env)
+    results = document["results"]
+    assert isinstance(results, dict)
+    assert set(results) == {"http", "rabbitmq"}
+    assert all(figures["median"] > 0 for figures in results.values())

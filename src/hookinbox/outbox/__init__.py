@@ -2,8 +2,8 @@
 
 A handler writes a message in its own transaction; the relay (in `hookinbox worker`, or
 `hookinbox relay`) delivers it at least once, under a stable key, through the destination
-named in the message: an `HTTPDestination`, a `JetStreamDestination`, or a function registered with
-`@inbox.destination(name)`. See docs/outbox.md.
+named in the message: an `HTTPDestination`, a `JetStreamDestination`, a `RabbitMQDestination`,
+or a function registered with `@inbox.destination(name)`. See docs/outbox.md.
 """
 
 from hookinbox.outbox._destinations import (
@@ -14,6 +14,7 @@ from hookinbox.outbox._destinations import (
     Undeliverable,
 )
 from hookinbox.outbox._jetstream import JetStreamDestination
+from hookinbox.outbox._rabbitmq import RabbitMQDestination
 
 __all__ = [
     "CallableDestination",
@@ -21,5 +22,6 @@ __all__ = [
     "Destination",
     "HTTPDestination",
     "JetStreamDestination",
+    "RabbitMQDestination",
     "Undeliverable",
 ]
