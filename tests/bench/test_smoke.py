@@ -178,11 +178,11 @@ def test_space_benchmark_reads_bytes_and_heap_only_updates(postgres_template: st
     assert relayed["hookinbox_outbox"]["hot"] >= 0.9 * relayed["hookinbox_outbox"]["updated"]
 
 
-def test_relay_brokers_benchmark_runs_every_kind(rabbitmq_url: str) -> None:
+def test_relay_brokers_benchmark_runs_every_kind(rabbitmq_url: str, nats_url: str) -> None:
     """Each destination kind relays every message once (checked inside), same run."""
-    env = {"HOOKINBOX_BENCH_RABBITMQ_URL": rabbitmq_url}
+    env = {"HOOKINBOX_BENCH_RABBITMQ_URL": rabbitmq_url, "HOOKINBOX_BENCH_NATS_URL": nats_url}
     document = run_bench("relay_brokers.py", env=env)
     results = document["results"]
     assert isinstance(results, dict)
-    assert set(results) == {"http", "rabbitmq"}
+    assert set(results) == {"http", "rabbitmq", "jetstream"}
     assert all(figures["median"] > 0 for figures in results.values())
