@@ -24,9 +24,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from hookinbox import _ranges as ranges
-from hookinbox._errors import ConfigurationError
+from hookinbox._errors import ConfigurationError, HookinboxError
 from hookinbox._logging import logger
 from hookinbox.brokers._source import MESSAGE_ID, SUBJECT, TOKEN, BrokerSource
+from hookinbox._receiver._reply import unavailable
 from hookinbox.http import Request
 
 if TYPE_CHECKING:
@@ -203,7 +204,10 @@ class Consumer(ABC):
         if message.subject is not None:
             headers[SUBJECT] = message.subject
         request = Request("POST", self.source.name, headers, body=message.body)
-        reply = await self.inbox.ahandle(request)
+        try:
+            reply = await self.inbox.ahandle(request)
+        except HookinboxError as error:  # the inbox could not start: its database is away
+            reply = unavailable(str(error), 1)
         assert reply is not None  # bytes: nobody left before the body arrived
         decided = verdict(reply)
         if decided is not Verdict.ACK:
