@@ -383,7 +383,9 @@ def rabbitmq_url() -> str:
     try:
         asyncio.run(ping())
     except Exception as error:  # refused, timed out, authentication: all say unreachable
-        message = f"RabbitMQ at HOOKINBOX_TEST_RABBITMQ_URL ({RABBITMQ_URL}) is unreachable: {error}"
+        message = (
+            f"RabbitMQ at HOOKINBOX_TEST_RABBITMQ_URL ({RABBITMQ_URL}) is unreachable: {error}"
+        )
         _skip_or_fail(message, required=REQUIRE_RABBITMQ)
     return RABBITMQ_URL
 

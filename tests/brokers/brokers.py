@@ -26,7 +26,7 @@ def make_inbox(
     database_url: str,
     *,
     key: str = "payload:id",
-    type: str | None = "subject",  # noqa: A002
+    type: str | None = "subject",
     max_body_size: int = 1 << 20,
     migrate: bool = True,
 ) -> Inbox:

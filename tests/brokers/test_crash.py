@@ -12,8 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +85,7 @@ async def finish(consumer_for: Callable[[Any], Any], inbox: Any, left: Callable[
     assert await left() == 0
 
 
-def test_rabbitmq_consumer_killed_between_commit_and_ack(
-    rabbitmq_url: str, tmp_path: Path
-) -> None:
+def test_rabbitmq_consumer_killed_between_commit_and_ack(rabbitmq_url: str, tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'in.db'}"
     mark = tmp_path / "killed"
 

@@ -70,7 +70,7 @@ def test_a_message_without_a_key_or_json_is_refused(
         ("message_id", "body:x"),
     ],
 )
-def test_a_misspelt_location_is_refused_in_one_line(key: str, type: str | None) -> None:  # noqa: A002
+def test_a_misspelt_location_is_refused_in_one_line(key: str, type: str | None) -> None:
     with pytest.raises(ConfigurationError) as raised:
         BrokerSource("a", key=key, type=type)
     assert "\n" not in str(raised.value)

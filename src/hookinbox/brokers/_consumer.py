@@ -27,7 +27,6 @@ from hookinbox import _ranges as ranges
 from hookinbox._errors import ConfigurationError, HookinboxError
 from hookinbox._logging import logger
 from hookinbox.brokers._source import MESSAGE_ID, SUBJECT, TOKEN, BrokerSource
-from hookinbox._receiver._reply import unavailable
 from hookinbox.http import Request
 
 if TYPE_CHECKING:
@@ -138,8 +137,9 @@ class Consumer(ABC):
         if self._stop_asked:
             self._stopping.set()
         await self._connect()
-        log.info("consuming %s for source %s (prefetch %d)", self.where, self.source.name,
-                 self.prefetch)
+        log.info(
+            "consuming %s for source %s (prefetch %d)", self.where, self.source.name, self.prefetch
+        )
         try:
             await self._consume(self._stopping)
             await self._drain()
@@ -195,8 +195,8 @@ class Consumer(ABC):
 
     # -- one message ---------------------------------------------------------------------
 
-    async def ingest(self, message: BrokerMessage) -> tuple[Verdict, Reply]:
-        """Store `message` through the inbox's ingest, and say what to tell the broker."""
+    async def ingest(self, message: BrokerMessage) -> tuple[Verdict, str]:
+        """Store `message` through the inbox's ingest; what to tell the broker, and why."""
         headers = {k: v for k, v in message.headers.items() if k.lower() not in _OURS}
         headers[TOKEN] = self.source.token
         if message.message_id is not None:
@@ -207,22 +207,23 @@ class Consumer(ABC):
         try:
             reply = await self.inbox.ahandle(request)
         except HookinboxError as error:  # the inbox could not start: its database is away
-            reply = unavailable(str(error), 1)
-        assert reply is not None  # bytes: nobody left before the body arrived
-        decided = verdict(reply)
+            decided, detail = Verdict.RETRY, str(error)
+        else:
+            assert reply is not None  # bytes: nobody left before the body arrived
+            decided = verdict(reply)
+            detail = f"{reply.status_code} {reply.body.get('detail', reply.outcome.value)}"
         if decided is not Verdict.ACK:
             level = logging.WARNING if decided is Verdict.DEAD_LETTER else logging.INFO
             log.log(
                 level,
-                "%s message %s: %s (%d %s)",
+                "%s message %s: %s (%s)",
                 self.where,
                 message.label,
                 decided.value,
-                reply.status_code,
-                reply.body.get("detail", reply.outcome.value),
+                detail,
                 extra={"source": self.source.name, "verdict": decided.value},
             )
-        return decided, reply
+        return decided, detail
 
     # -- what each broker does -----------------------------------------------------------
 

@@ -125,7 +125,10 @@ class JetStreamConsumer(Consumer):
                 "create it (a durable pull consumer with explicit acks) before consuming"
             ) from error
         config = info.config
-        if config.deliver_subject or str(config.ack_policy) not in ("explicit", "AckPolicy.EXPLICIT"):
+        if config.deliver_subject or str(config.ack_policy) not in (
+            "explicit",
+            "AckPolicy.EXPLICIT",
+        ):
             raise ConfigurationError(
                 f"{self.where} must be a pull consumer with explicit acks "
                 f"(ack_policy {config.ack_policy}, deliver_subject {config.deliver_subject})"
@@ -160,7 +163,7 @@ class JetStreamConsumer(Consumer):
     async def _settle_one(self, message: Msg) -> None:
         headers = dict(message.headers or {})
         sequence = message.metadata.sequence.stream
-        decided, reply = await self.ingest(
+        decided, detail = await self.ingest(
             BrokerMessage(
                 body=message.data,
                 headers=headers,
@@ -170,10 +173,15 @@ class JetStreamConsumer(Consumer):
             )
         )
         try:
-            await self.settle(message, decided, str(reply.body.get("detail", "")))
+            await self.settle(message, decided, detail)
         except (nats.errors.Error, nats.js.errors.Error, OSError) as error:
-            log.warning("%s: could not %s #%s (%s): it will be redelivered",
-                        self.where, decided.value, sequence, error)
+            log.warning(
+                "%s: could not %s #%s (%s): it will be redelivered",
+                self.where,
+                decided.value,
+                sequence,
+                error,
+            )
 
     async def settle(self, message: Msg, decided: Verdict, reason: str) -> None:
         """Tell JetStream what became of `message`: reached only after the store answered."""
@@ -187,8 +195,12 @@ class JetStreamConsumer(Consumer):
     async def _dead_letter(self, message: Msg, reason: str) -> None:
         sequence = message.metadata.sequence.stream
         if self.dead_letter_subject is None:
-            log.warning("%s: message #%s terminated without a dead-letter subject: %s",
-                        self.where, sequence, reason)
+            log.warning(
+                "%s: message #%s terminated without a dead-letter subject: %s",
+                self.where,
+                sequence,
+                reason,
+            )
             await message.term()
             return
         assert self._js is not None
@@ -207,8 +219,14 @@ class JetStreamConsumer(Consumer):
             await self._js.publish(self.dead_letter_subject, message.data, headers=headers)
         except (nats.errors.Error, nats.js.errors.Error) as error:
             # Not kept anywhere yet: the message stays in its stream, tried again later.
-            log.error("%s: dead-lettering #%s to %r failed (%s); retried after %.0f s",
-                      self.where, sequence, self.dead_letter_subject, error, self.retry_delay)
+            log.error(
+                "%s: dead-lettering #%s to %r failed (%s); retried after %.0f s",
+                self.where,
+                sequence,
+                self.dead_letter_subject,
+                error,
+                self.retry_delay,
+            )
             await message.nak(delay=self.retry_delay)
             return
         await message.term()

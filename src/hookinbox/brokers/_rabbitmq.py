@@ -119,8 +119,13 @@ class RabbitMQConsumer(Consumer):
         except (aiormq.exceptions.AMQPError, RuntimeError, ConnectionError) as error:
             # The channel went away with the message unacked: RabbitMQ delivers it again,
             # and the inbox answers that copy as a duplicate.
-            log.warning("%s: could not %s #%s (%s): it will be redelivered",
-                        self.where, decided.value, message.delivery_tag, error)
+            log.warning(
+                "%s: could not %s #%s (%s): it will be redelivered",
+                self.where,
+                decided.value,
+                message.delivery_tag,
+                error,
+            )
 
     async def settle(self, message: AbstractIncomingMessage, decided: Verdict) -> None:
         """Tell RabbitMQ what became of `message`: reached only after the store answered."""
@@ -136,4 +141,3 @@ class RabbitMQConsumer(Consumer):
         if self._connection is not None:
             await self._connection.close()
             self._connection = None
-

@@ -56,7 +56,7 @@ class Location:
             raise ConfigurationError(f"{what} names no {kind}: {text!r}")
         if kind == "header":
             name = name.lower()
-        return cls(kind, name)  # type: ignore[arg-type]  # kind checked against `allowed`
+        return cls(kind, name)
 
     @property
     def header(self) -> str | None:
@@ -92,7 +92,7 @@ class BrokerSource(Source):
         name: str,
         *,
         key: str,
-        type: str | None = None,  # noqa: A002  # the event's type, as every source says it
+        type: str | None = None,  # the event's type, as every source says it
         redelivery_window: timedelta = timedelta(days=7),
     ) -> None:
         super().__init__(name=name)
@@ -129,4 +129,5 @@ class BrokerSource(Source):
         )
 
     def __repr__(self) -> str:
-        return f"BrokerSource({self.name!r}, key={str(self.key)!r}, type={self.type and str(self.type)!r})"
+        kind = None if self.type is None else str(self.type)
+        return f"BrokerSource({self.name!r}, key={str(self.key)!r}, type={kind!r})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -31,21 +31,25 @@ if TYPE_CHECKING:
     from hookinbox.brokers._consumer import Consumer
 
 
-def _url(broker: str, schemes: tuple[str, ...]) -> click.types.FuncParamType:
-    """A URL option's check, at parse time (click names the option and its variable)."""
+class BrokerURL(click.types.StringParamType):
+    """A broker's URL, its scheme checked at parse time (click names the option and its
+    variable); the error shows the scheme only, never a password."""
 
-    def convert(text: str) -> str:
+    name = "URL"
+
+    def __init__(self, broker: str, schemes: tuple[str, ...]) -> None:
+        self.broker = broker
+        self.schemes = schemes
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         from hookinbox._errors import ConfigurationError
         from hookinbox.brokers._consumer import check_url
 
         try:
-            check_url(text, broker, schemes)
+            check_url(value, self.broker, self.schemes)
         except ConfigurationError as error:
-            raise click.BadParameter(str(error)) from None
-        return text
-
-    convert.__name__ = "URL"
-    return click.types.FuncParamType(convert)
+            self.fail(str(error), param, ctx)
+        return str(value)
 
 
 @click.command(short_help=short_help("consume"))
@@ -60,7 +64,7 @@ def _url(broker: str, schemes: tuple[str, ...]) -> click.types.FuncParamType:
 @click.option(
     "--rabbitmq",
     "rabbitmq",
-    type=_url("RabbitMQ", ("amqp://", "amqps://")),
+    type=BrokerURL("RabbitMQ", ("amqp://", "amqps://")),
     envvar="HOOKINBOX_RABBITMQ_URL",
     show_envvar=True,
     metavar="URL",
@@ -75,15 +79,13 @@ def _url(broker: str, schemes: tuple[str, ...]) -> click.types.FuncParamType:
 @click.option(
     "--jetstream",
     "jetstream",
-    type=_url("NATS", ("nats://", "tls://")),
+    type=BrokerURL("NATS", ("nats://", "tls://")),
     envvar="HOOKINBOX_NATS_URL",
     show_envvar=True,
     metavar="URL",
     help="Consume a NATS JetStream pull consumer (nats://host:4222).",
 )
-@click.option(
-    "--stream", envvar="HOOKINBOX_JETSTREAM_STREAM", show_envvar=True, help="The stream."
-)
+@click.option("--stream", envvar="HOOKINBOX_JETSTREAM_STREAM", show_envvar=True, help="The stream.")
 @click.option(
     "--consumer",
     envvar="HOOKINBOX_JETSTREAM_CONSUMER",
@@ -199,8 +201,15 @@ def _check_broker_options(
     if bool(rabbitmq) == bool(jetstream):
         raise click.UsageError("give one broker: --rabbitmq URL or --jetstream URL")
     if rabbitmq:
-        extra = [n for n, v in (("--stream", stream), ("--consumer", consumer),
-                                ("--dead-letter-subject", dead_letter_subject)) if v]
+        extra = [
+            n
+            for n, v in (
+                ("--stream", stream),
+                ("--consumer", consumer),
+                ("--dead-letter-subject", dead_letter_subject),
+            )
+            if v
+        ]
         if extra:
             raise click.UsageError(f"{', '.join(extra)} apply to --jetstream, not --rabbitmq")
         if not queue:
