@@ -17,9 +17,24 @@ from tests.support.otel import forget_global_provider
 
 REDIS_PREFIX = re.compile(r'PREFIX = f"([^"{]+)')
 """A Redis claims page's prefix, up to the run's own part: what a run of the page writes."""
+BROKERS = {"RabbitMQConsumer": "rabbitmq_url", "JetStreamConsumer": "nats_url"}
+"""A page that runs a broker consumer runs it on the test broker (`RABBITMQ_URL`, `NATS_URL`)."""
+
+
+def _marks(page: Path) -> list[pytest.MarkDecorator]:
+    text = page.read_text()
+    marks = [pytest.mark.redis] if "hookinbox.claims" in text else []
+    if "RabbitMQConsumer(" in text:
+        marks.append(pytest.mark.rabbitmq)
+    if "JetStreamConsumer(" in text:
+        marks.append(pytest.mark.nats)
+    return marks
+
+
 RUNNABLE = [
-    # A Redis claims page runs its blocks on the test Redis: marked as Redis tests are.
-    pytest.param(page, marks=pytest.mark.redis) if "hookinbox.claims" in page.read_text() else page
+    # A Redis claims page runs its blocks on the test Redis: marked as Redis tests are; so
+    # are the broker pages.
+    pytest.param(page, marks=_marks(page)) if _marks(page) else page
     for page in PAGES
     if any(blocks(parse(page)))
 ]
@@ -52,6 +67,10 @@ def test_every_python_block_runs(
         redis_url = request.getfixturevalue("redis_url")
         monkeypatch.setenv("REDIS_URL", redis_url)
         request.addfinalizer(lambda: _delete_keys(redis_url, prefixes))
+    for consumer, fixture in BROKERS.items():
+        if f"{consumer}(" in text:
+            url = request.getfixturevalue(fixture)
+            monkeypatch.setenv(fixture.removesuffix("_url").upper() + "_URL", url)
     if redis_url:  # whatever a crashed run left, gone; the second run finds the first's keys
         _delete_keys(redis_url, prefixes)
     for attempt in ("first run", "second run, same directory and Redis"):

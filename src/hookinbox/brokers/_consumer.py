@@ -211,7 +211,7 @@ class Consumer(ABC):
         else:
             assert reply is not None  # bytes: nobody left before the body arrived
             decided = verdict(reply)
-            detail = f"{reply.status_code} {reply.body.get('detail', reply.outcome.value)}"
+            detail = str(reply.body.get("detail") or reply.outcome.value)
         if decided is not Verdict.ACK:
             level = logging.WARNING if decided is Verdict.DEAD_LETTER else logging.INFO
             log.log(
