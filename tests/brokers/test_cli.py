@@ -51,7 +51,8 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("args", "said"),
     [
         (["--source", "orders"], "give one broker"),
-        (["--source", "orders", "--rabbitmq", "amqp://h/", "--jetstream", "nats://h"], "one broker"),
+        (["--source", "orders", "--rabbitmq", "amqp://h/", "--jetstream", "nats://h"],
+         "one broker"),
         (["--source", "orders", "--rabbitmq", "amqp://h/"], "--rabbitmq needs --queue"),
         (["--source", "orders", "--rabbitmq", "amqp://h/", "--queue", "q", "--stream", "s"],
          "--stream apply to --jetstream"),
@@ -87,8 +88,10 @@ def test_consume_stores_the_queue_and_stops_on_sigterm(rabbitmq_url: str, app: P
         async with rabbit_queue(rabbitmq_url) as queue:
             for n in range(5):
                 await queue.publish(order(n))
-            command = [sys.executable, "-m", "hookinbox", "consume", "brokerapp:inbox",
-                       "--source", SOURCE, "--rabbitmq", rabbitmq_url, "--queue", queue.name]  # fmt: skip
+            command = [
+                *(sys.executable, "-m", "hookinbox", "consume", "brokerapp:inbox"),
+                *("--source", SOURCE, "--rabbitmq", rabbitmq_url, "--queue", queue.name),
+            ]
             child = subprocess.Popen(command, cwd=app, env=env, stderr=subprocess.PIPE)
             try:
                 inbox = make_inbox(os.environ["APP_DATABASE_URL"])
