@@ -201,3 +201,61 @@ async def jetstream(url: str, *, ack_wait: float = 30.0) -> AsyncIterator[Stream
     finally:
         await stream.js.delete_stream(name)
         await stream.client.close()
+
+
+# -- either broker -------------------------------------------------------------------------
+
+
+@dataclass
+class Broker:
+    """One broker's queue or stream behind the calls the shared tests make."""
+
+    kind: str
+    """`rabbitmq` or `jetstream`."""
+    place: RabbitQueue | Stream
+
+    async def publish(self, body: bytes) -> None:
+        await self.place.publish(body)
+
+    async def left(self) -> int:
+        """Messages not yet acked: waiting, or delivered and unsettled."""
+        if isinstance(self.place, RabbitQueue):
+            return await self.place.count()
+        return await self.place.pending()
+
+    async def dead_lettered(self) -> list[bytes]:
+        if isinstance(self.place, RabbitQueue):
+            for _ in range(100):  # a rejected message reaches its dead-letter queue soon after
+                if await self.place.count(self.place.dead_letters):
+                    break
+                await asyncio.sleep(0.05)
+            return await self.place.dead_lettered()
+        return [message.data for message in await self.place.dead_lettered()]
+
+    def consumer(self, inbox: Inbox, **options: Any) -> Consumer:
+        from hookinbox.brokers import JetStreamConsumer, RabbitMQConsumer
+
+        if isinstance(self.place, RabbitQueue):
+            return RabbitMQConsumer(
+                inbox, SOURCE, url=self.place.url, queue=self.place.name, **options
+            )
+        return JetStreamConsumer(
+            inbox,
+            SOURCE,
+            url=self.place.url,
+            stream=self.place.name,
+            consumer=self.place.consumer,
+            dead_letter_subject=self.place.dead_letter_subject,
+            **options,
+        )
+
+
+@asynccontextmanager
+async def broker(kind: str, url: str, **options: Any) -> AsyncIterator[Broker]:
+    """A queue (`rabbitmq`) or a stream and its consumer (`jetstream`) of the test's own."""
+    if kind == "rabbitmq":
+        async with rabbit_queue(url) as queue:
+            yield Broker(kind, queue)
+    else:
+        async with jetstream(url, **options) as stream:
+            yield Broker(kind, stream)

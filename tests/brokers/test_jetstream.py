@@ -1,12 +1,12 @@
-"""A JetStream durable pull consumer as a source, against the real server: each message
-stored once by its key and acked only once stored; duplicates are one event; poison is
-published to the dead-letter subject and terminated without holding up the next message;
-a store that is down acks nothing. The crash between the commit and the ack: test_crash.py."""
+"""What only the JetStream consumer does, against the real server: the key from
+`Nats-Msg-Id` and the type from the subject; a dead letter's headers; a missing consumer or
+dead-letter stream refused at start. The rest: test_consume.py."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +15,6 @@ from hookinbox.brokers import JetStreamConsumer
 from tests.brokers.brokers import (
     SOURCE,
     Stream,
-    effects,
     jetstream,
     make_inbox,
     order,
@@ -35,28 +34,6 @@ def consumer_of(stream: Stream, inbox: object, **options: object) -> JetStreamCo
         dead_letter_subject=stream.dead_letter_subject,
         **options,  # type: ignore[arg-type]
     )
-
-
-def test_each_key_is_stored_once_and_handled_once(nats_url: str, tmp_path: Path) -> None:
-    inbox = make_inbox(f"sqlite:///{tmp_path / 'in.db'}")
-
-    async def scenario() -> int:
-        async with jetstream(nats_url) as stream:
-            for n in (1, 2, 3, 2, 4, 1, 5):  # 2 and 1 published twice: duplicates
-                await stream.publish(order(n), subject="created")
-            async with running(consumer_of(stream, inbox)):
-                await until(lambda: sum(stored(inbox).values()) == 7)
-            return await stream.pending()
-
-    try:
-        assert asyncio.run(scenario()) == 0
-        assert stored(inbox) == {
-            "order-1": 2, "order-2": 2, "order-3": 1, "order-4": 1, "order-5": 1
-        }  # fmt: skip
-        assert inbox.process_due() == 5
-        assert effects(inbox) == {f"order-{n}": 1 for n in range(1, 6)}
-    finally:
-        inbox.close()
 
 
 def test_the_key_may_be_the_message_id_and_the_type_the_subject(
@@ -83,55 +60,29 @@ def test_the_key_may_be_the_message_id_and_the_type_the_subject(
         inbox.close()
 
 
-def test_poison_is_dead_lettered_and_the_next_message_still_stored(
-    nats_url: str, tmp_path: Path
-) -> None:
-    """One message in flight at a time (prefetch 1): had a poison message blocked the
-    consumer, the good one after it would never be stored."""
-    inbox = make_inbox(f"sqlite:///{tmp_path / 'in.db'}", max_body_size=200)
-    poison = [b"not json", b'{"no": "id"}', order("x" * 300)]
-
-    async def scenario() -> list[object]:
-        async with jetstream(nats_url) as stream:
-            for body in poison:
-                await stream.publish(body)
-            await stream.publish(order("good"))
-            async with running(consumer_of(stream, inbox, prefetch=1)):
-                await until(lambda: "order-good" in stored(inbox))
-            assert await stream.pending() == 0  # terminated, not waiting for a redelivery
-            return await stream.dead_lettered()
-
-    try:
-        dead = asyncio.run(scenario())
-        assert [m.data for m in dead] == poison  # type: ignore[attr-defined]
-        first = dead[0].headers  # type: ignore[attr-defined]
-        assert first["Hookinbox-Reason"] == "body is not valid JSON"
-        assert first["Hookinbox-Sequence"] == "1"
-        assert stored(inbox) == {"order-good": 1}
-    finally:
-        inbox.close()
-
-
-def test_a_store_that_is_down_acks_nothing(nats_url: str, tmp_path: Path) -> None:
-    down = make_inbox(f"sqlite:///{tmp_path / 'no such directory' / 'in.db'}", migrate=False)
+def test_a_dead_letter_says_why_and_where_it_came_from(nats_url: str, tmp_path: Path) -> None:
     inbox = make_inbox(f"sqlite:///{tmp_path / 'in.db'}")
 
-    async def scenario() -> None:
+    async def scenario() -> tuple[str, list[Any]]:
         async with jetstream(nats_url) as stream:
-            for n in range(3):
-                await stream.publish(order(n))
-            async with running(consumer_of(stream, down, retry_delay=0.1)):
-                await asyncio.sleep(1.0)
-            assert await stream.pending() == 3
-            assert await stream.dead_lettered() == []
+            await stream.publish(b"not json", subject="paid", **{"Nats-Msg-Id": "p-1"})
+            await stream.publish(order("good"))
             async with running(consumer_of(stream, inbox)):
-                await until(lambda: len(stored(inbox)) == 3)
-            assert await stream.pending() == 0
+                await until(lambda: "order-good" in stored(inbox))
+            return stream.name, await stream.dead_lettered()
 
     try:
-        asyncio.run(scenario())
+        name, [dead] = asyncio.run(scenario())
+        assert dead.data == b"not json"
+        assert dead.headers == {
+            "Nats-Msg-Id": f"hookinbox-dead-letter:{name}:1",  # a second copy is dropped
+            "Hookinbox-Reason": "body is not valid JSON",
+            "Hookinbox-Stream": name,
+            "Hookinbox-Sequence": "1",
+            "Hookinbox-Subject": f"{name}.orders.paid",
+            "Hookinbox-Message-Id": "p-1",
+        }
     finally:
-        down.close()
         inbox.close()
 
 

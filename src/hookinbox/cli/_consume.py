@@ -52,51 +52,46 @@ class BrokerURL(click.types.StringParamType):
         return str(value)
 
 
+def _name_option(flag: str, variable: str, text: str, *, required: bool = False) -> Any:
+    """A name the broker (or APP) looks up: any text here, refused where it is looked up."""
+    return click.option(flag, required=required, envvar=variable, show_envvar=True, help=text)
+
+
+def _url_option(flag: str, variable: str, url: BrokerURL, text: str) -> Any:
+    return click.option(flag, type=url, envvar=variable, show_envvar=True, metavar="URL", help=text)
+
+
 @click.command(short_help=short_help("consume"))
 @app_argument(required=True)
-@click.option(
+@_name_option(
     "--source",
+    "HOOKINBOX_CONSUME_SOURCE",
+    "The name of APP's BrokerSource the messages are stored as.",
     required=True,
-    envvar="HOOKINBOX_CONSUME_SOURCE",
-    show_envvar=True,
-    help="The name of APP's BrokerSource the messages are stored as.",
 )
-@click.option(
+@_url_option(
     "--rabbitmq",
-    "rabbitmq",
-    type=BrokerURL("RabbitMQ", ("amqp://", "amqps://")),
-    envvar="HOOKINBOX_RABBITMQ_URL",
-    show_envvar=True,
-    metavar="URL",
-    help="Consume a RabbitMQ queue (amqp://user:password@host:5672/vhost).",
+    "HOOKINBOX_RABBITMQ_URL",
+    BrokerURL("RabbitMQ", ("amqp://", "amqps://")),
+    "Consume a RabbitMQ queue (amqp://user:password@host:5672/vhost).",
 )
-@click.option(
-    "--queue",
-    envvar="HOOKINBOX_RABBITMQ_QUEUE",
-    show_envvar=True,
-    help="The RabbitMQ queue (it must exist).",
-)
-@click.option(
+@_name_option("--queue", "HOOKINBOX_RABBITMQ_QUEUE", "The RabbitMQ queue (it must exist).")
+@_url_option(
     "--jetstream",
-    "jetstream",
-    type=BrokerURL("NATS", ("nats://", "tls://")),
-    envvar="HOOKINBOX_NATS_URL",
-    show_envvar=True,
-    metavar="URL",
-    help="Consume a NATS JetStream pull consumer (nats://host:4222).",
+    "HOOKINBOX_NATS_URL",
+    BrokerURL("NATS", ("nats://", "tls://")),
+    "Consume a NATS JetStream pull consumer (nats://host:4222).",
 )
-@click.option("--stream", envvar="HOOKINBOX_JETSTREAM_STREAM", show_envvar=True, help="The stream.")
-@click.option(
+@_name_option("--stream", "HOOKINBOX_JETSTREAM_STREAM", "The stream.")
+@_name_option(
     "--consumer",
-    envvar="HOOKINBOX_JETSTREAM_CONSUMER",
-    show_envvar=True,
-    help="The stream's durable pull consumer (it must exist).",
+    "HOOKINBOX_JETSTREAM_CONSUMER",
+    "The stream's durable pull consumer (it must exist).",
 )
-@click.option(
+@_name_option(
     "--dead-letter-subject",
-    envvar="HOOKINBOX_JETSTREAM_DEAD_LETTER_SUBJECT",
-    show_envvar=True,
-    help="Where poison messages are published before they are terminated (JetStream).",
+    "HOOKINBOX_JETSTREAM_DEAD_LETTER_SUBJECT",
+    "Where poison messages are published before they are terminated (JetStream).",
 )
 @click.option(
     "--prefetch",
