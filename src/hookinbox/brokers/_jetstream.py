@@ -99,11 +99,16 @@ class JetStreamConsumer(Consumer):
             client = await nats.connect(
                 self.url,
                 connect_timeout=CONNECT_TIMEOUT,
-                max_reconnect_attempts=-1,  # a restarted server is waited for
+                max_reconnect_attempts=1,  # the first connection fails after a retry ...
                 allow_reconnect=True,
+                error_cb=self._on_error,
+                disconnected_cb=self._on_disconnected,
+                reconnected_cb=self._on_reconnected,
             )
         except (OSError, nats.errors.Error) as error:
             raise BrokerUnavailable(f"cannot connect to NATS: {error}") from error
+        # ... and once connected, a restarted server is waited for, however long it takes.
+        client.options["max_reconnect_attempts"] = -1
         self._client = client
         try:
             self._js = client.jetstream()
@@ -114,6 +119,16 @@ class JetStreamConsumer(Consumer):
         except BaseException:
             await client.close()
             raise
+
+    async def _on_error(self, error: Exception) -> None:
+        # nats-py's own default prints a traceback for each failed reconnection attempt.
+        log.warning("%s: NATS error: %s", self.where, error or type(error).__name__)
+
+    async def _on_disconnected(self) -> None:
+        log.warning("%s: disconnected from NATS; reconnecting", self.where)
+
+    async def _on_reconnected(self) -> None:
+        log.info("%s: reconnected to NATS", self.where)
 
     async def _check(self, js: JetStreamContext) -> None:
         """The consumer exists, pulls, acks explicitly; the dead-letter subject is kept."""
