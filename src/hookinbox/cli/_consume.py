@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -52,12 +53,17 @@ class BrokerURL(click.types.StringParamType):
         return str(value)
 
 
-def _name_option(flag: str, variable: str, text: str, *, required: bool = False) -> Any:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _name_option(
+    flag: str, variable: str, text: str, *, required: bool = False
+) -> Callable[[F], F]:
     """A name the broker (or APP) looks up: any text here, refused where it is looked up."""
     return click.option(flag, required=required, envvar=variable, show_envvar=True, help=text)
 
 
-def _url_option(flag: str, variable: str, url: BrokerURL, text: str) -> Any:
+def _url_option(flag: str, variable: str, url: BrokerURL, text: str) -> Callable[[F], F]:
     return click.option(flag, type=url, envvar=variable, show_envvar=True, metavar="URL", help=text)
 
 
