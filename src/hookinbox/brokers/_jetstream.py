@@ -125,7 +125,8 @@ class JetStreamConsumer(Consumer):
         log.warning("%s: NATS error: %s", self.where, error or type(error).__name__)
 
     async def _on_disconnected(self) -> None:
-        log.warning("%s: disconnected from NATS; reconnecting", self.where)
+        if self._client is not None:  # not our own close
+            log.warning("%s: disconnected from NATS; reconnecting", self.where)
 
     async def _on_reconnected(self) -> None:
         log.info("%s: reconnected to NATS", self.where)
