@@ -5,6 +5,10 @@ the inbox answered that the message is stored; nothing in hookinbox knows of it.
 Environment: CRASH_BROKER (rabbitmq or jetstream), CRASH_URL, CRASH_QUEUE or CRASH_STREAM
 and CRASH_CONSUMER, CRASH_DATABASE_URL, CRASH_KILL_AT (the Nth ack dies), CRASH_MARK (a file
 that gets the body of the message whose ack it was, written before the kill).
+
+With CRASH_PAUSE=1 the Nth ack is not killed but held for a second after the mark is
+written, and the consumer runs as `hookinbox consume` does, stopped by SIGTERM: the test
+sends it while that message is in flight.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ from typing import Any
 
 from hookinbox.brokers import JetStreamConsumer, RabbitMQConsumer
 from hookinbox.brokers._consumer import Verdict
+from hookinbox.cli._consume import run_until_signalled
 from tests.brokers.brokers import SOURCE, make_inbox
 
 KILL_AT = int(os.environ["CRASH_KILL_AT"])
+PAUSE = os.environ.get("CRASH_PAUSE") == "1"
 acks = 0
 
 
-def die_before_the_ack(body: bytes) -> None:
+async def die_before_the_ack(body: bytes) -> None:
     global acks
     acks += 1
     if acks == KILL_AT:
@@ -31,20 +37,23 @@ def die_before_the_ack(body: bytes) -> None:
         mark.write_bytes(body)
         with mark.open("rb") as written:
             os.fsync(written.fileno())
+        if PAUSE:
+            await asyncio.sleep(1.0)  # the test's SIGTERM arrives meanwhile
+            return
         os.kill(os.getpid(), signal.SIGKILL)
 
 
 class KilledRabbitMQConsumer(RabbitMQConsumer):
     async def settle(self, message: Any, decided: Verdict) -> None:
         if decided is Verdict.ACK:
-            die_before_the_ack(message.body)
+            await die_before_the_ack(message.body)
         await super().settle(message, decided)
 
 
 class KilledJetStreamConsumer(JetStreamConsumer):
     async def settle(self, message: Any, decided: Verdict, reason: str) -> None:
         if decided is Verdict.ACK:
-            die_before_the_ack(message.data)
+            await die_before_the_ack(message.data)
         await super().settle(message, decided, reason)
 
 
@@ -65,7 +74,8 @@ def main() -> None:
             consumer=os.environ["CRASH_CONSUMER"],
             prefetch=4,
         )
-    asyncio.run(consumer.run())  # never returns: the kill comes first (or the test's timeout)
+    # Never returns unless paused: the kill comes first (or the test's timeout).
+    asyncio.run(run_until_signalled(consumer))
 
 
 if __name__ == "__main__":

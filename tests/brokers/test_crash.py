@@ -35,13 +35,13 @@ MESSAGES = 20
 KILL_AT = 7
 
 
-def run_child(queue: Broker, mark: Path, database_url: str) -> None:
+def child_environment(queue: Broker, mark: Path, database_url: str) -> dict[str, str]:
     place = queue.place
     if isinstance(place, RabbitQueue):
         where = {"CRASH_QUEUE": place.name}
     else:
         where = {"CRASH_STREAM": place.name, "CRASH_CONSUMER": place.consumer}
-    environment = {
+    return {
         **os.environ,
         **where,
         "CRASH_BROKER": queue.kind,
@@ -51,9 +51,15 @@ def run_child(queue: Broker, mark: Path, database_url: str) -> None:
         "CRASH_MARK": str(mark),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
+
+
+CHILD = [sys.executable, str(ROOT / "tests" / "brokers" / "crash_consumer.py")]
+
+
+def run_child(queue: Broker, mark: Path, database_url: str) -> None:
     child = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "brokers" / "crash_consumer.py")],
-        env=environment,
+        CHILD,
+        env=child_environment(queue, mark, database_url),
         cwd=ROOT,
         capture_output=True,
         timeout=60,
@@ -101,3 +107,40 @@ def test_a_consumer_killed_between_commit_and_ack_loses_and_doubles_nothing(
         assert effects(inbox) == dict.fromkeys(keys, 1)  # doubled 0 in the handlers
     finally:
         inbox.close()
+
+
+def test_sigterm_settles_the_message_in_flight_before_the_exit(
+    broker_url: tuple[str, str], tmp_path: Path
+) -> None:
+    """SIGTERM while a message is stored and not yet acked: the consumer acks it, then exits
+    0; nothing is delivered twice."""
+    database_url = f"sqlite:///{tmp_path / 'in.db'}"
+    mark = tmp_path / "in flight"
+
+    async def scenario() -> None:
+        async with broker(*broker_url) as queue:
+            for n in range(3):
+                await queue.publish(order(n))
+            env = {**child_environment(queue, mark, database_url), "CRASH_PAUSE": "1"}
+            env["CRASH_KILL_AT"] = "1"
+            child = subprocess.Popen(CHILD, env=env, cwd=ROOT, stderr=subprocess.PIPE)
+            try:
+                await until(mark.exists)
+                child.send_signal(signal.SIGTERM)
+                _, errors = await asyncio.to_thread(child.communicate, timeout=30)
+            finally:
+                if child.poll() is None:
+                    child.kill()
+            assert child.returncode == 0, errors.decode()[-2000:]
+            inbox = make_inbox(database_url)
+            try:  # what the stopped consumer did not take, another takes: no redelivery
+                async with running(queue.consumer(inbox)):
+                    await until(lambda: len(stored(inbox)) == 3)
+                assert await queue.left() == 0
+                held = json.loads(mark.read_bytes())["id"]
+                assert stored(inbox)[held] == 1  # acked before the exit, never delivered again
+                assert sum(stored(inbox).values()) == 3
+            finally:
+                inbox.close()
+
+    asyncio.run(scenario())
