@@ -74,6 +74,7 @@ def test_a_source_that_is_not_a_broker_source_is_refused(app: Path) -> None:
     base = ["brokerapp:inbox", "--rabbitmq", "amqp://127.0.0.1:1/", "--queue", "q"]
     assert "not a BrokerSource" in one_error_line([*base, "--source", "hooks"])
     assert "no source named 'nope'" in one_error_line([*base, "--source", "nope"])
+    assert not (app / "in.db").exists()  # refused before the database is opened
 
 
 @pytest.mark.slow

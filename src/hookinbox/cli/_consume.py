@@ -157,6 +157,7 @@ def consume(
     from hookinbox.cli._loading import load_inbox
     from hookinbox.cli._logs import configure_logging
     from hookinbox.cli._target import explained
+    from hookinbox.cli._worker import check_keys
 
     configure_logging(log_level, log_format)
     inbox = load_inbox(
@@ -183,6 +184,7 @@ def consume(
             prefetch=prefetch,
             retry_delay=retry_delay,
         )
+    check_keys(inbox)  # as serve and worker: keys that could not write what is stored, exit 2
     try:
         with explained(inbox.settings.database_url):
             asyncio.run(run_until_signalled(built))
