@@ -20,20 +20,27 @@ REDIS_PREFIX = re.compile(r'PREFIX = f"([^"{]+)')
 """A Redis claims page's prefix, up to the run's own part: what a run of the page writes."""
 NATS_STREAM = re.compile(r'StreamConfig\(name="([^"]+)"')
 """A JetStream page's streams: made by its blocks on the test NATS, deleted after its runs."""
-RABBITMQ_PAGE = 'os.environ.get("RABBITMQ_URL"'
-"""A page whose blocks publish to RabbitMQ: they run on the test broker (`rabbitmq_url`)."""
+BROKERS = {
+    "rabbitmq_url": ("RabbitMQDestination(", "RabbitMQConsumer("),
+    "nats_url": ("JetStreamDestination(", "JetStreamConsumer("),
+}
+"""A page that publishes to or consumes from a broker runs on the test broker (`RABBITMQ_URL`,
+`NATS_URL`), by the fixture that finds it: marked as that fixture's tests are."""
 
 
-def _marks(text: str) -> list[pytest.MarkDecorator]:
-    # A Redis claims page runs its blocks on the test Redis, a JetStream page on the test NATS,
-    # a RabbitMQ page on the test broker: marked as their tests are.
+def _brokers(text: str) -> list[str]:
+    return [fixture for fixture, names in BROKERS.items() if any(n in text for n in names)]
+
+
+def _marks(page: Path) -> list[pytest.MarkDecorator]:
+    text = page.read_text()
     marks = [pytest.mark.redis] if "hookinbox.claims" in text else []
-    marks += [pytest.mark.nats] if "JetStreamDestination(" in text else []
-    return marks + ([pytest.mark.slow] if RABBITMQ_PAGE in text else [])  # a broker: slow
+    return marks + [getattr(pytest.mark, f.removesuffix("_url")) for f in _brokers(text)]
 
 
 RUNNABLE = [
-    pytest.param(page, marks=marks) if (marks := _marks(page.read_text())) else page
+    # A Redis claims page runs its blocks on the test Redis, a broker page on its broker.
+    pytest.param(page, marks=marks) if (marks := _marks(page)) else page
     for page in PAGES
     if any(blocks(parse(page)))
 ]
@@ -66,13 +73,13 @@ def test_every_python_block_runs(
         redis_url = request.getfixturevalue("redis_url")
         monkeypatch.setenv("REDIS_URL", redis_url)
         request.addfinalizer(lambda: _delete_keys(redis_url, prefixes))
-    if RABBITMQ_PAGE in text:
-        monkeypatch.setenv("RABBITMQ_URL", request.getfixturevalue("rabbitmq_url"))
+    for fixture in _brokers(text):
+        url = request.getfixturevalue(fixture)
+        monkeypatch.setenv(fixture.removesuffix("_url").upper() + "_URL", url)
     if redis_url:  # whatever a crashed run left, gone; the second run finds the first's keys
         _delete_keys(redis_url, prefixes)
-    if "JetStreamDestination(" in text:  # a JetStream page: on the test NATS, streams removed
+    if "nats_url" in _brokers(text):  # a JetStream page: the streams it makes are removed
         nats_url = request.getfixturevalue("nats_url")
-        monkeypatch.setenv("NATS_URL", nats_url)
         streams = NATS_STREAM.findall(text)
         request.addfinalizer(lambda: _delete_streams(nats_url, streams))
         _delete_streams(nats_url, streams)

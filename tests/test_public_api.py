@@ -81,6 +81,12 @@ PUBLIC: dict[str, list[str]] = {
         "Undeliverable",
     ],
     "hookinbox.http": ["Request", "answer_get", "health_probes", "receive_asgi", "receive_stream"],
+    "hookinbox.brokers": [
+        "BrokerSource",
+        "BrokerUnavailable",
+        "JetStreamConsumer",
+        "RabbitMQConsumer",
+    ],
     "hookinbox.claims": [
         "AlreadyDone",
         "AsyncRedisClaims",
