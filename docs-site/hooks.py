@@ -23,9 +23,9 @@ LINK = re.compile(r"(?<!!)\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
 EXTERNAL = ("http://", "https://", "mailto:")
 FOLDER_LINK = re.compile(r"(\]\()([^)\s#:]+/)([#)])")
 PUBLIC_MODULES = (
-    "hookinbox.sources", "hookinbox.outbox", "hookinbox.http", "hookinbox.claims",
-    "hookinbox.fastapi", "hookinbox.flask", "hookinbox.django", "hookinbox.dashboard",
-    "hookinbox.simulate", "hookinbox.testing",
+    "hookinbox.sources", "hookinbox.outbox", "hookinbox.http", "hookinbox.brokers",
+    "hookinbox.claims", "hookinbox.fastapi", "hookinbox.flask", "hookinbox.django",
+    "hookinbox.dashboard", "hookinbox.simulate", "hookinbox.testing",
 )  # fmt: skip
 """docs/api.md's modules after `hookinbox` itself (tests/docs/test_site.py checks they agree)."""
 
