@@ -110,4 +110,5 @@ def test_check_and_new_key(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None
     unreadable = run_cli("events", "show", "stripe", "evt_1", "--database-url", db_url,
                          env={KEYS_ENV: K1})  # fmt: skip
     assert unreadable.returncode == 2 and len(unreadable.stderr.splitlines()) == 1
-    assert "error: event stripe/evt_1: its stored payload is encrypted with key" in unreadable.stderr
+    stderr = unreadable.stderr
+    assert "error: event stripe/evt_1: its stored payload is encrypted with key" in stderr

@@ -41,7 +41,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hookinbox._errors import ConfigurationError
 from hookinbox._storage._payload_packing import RAW, compression_level, pack, unpack
@@ -206,7 +206,10 @@ def read_headers(value: str, source: str, event_id: str) -> str:
 
 def _unbundle(value: bytes, source: str, event_id: str) -> tuple[bytes, str]:
     kind = value[len(MAGIC) : len(MAGIC) + 1]
-    packed = value[len(MAGIC) + 1 :] if kind == _PACKED else _open(value, b"payload", source, event_id)
+    if kind == _PACKED:
+        packed = value[len(MAGIC) + 1 :]
+    else:
+        packed = _open(value, b"payload", source, event_id)
     try:
         return unpack(packed)
     except ValueError as error:
