@@ -176,6 +176,7 @@ def read_payload(
     if value.startswith(MAGIC) and value[len(MAGIC) : len(MAGIC) + 1] in _BUNDLES:
         return _unbundle(value, source, event_id)
     if headers == BUNDLED:
+        read_body(value, source, event_id)  # a body of an unknown format says so first
         raise _unreadable(source, event_id, "headers", "are kept in a body that holds none")
     return read_body(value, source, event_id), read_headers(headers, source, event_id)
 
