@@ -151,7 +151,9 @@ def test_search_and_erasure_by_value_find_compressed_rows(
         Selection("stripe", payload=search), after=0, batch_size=100
     )
     with store.engine.connect() as connection:
-        ids = dict(connection.execute(sa.select(events.c.event_id, events.c.id)).tuples().all())
+        ids = {
+            r.event_id: r.id for r in connection.execute(sa.select(events.c.event_id, events.c.id))
+        }
     assert matching == sorted(ids[e] for e in expected) and len(read) == 9
 
 
