@@ -14,6 +14,7 @@ import pytest
 
 from hookinbox._storage import Store
 from hookinbox._storage._payload_codec import KEYS_ENV, key_id_of, payload_key_id
+from hookinbox._storage._payload_packing import COMPRESSION_ENV
 from tests.storage.test_encryption import K1, K1_OTHER, K2, delivery, raw
 from tests.support.server import ROOT, hookinbox_command, run_cli
 
@@ -112,3 +113,25 @@ def test_check_and_new_key(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None
     assert unreadable.returncode == 2 and len(unreadable.stderr.splitlines()) == 1
     stderr = unreadable.stderr
     assert "error: event stripe/evt_1: its stored payload is encrypted with key" in stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_compressed_event_shows_and_a_malformed_compression_setting_stops_the_worker(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(KEYS_ENV, raising=False)
+    monkeypatch.setenv(COMPRESSION_ENV, "zlib")
+    store = Store(db_url)
+    store.ingest.record(delivery("evt_1"))
+    store.dispose()
+    assert raw(store)["evt_1"][1] == "@body"
+    # Read with compression off: a reader needs no setting.
+    shown = run_cli("events", "show", "stripe", "evt_1", "--database-url", db_url,
+                    env={COMPRESSION_ENV: "off"})  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert '"stripe-signature"' in shown.stdout and "cus_0" in shown.stdout
+    refused = run_cli("worker", APP, "--database-url", db_url, env={COMPRESSION_ENV: "gzip"})
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        "error: HOOKINBOX_COMPRESSION='gzip': not 'off', 'zlib' or 'zlib:LEVEL' (a level of 1-9)"
+    ]
