@@ -2,6 +2,7 @@
 
     python bench/payload_bytes.py                                  # 20,000 events, 3 databases
     python bench/payload_bytes.py --backends sqlite --events 5000
+    python bench/payload_bytes.py --tree ../main --formats clear,encrypted   # another tree's code
 
 For each backend (SQLite, PostgreSQL, MariaDB) and each format (in clear; compressed,
 `HOOKINBOX_COMPRESSION=zlib`; encrypted, `HOOKINBOX_ENCRYPTION_KEYS` with a fresh key; both),
@@ -30,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import sqlalchemy as sa
 
@@ -118,10 +118,16 @@ def main() -> None:
     )
     parser.add_argument("--backends", default="sqlite,postgres,mysql")
     parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--formats", default=",".join(FORMATS), help="of: " + ", ".join(FORMATS))
+    parser.add_argument("--tree", default=str(Path(__file__).resolve().parents[1]),
+                        help="the tree whose src/hookinbox stores (a tree without compression "
+                        "stores its 'zlib' rows in clear)")  # fmt: skip
     args = parser.parse_args()
+    sys.path.insert(1, str(Path(args.tree).resolve() / "src"))
     results: dict[str, dict[str, dict[str, float]]] = {}
     for backend in args.backends.split(","):
-        for name, settings in FORMATS.items():
+        for name in args.formats.split(","):
+            settings = FORMATS[name]
             measured = measure(backend, settings, args.events)
             results.setdefault(backend, {})[name] = measured
             print(f"{backend} {name}: {measured}", file=sys.stderr, flush=True)
@@ -131,7 +137,7 @@ def main() -> None:
         "|---|---|---|---|---|---|",
     ]
     for backend, formats in results.items():
-        clear = formats["clear"]["disk"]
+        clear = formats.get("clear", next(iter(formats.values())))["disk"]
         for name, m in formats.items():
             lines.append(
                 f"| {backend} | {name} | {m['stored']:,.0f} | {m['disk']:,.0f} | "
