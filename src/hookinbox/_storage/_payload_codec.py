@@ -1,4 +1,4 @@
-"""Bodies and headers as stored: in clear, or encrypted at rest with the operator's keys.
+"""Bodies and headers as stored: in clear, or packed (compressed and/or encrypted at rest).
 
 Encryption is on when `HOOKINBOX_ENCRYPTION_KEYS` holds `id:base64key,...` (AES-256-GCM keys
 of 32 bytes; the first entry encrypts, every entry decrypts, so a key rotates by putting the
