@@ -122,7 +122,10 @@ def main() -> None:
     parser.add_argument("--tree", default=str(Path(__file__).resolve().parents[1]),
                         help="the tree whose src/hookinbox stores (a tree without compression "
                         "stores its 'zlib' rows in clear)")  # fmt: skip
+    parser.add_argument("--smoke", action="store_true", help="200 events, SQLite (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.events, args.backends = 200, "sqlite"
     sys.path.insert(1, str(Path(args.tree).resolve() / "src"))
     results: dict[str, dict[str, dict[str, float]]] = {}
     for backend in args.backends.split(","):

@@ -176,3 +176,11 @@ def test_space_benchmark_reads_bytes_and_heap_only_updates(postgres_template: st
     relayed = ours["updates"]["relay"]
     assert relayed["hookinbox_outbox"]["updated"] >= 300
     assert relayed["hookinbox_outbox"]["hot"] >= 0.9 * relayed["hookinbox_outbox"]["updated"]
+
+
+def test_payload_bytes_benchmark_measures_every_format() -> None:
+    """SQLite: each stored format measured; compressed payloads are the smaller."""
+    results = run_bench("payload_bytes.py")["results"]["sqlite"]  # type: ignore[index]
+    assert set(results) == {"clear", "zlib", "encrypted", "zlib + encrypted"}
+    assert results["zlib"]["stored"] < 0.7 * results["clear"]["stored"]
+    assert results["encrypted"]["stored"] > results["clear"]["stored"]
