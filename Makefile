@@ -93,7 +93,7 @@ test-long: $(BIN)/.installed mysqlclient
 # The tier to run on every change (docs/development.md): the tests that run in process on
 # SQLite, a few minutes; no lint, PostgreSQL, Redis, Node or subprocess (one that reaches any
 # of them fails, naming the marker it lacks). `make test` runs all but the long tier.
-FAST = not slow and not long and not postgres and not mysql and not redis and not node and not ha
+FAST = not slow and not long and not postgres and not mysql and not redis and not rabbitmq and not nats and not node and not ha
 test-fast: $(BIN)/.installed
 	HOOKINBOX_TEST_TIER=fast $(BIN)/python -m pytest -n 2 -m '$(FAST)' $(PYTEST_ARGS)
 

@@ -17,13 +17,19 @@ Redis (claim mode) is found through HOOKINBOX_TEST_REDIS_URL, by default the loc
 (also set by .ci/run, which forbids every skip as soon as either switch is on). Redis tests
 keep apart by a key prefix of their own.
 
+RabbitMQ and NATS with JetStream (broker sources and destinations) are found the same way,
+through HOOKINBOX_TEST_RABBITMQ_URL (default amqp://guest:guest@127.0.0.1:5672/) and
+HOOKINBOX_TEST_NATS_URL (default nats://127.0.0.1:4222), skipped when unreachable and failed
+under HOOKINBOX_REQUIRE_RABBITMQ=1 / HOOKINBOX_REQUIRE_NATS=1 (.ci/run sets both); their
+tests keep apart by queues and streams of their own, deleted after (tests/support/jetstream.py).
+
 Three tiers (docs/development.md): `make test` runs all but the `long` tests (`LONG_TESTS`,
-`make test-long`; CI runs both); `make test-fast` only the tests
-that run in this process on SQLite, deselecting the markers `postgres`, `mysql`, `redis`, `node` and
+`make test-long`; CI runs both); `make test-fast` only the tests that run in this process on
+SQLite, deselecting the markers `postgres`, `mysql`, `redis`, `rabbitmq`, `nats`, `node` and
 `slow`, which are set here from what a test uses (its backend, its fixtures, its modules, its
 directory) or by the test itself (`slow`). Under HOOKINBOX_TEST_TIER=fast (set by `make
-test-fast`) a test that still reaches PostgreSQL, Redis or a subprocess fails, naming the
-marker it lacks, so the fast tier cannot grow slow unseen.
+test-fast`) a test that still reaches PostgreSQL, Redis, a broker or a subprocess fails, naming
+the marker it lacks, so the fast tier cannot grow slow unseen.
 """
 
 from __future__ import annotations
@@ -52,6 +58,10 @@ MYSQL_URL = os.environ.get("HOOKINBOX_TEST_MYSQL_URL", "")
 REQUIRE_MYSQL = os.environ.get("HOOKINBOX_REQUIRE_MYSQL") == "1"
 REDIS_URL = os.environ.get("HOOKINBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 REQUIRE_REDIS = os.environ.get("HOOKINBOX_REQUIRE_REDIS") == "1"
+RABBITMQ_URL = os.environ.get("HOOKINBOX_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
+REQUIRE_RABBITMQ = os.environ.get("HOOKINBOX_REQUIRE_RABBITMQ") == "1"
+NATS_URL = os.environ.get("HOOKINBOX_TEST_NATS_URL", "nats://127.0.0.1:4222")
+REQUIRE_NATS = os.environ.get("HOOKINBOX_REQUIRE_NATS") == "1"
 TEMPLATE = f"hookinbox_test_template_{os.getpid()}"  # one per run: runs may overlap
 BACKENDS = ["sqlite", "postgres", "mysql"]
 FAST_TIER = os.environ.get("HOOKINBOX_TEST_TIER") == "fast"
@@ -64,6 +74,7 @@ MYSQL_TESTS = (
     "processes/test_concurrency.py",
     "processes/test_sigkill.py",
     "processes/test_pause.py",
+    "processes/test_expunge_race.py",  # an erasure racing a worker process's handler
     "cli/test_encryption.py",  # a rotation SIGKILLed halfway, the start-up check, on MariaDB
     "reliability/test_untrusted_text.py",
     "demo/test_demo.py",
@@ -359,6 +370,41 @@ def redis_url() -> str:
 
 
 @pytest.fixture(scope="session")
+def nats_url() -> str:
+    """A reachable NATS server with JetStream; skipped (or failed, in CI) without one."""
+    _refuse_in_fast_tier("NATS", "nats (the `nats_url` fixture marks itself)")
+    from tests.support.jetstream import reachable
+
+    why = reachable(NATS_URL)
+    if why is not None:
+        message = f"NATS at HOOKINBOX_TEST_NATS_URL ({NATS_URL}) is unreachable: {why}"
+        _skip_or_fail(message, required=REQUIRE_NATS)
+    return NATS_URL
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> str:
+    """A reachable RabbitMQ; skipped (or failed, in CI) without one."""
+    _refuse_in_fast_tier("RabbitMQ", "rabbitmq (the `rabbitmq_url` fixture marks itself)")
+    import asyncio
+
+    import aio_pika
+
+    async def ping() -> None:
+        connection = await aio_pika.connect(RABBITMQ_URL, timeout=5)
+        await connection.close()
+
+    try:
+        asyncio.run(ping())
+    except Exception as error:  # refused, timed out, authentication: all say unreachable
+        message = (
+            f"RabbitMQ at HOOKINBOX_TEST_RABBITMQ_URL ({RABBITMQ_URL}) is unreachable: {error}"
+        )
+        _skip_or_fail(message, required=REQUIRE_RABBITMQ)
+    return RABBITMQ_URL
+
+
+@pytest.fixture(scope="session")
 def npm() -> Path:
     """The npm oracles' directory, installed on first use (tests/testing/npm_oracles.py); a
     test taking it is marked `node`."""
@@ -456,6 +502,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
         if "redis_url" in fixtures:
             item.add_marker(pytest.mark.redis)
+        if "rabbitmq_url" in fixtures:
+            item.add_marker(pytest.mark.rabbitmq)
+        if "nats_url" in fixtures:
+            item.add_marker(pytest.mark.nats)
         parts = item.path.relative_to(root).parts if item.path.is_relative_to(root) else ()
         if len(parts) > 1 and parts[0] in SLOW_DIRECTORIES:
             item.add_marker(pytest.mark.slow)
@@ -494,7 +544,7 @@ def _nothing_slow_in_fast_tier(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """In CI a skipped test is a failed run: nothing may pass by not running."""
-    if not (REQUIRE_POSTGRES or REQUIRE_REDIS or REQUIRE_MYSQL):
+    if not (REQUIRE_POSTGRES or REQUIRE_REDIS or REQUIRE_MYSQL or REQUIRE_RABBITMQ or REQUIRE_NATS):
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0

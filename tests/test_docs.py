@@ -13,13 +13,34 @@ from pathlib import Path
 import pytest
 
 from tests.docs.blocks import PAGES, ROOT, blocks, close_inboxes, parse, run, skip_directives
+from tests.support.jetstream import Stream
 from tests.support.otel import forget_global_provider
 
 REDIS_PREFIX = re.compile(r'PREFIX = f"([^"{]+)')
 """A Redis claims page's prefix, up to the run's own part: what a run of the page writes."""
+NATS_STREAM = re.compile(r'StreamConfig\(name="([^"]+)"')
+"""A JetStream page's streams: made by its blocks on the test NATS, deleted after its runs."""
+BROKERS = {
+    "rabbitmq_url": ("RabbitMQDestination(", "RabbitMQConsumer("),
+    "nats_url": ("JetStreamDestination(", "JetStreamConsumer("),
+}
+"""A page that publishes to or consumes from a broker runs on the test broker (`RABBITMQ_URL`,
+`NATS_URL`), by the fixture that finds it: marked as that fixture's tests are."""
+
+
+def _brokers(text: str) -> list[str]:
+    return [fixture for fixture, names in BROKERS.items() if any(n in text for n in names)]
+
+
+def _marks(page: Path) -> list[pytest.MarkDecorator]:
+    text = page.read_text()
+    marks = [pytest.mark.redis] if "hookinbox.claims" in text else []
+    return marks + [getattr(pytest.mark, f.removesuffix("_url")) for f in _brokers(text)]
+
+
 RUNNABLE = [
-    # A Redis claims page runs its blocks on the test Redis: marked as Redis tests are.
-    pytest.param(page, marks=pytest.mark.redis) if "hookinbox.claims" in page.read_text() else page
+    # A Redis claims page runs its blocks on the test Redis, a broker page on its broker.
+    pytest.param(page, marks=marks) if (marks := _marks(page)) else page
     for page in PAGES
     if any(blocks(parse(page)))
 ]
@@ -52,8 +73,16 @@ def test_every_python_block_runs(
         redis_url = request.getfixturevalue("redis_url")
         monkeypatch.setenv("REDIS_URL", redis_url)
         request.addfinalizer(lambda: _delete_keys(redis_url, prefixes))
+    for fixture in _brokers(text):
+        url = request.getfixturevalue(fixture)
+        monkeypatch.setenv(fixture.removesuffix("_url").upper() + "_URL", url)
     if redis_url:  # whatever a crashed run left, gone; the second run finds the first's keys
         _delete_keys(redis_url, prefixes)
+    if "nats_url" in _brokers(text):  # a JetStream page: the streams it makes are removed
+        nats_url = request.getfixturevalue("nats_url")
+        streams = NATS_STREAM.findall(text)
+        request.addfinalizer(lambda: _delete_streams(nats_url, streams))
+        _delete_streams(nats_url, streams)
     for attempt in ("first run", "second run, same directory and Redis"):
         document = parse(page)
         try:
@@ -105,6 +134,11 @@ def _delete_keys(redis_url: str, prefixes: set[str]) -> None:
                 client.delete(*keys)
     finally:
         client.close()
+
+
+def _delete_streams(nats_url: str, names: list[str]) -> None:
+    for name in names:
+        Stream(nats_url, name, "").delete()
 
 
 def test_the_pages_run_where_the_tests_expect() -> None:

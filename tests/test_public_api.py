@@ -76,9 +76,17 @@ PUBLIC: dict[str, list[str]] = {
         "DeliveryError",
         "Destination",
         "HTTPDestination",
+        "JetStreamDestination",
+        "RabbitMQDestination",
         "Undeliverable",
     ],
     "hookinbox.http": ["Request", "answer_get", "health_probes", "receive_asgi", "receive_stream"],
+    "hookinbox.brokers": [
+        "BrokerSource",
+        "BrokerUnavailable",
+        "JetStreamConsumer",
+        "RabbitMQConsumer",
+    ],
     "hookinbox.claims": [
         "AlreadyDone",
         "AsyncRedisClaims",

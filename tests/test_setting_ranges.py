@@ -42,7 +42,7 @@ from hookinbox._operations import Thresholds
 from hookinbox._settings import ReceiverSettings
 from hookinbox.cli._commands import COMMANDS
 from hookinbox.cli._main import main
-from hookinbox.outbox import HTTPDestination
+from hookinbox.outbox import HTTPDestination, RabbitMQDestination
 from hookinbox.simulate import SimulationConfig
 
 DOCS = Path(__file__).parent.parent / "docs"
@@ -58,6 +58,7 @@ REQUIRED = {
     "provider": "stripe",
     "secret": "whsec_walk",
     "target": "http://127.0.0.1:9/webhooks/stripe",
+    "source": "orders",
 }
 """A valid value for each required parameter, so that the one under test is what fails."""
 
@@ -74,6 +75,10 @@ NAMES = {
     "wake_socket": "hidden; set by serve to a path it made",
     "key_id": "an encryption key's name (encryption new-key): 1-32 letters, digits, . _ -",
     "error_contains": "free text found in an event's last error (% and _ match themselves)",
+    "queue": "a RabbitMQ queue's name, refused by the broker where it is looked up (exit 2)",
+    "stream": "a JetStream stream's name, refused where it is looked up (exit 2)",
+    "consumer": "a JetStream consumer's name, refused where it is looked up (exit 2)",
+    "dead_letter_subject": "a NATS subject, refused where a stream must keep it (exit 2)",
 }
 """String parameters whose value is a name or free text: no value is hostile by its form."""
 
@@ -94,6 +99,8 @@ CHECKED_BY_COMMAND = {
     "target": ("simulate", ["--provider", "stripe", "--secret", "s"]),
     "length": ("trust", ["--database-url", "{url}", "asana"]),
     "payload_filter": ("expunge", ["--database-url", "{url}", "--source", "stripe", "--dry-run"]),
+    "rabbitmq": ("consume", ["nowhere_at_all:inbox", "--source", "s", "--queue", "q"]),
+    "jetstream": ("consume", ["nowhere_at_all:inbox", "--source", "s", "--stream", "s"]),
 }
 """String parameters checked by the command's body before it touches anything."""
 
@@ -352,6 +359,7 @@ SETTINGS: list[tuple[type, dict[str, Any]]] = [
     (SimulationConfig, SIMULATION),
     (Thresholds, {}),
     (HTTPDestination, {"name": "shop", "url": "http://127.0.0.1:9/"}),
+    (RabbitMQDestination, {"name": "bus", "url": "amqp://127.0.0.1:9/", "routing_key": "q"}),
 ]
 
 
@@ -426,7 +434,7 @@ def test_every_numeric_option_is_in_the_ranges_table() -> None:
 
 PUBLIC = {
     "WorkerOptions", "StoreOptions", "RetryPolicy", "GroupCommit", "SimulationConfig",
-    "HTTPDestination",
+    "HTTPDestination", "RabbitMQDestination",
 }  # fmt: skip
 
 
@@ -455,6 +463,7 @@ def test_every_public_numeric_field_is_in_the_ranges_table() -> None:
         },
         "SimulationConfig": SIMULATION_RANGES,
         "HTTPDestination": {"timeout": _ranges.DESTINATION_TIMEOUT},
+        "RabbitMQDestination": {"timeout": _ranges.DESTINATION_TIMEOUT},
         "ReceiverSettings": {
             "max_body_size": _ranges.MAX_BODY_SIZE,
             "body_timeout": _ranges.BODY_TIMEOUT,

@@ -17,6 +17,7 @@
     ├── StoreUnavailable            the database cannot take the write now     -> HTTP 503
     │   ├── AckDeadlinePassed       not stored within the ack deadline (a held lock, a stall)
     │   └── ClaimStoreUnavailable   Redis (claim mode) cannot be reached or refused the command
+    ├── BrokerUnavailable           a broker consumer cannot reach its RabbitMQ or NATS server
     ├── ClaimTaken                  `claims.once(...)`: the key is claimed already
     │   ├── AlreadyDone             ... and its work is done: skip it
     │   └── InProgress              ... by a holder still working: try again later
@@ -91,6 +92,11 @@ class VerificationUnavailable(HookinboxError):
     host or verification API, Mollie's API) when that service cannot be reached or fails.
     It is not the sender's fault, so the answer is 503 with `Retry-After`, not 401.
     """
+
+
+class BrokerUnavailable(HookinboxError):
+    """The broker cannot be reached: a consumer (`hookinbox.brokers`) cannot connect to its
+    RabbitMQ or NATS server, or lost it for good."""
 
 
 class DeliveryIgnored(HookinboxError):

@@ -61,6 +61,8 @@ EXTRAS: dict[str, Extra] = {
     "http": Extra("an HTTP client (httpx)", ("httpx",)),
     "simulate": Extra("the simulator (httpx, rich)", ("httpx", "rich")),
     "redis": Extra("the Redis client (redis)", ("redis",)),
+    "rabbitmq": Extra("the RabbitMQ client (aio-pika)", ("aio_pika", "aiormq")),
+    "nats": Extra("the NATS client (nats-py)", ("nats",)),
     "otel": Extra("the OpenTelemetry API (opentelemetry-api)", ("opentelemetry",)),
 }
 

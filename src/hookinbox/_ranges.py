@@ -146,6 +146,13 @@ JITTER = Range(0, 1, high_open=True)
 
 DESTINATION_TIMEOUT = seconds(0, HOUR, low_open=True)
 
+# -- broker consumers (`hookinbox.brokers`; `hookinbox consume`) -------------------------
+
+BROKER_PREFETCH = whole(1, 1000)
+"""Messages in flight at once: RabbitMQ's prefetch count, a JetStream fetch's batch."""
+BROKER_RETRY_DELAY = seconds(0, HOUR)
+"""How long a message the store could not take waits before the broker redelivers it."""
+
 # -- group commit (GroupCommit) ------------------------------------------------------------
 
 GROUP_MAX_ROWS = whole(1, 2000)

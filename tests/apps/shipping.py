@@ -8,13 +8,18 @@ from __future__ import annotations
 import os
 
 from hookinbox import Event, HandlerContext, Inbox, RetryPolicy
-from hookinbox.outbox import HTTPDestination
+from hookinbox.outbox import Destination, HTTPDestination
 from hookinbox.sources import Stripe
 
 STRIPE_SECRET = "whsec_test_shipping_app"
 
 
-def build(database_url: str | None = None, target: str | None = None) -> Inbox:
+def build(
+    database_url: str | None = None,
+    target: str | None = None,
+    destination: Destination | None = None,
+) -> Inbox:
+    """`destination`: where "shipping" messages go, instead of HTTP to `target`."""
     attempts = int(os.environ.get("SHIPPING_MAX_ATTEMPTS", "50"))
     inbox = Inbox(
         database_url,
@@ -22,7 +27,8 @@ def build(database_url: str | None = None, target: str | None = None) -> Inbox:
     )
     inbox.add_source(Stripe(secret=STRIPE_SECRET))
     inbox.add_destination(
-        HTTPDestination("shipping", url=target or os.environ.get("OUTBOX_TARGET", ""), timeout=1)
+        destination
+        or HTTPDestination("shipping", url=target or os.environ.get("OUTBOX_TARGET", ""), timeout=1)
     )
 
     @inbox.handler("stripe", "checkout.session.completed")

@@ -184,3 +184,13 @@ def test_payload_bytes_benchmark_measures_every_format() -> None:
     assert set(results) == {"clear", "zlib", "encrypted", "zlib + encrypted"}
     assert results["zlib"]["stored"] < 0.7 * results["clear"]["stored"]
     assert results["encrypted"]["stored"] > results["clear"]["stored"]
+
+
+def test_relay_brokers_benchmark_runs_every_kind(rabbitmq_url: str, nats_url: str) -> None:
+    """Each destination kind relays every message once (checked inside), same run."""
+    env = {"HOOKINBOX_BENCH_RABBITMQ_URL": rabbitmq_url, "HOOKINBOX_BENCH_NATS_URL": nats_url}
+    document = run_bench("relay_brokers.py", env=env)
+    results = document["results"]
+    assert isinstance(results, dict)
+    assert set(results) == {"http", "rabbitmq", "jetstream"}
+    assert all(figures["median"] > 0 for figures in results.values())

@@ -13,7 +13,13 @@ from hookinbox.dashboard import dashboard_app
 from tests.cli.conftest import Shop
 from tests.dashboard.conftest import TOKEN, Browser, csrf_of
 
-PAGES = ["/admin/", "/admin/events", "/admin/event?source=stripe&id=evt_1", "/admin/replay"]
+PAGES = [
+    "/admin/",
+    "/admin/events",
+    "/admin/event?source=stripe&id=evt_1",
+    "/admin/replay",
+    "/admin/expunge?source=stripe&until=1d",
+]
 
 
 def test_a_short_token_is_refused() -> None:
@@ -75,11 +81,14 @@ def test_state_changes_without_the_csrf_token_are_refused(signed_in: Browser, sh
     missing = signed_in.post("/admin/event/replay", data=form)
     wrong = signed_in.post("/admin/event/replay", data={**form, "csrf": "guessed"})
     bulk = signed_in.post("/admin/replay", data={"status": "failed"})
+    erase = signed_in.post(
+        "/admin/expunge", data={"source": "stripe", "until": "1s", "reason": "r"}
+    )
     login = Browser(signed_in.app).post("/admin/login", data={"token": TOKEN})
 
-    assert [r.status_code for r in (missing, wrong, bulk, login)] == [403] * 4
+    assert [r.status_code for r in (missing, wrong, bulk, erase, login)] == [403] * 5
     assert "CSRF" in missing.text
-    assert shop.event("evt_1").status is Status.FAILED
+    assert shop.event("evt_1").status is Status.FAILED and shop.event("evt_1").body
 
 
 @pytest.mark.parametrize(

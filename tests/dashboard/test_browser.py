@@ -111,9 +111,14 @@ def test_find_read_replay_a_failed_event_in_a_browser(shop: Shop, tmp_path: Path
                 "/admin/events",
                 "/admin/charts",
                 "/admin/event?source=stripe&id=evt_2",
+                # The bulk erasure's dry run with a count and its confirmation form.
+                "/admin/expunge?source=stripe&until=2100-01-01&path=data.object.id&equals=cs_1",
             )
             for path in pages:
                 page.goto(base + path)
+                if path.startswith("/admin/expunge"):
+                    expect(page.get_by_role("button", name="Erase 1 payloads")).to_be_visible()
+                    page.screenshot(path=str(artefacts / "expunge-phone.png"), full_page=True)
                 # Wide tables scroll inside their box; the page itself never scrolls sideways.
                 assert page.evaluate("document.documentElement.scrollWidth <= innerWidth"), path
             page.screenshot(path=str(artefacts / "event-phone.png"), full_page=True)

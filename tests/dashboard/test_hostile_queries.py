@@ -29,6 +29,8 @@ NUL_PAGES = [
     ("/admin/event/replay", {"source": "stripe", "id": "evt_1\x00"}),
     ("/admin/replay", {"source": "stripe\x00"}),
     ("/admin/replay", {"type": "\x00"}),
+    ("/admin/expunge", {"source": "stripe\x00", "until": "1d"}),
+    ("/admin/expunge", {"source": "stripe", "path": "data.object.id", "equals": "cs_1\x00"}),
 ]
 
 
@@ -47,6 +49,7 @@ def test_a_nul_in_any_field_is_a_400_that_says_so(
     [
         ({"source": "stripe", "id": "evt_1\x00"}, "/admin/event/replay"),
         ({"source": "stripe\x00", "status": "failed"}, "/admin/replay"),
+        ({"source": "stripe\x00", "until": "1s", "reason": "r"}, "/admin/expunge"),
     ],
 )
 def test_a_nul_in_a_replay_form_is_a_400_and_replays_nothing(

@@ -1,21 +1,18 @@
 """Erasure: an erased event keeps its key, status, times and delivery log and reads empty; a
 redelivery is still a duplicate and stores nothing again; each erasure is audited once; a dry
 run counts what the erasure erases; a payload value erases only the events that hold it; a
-large match goes in bounded batches; an event a worker is processing is erased without
-waiting for it, and its attempt goes on with the body it read."""
+large match goes in bounded batches. (An erasure racing a worker process that is processing
+the event: tests/processes/test_expunge_race.py.)"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from hookinbox import Event, HandlerContext, Inbox, Status
 from hookinbox._model import NewDelivery
 from hookinbox._operations._expunge import EXPUNGE_MAX_BATCH
 from hookinbox._operations._service import Operations
@@ -23,9 +20,6 @@ from hookinbox._records import Actor, Selection, search_for
 from hookinbox._storage import Store
 from hookinbox._storage._erasure import Erasure
 from hookinbox._storage._schema import audit, deliveries, events, payloads
-from hookinbox.sources import Stripe
-from tests.apps import orders
-from tests.support.workers import deliver
 
 NOW = datetime.now(UTC)
 OPS = Actor("ops", "GDPR request 42")
@@ -167,57 +161,3 @@ def test_a_large_payload_match_is_erased_in_bounded_batches(store: Store) -> Non
     assert len(observed.transactions) >= 4_000 // EXPUNGE_MAX_BATCH
     assert len(kept_payloads(store)) == 1_000
     assert len(audited(store)) == 3_000
-
-
-def test_an_event_being_processed_is_erased_without_waiting_and_its_attempt_goes_on(
-    db_url: str,
-) -> None:
-    """The handler is inside its attempt (its claim committed, its transaction open) when the
-    erasure runs: on PostgreSQL and MariaDB the erasure returns at once (it locks no row the
-    worker holds), the handler goes on with the body it read, and the event ends processed
-    with its payload erased."""
-    inbox = Inbox(db_url)
-    inbox.add_source(Stripe(secret=orders.STRIPE_SECRET))
-    inside, release = threading.Event(), threading.Event()
-    seen: list[bytes] = []
-
-    @inbox.handler("stripe", "*")
-    def slow(event: Event, ctx: HandlerContext) -> None:
-        seen.append(event.body)
-        inside.set()
-        assert release.wait(30)
-
-    deliver(inbox, {"id": "evt_busy", "type": "invoice.paid", "created": int(time.time()),
-                    "data": {"object": {"customer": "cus_1"}}})  # fmt: skip
-    worker = threading.Thread(target=inbox.process_due)
-    worker.start()
-    try:
-        assert inside.wait(30)
-        operations = Operations(inbox.store)
-        assert operations.event("stripe", "evt_busy").status is Status.PROCESSING  # type: ignore[union-attr]
-        done = threading.Event()
-
-        def erase() -> None:
-            operations.expunge_one("stripe", "evt_busy", NOW, actor=OPS)
-            done.set()
-
-        erasing = threading.Thread(target=erase)
-        erasing.start()
-        if inbox.store.dialect.single_writer:
-            # SQLite: one transaction writes at a time, and the handler's holds the lock (a
-            # delivery waits for it as well): the erasure comes right after the attempt.
-            assert not done.wait(0.5)
-            release.set()
-        assert done.wait(10), "the erasure waited for the worker"
-        erasing.join()
-    finally:
-        release.set()
-        worker.join(30)
-    event = inbox.store.get_event("stripe", "evt_busy")
-    assert event is not None and event.status is Status.PROCESSED
-    assert b"cus_1" in seen[0] and event.body == b""
-    assert audited(inbox.store)[0][:2] == ("evt_busy", "expunge")
-    with inbox.store.reading() as connection:
-        previous = connection.execute(sa.select(audit.c.previous_status)).scalar_one()
-    assert previous == ("processed" if inbox.store.dialect.single_writer else "processing")
-    inbox.close()

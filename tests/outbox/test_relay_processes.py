@@ -30,9 +30,10 @@ def receiver() -> Iterator[Receiver]:
         yield receiver
 
 
-def queue_messages(db_url: str, target: str, count: int) -> list[str]:
-    """Events processed with the relay off: `count` pending messages, their keys returned."""
-    inbox: Inbox = shipping.build(db_url, target)
+def queue_messages(db_url: str, target: str, count: int, inbox: Inbox | None = None) -> list[str]:
+    """Events processed with the relay off: `count` pending messages, their keys returned.
+    `inbox`: the shipping app built with another destination (tests/apps/rabbit_shipping.py)."""
+    inbox = inbox or shipping.build(db_url, target)
     for number in range(count):
         headers, body = stripe_delivery(checkout(number), shipping.STRIPE_SECRET)
         assert inbox.receive("stripe", headers, body).status_code == 200

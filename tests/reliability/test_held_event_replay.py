@@ -44,12 +44,7 @@ LIMITS = httpx.Limits(max_connections=REPLAYS + 10)
 
 
 def deliver_held_event(database_url: str) -> None:
-    inbox = held.build(database_url)
-    try:
-        headers, body = stripe_delivery(stripe_event(HELD), held.STRIPE_SECRET)
-        assert inbox.receive("stripe", headers, body).status_code == 200
-    finally:
-        inbox.close()
+    assert held.deliver(database_url, HELD).status_code == 200
 
 
 @contextmanager

@@ -1,5 +1,5 @@
-"""The queries the dashboard added: keyset pages, time and id filters, an event's outbox
-messages, and the duplicate ratio per hour."""
+"""The queries the dashboard added: keyset pages, time and id filters, the erased mark, an
+event's outbox messages, and the duplicate ratio per hour."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from hookinbox._model import NewDelivery
-from hookinbox._records import Bucket, EventFilter
+from hookinbox._model import NewDelivery, Status
+from hookinbox._records import Actor, Bucket, EventFilter, search_for
 from hookinbox._storage import Store
 from hookinbox._storage._schema import event_queue, events
 
@@ -50,6 +50,33 @@ def test_keyset_pages_cover_every_event_once_even_with_equal_times(store: Store)
         before = (rows[-1]["received_at"], rows[-1]["id"])
 
     assert pages == [["evt_6", "evt_5", "evt_4"], ["evt_3", "evt_2", "evt_1"], ["evt_0"]]
+
+
+def test_the_erased_mark_follows_the_payload_rows_in_the_pages_order(store: Store) -> None:
+    for number in range(6):
+        receive(store, f"evt_{number}", NOON + timedelta(seconds=number // 2))
+    gone = store.erasure.erase(
+        [store.get_event("stripe", e).row_id for e in ("evt_1", "evt_4")],  # type: ignore[union-attr]
+        NOON, Actor("test"),
+    )  # fmt: skip
+    assert len(gone) == 2
+
+    def marked(filters: EventFilter, **kwargs: object) -> list[tuple[object, object]]:
+        rows = store.operator.list_events(filters, 4, mark_erased=True, **kwargs)  # type: ignore[arg-type]
+        return [(row["event_id"], row["payload_erased"]) for row in rows]
+
+    first = marked(EventFilter())
+    assert first == [("evt_5", False), ("evt_4", True), ("evt_3", False), ("evt_2", False)]
+    cursor = store.operator.list_events(EventFilter(), 4)[-1]
+    older = marked(EventFilter(), before=(cursor["received_at"], cursor["id"]))
+    assert older == [("evt_1", True), ("evt_0", False)]
+    # Open events are read from the queue's table: the mark is the same.
+    assert marked(EventFilter(status=Status.PENDING))[:2] == [("evt_5", False), ("evt_4", True)]
+    # A payload search finds only kept payloads.
+    found = marked(EventFilter(), payload=search_for("id", "evt_3"))
+    assert found == [("evt_3", False)]
+    assert marked(EventFilter(), payload=search_for("id", "evt_4")) == []
+    assert "payload_erased" not in store.operator.list_events(EventFilter(), 1)[0]
 
 
 def test_until_and_event_id_filters(store: Store) -> None:

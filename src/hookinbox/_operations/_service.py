@@ -98,10 +98,14 @@ class Operations:
         *,
         before: Cursor | None = None,
         payload: PayloadMatch | None = None,
+        mark_erased: bool = False,
     ) -> list[Row]:
         """Newest first, no bodies; a keyset page (`before`), searched in bodies (`payload`)
-        among the newest `SCAN_LIMIT` matches of the rest (`Operator.list_events`)."""
-        return self._store.operator.list_events(filters, limit, before=before, payload=payload)
+        among the newest `SCAN_LIMIT` matches of the rest (`Operator.list_events`); with
+        `mark_erased`, each row's `payload_erased` says whether its payload was erased."""
+        return self._store.operator.list_events(
+            filters, limit, before=before, payload=payload, mark_erased=mark_erased
+        )
 
     def count_events(self, filters: EventFilter) -> int:
         return self._store.operator.count_events(filters)

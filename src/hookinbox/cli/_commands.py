@@ -29,6 +29,10 @@ COMMANDS: dict[str, Entry] = {
         "hookinbox.cli._worker:relay",
         "Deliver APP's outbox messages only.",
     ),
+    "consume": Entry(
+        "hookinbox.cli._consume:consume",
+        "Store a RabbitMQ queue's or JetStream consumer's messages.",
+    ),
     "migrate": Entry(
         "hookinbox.cli._migrate:migrate",
         "Create or upgrade hookinbox's tables.",

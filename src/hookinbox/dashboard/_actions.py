@@ -1,6 +1,7 @@
 """What an operator changes from the dashboard: replaying one event, or every event a filter
 matches (failed ones unless it names another status; in paced batches, as the CLI's), and
-erasing one event's body and headers (`hookinbox expunge SOURCE EVENT_ID`, audited the same).
+erasing one event's body and headers (`hookinbox expunge SOURCE EVENT_ID`, audited the same),
+or those of every event a selection matches (`expunge --source S`, after its dry-run page).
 
 Each is a POST through `SignIn.checked_form` (same site, signed in, the CSRF token), and runs
 the same operation as `hookinbox replay`, with the same rules: an event a worker holds is
@@ -17,7 +18,15 @@ from starlette.responses import Response
 
 from hookinbox._records import Actor, ReplayResult
 from hookinbox.dashboard._context import Dashboard, utc_now
-from hookinbox.dashboard._forms import event_key, filter_fields, parse_filters, replayable
+from hookinbox.dashboard._forms import (
+    bad_request,
+    event_key,
+    filter_fields,
+    parse_filters,
+    parse_selection,
+    replayable,
+    selection_fields,
+)
 from hookinbox.dashboard._sign_in import SignIn
 
 REASON_LIMIT = 500
@@ -88,4 +97,24 @@ class Actions:
         return self.dashboard.render(
             request, "replay_bulk.html", session, filters=filters, status=filters.status,
             fields=filter_fields(filters), count=0, sample=[], replayed=replayed,
+        )  # fmt: skip
+
+    async def bulk_expunge(self, request: Request) -> Response:
+        """Erase the payloads of every event the dry run's selection matches, as `hookinbox
+        expunge --source S --older-than/--payload --yes` does (paced batches of at most 500),
+        each erased event audited by "dashboard" with the reason, which is required here."""
+        form = await self.sign_in.checked_form(request)
+        selection = parse_selection(form, utc_now())
+        if selection is None:
+            raise bad_request("give a source, and a received-before time and/or a payload value")
+        actor = actor_of(form)
+        if actor.reason is None:
+            raise bad_request("give a reason: it is kept in each erased event's audit trail")
+        erased = await self.dashboard.off_loop(
+            lambda: sum(self.operations.expunge_matching(selection, utc_now(), actor=actor))
+        )
+        session = self.sessions.read(request)
+        return self.dashboard.render(
+            request, "expunge_bulk.html", session, typed={}, fields=selection_fields(selection),
+            count=0, known=True, erased=erased,
         )  # fmt: skip

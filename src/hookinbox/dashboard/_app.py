@@ -7,10 +7,10 @@ a CSRF token.
 
 This module only puts the app together; each idea has a module of its own: reading requests
 (`_forms.py`), signing in and the gate before every page and form (`_sign_in.py`, over the
-cookie and CSRF of `_auth.py`), the pages (`_pages.py`), the replays (`_actions.py`), pausing
-sources (`_sources.py`), the
-headers every answer carries (`_security_headers.py`), and what they all share: the operations
-behind the dashboard's cap and the templates (`_context.py`, `_templates.py`).
+cookie and CSRF of `_auth.py`), the pages (`_pages.py`), the replays and erasures
+(`_actions.py`), pausing sources (`_sources.py`), the headers every answer carries
+(`_security_headers.py`), and what they all share: the operations behind the dashboard's cap
+and the templates (`_context.py`, `_templates.py`).
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ def dashboard_for(
         Route("/event/expunge", actions.expunge, methods=["POST"]),
         Route("/replay", page(pages.bulk_confirm), methods=["GET"]),
         Route("/replay", actions.bulk_replay, methods=["POST"]),
+        Route("/expunge", page(pages.erase_confirm), methods=["GET"]),
+        Route("/expunge", actions.bulk_expunge, methods=["POST"]),
         Route("/sources", page(source_pages.page), methods=["GET"]),
         Route("/sources/pause", source_pages.pause, methods=["POST"]),
         Route("/sources/resume", source_pages.resume, methods=["POST"]),

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from hookinbox._errors import ConfigurationError
 from hookinbox._model import Status
 from hookinbox._operations import parse_time
-from hookinbox._records import Cursor, EventFilter, PayloadMatch, search_for
+from hookinbox._records import Cursor, EventFilter, PayloadMatch, Selection, search_for
 from hookinbox._text import printable
 
 URLENCODED = "application/x-www-form-urlencoded"
@@ -134,6 +134,39 @@ def filter_fields(filters: EventFilter) -> dict[str, str]:
         "error": filters.error_contains,
     }
     return {name: value for name, value in fields.items() if value}
+
+
+SELECTION_FIELDS = ("source", "until", "path", "equals")
+"""A bulk erasure's fields: the events list's source, "received before" and payload search."""
+
+
+def parse_selection(params: QueryParams | FormData, now: datetime) -> Selection | None:
+    """A bulk erasure's events: those of `source` received before `until` (`30d`: longer
+    ago than 30 days, or an ISO time) and/or whose body holds `equals` at `path`. None when
+    the fields do not name a source and a filter yet (the page then asks for them); a value
+    that is malformed is a 400 that says why."""
+    given = {name: params.get(name) for name in SELECTION_FIELDS}
+    source, until, path, value = (v.strip() if isinstance(v, str) else "" for v in given.values())
+    try:
+        before = parse_time(until, now) if until else None
+        payload = search_for(path, value) if path else None
+    except (ConfigurationError, ValueError) as error:
+        raise bad_request(str(error)) from None
+    if not source or (before is None and payload is None):
+        return None
+    return Selection(source, before, payload)
+
+
+def selection_fields(selection: Selection) -> dict[str, str]:
+    """A selection as the form fields that produce it, its time fixed (ISO): the erasure
+    confirmed erases what the dry run counted, however long the operator took to confirm."""
+    fields = {
+        "source": selection.source,
+        "until": selection.before.isoformat() if selection.before else None,
+        "path": ".".join(selection.payload.path) if selection.payload else None,
+        "equals": selection.payload.value if selection.payload else None,
+    }
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def event_key(params: QueryParams | FormData) -> tuple[str, str]:

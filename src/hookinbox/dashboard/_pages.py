@@ -25,6 +25,7 @@ from hookinbox.dashboard._auth import Session
 from hookinbox.dashboard._chart import WINDOWS, percent, time_chart
 from hookinbox.dashboard._context import Dashboard, utc_now
 from hookinbox.dashboard._forms import (
+    SELECTION_FIELDS,
     bad_request,
     encode_cursor,
     event_key,
@@ -32,7 +33,9 @@ from hookinbox.dashboard._forms import (
     parse_cursor,
     parse_filters,
     parse_search,
+    parse_selection,
     replayable,
+    selection_fields,
 )
 
 PAGE_SIZE = 50
@@ -57,6 +60,11 @@ def pretty_body(payload: Callable[[], Any], body: bytes) -> str:
 
 
 _STYLESHEET = resources.files("hookinbox.dashboard").joinpath("static/dashboard.css").read_bytes()
+
+
+def _erasable(fields: dict[str, str]) -> dict[str, str]:
+    """The list's filters a bulk erasure takes too (its link carries them): source, until."""
+    return {name: fields[name] for name in ("source", "until") if name in fields}
 
 
 class Pages:
@@ -134,7 +142,7 @@ class Pages:
         search = parse_search(request.query_params)
         rows = await self.dashboard.off_loop(
             lambda: self.operations.list_events(
-                filters, PAGE_SIZE + 1, before=before, payload=search
+                filters, PAGE_SIZE + 1, before=before, payload=search, mark_erased=True
             )
         )
         older = encode_cursor(rows[PAGE_SIZE - 1]) if len(rows) > PAGE_SIZE else None
@@ -145,6 +153,7 @@ class Pages:
             "events.html",
             session,
             rows=rows[:PAGE_SIZE],
+            erase_fields={**_erasable(fields), **searched},
             filters=filters,
             fields=fields,
             searched=searched,
@@ -192,6 +201,32 @@ class Pages:
         return self.dashboard.render(
             request, "replay_bulk.html", session, filters=filters, status=filters.status,
             fields=filter_fields(filters), count=count, sample=sample, replayed=None,
+        )  # fmt: skip
+
+    async def erase_confirm(self, request: Request, session: Session) -> Response:
+        """The bulk erasure's dry run: the form choosing its events and, once it names a
+        source and a filter, how many payloads the erasure would delete (counted the way it
+        goes, batch by batch, nothing written) and the form that erases them."""
+        params = request.query_params
+        now = utc_now()
+        selection = parse_selection(params, now)
+        typed = {name: params.get(name, "") for name in SELECTION_FIELDS}
+        if selection is None:
+            return self.dashboard.render(
+                request, "expunge_bulk.html", session, typed=typed, fields={}, count=None,
+                known=True, erased=None,
+            )  # fmt: skip
+        operations = self.operations
+
+        def count() -> tuple[int, bool]:
+            total = sum(operations.expunge_matching(selection, now, actor=None))
+            known = bool(total) or selection.source in self.dashboard.sources
+            return total, known or operations.source_exists(selection.source)
+
+        total, known = await self.dashboard.off_loop(count)
+        return self.dashboard.render(
+            request, "expunge_bulk.html", session, typed=typed, fields=selection_fields(selection),
+            count=total, known=known, erased=None,
         )  # fmt: skip
 
     async def stylesheet(self, _request: Request) -> Response:
