@@ -4,6 +4,7 @@
     python bench/ab_ingest.py --variant uvicorn=.:uvicorn --variant granian=.:granian
     python bench/ab_ingest.py --backends sqlite --rounds 5 --seconds 10
     python bench/ab_ingest.py --variant clear=. --variant encrypted=. --encrypted encrypted
+    python bench/ab_ingest.py --variant clear=. --variant zlib=. --compressed zlib
 
 Each variant is `label=TREE[:SERVER]`: `hookinbox serve --no-worker` (one process, group
 commit, as `bench/ingest.py` runs it) with hookinbox imported from `TREE/src`, on a fresh
@@ -13,7 +14,9 @@ The variants take turns within each round (A B, then B A, ...), so a machine tha
 or speeds up during the measurement (other load, thermal limits) weighs on both alike: the
 figure to read is the ratio of medians, and each round's own ratio beside it. A variant named
 by `--encrypted` stores bodies and headers encrypted (`HOOKINBOX_ENCRYPTION_KEYS` set to a
-fresh random key); the others run with the variable empty (encryption off).
+fresh random key); the others run with the variable empty (encryption off). A variant named by
+`--compressed` stores them compressed (`HOOKINBOX_COMPRESSION=zlib`); the others with `off`
+(a tree that predates the variable ignores it). A variant may be named by both.
 """
 
 from __future__ import annotations
@@ -53,7 +56,12 @@ def parse_variant(text: str) -> tuple[str, Path, str | None]:
 
 
 def run_once(
-    tree: Path, server_name: str | None, backend: str, seconds: int, keys: str = ""
+    tree: Path,
+    server_name: str | None,
+    backend: str,
+    seconds: int,
+    keys: str = "",
+    compression: str = "off",
 ) -> dict[str, Any]:
     command = hookinbox_serve(APP, "{url}", 1)
     if server_name:
@@ -62,7 +70,7 @@ def run_once(
         command = [part.replace("{url}", url) for part in command]
         bench_root = Path(__file__).resolve().parents[1]
         env = {"BENCH_DATABASE_URL": url, "PYTHONPATH": f"{tree / 'src'}:{bench_root}",
-               "HOOKINBOX_ENCRYPTION_KEYS": keys}  # fmt: skip
+               "HOOKINBOX_ENCRYPTION_KEYS": keys, "HOOKINBOX_COMPRESSION": compression}  # fmt: skip
         with server(command, env=env) as running:
             target = f"{running.base_url}/webhooks/stripe"
             warmup = request_file(300)
@@ -102,6 +110,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--encrypted", action="append", default=[], metavar="LABEL",
                         help="run this variant with encryption at rest on")  # fmt: skip
+    parser.add_argument("--compressed", action="append", default=[], metavar="LABEL",
+                        help="run this variant with HOOKINBOX_COMPRESSION=zlib")  # fmt: skip
     args = parser.parse_args()
     key = "bench:" + base64.b64encode(os.urandom(32)).decode()
     variants: list[tuple[str, Path, str | None]] = args.variant
@@ -111,7 +121,8 @@ def main() -> None:
             order = variants if round_ % 2 == 0 else variants[::-1]
             for label, tree, server_name in order:
                 keys = key if label in args.encrypted else ""
-                measured = run_once(tree, server_name, backend, args.seconds, keys)
+                compression = "zlib" if label in args.compressed else "off"
+                measured = run_once(tree, server_name, backend, args.seconds, keys, compression)
                 results.setdefault((backend, label), []).append(measured)
                 print(f"{backend} round {round_ + 1} {label}: {measured['rate']:.0f} req/s, "
                       f"p99 {measured['p99_ms']:.1f} ms, {measured['cpu_us']:.0f} us CPU/request, "

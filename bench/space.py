@@ -3,6 +3,7 @@
     python bench/space.py                          # 20,000 events, vs b92f5b4 (~8 min)
     python bench/space.py --baseline-ref 81ff7a0   # against another git ref
     python bench/space.py --smoke                  # seconds; what CI runs
+    python bench/space.py --compression both       # this tree with and without compression
 
 PostgreSQL only (heap-only updates are PostgreSQL's). For each side, in one run, on a fresh
 database of its own: the baseline (`--baseline-ref`, checked out with `git worktree add`) and
@@ -58,10 +59,12 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def environment(tree: Path) -> dict[str, str]:
+def environment(tree: Path, compression: str = "off") -> dict[str, str]:
     """The shop's secrets as the bench signs, and `tree`'s hookinbox first on the path; no
-    `SHOP_EMAIL_URL`, so receipts are logged (the relay's statements are what is timed)."""
+    `SHOP_EMAIL_URL`, so receipts are logged (the relay's statements are what is timed);
+    `HOOKINBOX_COMPRESSION` as asked (a tree that predates it ignores it)."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "STRIPE_WEBHOOK_SECRET": SECRET}
+    env["HOOKINBOX_COMPRESSION"] = compression
     env.pop("SHOP_EMAIL_URL", None)
     return env
 
@@ -185,7 +188,9 @@ def open_messages(engine: sa.Engine) -> str:
     return "SELECT count(*) FROM hookinbox_outbox WHERE status IN ('pending', 'delivering')"
 
 
-def side(name: str, tree: Path, args: argparse.Namespace) -> dict[str, Any]:
+def side(
+    name: str, tree: Path, args: argparse.Namespace, compression: str = "off"
+) -> dict[str, Any]:
     log(f"{name}: {tree}")
     with database("postgres") as url:
         engine = open_engine(url)
@@ -193,7 +198,7 @@ def side(name: str, tree: Path, args: argparse.Namespace) -> dict[str, Any]:
             subprocess.run(
                 hookinbox("migrate", APP, "--database-url", url),
                 cwd=tree,
-                env=environment(tree),
+                env=environment(tree, compression),
                 check=True,
                 capture_output=True,
             )
@@ -216,7 +221,7 @@ def side(name: str, tree: Path, args: argparse.Namespace) -> dict[str, Any]:
                     "warning",
                     "--no-worker",
                 )
-                with server(command, env=environment(tree)) as serving:
+                with server(command, env=environment(tree, compression)) as serving:
                     load = fixed_rate(
                         f"{serving.base_url}/webhooks/stripe",
                         requests,
@@ -313,11 +318,12 @@ def render(sides: list[dict[str, Any]]) -> str:
         ("messages_per_second", "relay, messages/s (1 relay)"),
     ):
         lines.append(f"| {label} | " + " | ".join(f"{s[key]:,.0f}" for s in sides) + " |")
-    if len(sides) == 2:
-        base, this = sides
+    base = sides[0]
+    if len(sides) > 1:
         lines.append("")
+    for this, total in zip(sides[1:], totals[1:], strict=True):
         lines.append(
-            f"{this['side']} / {base['side']}: bytes kept per event {totals[1] / totals[0]:.2f}x,"
+            f"{this['side']} / {base['side']}: bytes kept per event {total / totals[0]:.2f}x,"
             f" processing {this['events_per_second'] / base['events_per_second']:.2f}x,"
             f" relay {this['messages_per_second'] / base['messages_per_second']:.2f}x"
         )
@@ -341,6 +347,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="TABLE=PERCENT",
         help="this tree's side: a table's fill factor instead of its schema's",
     )
+    parser.add_argument(
+        "--compression",
+        choices=["off", "zlib", "both"],
+        default="off",
+        help="this tree's HOOKINBOX_COMPRESSION; both: this tree twice, off then zlib",
+    )
     parser.add_argument("--smoke", action="store_true", help="300 events (CI)")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -354,7 +366,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.baseline_ref:
         with checkout(args.baseline_ref) as tree:
             sides.append(side(f"baseline {args.baseline_ref}", tree, args))
-    sides.append(side("this tree", ROOT, args))
+    for compression in ("off", "zlib") if args.compression == "both" else (args.compression,):
+        name = "this tree" if compression == "off" else f"this tree, {compression}"
+        sides.append(side(name, ROOT, args, compression))
     text = render(sides)
     path = save("space", {"args": vars(args), "sides": sides, "table": text})
     print(text)

@@ -178,6 +178,14 @@ def test_space_benchmark_reads_bytes_and_heap_only_updates(postgres_template: st
     assert relayed["hookinbox_outbox"]["hot"] >= 0.9 * relayed["hookinbox_outbox"]["updated"]
 
 
+def test_payload_bytes_benchmark_measures_every_format() -> None:
+    """SQLite: each stored format measured; compressed payloads are the smaller."""
+    results = run_bench("payload_bytes.py")["results"]["sqlite"]  # type: ignore[index]
+    assert set(results) == {"clear", "zlib", "encrypted", "zlib + encrypted"}
+    assert results["zlib"]["stored"] < 0.7 * results["clear"]["stored"]
+    assert results["encrypted"]["stored"] > results["clear"]["stored"]
+
+
 def test_relay_brokers_benchmark_runs_every_kind(rabbitmq_url: str, nats_url: str) -> None:
     """Each destination kind relays every message once (checked inside), same run."""
     env = {"HOOKINBOX_BENCH_RABBITMQ_URL": rabbitmq_url, "HOOKINBOX_BENCH_NATS_URL": nats_url}

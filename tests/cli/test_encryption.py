@@ -13,7 +13,8 @@ from collections import Counter
 import pytest
 
 from hookinbox._storage import Store
-from hookinbox._storage._payload_codec import KEYS_ENV, key_id_of
+from hookinbox._storage._payload_codec import KEYS_ENV, key_id_of, payload_key_id
+from hookinbox._storage._payload_packing import COMPRESSION_ENV
 from tests.storage.test_encryption import K1, K1_OTHER, K2, delivery, raw
 from tests.support.server import ROOT, hookinbox_command, run_cli
 
@@ -61,7 +62,7 @@ def test_a_rotation_killed_halfway_leaves_every_event_readable_and_a_rerun_finis
     assert rerun.returncode == 0, rerun.stderr
     assert f"rewrote {halfway['k1']} under key 'k2'" in rerun.stdout
     assert keys() == {"k2": EVENTS}
-    assert {key_id_of(headers) for _, headers in raw(store).values()} == {"k2"}
+    assert {payload_key_id(body, headers) for body, headers in raw(store).values()} == {"k2"}
     monkeypatch.setenv(KEYS_ENV, K2)  # k1 retired
     assert [e.body for e in store.operator.all_events()] == [i.body for i in items]
     store.dispose()
@@ -81,7 +82,7 @@ def test_keys_that_cannot_read_what_is_stored_stop_the_start_in_one_line(
     monkeypatch.delenv(KEYS_ENV)
     missing = run_cli(command, APP, "--database-url", db_url)
     for result, says in [
-        (wrong, "error: event stripe/evt_1: its stored body does not decrypt with key 'k1'"),
+        (wrong, "error: event stripe/evt_1: its stored payload does not decrypt with key 'k1'"),
         (malformed, "error: HOOKINBOX_ENCRYPTION_KEYS: entry 1 ('k1'): the key is not base64"),
         (
             missing,
@@ -110,4 +111,27 @@ def test_check_and_new_key(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None
     unreadable = run_cli("events", "show", "stripe", "evt_1", "--database-url", db_url,
                          env={KEYS_ENV: K1})  # fmt: skip
     assert unreadable.returncode == 2 and len(unreadable.stderr.splitlines()) == 1
-    assert "error: event stripe/evt_1: its stored body is encrypted with key" in unreadable.stderr
+    stderr = unreadable.stderr
+    assert "error: event stripe/evt_1: its stored payload is encrypted with key" in stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_compressed_event_shows_and_a_malformed_compression_setting_stops_the_worker(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(KEYS_ENV, raising=False)
+    monkeypatch.setenv(COMPRESSION_ENV, "zlib")
+    store = Store(db_url)
+    store.ingest.record(delivery("evt_1"))
+    store.dispose()
+    assert raw(store)["evt_1"][1] == "@body"
+    # Read with compression off: a reader needs no setting.
+    shown = run_cli("events", "show", "stripe", "evt_1", "--database-url", db_url,
+                    env={COMPRESSION_ENV: "off"})  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert '"stripe-signature"' in shown.stdout and "cus_0" in shown.stdout
+    refused = run_cli("worker", APP, "--database-url", db_url, env={COMPRESSION_ENV: "gzip"})
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        "error: HOOKINBOX_COMPRESSION='gzip': not 'off', 'zlib' or 'zlib:LEVEL' (a level of 1-9)"
+    ]

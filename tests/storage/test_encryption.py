@@ -16,7 +16,7 @@ from hookinbox._errors import ConfigurationError
 from hookinbox._model import NewDelivery
 from hookinbox._records import EventFilter, search_for
 from hookinbox._storage import Store
-from hookinbox._storage._payload_codec import KEYS_ENV, MAGIC, key_id_of
+from hookinbox._storage._payload_codec import BUNDLED, KEYS_ENV, MAGIC, key_id_of, payload_key_id
 from hookinbox._storage._schema import events, payloads
 
 START = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
@@ -76,7 +76,7 @@ def test_what_is_stored_is_ciphertext_and_what_is_read_is_the_delivery(
     for item in items:
         body, headers = raw(store)[item.event_id]
         assert item.body not in body and b"cus_" not in body
-        assert key_id_of(body) == key_id_of(headers) == "k1"
+        assert key_id_of(body) == payload_key_id(body, headers) == "k1" and headers == BUNDLED
         assert "secretish" not in headers and "stripe-signature" not in headers
         event = store.get_event("stripe", item.event_id)
         assert event is not None
@@ -111,7 +111,7 @@ def test_a_value_moved_to_another_event_does_not_decrypt(
     with store.transaction() as connection:
         evt_b = sa.select(events.c.id).where(events.c.event_id == "evt_b").scalar_subquery()
         connection.execute(payloads.update().where(payloads.c.id == evt_b).values(body=moved))
-    with pytest.raises(ConfigurationError, match="evt_b: its stored body does not decrypt"):
+    with pytest.raises(ConfigurationError, match="evt_b: its stored payload does not decrypt"):
         store.get_event("stripe", "evt_b")
     assert store.get_event("stripe", "evt_a") is not None
 
@@ -149,8 +149,7 @@ def test_a_rotation_puts_every_row_under_the_new_key_and_a_second_run_does_nothi
     assert dry.keys == {"(none)": 4, "k1": 6} and dry.rewritten == 0
     assert rotate(store) == 10
     stored = raw(store)
-    assert {key_id_of(b) for b, _ in stored.values()} == {"k2"}
-    assert {key_id_of(h) for _, h in stored.values()} == {"k2"}
+    assert {payload_key_id(b, h) for b, h in stored.values()} == {"k2"}
     assert rotate(store) == 0
     monkeypatch.setenv(KEYS_ENV, K2)  # k1 retired: every event still reads
     for item in items:
@@ -239,4 +238,4 @@ def test_a_leased_event_no_key_decrypts_is_logged_and_the_rest_of_its_batch_is_l
     now = START + timedelta(hours=1)
     lease = store.events.lease(limit=10, now=now, until=now + timedelta(minutes=1))
     assert [leased.event.id for leased in lease.fresh] == ["evt_new"]
-    assert "evt_old: its stored body is encrypted with key 'k1'" in caplog.text
+    assert "evt_old: its stored payload is encrypted with key 'k1'" in caplog.text

@@ -23,13 +23,13 @@ import sqlalchemy as sa
 from hookinbox._errors import ConfigurationError
 from hookinbox._storage._payload_codec import (
     KEYS_ENV,
-    encode_body,
-    encode_headers,
+    encode_payload,
     key_id_of,
     keyring,
-    read_body,
-    read_headers,
+    payload_key_id,
+    read_payload,
 )
+from hookinbox._storage._payload_packing import compression_level
 from hookinbox._storage._schema import events, payloads
 
 if TYPE_CHECKING:
@@ -99,16 +99,17 @@ class Encryption:
             return step
         rewrites: list[dict[str, object]] = []
         for row in rows:
-            if key_id_of(row.body) == key_id_of(row.headers) == ring.current:
+            if payload_key_id(row.body, row.headers) == ring.current:
                 continue
-            body = read_body(row.body, row.source, row.event_id)
-            headers = read_headers(row.headers, row.source, row.event_id)
+            # Rewritten in today's format (packed, compressed if HOOKINBOX_COMPRESSION says).
+            body, headers = read_payload(row.body, row.headers, row.source, row.event_id)
+            new_body, new_headers = encode_payload(body, headers, row.source, row.event_id)
             rewrites.append({
                 "row_id": row.id,
                 "old_body": bytes(row.body),
                 "old_headers": row.headers,
-                "new_body": encode_body(body, row.source, row.event_id),
-                "new_headers": encode_headers(headers, row.source, row.event_id),
+                "new_body": new_body,
+                "new_headers": new_headers,
             })  # fmt: skip
         if not rewrites:
             return step
@@ -126,6 +127,7 @@ class Encryption:
         when such an event is stored and no keys are given: a server that started so would
         answer deliveries and then fail on every event it reads."""
         ring = keyring()  # malformed: ConfigurationError here
+        compression_level()  # as is HOOKINBOX_COMPRESSION
         head = sa.func.substr(payloads.c.body, 1, _HEAD)
         newest = (
             sa.select(payloads.c.id, head.label("head"))
@@ -146,5 +148,4 @@ class Encryption:
                 f"events are stored encrypted (event {row.source}/{row.event_id}, key "
                 f"{key_id_of(row.body)!r}) and {KEYS_ENV} is not set"
             )
-        read_body(row.body, row.source, row.event_id)
-        read_headers(row.headers, row.source, row.event_id)
+        read_payload(row.body, row.headers, row.source, row.event_id)

@@ -24,7 +24,8 @@ from hookinbox._records import (
     ReplayResult,
 )
 from hookinbox._storage._notify import CHANNEL
-from hookinbox._storage._payload_codec import encrypting, read_body
+from hookinbox._storage._payload_codec import MAGIC, encrypting, read_body
+from hookinbox._storage._payload_packing import compressing
 from hookinbox._storage._rows import (
     EVENT_JOIN,
     EVENT_STATUS,
@@ -66,6 +67,8 @@ def _rows_of(filters: EventFilter) -> sa.FromClause:
 
 
 _UNSURE = "hookinbox_unsure_body"
+_CODED = sa.func.substr(payloads.c.body, 1, len(MAGIC)) == sa.literal(MAGIC, sa.LargeBinary)
+"""A payload stored coded (compressed or encrypted, `_payload_codec`): searched in Python."""
 """The column holding a body the search decides in Python (`Dialect.payload_unsure`)."""
 
 
@@ -172,22 +175,34 @@ class Operator:
         )
         # The window as a derived table: MariaDB takes no LIMIT in an IN (...).
         window = sa.select(scanned.subquery("newest").c.id)
-        search = self._search_decrypted if encrypting() else self._search
-        # Encrypted bodies cannot be read by the database: `_search_decrypted` reads them here.
-        found = search(payload, events.c.id.in_(window.scalar_subquery()), limit)
+        found = self._search_window(payload, events.c.id.in_(window.scalar_subquery()), limit)
         return [{**row, "payload_erased": False} for row in found] if mark_erased else found
 
     def search_among(self, payload: PayloadMatch, ids: list[int]) -> list[int]:
         """Those of the events `ids` whose body holds `payload`, searched as `list_events`
         searches its window (in SQL, or decrypted here): an erasure's batch."""
-        in_ids = events.c.id.in_(ids)
-        search = self._search_decrypted if encrypting() else self._search
-        return [row["id"] for row in search(payload, in_ids, len(ids))]
+        return [row["id"] for row in self._search_window(payload, events.c.id.in_(ids), len(ids))]
+
+    def _search_window(
+        self, payload: PayloadMatch, in_window: sa.ColumnElement[bool], limit: int
+    ) -> list[dict[str, Any]]:
+        """The newest `limit` events of the window whose body holds `payload`. The database
+        cannot read a coded body (compressed or encrypted): with either on, every body of the
+        window is read here; with both off, those in clear are searched in SQL and any coded
+        ones (stored while an option was on) here, and the two merged newest first."""
+        if encrypting() or compressing():
+            return self._search_decrypted(payload, in_window, limit)
+        clear = self._search(payload, sa.and_(in_window, sa.not_(_CODED)), limit)
+        coded = self._search_decrypted(payload, sa.and_(in_window, _CODED), limit)
+        if not coded:
+            return clear
+        newest = sorted([*clear, *coded], key=lambda r: (r["received_at"], r["id"]), reverse=True)
+        return newest[:limit]
 
     def _search_decrypted(
         self, payload: PayloadMatch, in_window: sa.ColumnElement[bool], limit: int
     ) -> list[dict[str, Any]]:
-        """As `_search`, over the same window, with each body read and decrypted here and
+        """As `_search`, over the same window, with each body read and decoded here and
         searched as handlers read it (`payload_text`): the same answers, at the cost of
         reading the window's bodies (5,000 at most) out of the database."""
         query = (

@@ -1,4 +1,4 @@
-"""Bodies and headers as stored: in clear, or encrypted at rest with the operator's keys.
+"""Bodies and headers as stored: in clear, or packed (compressed and/or encrypted at rest).
 
 Encryption is on when `HOOKINBOX_ENCRYPTION_KEYS` holds `id:base64key,...` (AES-256-GCM keys
 of 32 bytes; the first entry encrypts, every entry decrypts, so a key rotates by putting the
@@ -7,22 +7,29 @@ keyword, because the same keys must reach every process that reads bodies (serve
 the worker, the CLI, the dashboard) and must never sit in an application's code. It is read
 on each use (one dictionary look-up; the parse is cached), so a test may change it.
 
-Every stored value says what it is, so no schema change is needed and rows written before
-encryption was turned on still read:
+Every stored value says what it is, so no schema change is needed and rows written by any
+release still read. A payload row is one of:
 
-- a body is the delivery's bytes, or `MAGIC` + a kind byte: `\\x01` then the key id's length,
-  the key id, a 12-byte random nonce and the ciphertext with its 16-byte tag; `\\x00` then the
-  body in clear (a body that itself starts with `MAGIC`, so that it is never read as coded).
-  `MAGIC` starts with 0xFF, a byte no UTF-8 text and no UTF-16/32 byte-order mark begins with.
-- headers are stored as text (JSON, a column of type TEXT: PostgreSQL's holds no NUL byte
-  nor invalid UTF-8, so no raw ciphertext). In clear they are a JSON object, whose text starts
-  with `{`; encrypted, `~` + the base64 of the same coded form as a body (a third more bytes
-  for the few hundred of a delivery's headers).
+- in clear (neither compression nor encryption on, or compressing did not pay): the body is
+  the delivery's bytes, or, for a body that itself starts with `MAGIC`, `MAGIC` + `\\x00` + the
+  body (so it is never read as coded); the headers are their JSON object (text from `{`).
+- packed (`_payload_packing`: headers and body in one value, compressed when that pays) in
+  the body column, `BUNDLED` in the headers': `MAGIC` + `\\x02` + the packed value when only
+  compression is on; `MAGIC` + `\\x03`, the key id's length, the key id, a 12-byte random
+  nonce and the packed value's AES-GCM ciphertext with its 16-byte tag when encrypted
+  (compressed before it is encrypted: ciphertext does not compress). One value per row: one
+  nonce, one AES-GCM call and no base64 (the headers' column is text: PostgreSQL's holds no
+  NUL byte nor invalid UTF-8), and the headers compress with the body.
+- encrypted field by field (written before the payload was packed; read, never written): the
+  body `MAGIC` + `\\x01` + key id, nonce and ciphertext as above; the headers `~` + the base64
+  of the same form.
 
-The authenticated data binds each ciphertext to its field and its event (source, event id):
-a value copied to another row, or a body put in the headers' place, fails to decrypt instead
-of being read as another event's. A value that cannot be decrypted (a key id the keyring does
-not hold, a tag that does not match) raises `ConfigurationError`: never garbage.
+`MAGIC` starts with 0xFF, a byte no UTF-8 text and no UTF-16/32 byte-order mark begins with.
+The authenticated data binds each ciphertext to its field (`payload`, or `body` and
+`headers`) and its event (source, event id): a value copied to another row fails to decrypt
+instead of being read as another event's. A value that cannot be read (a key id the keyring
+does not hold, a tag that does not match, a packed value altered or cut short) raises
+`ConfigurationError`: never garbage.
 """
 
 from __future__ import annotations
@@ -34,19 +41,25 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hookinbox._errors import ConfigurationError
+from hookinbox._storage._payload_packing import RAW, compression_level, pack, unpack
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-    from hookinbox._model import NewDelivery
 
 KEYS_ENV = "HOOKINBOX_ENCRYPTION_KEYS"
 MAGIC = b"\xffhkx"
 _PLAIN = b"\x00"
 _AES_GCM = b"\x01"
+"""A body or headers value encrypted alone (written before the payload was packed)."""
+_PACKED = b"\x02"
+_SEALED = b"\x03"
+_BUNDLES = (_PACKED, _SEALED)
+_ENCRYPTED = (_AES_GCM, _SEALED)
+BUNDLED = "@body"
+"""The headers' column of a row whose headers are packed in its body column."""
 _NONCE = 12
 _KEY_BYTES = 32
 _HEADERS_MARK = "~"
@@ -104,7 +117,7 @@ def _parse(raw: str) -> Keyring:
             )
         ciphers[key_id] = AESGCM(key)
     current = next(iter(ciphers))
-    prefix = MAGIC + _AES_GCM + bytes((len(current),)) + current.encode("ascii")
+    prefix = MAGIC + _SEALED + bytes((len(current),)) + current.encode("ascii")
     return Keyring(current, ciphers, ciphers[current], prefix)
 
 
@@ -126,34 +139,23 @@ def new_key() -> str:
 # -- writing ----------------------------------------------------------------------------------
 
 
-def stored_body(delivery: NewDelivery) -> bytes:
-    """The delivery's body as it is to be stored."""
-    return encode_body(delivery.body, delivery.source, delivery.event_id)
-
-
-def stored_headers(delivery: NewDelivery, headers_json: str) -> str:
-    """The delivery's headers (their JSON, `headers_json`) as they are to be stored."""
-    return encode_headers(headers_json, delivery.source, delivery.event_id)
-
-
-def encode_body(body: bytes, source: str, event_id: str) -> bytes:
+def encode_payload(body: bytes, headers_json: str, source: str, event_id: str) -> tuple[bytes, str]:
+    """The (body, headers) columns a payload row stores: in clear as they came when neither
+    compression nor encryption is on (or when compressing does not make them smaller), else
+    both packed in the body column (compressed first, then encrypted) and `BUNDLED` in the
+    headers' column: one value, one nonce, one AES-GCM call and no base64."""
     ring = keyring()
+    level = compression_level()
+    if ring is None and level is None:
+        return (MAGIC + _PLAIN + body if body.startswith(MAGIC) else body), headers_json
+    packed = pack(body, headers_json, level)
     if ring is None:
-        return MAGIC + _PLAIN + body if body.startswith(MAGIC) else body
-    return _seal(ring, body, b"body", source, event_id)
-
-
-def encode_headers(headers_json: str, source: str, event_id: str) -> str:
-    ring = keyring()
-    if ring is None:
-        return headers_json
-    sealed = _seal(ring, headers_json.encode(), b"headers", source, event_id)
-    return _HEADERS_MARK + base64.b64encode(sealed).decode("ascii")
-
-
-def _seal(ring: Keyring, plain: bytes, field: bytes, source: str, event_id: str) -> bytes:
+        if packed[:1] == RAW:  # compressing did not pay: kept in clear, searchable in SQL
+            return (MAGIC + _PLAIN + body if body.startswith(MAGIC) else body), headers_json
+        return MAGIC + _PACKED + packed, BUNDLED
     nonce = os.urandom(_NONCE)
-    return ring.prefix + nonce + ring.sealing.encrypt(nonce, plain, _aad(field, source, event_id))
+    aad = _aad(b"payload", source, event_id)
+    return ring.prefix + nonce + ring.sealing.encrypt(nonce, packed, aad), BUNDLED
 
 
 def _aad(field: bytes, source: str, event_id: str) -> bytes:
@@ -165,16 +167,35 @@ def _aad(field: bytes, source: str, event_id: str) -> bytes:
 # -- reading ----------------------------------------------------------------------------------
 
 
+def read_payload(
+    body: bytes | memoryview, headers: str, source: str, event_id: str
+) -> tuple[bytes, str]:
+    """A stored row's (body, headers JSON) as the delivery brought them, whatever format
+    wrote it (every format any release wrote still reads)."""
+    value = bytes(body)
+    if value.startswith(MAGIC) and value[len(MAGIC) : len(MAGIC) + 1] in _BUNDLES:
+        return _unbundle(value, source, event_id)
+    if headers == BUNDLED:
+        read_body(value, source, event_id)  # a body of an unknown format says so first
+        raise _unreadable(source, event_id, "headers", "are kept in a body that holds none")
+    return read_body(value, source, event_id), read_headers(headers, source, event_id)
+
+
 def read_body(value: bytes | memoryview, source: str, event_id: str) -> bytes:
     """A stored body as the delivery brought it."""
     body = bytes(value)
     if not body.startswith(MAGIC):
         return body
+    kind = body[len(MAGIC) : len(MAGIC) + 1]
+    if kind == _PLAIN:
+        return body[len(MAGIC) + 1 :]
+    if kind in _BUNDLES:
+        return _unbundle(body, source, event_id)[0]
     return _open(body, b"body", source, event_id)
 
 
 def read_headers(value: str, source: str, event_id: str) -> str:
-    """Stored headers as their JSON text."""
+    """Stored headers as their JSON text (of a row whose headers are in their own column)."""
     if not value.startswith(_HEADERS_MARK):
         return value
     try:
@@ -184,21 +205,23 @@ def read_headers(value: str, source: str, event_id: str) -> str:
     return _open(sealed, b"headers", source, event_id).decode()
 
 
-def row_body(row: Mapping[Any, Any]) -> bytes:
-    """`read_body` of an events row (its `body`, `source` and `event_id`)."""
-    return read_body(row["body"], row["source"], row["event_id"])
-
-
-def row_headers(row: Mapping[Any, Any]) -> str:
-    return read_headers(row["headers"], row["source"], row["event_id"])
+def _unbundle(value: bytes, source: str, event_id: str) -> tuple[bytes, str]:
+    kind = value[len(MAGIC) : len(MAGIC) + 1]
+    if kind == _PACKED:
+        packed = value[len(MAGIC) + 1 :]
+    else:
+        packed = _open(value, b"payload", source, event_id)
+    try:
+        return unpack(packed)
+    except ValueError as error:
+        raise _unreadable(source, event_id, "payload", str(error)) from None
 
 
 def _open(value: bytes, field: bytes, source: str, event_id: str) -> bytes:
+    """The plaintext of an encrypted value (its format byte `_AES_GCM` or `_SEALED`)."""
     what = field.decode()
     kind = value[len(MAGIC) : len(MAGIC) + 1]
-    if kind == _PLAIN:
-        return value[len(MAGIC) + 1 :]
-    if kind != _AES_GCM:
+    if not value.startswith(MAGIC) or kind not in _ENCRYPTED:
         raise _unreadable(source, event_id, what, f"has an unknown format {kind!r}")
     key_id, sealed = _split(value)
     if key_id is None:
@@ -253,12 +276,21 @@ def key_id_of(value: bytes | memoryview | str | None) -> str | None:
             return "?"
     else:
         coded = bytes(value[: len(MAGIC) + 2 + 255])
-    if not coded.startswith(MAGIC) or coded[len(MAGIC) : len(MAGIC) + 1] != _AES_GCM:
+    if not coded.startswith(MAGIC) or coded[len(MAGIC) : len(MAGIC) + 1] not in _ENCRYPTED:
         return None
     start = len(MAGIC) + 1
     if len(coded) <= start:
         return "?"
     return coded[start + 1 : start + 1 + coded[start]].decode("ascii", "replace")
+
+
+def payload_key_id(body: bytes | memoryview, headers: str) -> str | None:
+    """The key id a whole payload row is under: None when any of it is in clear, "?" when its
+    body and headers are under different keys (a row that a rotation must rewrite)."""
+    if headers == BUNDLED:
+        return key_id_of(body)
+    body_key, headers_key = key_id_of(body), key_id_of(headers)
+    return body_key if body_key == headers_key else "?"
 
 
 def _unreadable(source: str, event_id: str, field: str, why: str) -> ConfigurationError:

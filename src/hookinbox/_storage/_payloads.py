@@ -4,10 +4,10 @@
 These two functions are the only places where a payload's values meet the database: every
 writer (a delivery's upsert, group commit's batches on each dialect, reconcile's insert) binds
 what `stored_payload` returns, and every reader (events loaded for a worker, an operator, the
-test kit) goes through `payload_of`. What the values are on disk (in clear, or encrypted at
-rest under the operator's keys) is `_payload_codec`'s, called here and nowhere else on these
-paths. Payload search reads the stored body in SQL (`Dialect.payload_value`), so with
-encryption on it reads and decrypts the window's bodies in Python instead (`_operator.py`).
+test kit) goes through `payload_of`. What the values are on disk (in clear, or compressed
+and/or encrypted at rest) is `_payload_codec`'s, called here and nowhere else on these paths.
+Payload search reads a body stored in clear in SQL (`Dialect.payload_value`), and reads a
+coded one (compressed or encrypted) in Python (`_operator.py`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from hookinbox._model import NewDelivery
-from hookinbox._storage._payload_codec import read_body, read_headers, stored_body, stored_headers
+from hookinbox._storage._payload_codec import encode_payload, read_payload
 
 headers_json = json.JSONEncoder(sort_keys=True).encode
 """`json.dumps(headers, sort_keys=True)` without a new encoder per call (which is what
@@ -28,9 +28,10 @@ PAYLOAD_INSERT = "INSERT INTO hookinbox_payloads (id, body, headers) VALUES ({ma
 
 
 def stored_payload(delivery: NewDelivery) -> tuple[bytes, str]:
-    """The (body, headers) a payload row stores for `delivery` (encrypted when keys are
-    given, each value bound to the delivery's source and event id)."""
-    return stored_body(delivery), stored_headers(delivery, headers_json(delivery.headers))
+    """The (body, headers) a payload row stores for `delivery` (packed, compressed and
+    encrypted as `HOOKINBOX_COMPRESSION` and `HOOKINBOX_ENCRYPTION_KEYS` say)."""
+    headers = headers_json(delivery.headers)
+    return encode_payload(delivery.body, headers, delivery.source, delivery.event_id)
 
 
 def payload_of(body: Any, headers: Any, source: str, event_id: str) -> tuple[bytes, dict[str, str]]:
@@ -39,4 +40,5 @@ def payload_of(body: Any, headers: Any, source: str, event_id: str) -> tuple[byt
     decrypts raises `ConfigurationError` (`_payload_codec`), never reads as garbage."""
     if body is None:
         return b"", {}
-    return read_body(body, source, event_id), json.loads(read_headers(headers, source, event_id))
+    body, headers = read_payload(body, headers, source, event_id)
+    return body, json.loads(headers)
