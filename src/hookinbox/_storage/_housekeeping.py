@@ -325,8 +325,14 @@ class Housekeeping:
         """Claim the run of job `name` for the schedule slot starting at `slot`.
 
         A compare-and-set on the job's row: of all processes asking for the same slot,
-        exactly one sees its update succeed. Works the same on every database.
+        exactly one sees its update succeed. Works the same on every database. On MariaDB,
+        processes that race to create the row can deadlock (each failed insert holds a shared
+        lock on the key that the others' update waits for): the victim, rolled back whole, runs
+        again and then sees the winner's row.
         """
+        return self.store.retry_deadlocks(lambda: self._claim_job(name, slot, now), "claim_job")
+
+    def _claim_job(self, name: str, slot: datetime, now: datetime) -> bool:
         claimed_at = max(now, slot)  # at or past the slot, so the slot reads as taken
         with self.store.transaction() as connection:
             exists = connection.execute(sa.select(jobs.c.name).where(jobs.c.name == name)).first()

@@ -180,11 +180,11 @@ class Store:
 
     def retry_deadlocks(self, work: Callable[[], T], operation: str) -> T:
         """`work()`, which runs one transaction of hookinbox's own (nothing of a user's in
-        it: ingest, reconcile's page, a prune batch) and may therefore run again: when the
-        database chose it as a deadlock's victim (rolled back whole, nothing of it written),
-        it is run again in a fresh transaction after a short, jittered pause, up to
-        `DEADLOCK_TRIES` runs in all, before the error goes up (`StoreUnavailable`: 503).
-        Counted in `hookinbox_deadlock_retries_total{operation}` and logged.
+        it: ingest, reconcile's page, a prune batch, a scheduled job's claim) and may therefore
+        run again: when the database chose it as a deadlock's victim (rolled back whole,
+        nothing of it written), it is run again in a fresh transaction after a short, jittered
+        pause, up to `DEADLOCK_TRIES` runs in all, before the error goes up (`StoreUnavailable`:
+        503). Counted in `hookinbox_deadlock_retries_total{operation}` and logged.
 
         Not for a worker's processing transaction (the claim, the user's handlers and the
         processed mark): a deadlock rolls the handlers' writes back with it, the attempt
