@@ -108,6 +108,7 @@ ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg
 """A database's sync URL scheme -> the async driver its `async` cases use."""
 LONG_TESTS = (
     "bench/",
+    "brokers/test_crash.py",
     "claims/test_processes.py",
     "demo/test_demo.py::test_the_demo_proves_exactly_once[postgres",
     "demo/test_demo.py::test_the_demo_proves_exactly_once[mysql",
@@ -136,6 +137,10 @@ LONG_TESTS = (
     "docs/test_site.py",
     "e2e/test_async_fastapi_storm.py",
     "outbox/test_relay_processes.py",
+    "outbox/test_rabbitmq_destination.py::test_a_relay_killed_after_the_confirm_publishes_again",
+    "outbox/test_rabbitmq_destination.py::test_a_broker_killed_mid_relay_loses_nothing",
+    "outbox/test_jetstream_destination.py::test_a_relay_killed_between_the_puback_and_its_commit",
+    "outbox/test_jetstream_destination.py::test_the_server_killed_and_restarted_mid_relay",
     "operations/test_metrics.py::test_serve_sums_every_process_into_one_metrics_page",
     "operations/test_prune.py::test_20000_old_rows_are_pruned_while_ingest_keeps_answering",
     "operations/test_prune.py::test_one_process_of_many_wins_each_daily_slot",
