@@ -137,10 +137,13 @@ LONG_TESTS = (
     "docs/test_site.py",
     "e2e/test_async_fastapi_storm.py",
     "outbox/test_relay_processes.py",
-    "outbox/test_rabbitmq_destination.py::test_a_relay_killed_after_the_confirm_publishes_again",
+    "outbox/test_rabbitmq_destination.py::"
+    "test_a_relay_killed_after_the_confirm_publishes_again_and_ids_dedupe",
     "outbox/test_rabbitmq_destination.py::test_a_broker_killed_mid_relay_loses_nothing",
-    "outbox/test_jetstream_destination.py::test_a_relay_killed_between_the_puback_and_its_commit",
-    "outbox/test_jetstream_destination.py::test_the_server_killed_and_restarted_mid_relay",
+    "outbox/test_jetstream_destination.py::"
+    "test_a_relay_killed_between_the_puback_and_its_commit_doubles_nothing",
+    "outbox/test_jetstream_destination.py::"
+    "test_the_server_killed_and_restarted_mid_relay_loses_and_doubles_nothing",
     "operations/test_metrics.py::test_serve_sums_every_process_into_one_metrics_page",
     "operations/test_prune.py::test_20000_old_rows_are_pruned_while_ingest_keeps_answering",
     "operations/test_prune.py::test_one_process_of_many_wins_each_daily_slot",
