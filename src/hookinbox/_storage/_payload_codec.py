@@ -147,15 +147,20 @@ def encode_payload(body: bytes, headers_json: str, source: str, event_id: str) -
     ring = keyring()
     level = compression_level()
     if ring is None and level is None:
-        return (MAGIC + _PLAIN + body if body.startswith(MAGIC) else body), headers_json
+        return _in_clear(body), headers_json
     packed = pack(body, headers_json, level)
     if ring is None:
         if packed[:1] == RAW:  # compressing did not pay: kept in clear, searchable in SQL
-            return (MAGIC + _PLAIN + body if body.startswith(MAGIC) else body), headers_json
+            return _in_clear(body), headers_json
         return MAGIC + _PACKED + packed, BUNDLED
     nonce = os.urandom(_NONCE)
     aad = _aad(b"payload", source, event_id)
     return ring.prefix + nonce + ring.sealing.encrypt(nonce, packed, aad), BUNDLED
+
+
+def _in_clear(body: bytes) -> bytes:
+    # A clear body that happens to start like a coded value is escaped, so it reads as clear.
+    return MAGIC + _PLAIN + body if body.startswith(MAGIC) else body
 
 
 def _aad(field: bytes, source: str, event_id: str) -> bytes:
